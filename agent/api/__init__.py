@@ -1,0 +1,1 @@
+"""Generated protobuf/gRPC modules (see proto/ and scripts/gen-protos)."""

@@ -1,0 +1,62 @@
+"""`hwagent` command line: a thin dispatcher over agent.commands.*.
+
+Each subcommand lives in its own module under agent/commands with an
+``add_parser(subparsers)`` that registers it and sets ``func``; this file only
+knows their names, so adding a command never touches another's code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from agent import __version__
+
+#: subcommand modules, in the order `hwagent --help` lists them
+COMMANDS: tuple[str, ...] = (
+    "agent.commands.run",
+    "agent.commands.topology",
+)
+
+
+class CommandError(Exception):
+    """An error the user can fix: printed as one line, exit status 2 (or .code)."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hwagent",
+        description="Node agent for bare-metal machines: topology, devices, CPU policy, pressure.",
+    )
+    parser.add_argument("--version", action="version", version=f"hwagent {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(name).add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except CommandError as e:
+        print(f"hwagent {args.command}: error: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

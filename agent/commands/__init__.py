@@ -1,0 +1,1 @@
+"""One module per `hwagent` subcommand; see agent.cli."""
