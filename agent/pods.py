@@ -1,0 +1,45 @@
+"""Who is running: the active-pods interface shared by the device manager, the
+CPU policy and eviction.
+
+The admission path (roadmap step 2) will supply the real source; until then the
+daemon and the tests use ``StaticActivePods``. Consumers ask only "which pod
+UIDs are active now", the one question both the kubelet device manager and
+Katalyst's residual cleanup ask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class PodRef:
+    uid: str
+    namespace: str = ""
+    name: str = ""
+
+
+@runtime_checkable
+class ActivePods(Protocol):
+    def active_pod_uids(self) -> frozenset[str]:
+        """UIDs of pods that still exist and are not terminated."""
+
+
+class StaticActivePods:
+    """An ActivePods whose membership the owner sets explicitly."""
+
+    def __init__(self, uids: set[str] | frozenset[str] = frozenset()) -> None:
+        self._uids = frozenset(uids)
+
+    def active_pod_uids(self) -> frozenset[str]:
+        return self._uids
+
+    def set(self, uids: set[str] | frozenset[str]) -> None:
+        self._uids = frozenset(uids)
+
+    def add(self, uid: str) -> None:
+        self._uids = self._uids | {uid}
+
+    def remove(self, uid: str) -> None:
+        self._uids = self._uids - {uid}
