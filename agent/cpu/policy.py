@@ -1,0 +1,378 @@
+"""The dynamic CPU policy: hints, Allocate, RemovePod and the query calls.
+
+Pure: no files, sockets or clocks of its own (the clock is injected). Every
+mutation builds a new ``PolicyState`` and swaps it in only when the whole
+operation succeeded, so a refused request leaves state exactly as it was.
+Callers serialise calls (the daemon's single asyncio loop does).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from agent.cpu.calculator import TopoIndex, take_by_topology, take_ht_by_numa_balance
+from agent.cpu.errors import FAILED_PRECONDITION, NOT_FOUND, PolicyError, RESOURCE_EXHAUSTED, invalid
+from agent.cpu.hints import Hint, calculate_hints, min_numa_count
+from agent.cpu.pools import PoolOptions, adjust, init_pools, shared_available, sync_sidecars
+from agent.cpu.qos import (
+    DEDICATED,
+    DEDICATED_OWNER,
+    DEFAULT_POOL,
+    RECLAIM_POOL,
+    RECLAIMED,
+    SHARED,
+    SYSTEM,
+    QoS,
+    parse_qos,
+)
+from agent.cpu.quantity import RESOURCE_RECLAIMED_MILLICPU, ceil_cpus, parse_request
+from agent.cpu.state import INIT, MAIN, SIDECAR, AllocationInfo, PolicyState, machine_state
+from agent.cpuset import CPUSet, CPUSetError
+from agent.topology.model import Topology
+
+__all__ = ["PolicyOptions", "Request", "HintsResult", "AllocateResult", "DynamicPolicy", "Hint", "reserved_cpus"]
+
+RESOURCE_NAME = "cpu"
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    reserved_count: int = 0
+    #: explicit reserved list (wins over reserved_count when set)
+    reserved_list: CPUSet | None = None
+    reclaim_min: int = 4
+    enable_reclaim: bool = False
+    transition_period_s: float = 30.0
+    debug_annotation_keys: tuple[str, ...] = ()
+    enhancement_defaults: Mapping[str, str] = field(default_factory=dict)
+    align_l3: bool = True
+
+
+@dataclass(frozen=True)
+class Request:
+    """The fields of resourceplugin ResourceRequest the policy uses."""
+
+    pod_uid: str
+    container_name: str
+    pod_namespace: str = ""
+    pod_name: str = ""
+    container_type: str = MAIN  # INIT / MAIN / SIDECAR / EPHEMERAL
+    container_index: int = 0
+    pod_role: str = ""
+    pod_type: str = ""
+    resource_name: str = RESOURCE_NAME
+    hint: Hint | None = None
+    resource_requests: Mapping[str, float] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    native_qos_class: str = ""
+
+
+@dataclass(frozen=True)
+class HintsResult:
+    #: None = no NUMA preference (upstream ``{"cpu": nil}``)
+    hints: list[Hint] | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+@dataclass(frozen=True)
+class AllocateResult:
+    #: None for init containers, debug pods, and sidecars whose main is not there yet
+    allocation: AllocationInfo | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    debug: bool = False
+    #: the request's hint, echoed as upstream does (None when absent)
+    hint: Hint | None = None
+    #: True for a sidecar that arrived before its main container
+    empty: bool = False
+
+
+def reserved_cpus(idx: TopoIndex, opts: PolicyOptions) -> CPUSet:
+    """Reserved CPUs: the explicit list, or one hyperthread per NUMA round-robin."""
+    if opts.reserved_list is not None:
+        if not opts.reserved_list <= CPUSet(idx.all):
+            raise ValueError(f"reserved cpus {opts.reserved_list} are not all online cpus of this machine")
+        return opts.reserved_list
+    if opts.reserved_count < 0 or opts.reserved_count >= len(idx.all):
+        raise ValueError(f"reserved cpu count {opts.reserved_count} must be in 0..{len(idx.all) - 1}")
+    return take_ht_by_numa_balance(idx, CPUSet(idx.all), opts.reserved_count)
+
+
+class DynamicPolicy:
+    def __init__(
+        self,
+        topology: Topology,
+        options: PolicyOptions | None = None,
+        state: PolicyState | None = None,
+        clock: Callable[[], float] = time.time,
+        pod_running: Callable[[str], bool | None] | None = None,
+    ) -> None:
+        self.options = options or PolicyOptions()
+        self.idx = TopoIndex(topology)
+        self.topology = topology
+        self.clock = clock
+        #: whether a pod is already running (upstream asks the metaServer); None
+        #: or unknown means "ramp up", as upstream does for pods it cannot see
+        self.pod_running = pod_running or (lambda uid: None)
+        self.reserved = reserved_cpus(self.idx, self.options)
+        self.pool_opts = PoolOptions(self.options.reclaim_min, self.options.enable_reclaim)
+        self._state = self._restore(state or PolicyState())
+        #: called with the new state after every committed change
+        self.listeners: list[Callable[[PolicyState], None]] = []
+
+    # -- state ------------------------------------------------------------------
+    @property
+    def state(self) -> PolicyState:
+        return self._state
+
+    def _restore(self, st: PolicyState) -> PolicyState:
+        online = CPUSet(self.idx.all)
+        for a in st.containers():
+            if not a.cpuset <= online:
+                raise ValueError(
+                    f"checkpointed cpuset {a.cpuset} of {a.pod_uid}/{a.container_name} has cpus this machine "
+                    f"does not have online ({online}); the topology changed under the checkpoint"
+                )
+        return sync_sidecars(init_pools(self.idx, st, self.reserved, self.pool_opts))
+
+    def _commit(self, st: PolicyState) -> None:
+        st = sync_sidecars(st)
+        if st is self._state:
+            return
+        self._state = st
+        for cb in list(self.listeners):
+            cb(st)
+
+    # -- request parsing --------------------------------------------------------
+    def _qos(self, req: Request) -> QoS:
+        return parse_qos(req.annotations, req.labels, self.options.enhancement_defaults)
+
+    def _is_debug(self, req: Request) -> bool:
+        return any(k in req.annotations for k in self.options.debug_annotation_keys)
+
+    def _check_common(self, req: Request) -> tuple[QoS, float]:
+        if not req.pod_uid:
+            raise invalid("bad_request", "pod_uid is empty")
+        if not req.container_name:
+            raise invalid("bad_request", "container_name is empty")
+        if req.resource_name and req.resource_name not in (RESOURCE_NAME, RESOURCE_RECLAIMED_MILLICPU):
+            raise invalid("bad_request", f"resource_name {req.resource_name!r} is not served by the cpu plugin")
+        qos = self._qos(req)
+        qty = parse_request(req.resource_requests)
+        if ceil_cpus(qty) > len(self.idx.all):
+            raise invalid(
+                "too_many_cpus", f"request of {qty:g} cpus exceeds the {len(self.idx.all)} cpus of this machine"
+            )
+        if qos.level == DEDICATED:
+            if not qos.numa_binding:
+                raise invalid("dedicated_without_numa_binding", "dedicated_cores without numa_binding is not supported")
+            if ceil_cpus(qty) <= 0:
+                raise invalid("bad_quantity", "dedicated_cores needs a request of at least 1 cpu")
+            min_numa_count(self.idx, self.reserved, ceil_cpus(qty))
+        return qos, qty
+
+    # -- hints ------------------------------------------------------------------
+    def get_topology_hints(self, req: Request) -> HintsResult:
+        qos, qty = self._check_common(req)
+        none = HintsResult(None, qos.labels, qos.annotations)
+        if req.container_type == INIT or self._is_debug(req) or req.container_type == SIDECAR:
+            return none
+        if qos.level != DEDICATED:
+            return none
+        need = ceil_cpus(qty)
+        st = self._state
+        cur = st.get(req.pod_uid, req.container_name)
+        if cur is not None and cur.is_dedicated_binding and len(cur.cpuset) >= need:
+            nodes = tuple(sorted(self.idx.assignments(cur.cpuset)))
+            return HintsResult([Hint(nodes, True)], qos.labels, qos.annotations)
+        if cur is not None:
+            st = st.without_entry(req.pod_uid, req.container_name)
+        ms = machine_state(self.idx, st)
+        hints = calculate_hints(self.idx, ms, self.reserved, need, qos.numa_exclusive)
+        return HintsResult(hints, qos.labels, qos.annotations)
+
+    # -- allocate ---------------------------------------------------------------
+    def allocate(self, req: Request) -> AllocateResult:
+        qos, qty = self._check_common(req)
+        if req.container_type == INIT:
+            return AllocateResult(None, qos.labels, qos.annotations, hint=req.hint)
+        if self._is_debug(req):
+            return AllocateResult(None, qos.labels, qos.annotations, debug=True, hint=req.hint)
+        need = ceil_cpus(qty)
+        cur = self._state.get(req.pod_uid, req.container_name)
+        if cur is not None and cur.qos_level == qos.level and len(cur.cpuset) >= need:
+            return AllocateResult(cur, qos.labels, qos.annotations, hint=req.hint)
+        base = self._state.without_entry(req.pod_uid, req.container_name) if cur is not None else self._state
+        now = self.clock()
+        entry = AllocationInfo(
+            pod_uid=req.pod_uid,
+            pod_namespace=req.pod_namespace,
+            pod_name=req.pod_name,
+            container_name=req.container_name,
+            container_type=req.container_type if req.container_type in (MAIN, SIDECAR) else MAIN,
+            container_index=req.container_index,
+            qos_level=qos.level,
+            request_quantity=qty,
+            cpuset=CPUSet(),
+            numa_binding=qos.numa_binding,
+            numa_exclusive=qos.numa_exclusive,
+            init_timestamp=now,
+            labels=qos.labels,
+            annotations=qos.annotations,
+            pod_role=req.pod_role,
+            pod_type=req.pod_type,
+            native_qos_class=req.native_qos_class,
+            cgroup_path=cur.cgroup_path if cur is not None else None,
+        )
+        if req.container_type == SIDECAR:
+            st = self._allocate_sidecar(base, entry)
+            if st is None:
+                return AllocateResult(None, qos.labels, qos.annotations, hint=req.hint, empty=True)
+        elif qos.level == DEDICATED:
+            st = self._allocate_dedicated(base, entry, req.hint, need)
+        elif qos.level == SHARED:
+            st = self._allocate_shared(base, entry, qos)
+        elif qos.level == RECLAIMED:
+            st = self._allocate_reclaimed(base, entry)
+        elif qos.level == SYSTEM:
+            st = base.with_entry(replace(entry, cpuset=CPUSet(self.idx.all)))
+        else:  # pragma: no cover - parse_qos rejects anything else
+            raise invalid("unknown_qos", f"unknown QoS level {qos.level!r}")
+        self._commit(st)
+        got = self._state.get(req.pod_uid, req.container_name)
+        assert got is not None
+        return AllocateResult(got, qos.labels, qos.annotations, hint=req.hint)
+
+    @staticmethod
+    def _pool_of(qos: QoS) -> str:
+        return qos.cpuset_pool or DEFAULT_POOL
+
+    def _allocate_sidecar(self, st: PolicyState, entry: AllocationInfo) -> PolicyState | None:
+        main = next((a for a in st.entries.get(entry.pod_uid, {}).values() if a.container_type == MAIN), None)
+        if main is None:
+            return None
+        return st.with_entry(replace(entry, cpuset=main.cpuset, owner_pool_name=main.owner_pool_name, ramp_up=False))
+
+    def _allocate_dedicated(self, st: PolicyState, entry: AllocationInfo, hint: Hint | None, need: int) -> PolicyState:
+        if hint is None or not hint.nodes:
+            raise invalid("bad_hint", "dedicated_cores with numa_binding needs a non-empty topology hint")
+        bad = [n for n in hint.nodes if n not in self.idx.numa_cpus]
+        if bad:
+            raise invalid("bad_hint", f"hint names NUMA node(s) {bad} this machine does not have")
+        if not entry.numa_exclusive and len(hint.nodes) > 1:
+            raise invalid("bad_hint", f"non-exclusive numa_binding needs a single-node hint, got {list(hint.nodes)}")
+        ms = machine_state(self.idx, st)
+        if entry.numa_exclusive:
+            busy = [n for n in hint.nodes if ms[n].allocated_cpuset]
+            if busy:
+                raise PolicyError(
+                    RESOURCE_EXHAUSTED,
+                    "numa_busy",
+                    f"numa_exclusive request on NUMA node(s) {busy} that already hold dedicated containers",
+                )
+        avail = CPUSet.union_all(ms[n].default_cpuset for n in hint.nodes) - self.reserved
+        if len(avail) < need:
+            raise PolicyError(
+                RESOURCE_EXHAUSTED,
+                "insufficient_cpus",
+                f"NUMA node(s) {list(hint.nodes)} have {len(avail)} free cpus, request needs {need}",
+            )
+        # quirk 14.3 kept: exclusive takes every free CPU of the node(s)
+        cpus = avail if entry.numa_exclusive else take_by_topology(self.idx, avail, need, self.options.align_l3)
+        new = replace(entry, cpuset=cpus, owner_pool_name=DEDICATED_OWNER, ramp_up=True)
+        return adjust(self.idx, st.with_entry(new), self.reserved, self.pool_opts)
+
+    def _allocate_shared(self, st: PolicyState, entry: AllocationInfo, qos: QoS) -> PolicyState:
+        pool = self._pool_of(qos)
+        ramp_cpus = shared_available(self.idx, st, self.reserved)
+        if not ramp_cpus:
+            raise PolicyError(
+                RESOURCE_EXHAUSTED, "no_shared_cpus", "no cpu is left for shared_cores (all NUMA nodes are dedicated)"
+            )
+        running = self.pod_running(entry.pod_uid)
+        if running is not True or pool not in st.pools:
+            return st.with_entry(replace(entry, cpuset=ramp_cpus, owner_pool_name="", ramp_up=True))
+        return adjust(self.idx, st.with_entry(replace(entry, owner_pool_name=pool)), self.reserved, self.pool_opts)
+
+    def _allocate_reclaimed(self, st: PolicyState, entry: AllocationInfo) -> PolicyState:
+        cpus = st.pools.get(RECLAIM_POOL)
+        if cpus is None:
+            raise PolicyError(FAILED_PRECONDITION, "reclaim_not_ready", "pool reclaim is not ready")
+        if not cpus:
+            raise PolicyError(FAILED_PRECONDITION, "reclaim_empty", "pool reclaim is empty")
+        return st.with_entry(replace(entry, cpuset=cpus, owner_pool_name=RECLAIM_POOL))
+
+    # -- removal ------------------------------------------------------------------
+    def remove_pod(self, pod_uid: str) -> bool:
+        """Forget a pod; True when it was known."""
+        if pod_uid not in self._state.entries:
+            return False
+        self._commit(adjust(self.idx, self._state.without_pod(pod_uid), self.reserved, self.pool_opts))
+        return True
+
+    def set_cgroup_path(self, pod_uid: str, container: str, path: str | None) -> None:
+        cur = self._state.get(pod_uid, container)
+        if cur is None:
+            raise PolicyError(NOT_FOUND, "not_found", f"container {pod_uid}/{container} is not in cpu plugin state")
+        if cur.cgroup_path != path:
+            self._commit(self._state.with_entry(replace(cur, cgroup_path=path)))
+
+    # -- ramp-up ------------------------------------------------------------------
+    def complete_ramp_up(self) -> bool:
+        """End ramp-up for containers older than the transition period (upstream
+        does this lazily in GetResourcesAllocation; hwagent also calls it from its
+        periodic loop so standalone mode converges). True when state changed."""
+        now = self.clock()
+        st = self._state
+        due = [
+            a for a in st.containers() if a.ramp_up and now >= a.init_timestamp + self.options.transition_period_s
+        ]
+        if not due:
+            return False
+        for a in due:
+            if a.qos_level == SHARED:
+                pool = a.annotations.get("cpuset_pool", DEFAULT_POOL)
+                st = st.with_entry(replace(a, ramp_up=False, owner_pool_name=pool))
+            else:
+                st = st.with_entry(replace(a, ramp_up=False))
+        if any(a.qos_level == SHARED for a in due):
+            st = adjust(self.idx, st, self.reserved, self.pool_opts)
+        self._commit(st)
+        return True
+
+    # -- queries ------------------------------------------------------------------
+    def resources_allocation(self) -> list[AllocationInfo]:
+        """GetResourcesAllocation: every container entry (side effect: ramp-up)."""
+        self.complete_ramp_up()
+        return self._state.containers()
+
+    def container(self, pod_uid: str, container: str) -> AllocationInfo:
+        a = self._state.get(pod_uid, container)
+        if a is None:
+            raise PolicyError(
+                NOT_FOUND, "not_found", f"container {pod_uid}/{container} is not show up in cpu plugin state"
+            )
+        return a
+
+    def allocatable(self) -> tuple[dict[int, int], dict[int, int]]:
+        """(capacity per NUMA, allocatable per NUMA = capacity - reserved)."""
+        cap = {n: len(self.idx.numa_cpus[n]) for n in self.idx.numa_ids}
+        alloc = {n: len(self.idx.numa_cpus[n] - frozenset(self.reserved)) for n in self.idx.numa_ids}
+        return cap, alloc
+
+    def options_dict(self) -> dict[str, bool]:
+        return {"pre_start_required": False, "with_topology_alignment": True, "need_reconcile": True}
+
+    def assignments(self, cpus: CPUSet) -> dict[int, CPUSet]:
+        return self.idx.assignments(cpus)
+
+
+def parse_hint_nodes(nodes: list[int]) -> CPUSet:
+    try:
+        return CPUSet(nodes)
+    except CPUSetError as e:
+        raise invalid("bad_hint", f"bad hint nodes: {e}") from None
