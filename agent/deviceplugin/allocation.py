@@ -1,0 +1,97 @@
+"""Request checks and the preferred-allocation choice, as pure functions.
+
+The checks run before anything is handed out, so a bad request (unknown id,
+duplicate, more devices than offered) is refused whole and changes nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+
+__all__ = ["RequestError", "check_ids", "preferred", "NO_NUMA"]
+
+#: group key of devices without NUMA affinity (the kubelet uses -1 likewise)
+NO_NUMA = -1
+#: beyond this many NUMA groups the exhaustive search gives way to a greedy one
+_EXHAUSTIVE_GROUPS = 12
+
+
+class RequestError(ValueError):
+    """A request the plugin refuses. ``code`` is "invalid" or "not_found",
+    mapped to INVALID_ARGUMENT / NOT_FOUND by the gRPC layer."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def check_ids(ids: Sequence[str], known: Iterable[str], what: str = "devices_ids") -> None:
+    """Refuse duplicates and ids the plugin does not have."""
+    known = set(known)
+    seen: set[str] = set()
+    dups = sorted({i for i in ids if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
+    if dups:
+        raise RequestError("invalid", f"{what} lists {', '.join(dups)} more than once")
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise RequestError("not_found", f"{what} names unknown device(s) {', '.join(unknown)}")
+
+
+def preferred(available: Sequence[str], must_include: Sequence[str], size: int,
+              numa_of: Mapping[str, int | None], known: Iterable[str]) -> list[str]:
+    """Choose ``size`` devices from ``available``, all of ``must_include``
+    first, spanning as few NUMA nodes as possible.
+
+    Devices without NUMA affinity form one group of their own. Among choices
+    with equally few groups, the groups already needed by ``must_include`` are
+    used first, then lower node ids; within a group, ids in sorted order.
+    """
+    check_ids(available, known, "available_deviceIDs")
+    check_ids(must_include, available, "must_include_deviceIDs")
+    if size <= 0:
+        raise RequestError("invalid", f"allocation_size must be positive, got {size}")
+    if size > len(available):
+        raise RequestError("invalid", f"allocation_size {size} is more than the {len(available)} available devices")
+    if len(must_include) > size:
+        raise RequestError("invalid", f"must_include_deviceIDs has {len(must_include)} devices, more than "
+                                      f"allocation_size {size}")
+
+    def group(dev: str) -> int:
+        n = numa_of.get(dev)
+        return NO_NUMA if n is None else n
+
+    must = list(must_include)
+    must_set = set(must)
+    need = size - len(must)
+    pools: dict[int, list[str]] = {}
+    for d in sorted(available):
+        if d not in must_set:
+            pools.setdefault(group(d), []).append(d)
+    base = sorted({group(d) for d in must})
+    others = sorted(g for g in pools if g not in base)
+
+    def fill(groups: Sequence[int]) -> list[str] | None:
+        picked: list[str] = []
+        for g in groups:
+            picked.extend(pools.get(g, ())[: need - len(picked)])
+            if len(picked) == need:
+                return picked
+        return picked if len(picked) == need else None
+
+    if need == 0:
+        return must
+    chosen = fill(base)
+    if chosen is None:
+        if len(others) <= _EXHAUSTIVE_GROUPS:
+            for r in range(1, len(others) + 1):
+                for combo in itertools.combinations(others, r):
+                    chosen = fill(list(base) + sorted(combo, key=lambda g: -len(pools[g])))
+                    if chosen is not None:
+                        break
+                if chosen is not None:
+                    break
+        else:  # greedy: biggest groups first
+            chosen = fill(list(base) + sorted(others, key=lambda g: (-len(pools[g]), g)))
+    assert chosen is not None  # size <= len(available) guarantees a fill
+    return must + chosen

@@ -1,0 +1,192 @@
+"""The devices component: inventory + rules + hotplug + one plugin server and
+registrar per resource, and the health board. It is the single owner of
+that state, on the daemon's event loop.
+
+Flow: (cold start | uevent) -> re-read inventory -> assign to resources
+(sticky for devices whose driver went away) -> per resource, a snapshot of
+PluginDevice (rule health x board health) -> DevicePluginServer.update.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from agent.devices.config import DevicesConfig, ResourceRule
+from agent.devices.hotplug import HotplugMonitor, UEvent
+from agent.devices.model import Inventory
+from agent.devices.rules import Assignment, assign, effective_rules
+from agent.devices.sysfs import read_inventory
+from agent.deviceplugin.health import HealthBoard
+from agent.deviceplugin.registration import Registrar
+from agent.deviceplugin.server import DevicePluginServer, PluginDevice, socket_name
+
+__all__ = ["DevicePluginService", "create", "plugin_paths"]
+
+log = logging.getLogger("hwagent.deviceplugin")
+
+
+def plugin_paths(cfg: DevicesConfig, mode: str, root_dir: Path, kubelet_root_dir: str) -> tuple[Path, Path]:
+    """(socket dir, Registration socket) for a mode, unless configured."""
+    if cfg.plugin_dir:
+        plugin_dir = Path(cfg.plugin_dir)
+    elif mode == "kubelet":
+        plugin_dir = Path(kubelet_root_dir) / "device-plugins"
+    else:
+        plugin_dir = Path(root_dir) / "device-plugins"
+    reg = Path(cfg.registration_socket) if cfg.registration_socket else plugin_dir / "kubelet.sock"
+    return plugin_dir, reg
+
+
+class DevicePluginService:
+    name = "deviceplugins"
+
+    def __init__(self, cfg: DevicesConfig, *, sysfs_root: str = "/sys", plugin_dir: str | Path,
+                 registration_socket: str | Path, hotplug: bool | None = None,
+                 hotplug_source: str | None = None) -> None:
+        self.cfg = cfg
+        self.rules: dict[str, ResourceRule] = {r.name: r for r in effective_rules(cfg)}
+        self.sysfs_root = sysfs_root
+        self.plugin_dir = Path(plugin_dir)
+        self.registration_socket = Path(registration_socket)
+        self.hotplug_enabled = cfg.hotplug and sysfs_root == "/sys" if hotplug is None else hotplug
+        self.hotplug_source = hotplug_source
+        self.inventory = Inventory()
+        self.assignment = Assignment()
+        self.plugins: dict[str, DevicePluginServer] = {}
+        self.registrars: dict[str, Registrar] = {}
+        self.board = HealthBoard(self._resolve, self._board_changed)
+        self.refreshes = 0
+        self._monitor: HotplugMonitor | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+        self._started = False
+
+    # -- lifecycle --------------------------------------------------------------
+
+    async def start(self, ctx: object | None = None) -> None:
+        self.inventory = read_inventory(self.sysfs_root, self.cfg.dev_root)
+        self.assignment = assign(self.inventory, self.rules.values())
+        # at start a conflicting config is an operator error: refuse loudly
+        self.assignment.raise_conflicts()
+        services = getattr(ctx, "services", None)
+        if isinstance(services, dict):
+            services["device_health"] = self.board
+        self._started = True
+        for resource in self.assignment.members:
+            await self._ensure_plugin(resource)
+        self._push_all()
+        if self.hotplug_enabled:
+            self._monitor = HotplugMonitor(self._on_uevents, source=self.hotplug_source)
+            self._monitor.start()
+        log.info("devices_started devices=%d resources=%s plugin_dir=%s registration=%s hotplug=%s",
+                 len(self.inventory), ",".join(self.assignment.members) or "-", self.plugin_dir,
+                 self.registration_socket, self.hotplug_enabled)
+
+    async def stop(self) -> None:
+        self._started = False
+        if self._monitor is not None:
+            self._monitor.stop()
+            self._monitor = None
+        for t in list(self._pending):
+            t.cancel()
+        for r in self.registrars.values():
+            await r.stop()
+        for p in self.plugins.values():
+            await p.stop(grace=0.2)
+        self.registrars.clear()
+        self.plugins.clear()
+
+    def healthy(self) -> bool:
+        return self._started and all(p.serving() for p in self.plugins.values())
+
+    # -- plugins ------------------------------------------------------------------
+
+    async def _ensure_plugin(self, resource: str) -> None:
+        if resource in self.plugins or not self._started:
+            return
+        plugin = DevicePluginServer(self.rules[resource], self.plugin_dir / socket_name(resource))
+        self.plugins[resource] = plugin
+        plugin.update(self._snapshot(resource))
+        await plugin.start()
+        reg = Registrar(plugin, self.registration_socket, backoff_initial_s=self.cfg.register_backoff_initial_s,
+                        backoff_max_s=self.cfg.register_backoff_max_s,
+                        check_interval_s=self.cfg.socket_check_interval_s)
+        self.registrars[resource] = reg
+        reg.start()
+
+    def _snapshot(self, resource: str) -> list[PluginDevice]:
+        out = []
+        for dev_id in self.assignment.members.get(resource, ()):
+            dev = self.inventory.get(dev_id)
+            if dev is None:
+                continue
+            rule_reason = self.assignment.unhealthy.get(dev_id, "")
+            ok, board_reason = self.board.health_of(dev_id)
+            reason = "; ".join(r for r in (rule_reason, board_reason) if r)
+            out.append(PluginDevice(dev, healthy=ok and not rule_reason, reason=reason))
+        return out
+
+    def _push(self, resources: set[str] | None = None) -> None:
+        for resource, plugin in self.plugins.items():
+            if resources is None or resource in resources:
+                if plugin.update(self._snapshot(resource)):
+                    log.info("snapshot_updated resource=%s devices=%d version=%d", resource,
+                             len(plugin.devices), plugin.version)
+
+    _push_all = _push
+
+    # -- inventory ---------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Re-read sysfs and bring every plugin's snapshot up to date."""
+        inv = read_inventory(self.sysfs_root, self.cfg.dev_root)
+        new = assign(inv, self.rules.values(), self.assignment.owner_map())
+        for dev_id, rs in new.conflicts.items():
+            if dev_id not in self.assignment.conflicts:
+                log.error("device_rule_conflict device=%s resources=%s (device offered by none)", dev_id, ",".join(rs))
+        for dev_id, why in new.unhealthy.items():
+            if self.assignment.unhealthy.get(dev_id) != why:
+                log.warning("device_unhealthy_by_rule device=%s reason=%r", dev_id, why)
+        self.inventory, self.assignment = inv, new
+        self.board.forget(inv.devices)
+        self.refreshes += 1
+        for resource in new.members:
+            if resource not in self.plugins:
+                t = asyncio.get_running_loop().create_task(self._ensure_plugin(resource))
+                self._pending.add(t)
+                t.add_done_callback(self._pending.discard)
+        self._push()
+
+    def _on_uevents(self, events: list[UEvent]) -> None:
+        self.refresh()
+
+    # -- health board glue ---------------------------------------------------------
+
+    def _resolve(self, kind: str, key: str) -> list[tuple[str, str]]:
+        owner = self.assignment.owner_map()
+        hits: dict[str, str] = {}
+        for dev in self.inventory.lookup(kind, key):
+            for cand in (dev.id, dev.parent_pci):
+                if cand and cand in owner:
+                    hits[cand] = owner[cand]
+            if kind == "pci":
+                for child in self.inventory:
+                    if child.parent_pci == dev.id and child.id in owner:
+                        hits[child.id] = owner[child.id]
+        return [(res, d) for d, res in sorted(hits.items())]
+
+    def _board_changed(self, resources: set[str]) -> None:
+        self._push(resources)
+
+
+def create(ctx: object) -> DevicePluginService | None:
+    """Daemon factory: None when [devices] enabled = false."""
+    config = getattr(ctx, "config")
+    cfg: DevicesConfig = config["devices"]
+    if not cfg.enabled:
+        return None
+    daemon = config["daemon"]
+    plugin_dir, reg = plugin_paths(cfg, getattr(ctx, "mode", "standalone"), getattr(ctx, "root_dir"),
+                                   daemon.kubelet_root_dir)
+    return DevicePluginService(cfg, sysfs_root=daemon.sysfs_root, plugin_dir=plugin_dir, registration_socket=reg)
