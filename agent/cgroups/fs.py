@@ -1,0 +1,239 @@
+"""cpuset and cpu.idle reads and writes, v1 (through cgroupspy) or v2.
+
+Ordering matters on v1: a child's cpuset.cpus must stay inside its parent's,
+so a plan is applied in two passes — widen top-down (ancestors first, to the
+union of old and new), then narrow bottom-up (children first, to the exact new
+value). A child the plan does not name is clamped to the intersection before
+its parent narrows. v2 accepts any order; the same passes are harmless there.
+
+A cgroup that disappears mid-write (its container exited) is expected: it is
+logged, counted in ``hwagent_cgroups_vanished_total``, and skipped.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cgroupspy.nodes import Node
+from prometheus_client import Counter
+
+from agent.cgroups.detect import CgroupLayout
+from agent.cgroups.paths import safe_rel
+from agent.cpuset import CPUSet
+
+__all__ = ["CgroupFS", "ApplyReport", "CgroupVanished", "VANISHED", "WRITE_ERRORS"]
+
+log = logging.getLogger("hwagent.cgroups")
+
+VANISHED = Counter(
+    "hwagent_cgroups_vanished_total", "cgroups that disappeared while hwagent read or wrote them", ["controller"]
+)
+WRITE_ERRORS = Counter(
+    "hwagent_cgroups_write_errors_total", "cgroup writes the kernel refused (other than a vanished cgroup)",
+    ["controller"],
+)  # fmt: skip
+
+_GONE = (errno.ENOENT, errno.ENODEV, errno.ESRCH)
+
+
+class CgroupVanished(Exception):
+    """The cgroup directory no longer exists."""
+
+
+@dataclass
+class ApplyReport:
+    written: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+
+class CgroupFS:
+    def __init__(self, layout: CgroupLayout) -> None:
+        self.layout = layout
+        self.cpuset_v2 = layout.is_v2("cpuset")
+        self.cpuset_root = layout.controller_root("cpuset")
+        self.cpu_root = layout.controller_root("cpu")
+
+    # -- low level --------------------------------------------------------------
+    def _dir(self, root: Path, rel: str) -> Path:
+        return root / safe_rel(rel).lstrip("/")
+
+    def _node(self, rel: str) -> Node:
+        """A cgroupspy node chain for a v1 cpuset cgroup (no tree walk)."""
+        node = Node(str(self.cpuset_root.parent).encode())
+        node = Node(self.cpuset_root.name.encode(), parent=node)
+        for part in safe_rel(rel).strip("/").split("/"):
+            if part:
+                node = Node(part.encode(), parent=node)
+        return node
+
+    def _vanished(self, controller: str, rel: str, what: str) -> CgroupVanished:
+        VANISHED.labels(controller).inc()
+        log.info("cgroup_vanished controller=%s path=%s during=%s", controller, rel, what)
+        return CgroupVanished(rel)
+
+    def exists(self, rel: str) -> bool:
+        return self._dir(self.cpuset_root, rel).is_dir()
+
+    def read_cpus(self, rel: str) -> CPUSet:
+        """The configured cpuset.cpus ("" on v2 means "inherit" and reads as empty)."""
+        try:
+            if self.cpuset_v2:
+                return CPUSet.parse((self._dir(self.cpuset_root, rel) / "cpuset.cpus").read_text())
+            return CPUSet(self._node(rel).controller.cpus)
+        except OSError as e:
+            if e.errno in _GONE:
+                raise self._vanished("cpuset", rel, "read") from None
+            raise
+
+    def read_effective_cpus(self, rel: str) -> CPUSet:
+        name = "cpuset.cpus.effective" if self.cpuset_v2 else "cpuset.effective_cpus"
+        try:
+            return CPUSet.parse((self._dir(self.cpuset_root, rel) / name).read_text())
+        except OSError as e:
+            if e.errno in _GONE:
+                raise self._vanished("cpuset", rel, "read") from None
+            raise
+
+    def read_mems(self, rel: str) -> CPUSet:
+        name = "cpuset.mems"
+        try:
+            return CPUSet.parse((self._dir(self.cpuset_root, rel) / name).read_text())
+        except OSError as e:
+            if e.errno in _GONE:
+                raise self._vanished("cpuset", rel, "read") from None
+            raise
+
+    def _write(self, rel: str, key: str, value: CPUSet) -> None:
+        try:
+            if self.cpuset_v2:
+                (self._dir(self.cpuset_root, rel) / f"cpuset.{key}").write_text(str(value))
+            else:
+                ctrl = self._node(rel).controller
+                setattr(ctrl, key, set(value))  # cgroupspy formats the list
+        except OSError as e:
+            if e.errno in _GONE:
+                raise self._vanished("cpuset", rel, f"write {key}") from None
+            WRITE_ERRORS.labels("cpuset").inc()
+            raise
+
+    def write_cpus(self, rel: str, cpus: CPUSet) -> None:
+        self._write(rel, "cpus", cpus)
+
+    def write_mems(self, rel: str, mems: CPUSet) -> None:
+        self._write(rel, "mems", mems)
+
+    # -- plans ------------------------------------------------------------------
+    def _children(self, rel: str) -> list[str]:
+        base = self._dir(self.cpuset_root, rel)
+        try:
+            return sorted(f"{safe_rel(rel).rstrip('/')}/{p.name}" for p in base.iterdir() if p.is_dir())
+        except OSError:
+            return []
+
+    def _ancestors(self, rel: str) -> list[str]:
+        parts = safe_rel(rel).strip("/").split("/")
+        return ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+
+    def apply_cpusets(self, plan: dict[str, CPUSet], mems: CPUSet | None = None) -> ApplyReport:
+        """Make each cgroup's cpuset.cpus exactly its planned value, in safe order."""
+        report = ApplyReport()
+        plan = {safe_rel(k): v for k, v in plan.items()}
+        alive: dict[str, CPUSet] = {}
+        for rel in sorted(plan, key=lambda r: r.count("/")):
+            try:
+                alive[rel] = self.read_cpus(rel)
+            except CgroupVanished:
+                report.vanished.append(rel)
+        # pass 1: widen, ancestors first
+        widened: set[str] = set()
+        for rel in sorted(alive, key=lambda r: r.count("/")):
+            new = plan[rel]
+            try:
+                for anc in self._ancestors(rel):
+                    if anc in plan:
+                        continue
+                    cur = self.read_cpus(anc)
+                    if not self.cpuset_v2 and not new <= cur:
+                        self.write_cpus(anc, cur | new)
+                        widened.add(anc)
+                cur = self.read_cpus(rel)
+                if not self.cpuset_v2:
+                    if not self.read_mems(rel):
+                        parent = self._ancestors(rel)[-1] if self._ancestors(rel) else "/"
+                        self.write_mems(rel, mems if mems is not None else self.read_mems(parent))
+                    if not new <= cur:
+                        self.write_cpus(rel, cur | new)
+            except CgroupVanished:
+                report.vanished.append(rel)
+                alive.pop(rel, None)
+            except OSError as e:
+                report.errors.append((rel, f"{e.strerror or e}"))
+                alive.pop(rel, None)
+        # pass 2: narrow, deepest first, clamping unplanned children first
+        for rel in sorted(alive, key=lambda r: -r.count("/")):
+            new = plan[rel]
+            try:
+                if not self.cpuset_v2:
+                    self._clamp_children(rel, new, plan)
+                if self.read_cpus(rel) != new:
+                    self.write_cpus(rel, new)
+                report.written.append(rel)
+            except CgroupVanished:
+                report.vanished.append(rel)
+            except OSError as e:
+                report.errors.append((rel, f"{e.strerror or e}"))
+        for rel, msg in report.errors:
+            log.warning("cpuset_write_failed path=%s error=%r", rel, msg)
+        return report
+
+    def _clamp_children(self, rel: str, new: CPUSet, plan: dict[str, CPUSet]) -> None:
+        for child in self._children(rel):
+            if child in plan:
+                continue
+            self._clamp_children(child, new, plan)
+            try:
+                cur = self.read_cpus(child)
+            except CgroupVanished:
+                continue
+            if cur and not cur <= new:
+                clamped = (cur & new) or new
+                try:
+                    self.write_cpus(child, clamped)
+                except CgroupVanished:
+                    continue
+
+    # -- cpu.idle -----------------------------------------------------------------
+    def cpu_idle_path(self, rel: str) -> Path:
+        return self._dir(self.cpu_root, rel) / "cpu.idle"
+
+    def read_cpu_idle(self, rel: str) -> int | None:
+        """cpu.idle of a cgroup; None when the kernel has no cpu.idle."""
+        p = self.cpu_idle_path(rel)
+        try:
+            return int(p.read_text().strip())
+        except FileNotFoundError:
+            if not self._dir(self.cpu_root, rel).is_dir():
+                raise self._vanished("cpu", rel, "read cpu.idle") from None
+            return None
+
+    def write_cpu_idle(self, rel: str, value: int) -> bool:
+        """Write cpu.idle if it differs; True when written."""
+        if value not in (0, 1):
+            raise ValueError(f"cpu.idle must be 0 or 1, got {value}")
+        cur = self.read_cpu_idle(rel)
+        if cur is None:
+            raise FileNotFoundError(errno.ENOENT, "kernel has no cpu.idle", str(self.cpu_idle_path(rel)))
+        if cur == value:
+            return False
+        try:
+            self.cpu_idle_path(rel).write_text(str(value))
+        except OSError as e:
+            if e.errno in _GONE:
+                raise self._vanished("cpu", rel, "write cpu.idle") from None
+            WRITE_ERRORS.labels("cpu").inc()
+            raise
+        return True

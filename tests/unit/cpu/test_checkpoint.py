@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.cpu.checkpoint import CheckpointError, CheckpointStore, decode, encode
+from agent.cpu.policy import DynamicPolicy, PolicyOptions
+
+from .helpers import Clock, make_policy, req, upstream_topology
+
+
+def _populated():
+    clock = Clock()
+    p = make_policy(clock)
+    p.allocate(req(uid="s1"))
+    clock.t += 31
+    p.resources_allocation()
+    p.allocate(req(uid="d1", qos="dedicated_cores", binding=True, exclusive=True, hint=(3,)))
+    p.allocate(req(uid="r1", qos="reclaimed_cores"))
+    p.set_cgroup_path("d1", "c1", "/kubepods/podd1/abc")
+    return p
+
+
+def test_round_trip_and_restart(tmp_path):
+    p = _populated()
+    store = CheckpointStore(tmp_path / "cpu")
+    store.save(p.state)
+    loaded = store.load()
+    assert loaded == p.state
+    # restart: same allocations, pools regenerated/kept, reserve rewritten
+    p2 = DynamicPolicy(upstream_topology(), PolicyOptions(reserved_count=2), state=loaded, clock=Clock())
+    assert p2.state.entries == p.state.entries
+    assert p2.state.pools == p.state.pools
+    assert p2.container("d1", "c1").cgroup_path == "/kubepods/podd1/abc"
+
+
+def test_missing_file_is_empty(tmp_path):
+    assert CheckpointStore(tmp_path).load() is None
+
+
+@pytest.mark.parametrize(
+    "mutate,msg",
+    [
+        (lambda raw: raw[:-10], "not valid JSON"),
+        (lambda raw: raw.replace(b'"reclaim":"', b'"reclaim":"0,'), "checksum mismatch"),
+        (lambda raw: raw.replace(b'"version":1', b'"version":9'), "unsupported format version"),
+        (lambda raw: b"[]", "not a JSON object"),
+    ],
+)
+def test_corrupt_stops_start_unless_loss_accepted(tmp_path, mutate, msg):
+    p = _populated()
+    store = CheckpointStore(tmp_path)
+    store.save(p.state)
+    good = store.path.read_bytes()
+    store.path.write_bytes(mutate(good))
+    with pytest.raises(CheckpointError) as e:
+        store.load()
+    assert msg in str(e.value) and "accept_state_loss" in str(e.value) and "Drain" in str(e.value)
+    assert store.path.exists()  # nothing destroyed on refusal
+    assert store.load(accept_loss=True) is None
+    aside = list(tmp_path.glob("cpu_plugin_state.json.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == mutate(good)
+    assert not store.path.exists()
+
+
+def test_checksum_covers_data():
+    p = _populated()
+    doc = json.loads(encode(p.state))
+    doc["data"]["pod_entries"]["d1"]["c1"]["cpuset"] = "0-15"
+    with pytest.raises(CheckpointError, match="checksum"):
+        decode(json.dumps(doc).encode())
+
+
+def test_checkpoint_from_other_topology_refused(tmp_path):
+    p = _populated()
+    from agent.topology.model import synthetic
+
+    small = synthetic(sockets=1, numa_per_socket=1, cores_per_numa=2, threads_per_core=2)
+    with pytest.raises(ValueError, match="topology changed"):
+        DynamicPolicy(small, PolicyOptions(), state=p.state)
+
+
+def test_atomic_write_leaves_no_temp(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save(_populated().state)
+    assert [f.name for f in tmp_path.iterdir()] == ["cpu_plugin_state.json"]
