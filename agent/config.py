@@ -25,6 +25,7 @@ __all__ = ["Config", "ConfigError", "load", "SECTIONS", "section_defaults"]
 SECTIONS: dict[str, str] = {
     "daemon": "agent.daemon_config:DaemonConfig",
     "devices": "agent.devices.config:DevicesConfig",
+    "pressure": "agent.pressure.config:PressureConfig",
 }
 
 

@@ -1,0 +1,152 @@
+"""Which cgroup hierarchy the run-queue probe keys on, and cgroup id -> path.
+
+A cgroup's id (kernfs node id) is the inode number of its directory on both v1
+and v2, so a walk of the hierarchy with stat() maps the ids the probe reports
+to paths. Paths are given relative to the hierarchy's mount, "/"-rooted, like
+/proc/<pid>/cgroup shows them, so they compare across v1 controllers and v2.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "Hierarchy",
+    "detect_hierarchy",
+    "cgroup_mounts",
+    "CgroupIndex",
+    "relative_cgroup_path",
+    "cgroup_dirs",
+    "cgroup_thread_ids",
+]
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    #: "v2" or the v1 controller the ids come from ("cpu", "cpuset", ...)
+    name: str
+    mount: Path
+
+    @property
+    def is_v2(self) -> bool:
+        return self.name == "v2"
+
+
+def cgroup_mounts(procfs_root: str = "/proc") -> dict[str, Path]:
+    """controller name (or "v2") -> mount point, from /proc/self/mounts."""
+    out: dict[str, Path] = {}
+    try:
+        text = (Path(procfs_root) / "self" / "mounts").read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        fstype, mnt, opts = parts[2], parts[1], parts[3].split(",")
+        if fstype == "cgroup2":
+            out.setdefault("v2", Path(mnt))
+        elif fstype == "cgroup":
+            for o in opts:
+                if o in ("cpu", "cpuset", "cpuacct", "memory", "pids", "blkio", "devices", "freezer"):
+                    out.setdefault(o, Path(mnt))
+    return out
+
+
+def detect_hierarchy(setting: str = "auto", procfs_root: str = "/proc") -> Hierarchy:
+    """The hierarchy pods' CPU cgroups live in.
+
+    auto: a pure v2 host uses v2; a v1/hybrid host uses the v1 ``cpu`` controller
+    (cpuset as second choice), because containers there are placed in v1 and the
+    v2 tree, if mounted, is usually empty.
+    """
+    mounts = cgroup_mounts(procfs_root)
+    if setting != "auto":
+        if setting not in mounts:
+            raise ValueError(f"cgroup hierarchy {setting!r} is not mounted (mounted: {', '.join(sorted(mounts)) or 'none'})")
+        return Hierarchy(setting, mounts[setting])
+    v1 = [c for c in ("cpu", "cpuset") if c in mounts]
+    if v1:
+        return Hierarchy(v1[0], mounts[v1[0]])
+    if "v2" in mounts:
+        return Hierarchy("v2", mounts["v2"])
+    raise ValueError("no cgroup hierarchy mounted (looked for cgroup2, and cgroup v1 cpu/cpuset)")
+
+
+def relative_cgroup_path(path: str, mounts: dict[str, Path] | None = None) -> str:
+    """'/sys/fs/cgroup/cpu/a/b' or 'a/b' or '/a/b' -> '/a/b'."""
+    p = path.rstrip("/") or "/"
+    for mnt in sorted((mounts or {}).values(), key=lambda m: len(str(m)), reverse=True):
+        m = str(mnt).rstrip("/")
+        if p == m:
+            return "/"
+        if p.startswith(m + "/"):
+            return p[len(m) :]
+    return p if p.startswith("/") else "/" + p
+
+
+class CgroupIndex:
+    """inode -> relative path for one hierarchy, refreshed by a walk on a miss."""
+
+    def __init__(self, mount: Path, min_refresh_s: float = 1.0) -> None:
+        self.mount = Path(mount)
+        self.min_refresh_s = min_refresh_s
+        self._by_ino: dict[int, str] = {}
+        self._last_walk = -1e9
+
+    def refresh(self) -> None:
+        found: dict[int, str] = {}
+        base = str(self.mount)
+
+        def walk(d: str, rel: str) -> None:
+            try:
+                found[os.stat(d).st_ino] = rel or "/"
+                with os.scandir(d) as it:
+                    for e in it:
+                        if e.is_dir(follow_symlinks=False):
+                            walk(e.path, f"{rel}/{e.name}")
+            except OSError:
+                return  # removed while walking
+
+        walk(base, "")
+        self._by_ino = found
+        self._last_walk = time.monotonic()
+
+    def path(self, cgid: int) -> str | None:
+        p = self._by_ino.get(cgid)
+        if p is None and time.monotonic() - self._last_walk >= self.min_refresh_s:
+            self.refresh()
+            p = self._by_ino.get(cgid)
+        return p
+
+    def inode(self, rel_path: str) -> int | None:
+        try:
+            return os.stat(self.mount / rel_path.lstrip("/")).st_ino
+        except OSError:
+            return None
+
+
+def cgroup_dirs(mount: Path, rel_path: str) -> list[Path]:
+    """The cgroup dir and every descendant (a container's threads may sit below it)."""
+    top = Path(mount) / rel_path.lstrip("/")
+    out = []
+    for dirpath, _dirs, _files in os.walk(top):
+        out.append(Path(dirpath))
+    return out
+
+
+def cgroup_thread_ids(mount: Path, rel_path: str) -> list[int]:
+    """Thread ids in a cgroup subtree: v1 'tasks' lists threads, v2 'cgroup.threads'."""
+    tids: list[int] = []
+    for d in cgroup_dirs(mount, rel_path):
+        for fname in ("tasks", "cgroup.threads"):
+            try:
+                text = (d / fname).read_text()
+            except OSError:
+                continue
+            tids.extend(int(x) for x in text.split())
+            break
+    return tids

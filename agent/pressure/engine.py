@@ -1,0 +1,262 @@
+"""One reading -> decision -> action cycle, synchronous, for the component and the CLI.
+
+Picks per concern the BPF reader or its fallback (reported as such), reads
+everything once per tick, and feeds the pure health tracker and pressure
+evaluator. No asyncio here: the component runs ``tick`` in an executor and
+the ``hwagent probes`` view calls it directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.pressure.actions import EvictionAction, EvictionRecord, ReportEviction, StandaloneEviction
+from agent.pressure.cgroupfs import CgroupIndex, Hierarchy, cgroup_mounts, detect_hierarchy, relative_cgroup_path
+from agent.pressure.config import PressureConfig
+from agent.pressure.eviction import (
+    Container,
+    Eviction,
+    EvictionPolicy,
+    PressureEvaluator,
+    container_from_record,
+)
+from agent.pressure.health import HealthChange, HealthDriver, HealthPolicy, HealthTracker
+from agent.pressure.hist import Histogram
+from agent.pressure.probes import PROBES, ProbeSet
+from agent.pressure.procfs import read_psi
+from agent.pressure.readers import (
+    BlockReading,
+    BpfBlock,
+    BpfExtras,
+    BpfNet,
+    BpfRunqueue,
+    DiskstatsBlock,
+    Extras,
+    NetCounters,
+    SchedstatRunqueue,
+    SysfsNet,
+    rollup,
+)
+
+log = logging.getLogger("hwagent.pressure")
+
+__all__ = ["PressureEngine", "TickResult", "FALLBACKS"]
+
+#: what runs instead of each probe when it is off or unavailable
+FALLBACKS = {
+    "runqlat": "schedstat (/proc/<tid>/schedstat run_delay of watched cgroups; sums only, no histogram)",
+    "blockio": "diskstats (/proc/diskstats average latency; no error counts, so no block device health)",
+    "netdev": "sysfs (/sys/class/net/*/statistics/tx_errors and queues/tx-*/tx_timeout)",
+    "iommu": "none (IOMMU faults only in the kernel log)",
+    "thermal": "none (read /sys/class/thermal for temperatures)",
+    "irq": "none (/proc/interrupts)",
+}
+
+
+@dataclass
+class TickResult:
+    at: float
+    evictions: list[Eviction] = field(default_factory=list)
+    health_changes: list[HealthChange] = field(default_factory=list)
+
+
+class PressureEngine:
+    def __init__(
+        self,
+        cfg: PressureConfig,
+        services: dict[str, Any] | None = None,
+        *,
+        mode: str = "standalone",
+        record_path: Path | None = None,
+        procfs_root: str = "/proc",
+        sysfs_root: str = "/sys",
+        probes: ProbeSet | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        action: EvictionAction | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.services = services if services is not None else {}
+        self.mode = mode
+        self.procfs_root = procfs_root
+        self.sysfs_root = sysfs_root
+        self.clock = clock
+        self.probes = probes
+        self._own_probes = probes is None
+        self.hierarchy: Hierarchy | None = None
+        self.index: CgroupIndex | None = None
+        self.mounts: dict[str, Path] = {}
+        self.runqueue: Any = None
+        self.block: Any = None
+        self.net: Any = None
+        self.extras: BpfExtras | None = None
+        self.health = HealthDriver(
+            HealthTracker(HealthPolicy(cfg.error_threshold, cfg.error_window_s, cfg.recovery_s)),
+            self.services.get("device_health"),
+        )
+        self.evaluator = PressureEvaluator(
+            EvictionPolicy(
+                cfg.soft_threshold, cfg.hard_threshold, cfg.window_s, cfg.interval_s,
+                cfg.met_fraction, cfg.cooldown_s, cfg.psi_confirm,
+            )
+        )
+        if action is None:
+            action = StandaloneEviction(self.services, procfs_root) if mode == "standalone" else ReportEviction(
+                cfg.eviction_hook
+            )
+        self.action = action
+        self.record = EvictionRecord(record_path)
+        # last readings, for metrics and the live view
+        self.last_runqueue: dict[str, Histogram] = {}
+        self.last_block = BlockReading()
+        self.last_net: dict[str, NetCounters] = {}
+        self.last_extras = Extras()
+        self.irq_rates: dict[int, float] = {}
+        self._last_irq: tuple[float, dict[int, tuple[int, int]]] | None = None
+        self.containers: list[Container] = []
+        self.evictions_total: dict[tuple[str, str], int] = {}
+        self.on_eviction: list[Callable[[Eviction, dict[str, Any]], None]] = []
+
+    # -- set-up ------------------------------------------------------------------
+    def load(self) -> None:
+        self.mounts = cgroup_mounts(self.procfs_root)
+        try:
+            self.hierarchy = detect_hierarchy(self.cfg.cgroup_hierarchy, self.procfs_root)
+        except ValueError as e:
+            log.warning("cgroup_hierarchy_unavailable error=%s", e)
+            self.hierarchy = None
+        if self.probes is None:
+            self.probes = ProbeSet(
+                self.cfg.enabled_probes(),
+                hierarchy=self.hierarchy.name if self.hierarchy else "v2",
+                probes_dir=Path(self.cfg.probes_dir) if self.cfg.probes_dir else None,
+                btf_path=self.cfg.btf_path,
+                max_tasks=self.cfg.max_tasks,
+                max_cgroups=self.cfg.max_cgroups,
+            )
+            if self.hierarchy is None and "runqlat" in self.probes.wanted:
+                self.probes.wanted.remove("runqlat")
+            self.probes.load()
+        p = self.probes
+        if self.hierarchy is not None:
+            self.index = CgroupIndex(self.hierarchy.mount)
+            self.index.refresh()
+        if p.active("runqlat") and self.index is not None:
+            self.runqueue = BpfRunqueue(p, self.index)
+        elif self.hierarchy is not None:
+            self.runqueue = SchedstatRunqueue(self.hierarchy.mount, self.procfs_root)
+        self.block = BpfBlock(p) if p.active("blockio") else DiskstatsBlock(self.procfs_root)
+        self.net = BpfNet(p) if p.active("netdev") else SysfsNet(self.sysfs_root)
+        self.extras = BpfExtras(p)
+        for name, st in self.status().items():
+            log.info("probe name=%s mode=%s detail=%r", name, st[0], st[1])
+
+    def status(self) -> dict[str, tuple[str, str]]:
+        """probe -> (mode, detail): mode "bpf", "fallback" or "off"."""
+        out = {}
+        for name in PROBES:
+            st = self.probes.states[name] if self.probes else None
+            if st is not None and st.state == "bpf":
+                out[name] = ("bpf", ", ".join(st.attached))
+            else:
+                why = st.detail if st else "not loaded"
+                out[name] = ("fallback", f"{FALLBACKS[name]}; probe: {why}")
+        return out
+
+    def close(self) -> None:
+        if self._own_probes and self.probes is not None:
+            self.probes.close()
+            self.probes = None
+
+    # -- one cycle ---------------------------------------------------------------
+    def _containers(self) -> list[Container]:
+        policy = self.services.get("cpu_policy")
+        if policy is None:
+            return []
+        out = []
+        for r in policy.allocations():
+            try:
+                out.append(container_from_record(r))
+            except Exception as e:  # one malformed record must not stop the rest
+                log.warning("allocation_record_skipped error=%r", e)
+        return out
+
+    def container_wait_ns(self, by_cgroup: dict[str, Histogram]) -> dict[tuple[str, str], int]:
+        out = {}
+        for c in self.containers:
+            if c.cgroup_path:
+                out[c.key] = rollup(by_cgroup, relative_cgroup_path(c.cgroup_path, self.mounts)).sum_ns
+        return out
+
+    def tick(self) -> TickResult:
+        now = self.clock()
+        res = TickResult(now)
+        self.containers = self._containers()
+        watch = [relative_cgroup_path(c.cgroup_path, self.mounts) for c in self.containers if c.cgroup_path]
+        if self.runqueue is not None:
+            self.last_runqueue = self.runqueue.read(watch)
+        self.last_block = self.block.read()
+        self.last_net = self.net.read()
+        if self.extras is not None:
+            self.last_extras = self.extras.read()
+            self._irq_rates(now)
+        if self.cfg.eviction_enabled and self.containers:
+            psi = read_psi(Path(self.procfs_root) / "pressure" / "cpu")
+            evs = self.evaluator.evaluate(
+                now, self.containers, self.container_wait_ns(self.last_runqueue), psi.some_total_us if psi else None
+            )
+            for ev in evs:
+                self._evict(ev)
+            res.evictions = evs
+        if self.cfg.health_enabled:
+            res.health_changes = self.health.update(now, *self._health_readings())
+        return res
+
+    def _evict(self, ev: Eviction) -> None:
+        paths = [
+            c.cgroup_path for c in self.containers if c.pod_uid == ev.pod_uid and c.cgroup_path
+        ]
+        try:
+            outcome = self.action.execute(ev, paths)
+        except Exception as e:
+            outcome = {"error": repr(e)}
+        rec = self.record.add(ev, self.action.name, outcome)
+        key = (ev.reason, ev.signal)
+        self.evictions_total[key] = self.evictions_total.get(key, 0) + 1
+        log.warning(
+            "eviction pod=%s/%s uid=%s reason=%s signal=%s action=%s pool=%s evidence=%s outcome=%s",
+            ev.pod_namespace, ev.pod_name, ev.pod_uid, ev.reason, ev.signal, self.action.name, ev.pool,
+            dict(ev.evidence), outcome,
+        )
+        for cb in self.on_eviction:
+            cb(ev, rec)
+
+    def _health_readings(self) -> tuple[dict, dict]:
+        """(counters that start at zero with the probes, counters since boot)."""
+        r: dict[tuple[str, str], dict[str, tuple[int, str]]] = {}
+        boot: dict[tuple[str, str], dict[str, tuple[int, str]]] = {}
+        for (dev, op, errno), n in self.last_block.errors.items():
+            r.setdefault(("block", dev), {})[f"{op}:{errno}"] = (n, f"{op} I/O errors (errno {errno})")
+        net = r if getattr(self.net, "source", "") == "bpf" else boot
+        for name, c in self.last_net.items():
+            net.setdefault(("net", name), {})["tx_errors"] = (c.tx_errors, "TX errors")
+            net.setdefault(("net", name), {})["tx_timeouts"] = (c.tx_timeouts, "TX watchdog timeouts")
+        for dev, n in self.last_extras.iommu_faults.items():
+            r.setdefault(("pci", dev), {})["iommu_fault"] = (n, "IOMMU page faults")
+        return r, boot
+
+    def _irq_rates(self, now: float) -> None:
+        cur = self.last_extras.irqs
+        prev = self._last_irq
+        self._last_irq = (now, cur)
+        if prev is None or now <= prev[0]:
+            return
+        dt = now - prev[0]
+        self.irq_rates = {irq: (c - prev[1].get(irq, (0, 0))[0]) / dt for irq, (c, _u) in cur.items()}
+        for irq, rate in self.irq_rates.items():
+            if rate >= self.cfg.irq_storm_per_s:
+                log.warning("irq_storm irq=%d rate_per_s=%.0f threshold=%.0f", irq, rate, self.cfg.irq_storm_per_s)

@@ -1,0 +1,137 @@
+"""Prometheus view of the pressure engine, built at scrape time from its last readings.
+
+A custom collector (not module-level Counters) because the numbers live in BPF
+maps and the label sets must follow what exists now: the top-N cgroups by
+run-queue delay get their own series and the rest are summed into
+cgroup="other", so a node with thousands of cgroups still exports a bounded set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from agent.pressure.hist import Histogram, prometheus_buckets
+from agent.pressure.readers import block_name
+
+__all__ = ["PressureCollector", "top_n"]
+
+NS = "hwagent_pressure"
+
+
+def top_n(by_cgroup: dict[str, Histogram], n: int) -> dict[str, Histogram]:
+    """The n cgroups with most delay, plus "other" holding the sum of the rest."""
+    ranked = sorted(by_cgroup.items(), key=lambda kv: (-kv[1].sum_ns, kv[0]))
+    out = dict(ranked[:n])
+    rest = Histogram()
+    for _, h in ranked[n:]:
+        rest = rest + h
+    if rest.count or rest.sum_ns:
+        out["other"] = out["other"] + rest if "other" in out else rest
+    return out
+
+
+def _hist(fam: HistogramMetricFamily, labels: list[str], h: Histogram) -> None:
+    fam.add_metric(labels, prometheus_buckets(h), h.sum_ns / 1e9)
+
+
+class PressureCollector:
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def describe(self) -> list:
+        return []  # dynamic: don't let the registry call collect() at registration
+
+    def collect(self) -> Iterator:
+        t0 = time.perf_counter()
+        e = self.engine
+        cfg = e.cfg
+
+        attached = GaugeMetricFamily(f"{NS}_probe_attached", "1 when the probe runs in BPF, 0 when its fallback runs",
+                                     labels=["probe", "mode"])
+        for name, (mode, _detail) in e.status().items():
+            attached.add_metric([name, mode], 1.0 if mode == "bpf" else 0.0)
+        yield attached
+
+        rq = HistogramMetricFamily(
+            f"{NS}_runqueue_delay_seconds",
+            "Time threads spent runnable waiting for a CPU, per cgroup (top N by total, rest in other)",
+            labels=["cgroup"],
+        )
+        for path, h in sorted(top_n(e.last_runqueue, cfg.top_cgroups).items()):
+            _hist(rq, [path], h)
+        yield rq
+
+        lat = HistogramMetricFamily(f"{NS}_block_request_duration_seconds", "Block request issue-to-completion time",
+                                    labels=["device", "op"])
+        names: dict[str, str] = {}
+        for (dev, op), h in sorted(e.last_block.latency.items()):
+            if h.slots:  # diskstats fallback has no histogram; it is not exported as one
+                names.setdefault(dev, block_name(dev, e.sysfs_root))
+                _hist(lat, [names[dev], op], h)
+        yield lat
+
+        errs = CounterMetricFamily(f"{NS}_block_request_errors", "Failed block requests",
+                                   labels=["device", "op", "errno"])
+        for (dev, op, errno), n in sorted(e.last_block.errors.items()):
+            names.setdefault(dev, block_name(dev, e.sysfs_root))
+            errs.add_metric([names[dev], op, str(errno)], n)
+        yield errs
+
+        net = CounterMetricFamily(f"{NS}_net_tx_failures", "Transmit failures per interface", labels=["interface", "kind"])
+        for ifname, c in sorted(e.last_net.items()):
+            net.add_metric([ifname, "error"], c.tx_errors)
+            net.add_metric([ifname, "busy"], c.tx_busy)
+            net.add_metric([ifname, "timeout"], c.tx_timeouts)
+        yield net
+
+        iommu = CounterMetricFamily(f"{NS}_iommu_faults", "IOMMU DMA page faults per device", labels=["device"])
+        for dev, n in sorted(e.last_extras.iommu_faults.items()):
+            iommu.add_metric([dev], n)
+        yield iommu
+
+        trips = CounterMetricFamily(f"{NS}_thermal_trips", "Thermal trip crossings", labels=["zone", "trip_type"])
+        for (zone, tt), n in sorted(e.last_extras.thermal_trips.items()):
+            trips.add_metric([zone, {0: "active", 1: "passive", 2: "hot", 3: "critical"}.get(tt, str(tt))], n)
+        yield trips
+
+        unhandled = CounterMetricFamily(f"{NS}_irq_unhandled", "Hard IRQs no handler claimed (IRQ_NONE)",
+                                        labels=["irq"])
+        for irq, (_c, u) in sorted(e.last_extras.irqs.items()):
+            if u:
+                unhandled.add_metric([str(irq)], u)
+        yield unhandled
+
+        health = GaugeMetricFamily(f"{NS}_device_healthy", "Device health as decided from error counters",
+                                   labels=["kind", "device"])
+        for (kind, key), ok in sorted(e.health.state.items()):
+            health.add_metric([kind, key], 1.0 if ok else 0.0)
+        yield health
+
+        ev = CounterMetricFamily(f"{NS}_evictions", "Evictions decided from CPU pressure", labels=["reason", "signal"])
+        for (reason, signal), n in sorted(e.evictions_total.items()):
+            ev.add_metric([reason, signal], n)
+        yield ev
+
+        pool = GaugeMetricFamily(f"{NS}_pool_cpu_pressure_ratio",
+                                 "Run-queue wait per CPU of the pool over the last interval", labels=["pool"])
+        met = GaugeMetricFamily(f"{NS}_pool_threshold_met", "1 when the pool's soft/hard threshold is met",
+                                labels=["pool", "kind"])
+        for name, st in sorted(e.evaluator.status.items()):
+            pool.add_metric([name], st.pressure)
+            met.add_metric([name, "soft"], 1.0 if st.soft_met else 0.0)
+            met.add_metric([name, "hard"], 1.0 if st.hard_met else 0.0)
+        yield pool
+        yield met
+
+        thr = GaugeMetricFamily(f"{NS}_eviction_threshold", "Configured pool pressure thresholds", labels=["kind"])
+        thr.add_metric(["soft"], cfg.soft_threshold)
+        thr.add_metric(["hard"], cfg.hard_threshold)
+        yield thr
+
+        took = GaugeMetricFamily(f"{NS}_collector_duration_seconds", "Time to build these metrics")
+        took.add_metric([], time.perf_counter() - t0)
+        yield took
