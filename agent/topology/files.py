@@ -1,0 +1,143 @@
+"""Small-file reading for the topology readers: tolerant, and noting what went wrong.
+
+sysfs and procfs are read through this one adapter so that every reader
+degrades the same way: a missing file is ``None`` (old kernels simply lack many
+of them), an unreadable or malformed one is ``None`` *plus* a warning, and
+nothing raises. The warnings end up in ``Topology.warnings`` and in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import defaultdict
+
+from agent.cpuset import CPUSet, CPUSetError
+
+__all__ = ["Notes", "listdir_ids", "parse_size", "read_text"]
+
+log = logging.getLogger("hwagent.topology")
+
+
+def read_text(path: str) -> str | None:
+    """The file's text, or None when it does not exist (or is not a file).
+
+    Raw ``os.open``/``os.read``: sysfs files are tiny and there are thousands
+    of them on a big machine, and the buffered text-file machinery costs
+    several times the system calls themselves.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except IsADirectoryError:
+                return None
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("ascii", errors="replace")
+
+
+class Notes:
+    """Collects warnings while reading; aggregates per-CPU ones into one line each.
+
+    A 256-CPU machine without ``die_id`` should produce one line naming the CPUs,
+    not 256 lines.
+    """
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._per_cpu: dict[str, set[int]] = defaultdict(set)
+
+    def warn(self, message: str) -> None:
+        if message not in self.lines:
+            self.lines.append(message)
+
+    def cpu(self, cpu_id: int, issue: str) -> None:
+        """Note ``issue`` for one CPU; rendered as "cpus 0-7: issue"."""
+        self._per_cpu[issue].add(cpu_id)
+
+    def finish(self) -> tuple[str, ...]:
+        for issue, cpus in self._per_cpu.items():
+            self.warn(f"cpus {CPUSet(cpus)}: {issue}")
+        self._per_cpu.clear()
+        for line in self.lines:
+            log.warning("topology_warning %s", line)
+        return tuple(self.lines)
+
+    # -- typed reads ----------------------------------------------------------
+    def text(self, path: str) -> str | None:
+        """File text; trailing NULs (left by some snapshot tools and old kernels) dropped."""
+        try:
+            raw = read_text(path)
+            return raw.replace("\x00", "") if raw is not None else None
+        except OSError as e:
+            self.warn(f"cannot read {path}: {e.strerror or e}")
+            return None
+
+    def int(self, path: str) -> int | None:
+        raw = self.text(path)
+        if raw is None:
+            return None
+        try:
+            return int(raw.strip())
+        except ValueError:
+            self.warn(f"{path}: expected an integer, got {raw.strip()[:40]!r}")
+            return None
+
+    def cpuset(self, list_path: str, mask_path: str | None = None, *, containing: int | None = None) -> CPUSet | None:
+        """A list-format file, falling back to its hex-mask twin; None if neither is usable.
+
+        ``containing``: the CPU whose own file this is. A set without it is
+        inconsistent (seen in hand-edited snapshots where list and mask
+        disagree), so the other format is tried before giving up.
+        """
+        candidates = ((list_path, CPUSet.parse), (mask_path, CPUSet.from_mask))
+        for path, parse in candidates:
+            if path is None:
+                continue
+            raw = self.text(path)
+            if raw is None:
+                continue
+            try:
+                value = parse(raw)
+            except CPUSetError as e:
+                self.warn(f"{path}: {e}")
+                continue
+            if containing is None or containing in value:
+                return value
+        return None
+
+
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int | None:
+    """Cache sizes as sysfs writes them ("32K", "30720K", "8M"); None if not that."""
+    body = text.strip().upper().removesuffix("B")
+    unit = body[-1:] if body[-1:] in ("K", "M", "G") else ""
+    digits = body[: len(body) - len(unit)]
+    if not digits.isdigit():
+        return None
+    return int(digits) * _SIZE_UNITS[unit]
+
+
+def listdir_ids(path: str, prefix: str) -> list[int]:
+    """Ids N of entries named ``prefixN`` in a directory (cpuN, nodeN, indexN), ascending."""
+    out = []
+    try:
+        with os.scandir(path) as it:
+            for e in it:
+                tail = e.name[len(prefix) :]
+                if e.name.startswith(prefix) and tail.isdigit():
+                    out.append(int(tail))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(out)
