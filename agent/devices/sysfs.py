@@ -33,9 +33,12 @@ log = logging.getLogger("hwagent.devices")
 
 #: domain may be 4 or more hex digits (32-bit domains exist, see 2pa-pcidomain32bits)
 PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-#: how deep below a PCI function its class devices sit (pci/virtio2/net/eth0,
-#: pci/nvme/nvme0/nvme0n1); deeper dirs are queues and attributes
-_CHILD_DEPTH = 4
+#: how deep below a PCI function its class devices may sit: pci/virtio2/net/eth0,
+#: pci/nvme/nvme0/nvme0n1, pci/ata1/host0/target0:0:0/0:0:0:0/block/sda
+_CHILD_DEPTH = 7
+#: attribute dirs that never contain class devices (and can be large)
+_SKIP_DIRS = frozenset({"power", "msi_irqs", "queues", "queue", "mq", "holders", "slaves", "statistics",
+                        "trace", "integrity", "bdi", "subsystem", "driver", "firmware_node", "iommu"})
 
 
 def _read(path: Path) -> str | None:
@@ -93,15 +96,16 @@ def _dev_path(path: Path, default_name: str, dev_root: str) -> str:
 
 
 def _local_cpus(path: Path) -> CPUSet | None:
-    try:
-        text = _read(path / "local_cpulist")
-        if text is not None:
-            return CPUSet.parse(text)
-        text = _read(path / "local_cpus")
-        if text is not None:
-            return CPUSet.from_mask(text)
-    except CPUSetError:
-        return None
+    """The mask file first: it is what hwloc reads, and the two disagree in
+    a hand-edited snapshot (2pa-pcidomain32bits); the kernel writes both
+    from the same cpumask."""
+    for name, parse in (("local_cpus", CPUSet.from_mask), ("local_cpulist", CPUSet.parse)):
+        text = _read(path / name)
+        if text:
+            try:
+                return parse(text)
+            except CPUSetError:
+                continue
     return None
 
 
@@ -155,7 +159,7 @@ def _pci_children(path: Path, dev_root: str) -> tuple[list[DevNode], list[str], 
         except OSError:
             continue
         for e in entries:
-            if not e.is_dir(follow_symlinks=False) or PCI_ADDRESS.match(e.name):
+            if not e.is_dir(follow_symlinks=False) or PCI_ADDRESS.match(e.name) or e.name in _SKIP_DIRS:
                 continue
             child = Path(e.path)
             kind = d.name
