@@ -24,6 +24,7 @@ __all__ = ["Config", "ConfigError", "load", "SECTIONS", "section_defaults"]
 #: section name -> "module:DataclassName". Every field needs a default.
 SECTIONS: dict[str, str] = {
     "daemon": "agent.daemon_config:DaemonConfig",
+    "devicemanager": "agent.devicemanager.config:DeviceManagerConfig",
     "devices": "agent.devices.config:DevicesConfig",
     "pressure": "agent.pressure.config:PressureConfig",
 }

@@ -1,0 +1,130 @@
+"""`hwagent resources`: device-plugin resources, endpoints, health and allocations.
+
+Reads the device manager's checkpoint, which the host rewrites on every
+snapshot, connect/disconnect, allocation and release, so it is current while
+the daemon runs and shows the last state after it stopped (the age is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from agent.cli import CommandError
+from agent.config import ConfigError, load
+from agent.devicemanager.checkpoint import CheckpointCorrupt, CheckpointData, decode
+from agent.devicemanager.component import host_paths
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "resources",
+        help="show device-plugin resources, endpoints, health and allocations",
+        description="Show what hwagent's device-plugin host knows: per resource the capacity, "
+        "allocatable count, endpoints (connected/stopped), each device's health and NUMA nodes, "
+        "and the containers holding devices.",
+    )
+    p.add_argument("--config", metavar="FILE", help="TOML config file (default: embedded defaults)")
+    p.add_argument("--root-dir", metavar="DIR", help="hwagent's root dir (overrides the config)")
+    p.add_argument("--checkpoint", metavar="FILE", help="read this checkpoint file instead")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=run)
+
+
+def checkpoint_path(args: argparse.Namespace) -> Path:
+    if args.checkpoint:
+        return Path(args.checkpoint)
+    try:
+        config = load(args.config)
+    except ConfigError as e:
+        raise CommandError(str(e)) from None
+    root = Path(os.path.abspath(args.root_dir)) if args.root_dir else Path(config["daemon"].root_dir)
+    return host_paths(config["devicemanager"], root).checkpoint
+
+
+def as_dict(data: CheckpointData) -> dict:
+    endpoints: dict[str, list[dict]] = {}
+    for e in data.endpoints:
+        endpoints.setdefault(e.resource, []).append(
+            {"socket": e.socket, "state": e.state, "stop_time": e.stop_time}
+        )
+    allocated: dict[str, set[str]] = {}
+    for a in data.allocations:
+        allocated.setdefault(a.resource, set()).update(a.device_ids)
+    resources = {}
+    for r in sorted(set(data.devices) | set(endpoints) | set(allocated)):
+        devs = data.devices.get(r, ())
+        resources[r] = {
+            "capacity": len(devs),
+            "allocatable": sum(1 for d in devs if d.healthy),
+            "allocated": len(allocated.get(r, ())),
+            "endpoints": endpoints.get(r, []),
+            "devices": [
+                {"id": d.id, "health": "Healthy" if d.healthy else "Unhealthy", "numa": list(d.numa),
+                 "allocated": d.id in allocated.get(r, ())}
+                for d in sorted(devs, key=lambda d: d.id)
+            ],
+        }
+    return {
+        "resources": resources,
+        "deleted_resources": sorted(data.deleted),
+        "allocations": [
+            {"pod_uid": a.pod_uid, "namespace": a.pod_namespace, "pod": a.pod_name,
+             "container": a.container_name, "container_type": a.container_type,
+             "resource": a.resource, "devices": list(a.device_ids), "numa": list(a.numa_nodes())}
+            for a in sorted(data.allocations, key=lambda a: (a.pod_namespace, a.pod_name, a.pod_uid,
+                                                              a.container_name, a.resource))
+        ],
+    }
+
+
+def render_text(view: dict, path: Path, age: float) -> str:
+    lines = [f"checkpoint {path} (written {age:.0f}s ago)", ""]
+    if not view["resources"]:
+        lines.append("no device-plugin resources")
+    for name, r in view["resources"].items():
+        lines.append(f"{name}  capacity={r['capacity']} allocatable={r['allocatable']} allocated={r['allocated']}")
+        for e in r["endpoints"]:
+            lines.append(f"  endpoint {e['socket'] or '-'} {e['state']}")
+        for d in r["devices"]:
+            numa = ",".join(map(str, d["numa"])) or "-"
+            used = " allocated" if d["allocated"] else ""
+            lines.append(f"  device {d['id']:<24} {d['health']:<9} numa={numa}{used}")
+    if view["deleted_resources"]:
+        lines.append(f"deleted after grace period: {', '.join(view['deleted_resources'])}")
+    lines.append("")
+    if view["allocations"]:
+        lines.append("allocations:")
+        for a in view["allocations"]:
+            who = f"{a['namespace']}/{a['pod']}" if a["pod"] else a["pod_uid"]
+            lines.append(
+                f"  {who} {a['container']} ({a['container_type']}) {a['resource']}: "
+                f"{','.join(a['devices'])} numa={','.join(map(str, a['numa'])) or '-'}"
+            )
+    else:
+        lines.append("no allocations")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = checkpoint_path(args)
+    try:
+        raw = path.read_bytes()
+        age = time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        raise CommandError(f"no device-manager checkpoint at {path} (has hwagent run in standalone mode?)") from None
+    except OSError as e:
+        raise CommandError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        data = decode(raw)
+    except CheckpointCorrupt as e:
+        raise CommandError(f"{path}: corrupt checkpoint: {e}") from None
+    view = as_dict(data)
+    if args.format == "json":
+        print(json.dumps(view, indent=2, sort_keys=True))
+    else:
+        print(render_text(view, path, age))
+    return 0

@@ -1,0 +1,268 @@
+"""The device manager's checkpoint: what survives a restart.
+
+Format (JSON, one object)::
+
+    {"Version": 1,
+     "Checksum": "sha256:<hex of the canonical JSON of Data>",
+     "Data": {
+       "PodDeviceEntries": [{"PodUID", "PodNamespace", "PodName", "ContainerName",
+                             "ContainerType", "ResourceName",
+                             "DeviceIDs": {"<numa id or -1>": ["id", ...]},
+                             "AllocResp": "<base64 ContainerAllocateResponse>"}],
+       "RegisteredDevices": {"<resource>": ["healthy id", ...]},
+       "Devices": {"<resource>": [["id", "Healthy|Unhealthy", [numa ids]], ...]},
+       "Endpoints": [{"Resource", "Socket", "State", "StopTime"}],
+       "Deleted": ["<resource>", ...]}}
+
+How it differs from the kubelet's ``kubelet_internal_checkpoint``: the
+``PodDeviceEntries``/``RegisteredDevices`` shapes and key names are the
+kubelet's, but the kubelet has no ``Version`` and its ``Checksum`` is a uint64
+FNV-32a over a go-spew dump of Go structs (type names included), which only Go
+reproduces; ours is SHA-256 over ``json.dumps(Data, sort_keys=True,
+separators=(",", ":"))``. Entries also carry the pod namespace/name and the
+container type (needed for pod-resources and init-container reuse after a
+restart), and ``Devices``/``Endpoints``/``Deleted`` record the full device
+health and endpoint state for ``hwagent resources``. The file is hwagent's own
+(another name than the kubelet's): neither reads the other's.
+
+Writes are atomic (temp file, fsync, rename, fsync of the directory). A file
+that fails to parse or verify is renamed aside (``<name>.corrupt-<UTC time>``),
+logged and counted, and the caller starts empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.devicemanager.metrics import CHECKPOINT_ERRORS
+from agent.devicemanager.model import CONTAINER_TYPES, HEALTHY, NO_TOPOLOGY, UNHEALTHY, Allocation, Device
+
+log = logging.getLogger("hwagent.devicemanager")
+
+FORMAT_VERSION = 1
+
+
+class CheckpointCorrupt(ValueError):
+    """The checkpoint cannot be trusted (syntax, shape, version or checksum)."""
+
+
+@dataclass(frozen=True)
+class EndpointRecord:
+    resource: str
+    socket: str
+    state: str  # "connected" or "stopped"
+    stop_time: float | None = None  # wall-clock seconds
+
+
+@dataclass(frozen=True)
+class CheckpointData:
+    allocations: tuple[Allocation, ...] = ()
+    registered: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    devices: dict[str, tuple[Device, ...]] = field(default_factory=dict)
+    endpoints: tuple[EndpointRecord, ...] = ()
+    deleted: tuple[str, ...] = ()
+
+
+def _entry(a: Allocation) -> dict:
+    return {
+        "PodUID": a.pod_uid,
+        "PodNamespace": a.pod_namespace,
+        "PodName": a.pod_name,
+        "ContainerName": a.container_name,
+        "ContainerType": a.container_type,
+        "ResourceName": a.resource,
+        "DeviceIDs": {str(k): v for k, v in sorted(a.devices_per_numa().items())},
+        "AllocResp": base64.b64encode(a.response or b"").decode("ascii"),
+    }
+
+
+def _canonical(data: dict) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def encode(cp: CheckpointData) -> bytes:
+    data = {
+        "PodDeviceEntries": [_entry(a) for a in cp.allocations if a.committed],
+        "RegisteredDevices": {r: sorted(ids) for r, ids in sorted(cp.registered.items())},
+        "Devices": {
+            r: [[d.id, HEALTHY if d.healthy else UNHEALTHY, list(d.numa)] for d in devs]
+            for r, devs in sorted(cp.devices.items())
+        },
+        "Endpoints": [
+            {"Resource": e.resource, "Socket": e.socket, "State": e.state, "StopTime": e.stop_time}
+            for e in cp.endpoints
+        ],
+        "Deleted": sorted(cp.deleted),
+    }
+    body = _canonical(data)
+    checksum = "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+    return ('{"Version":%d,"Checksum":%s,"Data":%s}\n' % (FORMAT_VERSION, json.dumps(checksum), body)).encode()
+
+
+def _req(obj: dict, key: str, tp: type | tuple[type, ...]):
+    if not isinstance(obj, dict) or key not in obj:
+        raise CheckpointCorrupt(f"missing {key}")
+    value = obj[key]
+    if not isinstance(value, tp):
+        raise CheckpointCorrupt(f"{key} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _decode_entry(e: dict) -> Allocation:
+    per_numa = _req(e, "DeviceIDs", dict)
+    nodes_of: dict[str, set[int]] = {}
+    for key, ids in per_numa.items():
+        try:
+            node = int(key)
+        except ValueError:
+            raise CheckpointCorrupt(f"DeviceIDs key {key!r} is not a NUMA id") from None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise CheckpointCorrupt("DeviceIDs values must be lists of strings")
+        for dev in ids:
+            nodes = nodes_of.setdefault(dev, set())
+            if node != NO_TOPOLOGY:
+                nodes.add(node)
+    ctype = _req(e, "ContainerType", str)
+    if ctype not in CONTAINER_TYPES:
+        raise CheckpointCorrupt(f"unknown ContainerType {ctype!r}")
+    try:
+        resp = base64.b64decode(_req(e, "AllocResp", str), validate=True)
+    except binascii.Error:
+        raise CheckpointCorrupt("AllocResp is not base64") from None
+    return Allocation(
+        pod_uid=_req(e, "PodUID", str),
+        pod_namespace=_req(e, "PodNamespace", str),
+        pod_name=_req(e, "PodName", str),
+        container_name=_req(e, "ContainerName", str),
+        container_type=ctype,
+        resource=_req(e, "ResourceName", str),
+        devices=tuple((d, tuple(sorted(n))) for d, n in sorted(nodes_of.items())),
+        response=resp,
+    )
+
+
+def decode(raw: bytes) -> CheckpointData:
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointCorrupt(f"not JSON: {e}") from None
+    version = _req(doc, "Version", int)
+    if version != FORMAT_VERSION:
+        raise CheckpointCorrupt(f"format version {version} (this hwagent reads {FORMAT_VERSION})")
+    data = _req(doc, "Data", dict)
+    expected = _req(doc, "Checksum", str)
+    actual = "sha256:" + hashlib.sha256(_canonical(data).encode()).hexdigest()
+    if actual != expected:
+        raise CheckpointCorrupt(f"checksum mismatch (file {expected}, content {actual})")
+    try:
+        allocations = tuple(_decode_entry(e) for e in _req(data, "PodDeviceEntries", list))
+        registered = {
+            r: tuple(ids) for r, ids in _req(data, "RegisteredDevices", dict).items()
+        }
+        devices = {
+            r: tuple(Device(i, h == HEALTHY, tuple(sorted(int(n) for n in numa))) for i, h, numa in devs)
+            for r, devs in _req(data, "Devices", dict).items()
+        }
+        endpoints = tuple(
+            EndpointRecord(
+                _req(e, "Resource", str), _req(e, "Socket", str), _req(e, "State", str),
+                e.get("StopTime"),
+            )
+            for e in _req(data, "Endpoints", list)
+        )
+        deleted = tuple(_req(data, "Deleted", list))
+    except (TypeError, ValueError) as e:
+        if isinstance(e, CheckpointCorrupt):
+            raise
+        raise CheckpointCorrupt(f"bad shape: {e}") from None
+    return CheckpointData(allocations, registered, devices, endpoints, deleted)
+
+
+def write_atomic(path: Path, payload: bytes) -> None:
+    """Temp file in the same directory, fsync, rename over, fsync the directory."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def load(path: Path) -> CheckpointData | None:
+    """Read the checkpoint; None when absent or when it was corrupt (and set aside)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        CHECKPOINT_ERRORS.labels(kind="read").inc()
+        log.error("checkpoint_read_failed path=%s error=%s", path, e)
+        return None
+    try:
+        return decode(raw)
+    except CheckpointCorrupt as e:
+        aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        n = 0
+        while aside.exists():
+            n += 1
+            aside = aside.with_name(f"{aside.name.split('~')[0]}~{n}")
+        os.replace(path, aside)
+        CHECKPOINT_ERRORS.labels(kind="corrupt").inc()
+        log.error("checkpoint_corrupt path=%s moved_to=%s reason=%s action=start_empty", path, aside, e)
+        return None
+
+
+class CheckpointWriter:
+    """Coalesces writes: ``await flush()`` returns once a write that began after
+    the call has finished. The snapshot is taken on the loop (cheap, immutable
+    pieces); encoding and fsync run in the default executor."""
+
+    def __init__(self, path: Path, snapshot: Callable[[], CheckpointData]) -> None:
+        self.path = path
+        self._snapshot = snapshot
+        self._requested = 0
+        self._written = 0
+        self._task: asyncio.Task | None = None
+        self.failures = 0
+
+    async def flush(self) -> None:
+        self._requested += 1
+        target = self._requested
+        while self._written < target:
+            if self._task is None or self._task.done():
+                self._task = asyncio.get_running_loop().create_task(self._write_once())
+            await asyncio.shield(self._task)
+
+    async def _write_once(self) -> None:
+        gen = self._requested
+        snap = self._snapshot()
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, lambda: write_atomic(self.path, encode(snap)))
+        except Exception as e:  # noqa: BLE001 - a failed write is reported, memory stays authoritative
+            self.failures += 1
+            CHECKPOINT_ERRORS.labels(kind="write").inc()
+            log.error("checkpoint_write_failed path=%s error=%s", self.path, e)
+        self._written = max(self._written, gen)

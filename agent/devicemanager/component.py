@@ -1,0 +1,141 @@
+"""The daemon component: the device-plugin host in standalone mode.
+
+Starts, in order: the device manager (reads the checkpoint), the Registration
+server on ``<root>/device-plugins/hwagent.sock`` (removing stale sockets
+first, so it must start before hwagent's own built-in plugins), the
+plugin-watcher on ``<root>/plugins_registry/`` and the pod-resources v1 server
+on ``<root>/pod-resources/hwagent.sock``. Publishes ``ctx.services["devicemanager"]``.
+In kubelet mode the kubelet is the host, so this component is not created.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from agent.component import DaemonContext
+from agent.devicemanager.config import DeviceManagerConfig
+from agent.devicemanager.manager import DeviceManager
+from agent.devicemanager.registration import RegistrationServer, serve_unix
+from agent.devicemanager.watcher import PluginWatcher
+from agent.podresources.server import PodResourcesServicer
+
+log = logging.getLogger("hwagent.devicemanager")
+
+
+@dataclass(frozen=True)
+class HostPaths:
+    plugins_dir: Path
+    registration_socket: Path
+    plugins_registry: Path
+    pod_resources_socket: Path
+    checkpoint: Path
+
+
+def host_paths(cfg: DeviceManagerConfig, root_dir: Path) -> HostPaths:
+    plugins_dir = Path(cfg.device_plugins_dir) if cfg.device_plugins_dir else root_dir / "device-plugins"
+    return HostPaths(
+        plugins_dir=plugins_dir,
+        registration_socket=plugins_dir / cfg.socket_name,
+        plugins_registry=Path(cfg.plugins_registry_dir) if cfg.plugins_registry_dir else root_dir / "plugins_registry",
+        pod_resources_socket=(
+            Path(cfg.pod_resources_socket) if cfg.pod_resources_socket else root_dir / "pod-resources" / "hwagent.sock"
+        ),
+        checkpoint=plugins_dir / cfg.checkpoint_name,
+    )
+
+
+class _ActivePodsFromServices:
+    """Looks up ``active_pods`` at call time: the admission path may register it later."""
+
+    def __init__(self, services: Mapping[str, Any]) -> None:
+        self._services = services
+
+    def active_pod_uids(self) -> frozenset[str] | None:  # type: ignore[override]
+        source = self._services.get("active_pods")
+        return None if source is None else source.active_pod_uids()
+
+
+class DeviceManagerComponent:
+    name = "devicemanager"
+
+    def __init__(self, cfg: DeviceManagerConfig) -> None:
+        self.cfg = cfg
+        self.manager: DeviceManager | None = None
+        self.registration: RegistrationServer | None = None
+        self.watcher: PluginWatcher | None = None
+        self._pod_resources: grpc.aio.Server | None = None
+        self.paths: HostPaths | None = None
+
+    async def start(self, ctx: DaemonContext) -> None:
+        cfg = self.cfg
+        paths = self.paths = host_paths(cfg, ctx.root_dir)
+        self.manager = DeviceManager(
+            numa_ids=ctx.topology.numa_ids,
+            checkpoint_path=paths.checkpoint,
+            active_pods=_ActivePodsFromServices(ctx.services),  # type: ignore[arg-type]
+            stop_grace_seconds=cfg.stop_grace_seconds,
+            prestart_timeout_seconds=cfg.prestart_timeout_seconds,
+            dial_timeout_seconds=cfg.dial_timeout_seconds,
+            allocate_timeout_seconds=cfg.allocate_timeout_seconds,
+        )
+        paths.plugins_dir.mkdir(parents=True, exist_ok=True)
+        await self.manager.start()
+        self.registration = RegistrationServer(
+            self.manager, paths.plugins_dir, cfg.socket_name, reserved={cfg.checkpoint_name}
+        )
+        await self.registration.start()
+        self.watcher = PluginWatcher(
+            self.manager, paths.plugins_registry, poll_seconds=cfg.watcher_poll_seconds,
+            dial_timeout=cfg.dial_timeout_seconds, getinfo_timeout=cfg.getinfo_timeout_seconds,
+            notify_timeout=cfg.notify_timeout_seconds,
+        )
+        await self.watcher.start()
+        paths.pod_resources_socket.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(paths.pod_resources_socket.parent, 0o700)
+        self._pod_resources = grpc.aio.server()
+        services = ctx.services
+        pr_grpc.add_PodResourcesListerServicer_to_server(PodResourcesServicer(lambda: services), self._pod_resources)
+        await serve_unix(self._pod_resources, paths.pod_resources_socket)
+        ctx.services["devicemanager"] = self.manager
+        log.info(
+            "devicemanager_started mode=%s registration=%s plugins_registry=%s pod_resources=%s checkpoint=%s",
+            ctx.mode, paths.registration_socket, paths.plugins_registry, paths.pod_resources_socket, paths.checkpoint,
+        )
+
+    async def stop(self) -> None:
+        if self._pod_resources is not None:
+            await self._pod_resources.stop(grace=1.0)
+            self._pod_resources = None
+            if self.paths is not None:
+                self.paths.pod_resources_socket.unlink(missing_ok=True)
+        if self.watcher is not None:
+            await self.watcher.stop()
+        if self.registration is not None:
+            await self.registration.stop()
+        if self.manager is not None:
+            await self.manager.stop()
+
+    def healthy(self) -> bool:
+        return bool(
+            self.registration is not None and self.registration.serving
+            and self.watcher is not None and self.watcher.running
+        )
+
+
+def factory(ctx: DaemonContext) -> DeviceManagerComponent | None:
+    cfg: DeviceManagerConfig = ctx.config["devicemanager"]
+    if not cfg.enabled:
+        log.info("devicemanager_disabled reason=config")
+        return None
+    if ctx.mode != "standalone":
+        log.info("devicemanager_disabled reason=mode mode=%s (the kubelet hosts device plugins)", ctx.mode)
+        return None
+    return DeviceManagerComponent(cfg)

@@ -1,0 +1,135 @@
+"""The host's gRPC client of one registered device plugin (one socket)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import grpc
+
+from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
+from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from agent.devicemanager.model import Device
+from agent.devicemanager.selection import AllocationError
+
+log = logging.getLogger("hwagent.devicemanager")
+
+
+class EndpointStopped(AllocationError):
+    def __init__(self, socket: str) -> None:
+        super().__init__(f"endpoint {socket} has been stopped", "UNAVAILABLE")
+
+
+class Endpoint:
+    """A connected plugin: options, the ListAndWatch stream, and the calls.
+
+    ``on_snapshot(endpoint, devices)`` runs for every ListAndWatch message;
+    ``on_closed(endpoint, reason)`` once, when the stream ends for any reason.
+    The host never redials: a plugin whose stream broke must register again.
+    """
+
+    def __init__(self, resource: str, socket: str, *, dial_timeout: float, call_timeout: float) -> None:
+        self.resource = resource
+        self.socket = socket
+        self.options = pb.DevicePluginOptions()
+        self.connected_at = time.time()
+        self.stop_time: float | None = None
+        self._dial_timeout = dial_timeout
+        self._call_timeout = call_timeout
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: pb_grpc.DevicePluginStub | None = None
+        self._task: asyncio.Task | None = None
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop_time is not None
+
+    async def connect(self) -> None:
+        """Dial the socket and fetch the plugin's options; raises on failure."""
+        self._channel = grpc.aio.insecure_channel(
+            f"unix://{self.socket}",
+            options=[("grpc.enable_retries", 0), ("grpc.max_receive_message_length", 64 << 20)],
+        )
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), self._dial_timeout)
+            self._stub = pb_grpc.DevicePluginStub(self._channel)
+            self.options = await self._stub.GetDevicePluginOptions(pb.Empty(), timeout=self._dial_timeout)
+        except BaseException:
+            await self._channel.close()
+            self._channel = None
+            raise
+
+    def run(
+        self,
+        on_snapshot: Callable[[Endpoint, list[Device]], None],
+        on_closed: Callable[[Endpoint, str], Awaitable[None] | None],
+    ) -> None:
+        async def consume() -> None:
+            reason = "stream ended"
+            try:
+                assert self._stub is not None
+                async for resp in self._stub.ListAndWatch(pb.Empty()):
+                    on_snapshot(self, [Device.from_pb(d) for d in resp.devices])
+            except asyncio.CancelledError:
+                reason = "stopped by host"
+                raise
+            except grpc.aio.AioRpcError as e:
+                reason = f"{e.code().name}: {e.details()}"
+            finally:
+                self.stop_time = self.stop_time or time.time()
+                if reason != "stopped by host":
+                    result = on_closed(self, reason)
+                    if asyncio.iscoroutine(result):
+                        await result
+
+        self._task = asyncio.get_running_loop().create_task(consume(), name=f"listandwatch:{self.socket}")
+
+    async def close(self) -> None:
+        """Stop the stream (no on_closed callback) and the channel."""
+        self.stop_time = self.stop_time or time.time()
+        task, self._task = self._task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+    def _live_stub(self) -> pb_grpc.DevicePluginStub:
+        if self.stopped or self._stub is None:
+            raise EndpointStopped(self.socket)
+        return self._stub
+
+    async def get_preferred_allocation(
+        self, available: Sequence[str], must_include: Sequence[str], size: int
+    ) -> list[str]:
+        req = pb.PreferredAllocationRequest(
+            container_requests=[
+                pb.ContainerPreferredAllocationRequest(
+                    available_deviceIDs=sorted(available),
+                    must_include_deviceIDs=sorted(must_include),
+                    allocation_size=size,
+                )
+            ]
+        )
+        resp = await self._live_stub().GetPreferredAllocation(req, timeout=self._call_timeout)
+        if not resp.container_responses:
+            return []
+        return list(resp.container_responses[0].deviceIDs)
+
+    async def allocate(self, device_ids: Sequence[str]) -> pb.ContainerAllocateResponse:
+        req = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=list(device_ids))])
+        resp = await self._live_stub().Allocate(req, timeout=self._call_timeout)
+        if not resp.container_responses:
+            raise AllocationError(f"no containers return in allocation response {resp}", "INTERNAL")
+        return resp.container_responses[0]
+
+    async def pre_start_container(self, device_ids: Sequence[str], timeout: float) -> None:
+        await self._live_stub().PreStartContainer(
+            pb.PreStartContainerRequest(devices_ids=list(device_ids)), timeout=timeout
+        )

@@ -1,0 +1,619 @@
+"""The device manager: single owner of registered plugins, device health and
+allocations, driven from one asyncio loop.
+
+Concurrency model: every state change happens synchronously on the loop
+between awaits, so no two changes interleave. An allocation may await plugin
+RPCs (GetPreferredAllocation, Allocate); device *choice* for a resource runs
+under that resource's asyncio.Lock, and chosen devices are reserved before the
+lock is released, so concurrent allocations can never pick the same device.
+The Allocate RPC runs outside the lock; a failure rolls the reservation back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from agent.devicemanager import metrics as m
+from agent.devicemanager.checkpoint import CheckpointData, CheckpointWriter, EndpointRecord, load
+from agent.devicemanager.endpoint import Endpoint, EndpointStopped
+from agent.devicemanager.model import (
+    CONTAINER_TYPES,
+    Allocation,
+    Device,
+    ResourceDevices,
+    RunOptions,
+    merge_run_options,
+)
+from agent.devicemanager.selection import AllocationError, TopologyHint, container_hints, select_devices
+from agent.pods import ActivePods
+
+log = logging.getLogger("hwagent.devicemanager")
+
+
+class AlreadyConnected(AllocationError):
+    def __init__(self, resource: str, socket: str) -> None:
+        super().__init__(f"device plugin already connected for {resource} at {socket}", "ALREADY_EXISTS")
+
+
+@dataclass(frozen=True)
+class ContainerRequest:
+    """One container's device requests (resource name -> count)."""
+
+    pod_uid: str
+    container_name: str
+    resources: Mapping[str, int]
+    pod_namespace: str = ""
+    pod_name: str = ""
+    #: "init" (regular init container), "sidecar" (restartable init) or "app"
+    container_type: str = "app"
+    #: the topology manager's NUMA affinity for this container, if any
+    hint: frozenset[int] | None = None
+
+
+@dataclass(frozen=True)
+class ContainerAllocation:
+    pod_uid: str
+    container_name: str
+    allocations: tuple[Allocation, ...]
+
+    def devices(self, resource: str) -> tuple[str, ...]:
+        return next((a.device_ids for a in self.allocations if a.resource == resource), ())
+
+    def run_options(self) -> RunOptions:
+        return merge_run_options((a.resource, a.response_pb()) for a in self.allocations)
+
+
+@dataclass
+class _Stopped:
+    """A resource with no live endpoint: its last socket and when it stopped."""
+
+    socket: str
+    stop_time: float  # time.time()
+    since_mono: float = field(default_factory=time.monotonic)
+
+
+class DeviceManager:
+    def __init__(
+        self,
+        *,
+        numa_ids: Iterable[int],
+        checkpoint_path: Path | None,
+        active_pods: ActivePods | None = None,
+        stop_grace_seconds: float = 300.0,
+        prestart_timeout_seconds: float = 30.0,
+        dial_timeout_seconds: float = 10.0,
+        allocate_timeout_seconds: float = 60.0,
+    ) -> None:
+        self.numa_ids = tuple(sorted(numa_ids))
+        self.active_pods = active_pods
+        self.stop_grace = stop_grace_seconds
+        self.prestart_timeout = prestart_timeout_seconds
+        self.dial_timeout = dial_timeout_seconds
+        self.call_timeout = allocate_timeout_seconds
+        self._devices: dict[str, ResourceDevices] = {}
+        self._endpoints: dict[str, dict[str, Endpoint]] = {}
+        self._stopped: dict[str, _Stopped] = {}
+        self._deleted: set[str] = set()
+        self._allocs: dict[tuple[str, str, str], Allocation] = {}
+        self._by_pod: dict[str, set[tuple[str, str, str]]] = {}
+        self._owners: dict[str, dict[str, set[tuple[str, str]]]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._pending: set[asyncio.Task] = set()
+        self._writer = CheckpointWriter(checkpoint_path, self.snapshot) if checkpoint_path else None
+        self._checkpoint_path = checkpoint_path
+        self._expiry_task: asyncio.Task | None = None
+        self._stopping = False
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        if self._checkpoint_path is not None:
+            loop = asyncio.get_running_loop()
+            data = await loop.run_in_executor(None, load, self._checkpoint_path)
+            if data is not None:
+                self.restore(data)
+        self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop(), name="devicemanager-expiry")
+
+    async def stop(self) -> None:
+        """Close every endpoint and write a last checkpoint; safe to call twice."""
+        if self._stopping:
+            return
+        self._stopping = True
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            await asyncio.gather(self._expiry_task, return_exceptions=True)
+        for eps in list(self._endpoints.values()):
+            for ep in list(eps.values()):
+                await ep.close()
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+        if self._writer is not None:
+            await self._writer.flush()
+
+    def restore(self, data: CheckpointData) -> None:
+        """Take allocations and known resources from a checkpoint.
+
+        Restored resources wait as stopped endpoints with no devices (capacity
+        0) until their plugin registers again, and are deleted after the stop
+        grace period otherwise, as in the kubelet.
+        """
+        now = time.time()
+        sockets = {e.resource: e.socket for e in data.endpoints}
+        for a in data.allocations:
+            self._put(a)
+        for resource in set(data.registered) | {a.resource for a in data.allocations}:
+            if resource in data.deleted and resource not in data.registered:
+                continue
+            self._devices.setdefault(resource, ResourceDevices())
+            self._stopped.setdefault(resource, _Stopped(sockets.get(resource, ""), now))
+            self._refresh_metrics(resource)
+        log.info(
+            "checkpoint_restored allocations=%d resources=%d", len(data.allocations), len(self._stopped)
+        )
+
+    # ------------------------------------------------------------ registration
+
+    async def register(self, resource: str, socket: str) -> Endpoint:
+        """Connect to a plugin (GetDevicePluginOptions) and start consuming ListAndWatch."""
+        if socket in self._endpoints.get(resource, {}):
+            raise AlreadyConnected(resource, socket)
+        ep = Endpoint(resource, socket, dial_timeout=self.dial_timeout, call_timeout=self.call_timeout)
+        try:
+            await ep.connect()
+        except asyncio.TimeoutError:
+            raise AllocationError(f"failed to dial device plugin {socket}: timed out", "UNAVAILABLE") from None
+        except grpc.aio.AioRpcError as e:
+            raise AllocationError(
+                f"failed to get device plugin options: {e.code().name}: {e.details()}", "UNAVAILABLE"
+            ) from None
+        if socket in self._endpoints.get(resource, {}):  # lost a race with a twin registration
+            await ep.close()
+            raise AlreadyConnected(resource, socket)
+        eps = self._endpoints.setdefault(resource, {})
+        eps[socket] = ep  # insertion order: the last connected is the primary
+        self._stopped.pop(resource, None)
+        self._deleted.discard(resource)
+        self._devices.setdefault(resource, ResourceDevices())
+        ep.run(self._on_snapshot, self._on_closed)
+        log.info(
+            "plugin_connected resource=%s socket=%s pre_start_required=%s preferred_allocation=%s",
+            resource, socket, ep.options.pre_start_required, ep.options.get_preferred_allocation_available,
+        )
+        self._refresh_metrics(resource)
+        self._schedule_checkpoint()
+        return ep
+
+    async def deregister(self, resource: str, socket: str) -> None:
+        """Drop one endpoint (plugin-watcher socket removed); unknown pairs are a no-op."""
+        ep = self._endpoints.get(resource, {}).get(socket)
+        if ep is None:
+            return
+        await ep.close()
+        self._disconnected(ep, "deregistered")
+
+    def _on_snapshot(self, ep: Endpoint, devices: list[Device]) -> None:
+        if self._endpoints.get(ep.resource, {}).get(ep.socket) is not ep:
+            return  # a late message from a replaced endpoint
+        self._devices[ep.resource] = ResourceDevices.from_snapshot(devices)
+        res = self._devices[ep.resource]
+        log.info(
+            "devices_updated resource=%s socket=%s capacity=%d allocatable=%d",
+            ep.resource, ep.socket, res.capacity, res.allocatable,
+        )
+        self._refresh_metrics(ep.resource)
+        self._schedule_checkpoint()
+
+    def _on_closed(self, ep: Endpoint, reason: str) -> None:
+        self._disconnected(ep, reason)
+
+    def _disconnected(self, ep: Endpoint, reason: str) -> None:
+        eps = self._endpoints.get(ep.resource, {})
+        if eps.get(ep.socket) is not ep:
+            return  # not (or no longer) the registered endpoint for that socket
+        del eps[ep.socket]
+        if eps:
+            log.warning(
+                "plugin_disconnected resource=%s socket=%s reason=%r survivors=%d",
+                ep.resource, ep.socket, reason, len(eps),
+            )
+        else:
+            del self._endpoints[ep.resource]
+            self._devices[ep.resource] = self._devices.get(ep.resource, ResourceDevices()).all_unhealthy()
+            self._stopped[ep.resource] = _Stopped(ep.socket, ep.stop_time or time.time())
+            log.warning(
+                "plugin_disconnected resource=%s socket=%s reason=%r devices=unhealthy grace_seconds=%g",
+                ep.resource, ep.socket, reason, self.stop_grace,
+            )
+        self._refresh_metrics(ep.resource)
+        self._schedule_checkpoint()
+
+    # ------------------------------------------------------------------ status
+
+    def capacity(self) -> tuple[dict[str, int], dict[str, int], list[str]]:
+        """(capacity, allocatable, resources deleted by this call), expiring stopped
+        resources whose grace period has passed."""
+        deleted = self._expire()
+        cap = {r: d.capacity for r, d in self._devices.items()}
+        alloc = {r: d.allocatable for r, d in self._devices.items()}
+        return cap, alloc, deleted
+
+    def deleted_resources(self) -> frozenset[str]:
+        """Resources deleted after their grace period and not registered since."""
+        return frozenset(self._deleted)
+
+    def resources(self) -> dict[str, ResourceDevices]:
+        return dict(self._devices)
+
+    def endpoints(self) -> list[EndpointRecord]:
+        out = [
+            EndpointRecord(r, s, "connected") for r, eps in self._endpoints.items() for s in eps
+        ]
+        out += [EndpointRecord(r, st.socket, "stopped", st.stop_time) for r, st in self._stopped.items()]
+        return sorted(out, key=lambda e: (e.resource, e.socket))
+
+    def allocatable_devices(self) -> dict[str, list[Device]]:
+        return {r: sorted((d for d in res.devices.values() if d.healthy), key=lambda d: d.id)
+                for r, res in self._devices.items()}
+
+    def allocations(self) -> list[Allocation]:
+        """Committed allocations (the ``devicemanager`` service contract)."""
+        return [a for a in self._allocs.values() if a.committed]
+
+    def container_allocations(self, pod_uid: str) -> dict[str, list[Allocation]]:
+        out: dict[str, list[Allocation]] = {}
+        for key in sorted(self._by_pod.get(pod_uid, ())):
+            a = self._allocs[key]
+            if a.committed:
+                out.setdefault(a.container_name, []).append(a)
+        return out
+
+    def run_options(self, pod_uid: str, container_name: str) -> RunOptions | None:
+        allocs = self.container_allocations(pod_uid).get(container_name)
+        if not allocs:
+            return None
+        return merge_run_options((a.resource, a.response_pb()) for a in allocs)
+
+    def snapshot(self) -> CheckpointData:
+        return CheckpointData(
+            allocations=tuple(a for a in self._allocs.values() if a.committed),
+            registered={r: tuple(d.healthy) for r, d in self._devices.items()},
+            devices={r: tuple(d.devices.values()) for r, d in self._devices.items()},
+            endpoints=tuple(self.endpoints()),
+            deleted=tuple(self._deleted),
+        )
+
+    async def flush_checkpoint(self) -> None:
+        if self._writer is not None:
+            await self._writer.flush()
+
+    # --------------------------------------------------------------- allocation
+
+    def _put(self, a: Allocation) -> None:
+        self._allocs[a.key] = a
+        self._by_pod.setdefault(a.pod_uid, set()).add(a.key)
+        owners = self._owners.setdefault(a.resource, {})
+        for dev in a.device_ids:
+            owners.setdefault(dev, set()).add((a.pod_uid, a.container_name))
+
+    def _drop(self, key: tuple[str, str, str]) -> Allocation | None:
+        a = self._allocs.pop(key, None)
+        if a is None:
+            return None
+        keys = self._by_pod.get(a.pod_uid)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_pod[a.pod_uid]
+        owners = self._owners.get(a.resource, {})
+        for dev in a.device_ids:
+            holders = owners.get(dev)
+            if holders is not None:
+                holders.discard((a.pod_uid, a.container_name))
+                if not holders:
+                    del owners[dev]
+        return a
+
+    def _reusable(self, pod_uid: str, resource: str) -> set[str]:
+        """Devices of the pod's regular init containers not held by its app
+        containers or sidecars: what later containers of the pod take first."""
+        pool: set[str] = set()
+        taken: set[str] = set()
+        for key in self._by_pod.get(pod_uid, ()):
+            a = self._allocs[key]
+            if a.resource != resource:
+                continue
+            (pool if a.container_type == "init" else taken).update(a.device_ids)
+        return pool - taken
+
+    def _primary(self, resource: str) -> Endpoint:
+        eps = self._endpoints.get(resource)
+        if eps:
+            return next(reversed(eps.values()))
+        stopped = self._stopped.get(resource)
+        if stopped is not None:
+            raise EndpointStopped(stopped.socket or resource)
+        raise AllocationError(f"unknown Device Plugin {resource}", "NOT_FOUND")
+
+    def release_pod(self, pod_uid: str) -> None:
+        """Forget every allocation of a pod (the ``devicemanager`` service contract)."""
+        keys = list(self._by_pod.get(pod_uid, ()))
+        resources = {k[2] for k in keys}
+        for key in keys:
+            self._drop(key)
+        if keys:
+            log.info("pod_released pod=%s allocations=%d", pod_uid, len(keys))
+            for r in resources:
+                self._refresh_metrics(r)
+            self._schedule_checkpoint()
+
+    def gc_inactive(self, exempt: str | None = None) -> list[str]:
+        """Release pods the active-pods source no longer lists (kubelet UpdateAllocatedDevices)."""
+        if self.active_pods is None:
+            return []
+        active = self.active_pods.active_pod_uids()
+        if active is None:  # no source registered (yet): nothing is known to be gone
+            return []
+        gone = [
+            uid for uid, keys in self._by_pod.items()
+            if uid not in active and uid != exempt and all(self._allocs[k].committed for k in keys)
+        ]
+        for uid in gone:
+            self.release_pod(uid)
+        return gone
+
+    def _lock(self, resource: str) -> asyncio.Lock:
+        lock = self._locks.get(resource)
+        if lock is None:
+            lock = self._locks[resource] = asyncio.Lock()
+        return lock
+
+    async def allocate(self, req: ContainerRequest) -> ContainerAllocation:
+        """Give a container its devices: reuse, choose, call the plugins, commit.
+
+        All-or-nothing per call: if any resource fails (choice or the plugin's
+        Allocate), every reservation made by this call is rolled back.
+        """
+        if req.container_type not in CONTAINER_TYPES:
+            raise AllocationError(f"unknown container type {req.container_type!r}", "INVALID_ARGUMENT")
+        if not req.pod_uid or not req.container_name:
+            raise AllocationError("pod uid and container name are required", "INVALID_ARGUMENT")
+        for resource, count in req.resources.items():
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise AllocationError(f"bad device count {count!r} for {resource}", "INVALID_ARGUMENT")
+        self.gc_inactive(exempt=req.pod_uid)
+        kept: list[Allocation] = []
+        reserved: list[Allocation] = []
+        try:
+            for resource in sorted(r for r, n in req.resources.items() if n > 0):
+                async with self._lock(resource):
+                    a, fresh = await self._choose(req, resource, req.resources[resource])
+                    if fresh:
+                        self._put(a)
+                        reserved.append(a)
+                    else:
+                        kept.append(a)
+            done: list[Allocation] = []
+            for a in reserved:
+                ep = self._primary(a.resource)
+                t0 = time.perf_counter()
+                try:
+                    resp = await ep.allocate(a.device_ids)
+                except grpc.aio.AioRpcError as e:
+                    raise AllocationError(
+                        f"device plugin Allocate failed for {a.resource}: {e.code().name}: {e.details()}",
+                        "UNAVAILABLE" if e.code() != grpc.StatusCode.INVALID_ARGUMENT else "FAILED_PRECONDITION",
+                    ) from None
+                finally:
+                    m.ALLOC_DURATION.labels(resource_name=a.resource).observe(time.perf_counter() - t0)
+                done.append(Allocation(**{**a.__dict__, "response": resp.SerializeToString()}))
+        except BaseException as e:
+            for a in reserved:
+                if self._allocs.get(a.key) is a:
+                    self._drop(a.key)
+                self._refresh_metrics(a.resource)
+                m.ALLOCATIONS.labels(resource_name=a.resource, outcome="error").inc()
+            if isinstance(e, AllocationError):
+                log.warning(
+                    "allocation_failed pod=%s container=%s error=%r", req.pod_uid, req.container_name, str(e)
+                )
+            raise
+        for a, committed in zip(reserved, done):
+            if self._allocs.get(a.key) is not a:
+                raise AllocationError(f"pod {req.pod_uid} was released during its allocation", "ABORTED")
+            self._allocs[a.key] = committed
+            m.ALLOCATIONS.labels(resource_name=a.resource, outcome="ok").inc()
+            self._refresh_metrics(a.resource)
+        for a in kept:
+            m.ALLOCATIONS.labels(resource_name=a.resource, outcome="reused").inc()
+        if reserved:
+            log.info(
+                "allocated pod=%s container=%s devices=%s", req.pod_uid, req.container_name,
+                ";".join(f"{a.resource}={','.join(a.device_ids)}" for a in done),
+            )
+            await self.flush_checkpoint()
+        return ContainerAllocation(req.pod_uid, req.container_name, tuple(kept) + tuple(done))
+
+    async def _choose(self, req: ContainerRequest, resource: str, count: int) -> tuple[Allocation, bool]:
+        key = (req.pod_uid, req.container_name, resource)
+        res = self._devices.get(resource)
+        existing = self._allocs.get(key)
+        if existing is not None:
+            if not existing.committed:
+                raise AllocationError(
+                    f"pod {req.pod_uid!r} container {req.container_name!r} is already being allocated {resource}",
+                    "ABORTED",
+                )
+            if len(existing.device_ids) != count:
+                raise AllocationError(
+                    f"pod {req.pod_uid!r} container {req.container_name!r} changed request for resource "
+                    f"{resource!r} from {len(existing.device_ids)} to {count}",
+                    "FAILED_PRECONDITION",
+                )
+            healthy = res.healthy if res else frozenset()
+            if not set(existing.device_ids) <= healthy:
+                raise AllocationError(
+                    "previously allocated devices are no longer healthy; "
+                    f"cannot allocate unhealthy devices {resource}",
+                    "FAILED_PRECONDITION",
+                )
+            return existing, False
+        if res is None:
+            raise AllocationError(f"cannot allocate unregistered device {resource}", "NOT_FOUND")
+        healthy = res.healthy
+        if not healthy:
+            raise AllocationError(
+                f"no healthy devices present; cannot allocate unhealthy devices {resource}", "UNAVAILABLE"
+            )
+        ep = self._primary(resource)
+        owners = self._owners.get(resource, {})
+        available = frozenset(d for d in healthy if d not in owners)
+        preferred = None
+        if ep.options.get_preferred_allocation_available:
+            async def preferred(avail: frozenset[str], must: frozenset[str], size: int) -> list[str]:
+                try:
+                    return await ep.get_preferred_allocation(avail, must, size)
+                except grpc.aio.AioRpcError as e:
+                    raise AllocationError(
+                        f"device plugin GetPreferredAllocation failed for {resource}: "
+                        f"{e.code().name}: {e.details()}",
+                        "UNAVAILABLE",
+                    ) from None
+        reusable = self._reusable(req.pod_uid, resource)
+        picked = await select_devices(
+            resource=resource, required=count, devices=res.devices, available=available,
+            reusable=reusable, hint=req.hint, preferred=preferred,
+        )
+        # the plugin RPC may have let a health update in: re-check before reserving
+        now = self._devices.get(resource)
+        owners = self._owners.get(resource, {})
+        stale = [
+            d for d in picked
+            if now is None or d not in now.healthy or (d in owners and d not in reusable)
+        ]
+        if stale:
+            raise AllocationError(
+                f"devices of {resource} changed during allocation ({', '.join(stale)}); retry", "ABORTED"
+            )
+        devs = now.devices
+        alloc = Allocation(
+            pod_uid=req.pod_uid, pod_namespace=req.pod_namespace, pod_name=req.pod_name,
+            container_name=req.container_name, container_type=req.container_type, resource=resource,
+            devices=tuple((d, devs[d].numa) for d in picked),
+        )
+        return alloc, True
+
+    async def pre_start(self, pod_uid: str, container_name: str) -> None:
+        """PreStartContainer for each of the container's resources whose plugin asked for it."""
+        for a in self.container_allocations(pod_uid).get(container_name, []):
+            if not a.device_ids:
+                continue
+            ep = self._primary(a.resource)
+            if not ep.options.pre_start_required:
+                continue
+            try:
+                await ep.pre_start_container(a.device_ids, self.prestart_timeout)
+            except grpc.aio.AioRpcError as e:
+                raise AllocationError(
+                    f"device plugin PreStartContainer failed for {a.resource}: {e.code().name}: {e.details()}",
+                    "DEADLINE_EXCEEDED" if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED else "UNAVAILABLE",
+                ) from None
+
+    # ---------------------------------------------------------------- hints
+
+    def topology_hints(
+        self, pod_uid: str, container_name: str, requests: Mapping[str, int]
+    ) -> dict[str, list[TopologyHint] | None]:
+        """Per resource: every NUMA mask that can satisfy the container's request
+        (minimal ones preferred), ``None`` for no preference, ``[]`` for none possible."""
+        self.gc_inactive(exempt=pod_uid)
+        out: dict[str, list[TopologyHint] | None] = {}
+        for resource, count in sorted(requests.items()):
+            res = self._devices.get(resource)
+            if res is None or count <= 0:
+                continue
+            held = self._allocs.get((pod_uid, container_name, resource))
+            owners = self._owners.get(resource, {})
+            available = [d for d in res.healthy if d not in owners]
+            out[resource] = container_hints(
+                self.numa_ids, res.devices, held.device_ids if held else (), available,
+                self._reusable(pod_uid, resource), count,
+            )
+        return out
+
+    def pod_topology_hints(
+        self, pod_uid: str, requests: Mapping[str, int]
+    ) -> dict[str, list[TopologyHint] | None]:
+        """Pod scope: the pod-level request against what the whole pod holds."""
+        self.gc_inactive(exempt=pod_uid)
+        out: dict[str, list[TopologyHint] | None] = {}
+        for resource, count in sorted(requests.items()):
+            res = self._devices.get(resource)
+            if res is None or count <= 0:
+                continue
+            held: set[str] = set()
+            for key in self._by_pod.get(pod_uid, ()):
+                if key[2] == resource:
+                    held.update(self._allocs[key].device_ids)
+            owners = self._owners.get(resource, {})
+            available = [d for d in res.healthy if d not in owners]
+            out[resource] = container_hints(self.numa_ids, res.devices, held, available, (), count)
+        return out
+
+    # ---------------------------------------------------------------- internals
+
+    def _expire(self) -> list[str]:
+        now = time.monotonic()
+        gone = [
+            r for r, st in self._stopped.items()
+            if r not in self._endpoints and now - st.since_mono > self.stop_grace
+        ]
+        for r in gone:
+            del self._stopped[r]
+            self._devices.pop(r, None)
+            self._deleted.add(r)
+            log.warning("resource_deleted resource=%s reason=stop_grace_expired grace_seconds=%g", r, self.stop_grace)
+            _forget_metrics(r)
+        if gone:
+            self._schedule_checkpoint()
+        return gone
+
+    async def _expiry_loop(self) -> None:
+        period = max(0.05, min(self.stop_grace / 4, 10.0))
+        while True:
+            await asyncio.sleep(period)
+            self._expire()
+
+    def _schedule_checkpoint(self) -> None:
+        if self._writer is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._writer.flush())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    def _refresh_metrics(self, resource: str) -> None:
+        res = self._devices.get(resource)
+        if res is not None:
+            m.CAPACITY.labels(resource_name=resource).set(res.capacity)
+            m.ALLOCATABLE.labels(resource_name=resource).set(res.allocatable)
+        m.ALLOCATED.labels(resource_name=resource).set(len(self._owners.get(resource, {})))
+        m.ENDPOINTS.labels(resource_name=resource, state="connected").set(len(self._endpoints.get(resource, {})))
+        m.ENDPOINTS.labels(resource_name=resource, state="stopped").set(1 if resource in self._stopped else 0)
+
+
+def _forget_metrics(resource: str) -> None:
+    """Drop a deleted resource's series (bounded label sets, no stale gauges)."""
+    for metric, labels in (
+        (m.CAPACITY, (resource,)), (m.ALLOCATABLE, (resource,)),
+        (m.ENDPOINTS, (resource, "connected")), (m.ENDPOINTS, (resource, "stopped")),
+    ):
+        try:
+            metric.remove(*labels)
+        except KeyError:
+            pass

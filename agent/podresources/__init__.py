@@ -1,0 +1,1 @@
+"""The kubelet pod-resources v1 API served by hwagent in standalone mode."""

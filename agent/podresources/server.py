@@ -1,0 +1,118 @@
+"""PodResourcesLister v1 (List, GetAllocatableResources, Get) over hwagent's state.
+
+Devices come from the device manager (``devicemanager`` service), exclusive
+CPU ids from the CPU policy (``cpu_policy`` service) when it is running. Like
+the kubelet, every device is reported as its own ContainerDevices entry, once
+per NUMA node it is attached to (without topology when it has none).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from agent.api.podresources.v1 import api_pb2 as pr
+from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from agent.devicemanager.metrics import POD_RESOURCES_ERRORS, POD_RESOURCES_REQUESTS
+
+log = logging.getLogger("hwagent.podresources")
+API_VERSION = "v1"
+
+
+def container_devices(resource: str, devices: Iterable[tuple[str, tuple[int, ...]]]) -> list[pr.ContainerDevices]:
+    out = []
+    for dev, nodes in devices:
+        if not nodes:
+            out.append(pr.ContainerDevices(resource_name=resource, device_ids=[dev]))
+        for n in nodes:
+            out.append(
+                pr.ContainerDevices(
+                    resource_name=resource, device_ids=[dev], topology=pr.TopologyInfo(nodes=[pr.NUMANode(ID=n)])
+                )
+            )
+    return out
+
+
+@dataclass
+class _Pod:
+    uid: str
+    name: str = ""
+    namespace: str = ""
+    containers: dict[str, pr.ContainerResources] = field(default_factory=dict)
+
+    def container(self, name: str) -> pr.ContainerResources:
+        c = self.containers.get(name)
+        if c is None:
+            c = self.containers[name] = pr.ContainerResources(name=name)
+        return c
+
+
+class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
+    """Reads the live services at request time (they may start after this server)."""
+
+    def __init__(self, services: Callable[[], dict[str, Any]]) -> None:
+        self._services = services
+
+    def _pods(self) -> dict[str, _Pod]:
+        svc = self._services()
+        pods: dict[str, _Pod] = {}
+
+        def pod(uid: str, name: str, namespace: str) -> _Pod:
+            p = pods.get(uid)
+            if p is None:
+                p = pods[uid] = _Pod(uid)
+            p.name = p.name or name
+            p.namespace = p.namespace or namespace
+            return p
+
+        dm = svc.get("devicemanager")
+        if dm is not None:
+            for a in sorted(dm.allocations(), key=lambda a: (a.pod_uid, a.container_name, a.resource)):
+                c = pod(a.pod_uid, a.pod_name, a.pod_namespace).container(a.container_name)
+                c.devices.extend(container_devices(a.resource, a.devices))
+        cpu = svc.get("cpu_policy")
+        if cpu is not None:
+            for r in cpu.allocations():
+                c = pod(r.pod_uid, r.pod_name, r.pod_namespace).container(r.container_name)
+                c.cpu_ids.extend(sorted(r.cpuset))
+        active = svc.get("active_pods")
+        if active is not None:
+            uids = active.active_pod_uids()
+            pods = {u: p for u, p in pods.items() if u in uids}
+        return pods
+
+    @staticmethod
+    def _message(p: _Pod) -> pr.PodResources:
+        return pr.PodResources(
+            name=p.name, namespace=p.namespace, containers=[p.containers[k] for k in sorted(p.containers)]
+        )
+
+    async def List(self, request: pr.ListPodResourcesRequest, context) -> pr.ListPodResourcesResponse:
+        POD_RESOURCES_REQUESTS.labels(API_VERSION, "list").inc()
+        pods = self._pods()
+        return pr.ListPodResourcesResponse(
+            pod_resources=[self._message(p) for p in sorted(pods.values(), key=lambda p: (p.namespace, p.name, p.uid))]
+        )
+
+    async def GetAllocatableResources(self, request, context) -> pr.AllocatableResourcesResponse:
+        POD_RESOURCES_REQUESTS.labels(API_VERSION, "get_allocatable").inc()
+        resp = pr.AllocatableResourcesResponse()
+        dm = self._services().get("devicemanager")
+        if dm is not None:
+            for resource, devices in sorted(dm.allocatable_devices().items()):
+                resp.devices.extend(container_devices(resource, ((d.id, d.numa) for d in devices)))
+        return resp
+
+    async def Get(self, request: pr.GetPodResourcesRequest, context) -> pr.GetPodResourcesResponse:
+        POD_RESOURCES_REQUESTS.labels(API_VERSION, "get").inc()
+        for p in self._pods().values():
+            if p.name == request.pod_name and p.namespace == request.pod_namespace:
+                return pr.GetPodResourcesResponse(pod_resources=self._message(p))
+        POD_RESOURCES_ERRORS.labels(API_VERSION, "get").inc()
+        await context.abort(
+            grpc.StatusCode.NOT_FOUND, f"pod {request.pod_name} in namespace {request.pod_namespace} not found"
+        )
