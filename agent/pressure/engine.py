@@ -119,6 +119,7 @@ class PressureEngine:
         self._last_irq: tuple[float, dict[int, tuple[int, int]]] | None = None
         self.containers: list[Container] = []
         self.evictions_total: dict[tuple[str, str], int] = {}
+        self._base: dict[tuple[str, str], dict[str, tuple[int, str]]] = {}
         self.on_eviction: list[Callable[[Eviction, dict[str, Any]], None]] = []
 
     # -- set-up ------------------------------------------------------------------
@@ -152,6 +153,11 @@ class PressureEngine:
         self.block = BpfBlock(p) if p.active("blockio") else DiskstatsBlock(self.procfs_root)
         self.net = BpfNet(p) if p.active("netdev") else SysfsNet(self.sysfs_root)
         self.extras = BpfExtras(p)
+        if not self._own_probes:
+            # a probe set loaded by someone else holds history: count from here on
+            self.last_block, self.last_net = self.block.read(), self.net.read()
+            self.last_extras = self.extras.read()
+            self._base = self._health_readings()[0]
         for name, st in self.status().items():
             log.info("probe name=%s mode=%s detail=%r", name, st[0], st[1])
 
@@ -247,6 +253,10 @@ class PressureEngine:
             net.setdefault(("net", name), {})["tx_timeouts"] = (c.tx_timeouts, "TX watchdog timeouts")
         for dev, n in self.last_extras.iommu_faults.items():
             r.setdefault(("pci", dev), {})["iommu_fault"] = (n, "IOMMU page faults")
+        for dev, counters in r.items():
+            base = self._base.get(dev, {})
+            for name, (n, what) in list(counters.items()):
+                counters[name] = (n - base.get(name, (0, ""))[0], what)
         return r, boot
 
     def _irq_rates(self, now: float) -> None:
