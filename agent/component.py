@@ -9,6 +9,7 @@ component can be started alone in a test with a context built by hand.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -27,12 +28,35 @@ class DaemonContext:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("hwagent"))
     #: components publish handles here for others (e.g. "devicemanager", "cpu_policy")
     services: dict[str, Any] = field(default_factory=dict)
+    #: set by the daemon: ask it to shut down (reason, failed) from inside a component
+    on_stop_request: Callable[[str, bool], None] | None = field(default=None, repr=False)
+    #: files the daemon unlinks at exit if their owner did not (see remove_on_exit)
+    exit_paths: list[Path] = field(default_factory=list, repr=False)
 
     def path(self, *parts: str) -> Path:
         """A path under the root dir, created as a directory chain for the parent."""
         p = self.root_dir.joinpath(*parts)
         p.parent.mkdir(parents=True, exist_ok=True)
         return p
+
+    def remove_on_exit(self, path: Path) -> Path:
+        """Register a socket or file the daemon must not leave behind.
+
+        A safety net only: components still remove what they created in stop();
+        the daemon unlinks whatever is left after every component has stopped.
+        """
+        self.exit_paths.append(Path(path))
+        return Path(path)
+
+    def request_stop(self, reason: str, failed: bool = True) -> None:
+        """Shut the daemon down, e.g. when a background task of a component died.
+
+        ``failed`` makes the daemon exit non-zero so systemd's Restart=on-failure
+        brings it back. Outside a daemon (a component tested alone) this raises.
+        """
+        if self.on_stop_request is None:
+            raise RuntimeError(f"no daemon to stop ({reason})")
+        self.on_stop_request(reason, failed)
 
 
 @runtime_checkable
@@ -47,3 +71,7 @@ class Component(Protocol):
 
     def healthy(self) -> bool:
         """Whether /healthz should report this component as working."""
+
+
+#: what a "module:factory" entry of agent.daemon.COMPONENTS names; None = disabled
+ComponentFactory = Callable[[DaemonContext], "Component | None"]

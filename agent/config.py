@@ -11,15 +11,18 @@ otherwise silently fall back to a default and change placement of workloads.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
+import json
+import math
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "ConfigError", "load", "SECTIONS", "section_defaults"]
+__all__ = ["Config", "ConfigError", "dumps", "load", "loads", "SECTIONS", "section_defaults"]
 
 #: section name -> "module:DataclassName". Every field needs a default.
 SECTIONS: dict[str, str] = {
@@ -56,64 +59,103 @@ def _check_type(value: Any, tp: Any, where: str) -> Any:
             except ConfigError as e:
                 errors.append(str(e))
         raise ConfigError(errors[0] if errors else f"{where}: unexpected value {value!r}")
-    if typing.get_origin(tp) is typing.Literal:
+    if origin is typing.Literal:
         allowed = typing.get_args(tp)
-        if value not in allowed:
-            raise ConfigError(f"{where}: must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+        # compare with the type too: in Python True == 1 and 1 == 1.0
+        if not any(type(value) is type(a) and value == a for a in allowed):
+            raise ConfigError(f"{where}: must be one of {', '.join(map(_toml_repr, allowed))}, got {_toml_repr(value)}")
         return value
     if origin in (list, tuple):
         if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {type(value).__name__}")
+            raise ConfigError(f"{where}: expected a list, got {_type_name(value)}")
         args = typing.get_args(tp)
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise ConfigError(f"{where}: expected a list of {len(args)} items, got {len(value)}")
+            return tuple(_check_type(v, t, f"{where}[{i}]") for i, (v, t) in enumerate(zip(value, args)))
         item_t = args[0] if args else Any
         items = [_check_type(v, item_t, f"{where}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a table, got {type(value).__name__}")
-        kt, vt = typing.get_args(tp) or (str, Any)
+            raise ConfigError(f"{where}: expected a table, got {_type_name(value)}")
+        _kt, vt = typing.get_args(tp) or (str, Any)
         return {k: _check_type(v, vt, f"{where}.{k}") for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a table, got {type(value).__name__}")
+            raise ConfigError(f"{where}: expected a table, got {_type_name(value)}")
         return _build(tp, value, where)
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {type(value).__name__}")
+            raise ConfigError(f"{where}: expected a number, got {_type_name(value)}")
+        if math.isnan(value):
+            raise ConfigError(f"{where}: expected a number, got nan")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected an integer, got {type(value).__name__}")
+            raise ConfigError(f"{where}: expected an integer, got {_type_name(value)}")
         return value
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+            raise ConfigError(f"{where}: expected true or false, got {_toml_repr(value)}")
         return value
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {type(value).__name__}")
+            raise ConfigError(f"{where}: expected a string, got {_type_name(value)}")
         return value
     if isinstance(tp, type) and not isinstance(value, tp):
-        raise ConfigError(f"{where}: expected {tp.__name__}, got {type(value).__name__}")
+        raise ConfigError(f"{where}: expected {tp.__name__}, got {_type_name(value)}")
     return value
 
 
-def _build(cls: type, table: Mapping[str, Any], where: str) -> Any:
+def _type_name(value: Any) -> str:
+    """TOML's word for a value's type, since that is what the user wrote."""
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
+             list: "an array", dict: "a table"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _toml_repr(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
+
+
+def _unknown_key(where: str, key: str, known: Iterable[str], what: str = "key") -> ConfigError:
+    known = sorted(known)
+    hint = difflib.get_close_matches(key, known, n=1)
+    did_you_mean = f"did you mean {hint[0]!r}? " if hint else ""
+    subject = f"{where}.{key}: unknown key" if what == "key" else f"{where}: unknown {what} [{key}]"
+    return ConfigError(f"{subject} ({did_you_mean}known: {', '.join(known)})")
+
+
+def _check_fields(cls: type, table: Mapping[str, Any], where: str) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(table) - set(fields))
-    if unknown:
-        known = ", ".join(sorted(fields))
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known keys: {known})")
-    kwargs = {k: _check_type(v, hints[k], f"{where}.{k}") for k, v in table.items()}
-    obj = cls(**kwargs)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    for key in sorted(table):
+        if key not in fields:
+            raise _unknown_key(where, key, fields)
+    return {k: _check_type(v, hints[k], f"{where}.{k}") for k, v in table.items()}
+
+
+def _validated(obj: Any, where: str) -> Any:
+    """Run the section's own ``validate()``; "key: reason" errors are reported as ``where.key``."""
     validate = getattr(obj, "validate", None)
     if callable(validate):
         try:
             validate()
         except ValueError as e:
+            key, sep, reason = str(e).partition(": ")
+            if sep and key in {f.name for f in dataclasses.fields(obj)}:
+                raise ConfigError(f"{where}.{key}: {reason}") from None
             raise ConfigError(f"{where}: {e}") from None
     return obj
+
+
+def _build(cls: type, table: Mapping[str, Any], where: str) -> Any:
+    return _validated(cls(**_check_fields(cls, table, where)), where)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,9 +171,17 @@ class Config:
     section = __getitem__
 
     def replace(self, name: str, **changes: Any) -> Config:
-        """A copy with some fields of one section changed (CLI flags override the file)."""
+        """A copy with some fields of one section changed (CLI flags override the file).
+
+        The changes pass the same type checks and ``validate()`` as the file, so a
+        flag cannot smuggle in a value the file would have been refused for.
+        """
+        if name not in self.sections:
+            raise _unknown_key("<override>", name, self.sections, what="section")
+        current = self.sections[name]
+        checked = _check_fields(type(current), changes, name)
         new = dict(self.sections)
-        new[name] = dataclasses.replace(new[name], **changes)
+        new[name] = _validated(dataclasses.replace(current, **checked), name)
         return Config(new, self.path)
 
     def as_dict(self) -> dict[str, Any]:
@@ -148,17 +198,18 @@ def loads(text: str, path: Path | None = None) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{where}: not valid TOML: {e}") from None
-    unknown = sorted(set(data) - set(SECTIONS))
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown section [{unknown[0]}] (known sections: {', '.join(sorted(SECTIONS))})"
-        )
+    for name in sorted(data):
+        if name not in SECTIONS:
+            raise _unknown_key(where, name, SECTIONS, what="section")
     sections: dict[str, Any] = {}
     for name in SECTIONS:
         table = data.get(name, {})
         if not isinstance(table, dict):
-            raise ConfigError(f"{where}: {name} must be a table")
-        sections[name] = _build(_section_class(name), table, name)
+            raise ConfigError(f"{where}: {name} must be a table ([{name}]), got {_type_name(table)}")
+        try:
+            sections[name] = _build(_section_class(name), table, name)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
     return Config(sections, path)
 
 
@@ -168,7 +219,63 @@ def load(path: str | Path | None) -> Config:
         return section_defaults()
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read config {p}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML: not UTF-8 text (byte {e.start})") from None
     return loads(text, p)
+
+
+def dumps(config: Config) -> str:
+    """The config as TOML that ``loads`` reads back to an equal Config.
+
+    Keys whose value is None (an optional setting left unset) have no TOML
+    spelling; they are written as comments so the output still names them.
+    """
+    out: list[str] = []
+    for name, section in config.sections.items():
+        if out:
+            out.append("")
+        out.append(f"[{name}]")
+        _dump_table(dataclasses.asdict(section), name, out)
+    return "\n".join(out) + "\n"
+
+
+def _dump_table(table: Mapping[str, Any], prefix: str, out: list[str]) -> None:
+    subtables = []
+    for key, value in table.items():
+        if isinstance(value, dict):
+            subtables.append((key, value))
+        elif value is None:
+            out.append(f"# {_toml_key(key)} is unset")
+        else:
+            out.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    for key, value in subtables:
+        name = f"{prefix}.{_toml_key(key)}"
+        out.append("")
+        out.append(f"[{name}]")
+        _dump_table(value, name, out)
+
+
+def _toml_key(key: str) -> str:
+    bare = key and all(c.isascii() and (c.isalnum() or c in "-_") for c in key)
+    return key if bare else json.dumps(key, ensure_ascii=False)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        # a JSON string of printable text is a valid TOML basic string
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # inside an array: an inline table
+        items = (f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None)
+        return "{ " + ", ".join(items) + " }" if value else "{}"
+    raise TypeError(f"no TOML spelling for {type(value).__name__}")

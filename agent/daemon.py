@@ -1,0 +1,484 @@
+"""The hwagent daemon: one asyncio loop that owns every component.
+
+Start: lock the root dir, decide the mode, read the topology once, open the
+metrics/health endpoint, start the components of ``COMPONENTS`` in order, tell
+systemd READY. Stop (SIGTERM/SIGINT, or a component asking): STOPPING, stop the
+components in reverse, close the endpoint, remove what the daemon created
+(pid file, registered sockets), exit 0. A component that fails to start stops
+the ones already started and the daemon exits 1 naming it.
+
+Heavy imports (grpc, bcc) belong inside components' start(), not at module
+level of the factories, so ``hwagent run`` is up in well under a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import importlib
+import logging
+import os
+import signal
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.component import Component, ComponentFactory, DaemonContext
+from agent.config import Config
+from agent.daemon_config import DaemonConfig, parse_host_port
+from agent.metrics_http import HealthReport, MetricsServer
+from agent.pods import StaticActivePods
+from agent.sdnotify import Notifier, watchdog_interval
+from agent.topology.model import Topology
+
+__all__ = [
+    "COMPONENTS",
+    "ROOT_LAYOUT",
+    "Daemon",
+    "DaemonError",
+    "load_factory",
+    "prepare_root",
+    "resolve_mode",
+]
+
+log = logging.getLogger("hwagent.daemon")
+
+#: "module:factory" for every component, in start order (stopped in reverse).
+#: ``factory(ctx) -> Component | None``; None means disabled by config or mode.
+COMPONENTS: tuple[str, ...] = ()
+
+#: directories under the root dir, after the kubelet's own layout
+#: (/var/lib/kubelet/{device-plugins,plugins_registry,pod-resources}) so that
+#: upstream device plugins and pod-resources clients find their sockets where
+#: they expect them when pointed at hwagent's root instead of the kubelet's.
+#: cpu/ holds the CPU policy's state, checkpoints/ other components' checkpoints.
+ROOT_LAYOUT: tuple[str, ...] = ("device-plugins", "plugins_registry", "pod-resources", "cpu", "checkpoints")
+
+#: the root dir itself may be read by monitoring agents; the subdirs hold
+#: sockets that grant control of the node, so only root and its group enter.
+ROOT_MODE = 0o755
+SUBDIR_MODE = 0o750
+
+PID_FILE = "hwagent.pid"
+
+#: process exit codes
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+
+
+class DaemonError(Exception):
+    """Start-up cannot go on; the message is the one line the operator sees."""
+
+
+# --- pure decisions ----------------------------------------------------------------------
+
+
+def resolve_mode(cfg: DaemonConfig) -> tuple[str, str]:
+    """(mode, why): ``auto`` becomes kubelet mode only when the kubelet's registration socket is there."""
+    if cfg.mode != "auto":
+        return cfg.mode, f"mode = {cfg.mode!r} in config"
+    sock = Path(cfg.kubelet_root_dir) / "device-plugins" / "kubelet.sock"
+    try:
+        st = sock.stat()
+    except FileNotFoundError:
+        return "standalone", f"no kubelet registration socket at {sock}"
+    except OSError as e:
+        return "standalone", f"cannot stat {sock}: {e.strerror}"
+    if stat.S_ISSOCK(st.st_mode):
+        return "kubelet", f"kubelet registration socket found at {sock}"
+    return "standalone", f"{sock} exists but is not a socket"
+
+
+def load_factory(spec: str) -> ComponentFactory:
+    """"package.module:factory" -> the callable; DaemonError names the bad entry."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise DaemonError(f"component entry {spec!r} is not 'module:factory'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise DaemonError(f"component {spec}: cannot import {module_name}: {e}") from e
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise DaemonError(f"component {spec}: {module_name} has no callable {attr!r}")
+    return factory
+
+
+# --- root dir -----------------------------------------------------------------------------
+
+
+def prepare_root(root: Path, layout: Iterable[str] = ROOT_LAYOUT) -> list[Path]:
+    """Create the root dir and its layout; returns the directories created now.
+
+    Existing directories keep their mode (the operator may have chosen one), but
+    a root dir anyone can write to is refused: a stranger could plant a socket
+    where device plugins would register.
+    """
+    created: list[Path] = []
+    for path, mode in [(root, ROOT_MODE), *((root / d, SUBDIR_MODE) for d in layout)]:
+        try:
+            path.mkdir(mode=mode)
+        except FileExistsError:
+            if not path.is_dir():
+                raise DaemonError(f"{path} exists and is not a directory") from None
+            continue
+        except FileNotFoundError:
+            path.mkdir(mode=mode, parents=True)
+        except OSError as e:
+            raise DaemonError(f"cannot create {path}: {e.strerror}") from None
+        os.chmod(path, mode)  # mkdir's mode is filtered by the umask
+        created.append(path)
+    st = root.stat()
+    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        raise DaemonError(f"root dir {root} is writable by everyone; use a directory only root can write")
+    return created
+
+
+class PidFile:
+    """``<root>/hwagent.pid``, held under flock so two daemons never share a root dir."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise DaemonError(
+                    f"another hwagent (pid {other}) is running with root dir {self.path.parent}"
+                ) from None
+            raise DaemonError(f"cannot lock {self.path}: {e.strerror}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        # unlink while still holding the lock, so a new daemon never locks a file about to vanish
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        os.close(self._fd)
+        self._fd = None
+
+
+# --- the daemon ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Started:
+    spec: str
+    component: Component
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.component, "name", self.spec))
+
+
+@dataclass
+class Daemon:
+    """One run of the daemon. ``await run()`` returns the process exit code."""
+
+    config: Config
+    #: "module:factory" entries; None means the module's COMPONENTS as it is at run()
+    components: tuple[str, ...] | None = None
+    #: (sysfs_root, procfs_root) -> Topology; the sysfs reader unless a test passes another
+    topology_reader: Callable[[str, str], Topology] | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    #: set once the endpoint is bound: ("127.0.0.1", 9464)
+    metrics_address: tuple[str, int] | None = field(default=None, init=False)
+    phase: str = field(default="new", init=False)
+    _started: list[_Started] = field(default_factory=list, init=False)
+    _stop: asyncio.Event | None = field(default=None, init=False)
+    _failure: str | None = field(default=None, init=False)
+
+    @property
+    def cfg(self) -> DaemonConfig:
+        return self.config["daemon"]
+
+    # --- health -----------------------------------------------------------------------
+
+    def component_health(self) -> list[tuple[str, bool]]:
+        out = []
+        for s in self._started:
+            try:
+                ok = bool(s.component.healthy())
+            except Exception:
+                log.exception("health check raised", extra={"component": s.name})
+                ok = False
+            out.append((s.name, ok))
+        return out
+
+    def health(self) -> HealthReport:
+        if self.phase != "running":
+            return HealthReport(False, self.phase)
+        bad = [name for name, ok in self.component_health() if not ok]
+        if bad:
+            return HealthReport(False, f"unhealthy: {', '.join(bad)}")
+        return HealthReport(True)
+
+    # --- control ------------------------------------------------------------------------
+
+    def request_stop(self, reason: str, failed: bool = False) -> None:
+        """Begin shutdown (idempotent). Safe to call from signal handlers on the loop."""
+        if self._stop is None:
+            return
+        if self._stop.is_set():
+            log.info("already stopping", extra={"reason": reason})
+            return
+        if failed and self._failure is None:
+            self._failure = reason
+        (log.error if failed else log.info)("stop requested", extra={"reason": reason})
+        self._stop.set()
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        notifier = Notifier.from_env(self.environ)
+        cfg = self.cfg
+        root = Path(cfg.root_dir)
+        pidfile = PidFile(root / PID_FILE)
+        server: MetricsServer | None = None
+        watchdog: asyncio.Task[None] | None = None
+        unregister: Callable[[], None] | None = None
+        ctx: DaemonContext | None = None
+        sockets_before: set[Path] = set()
+        # signals reach only the main thread; a daemon run in another thread (tests) is stopped by request_stop()
+        handled = (signal.SIGTERM, signal.SIGINT) if threading.current_thread() is threading.main_thread() else ()
+        for sig in handled:
+            loop.add_signal_handler(sig, self.request_stop, f"signal {sig.name}", False)
+        t0 = time.monotonic()
+        try:
+            notifier.status("starting")
+            interval = watchdog_interval(self.environ, os.getpid())
+            if interval is not None and notifier.enabled:
+                watchdog = asyncio.create_task(_watchdog(notifier, interval), name="sd-watchdog")
+
+            self.phase = "starting"
+            created = prepare_root(root)
+            if created:
+                log.info("created root dir layout", extra={"root_dir": root, "dirs_created": len(created)})
+            pidfile.acquire()
+            sockets_before = set(_sockets_under(root))
+
+            mode, why = resolve_mode(cfg)
+            log.info("mode resolved", extra={"mode": mode, "why": why})
+
+            topo = await asyncio.to_thread(self._read_topology)
+            _log_topology(topo)
+
+            from agent import metrics  # prometheus_client objects; import only when serving
+
+            metrics.publish_build_info()
+            metrics.publish_topology(topo)
+            unregister = metrics.register_collector(metrics.ComponentHealthCollector(self.component_health))
+
+            host, port = parse_host_port(cfg.metrics_address)
+            server = MetricsServer(host, port, self.health)
+            try:
+                await server.start()
+            except OSError as e:
+                reason = os.strerror(e.errno) if e.errno else str(e)
+                raise DaemonError(f"cannot listen on metrics_address {cfg.metrics_address}: {reason}") from None
+            self.metrics_address = server.address
+            log.info("metrics endpoint listening", extra={"address": _hostport(server.address), "url": server.url})
+
+            ctx = DaemonContext(
+                config=self.config,
+                root_dir=root,
+                topology=topo,
+                mode=mode,
+                log=logging.getLogger("hwagent"),
+                services={"active_pods": StaticActivePods()},
+                on_stop_request=lambda reason, failed=True: self.request_stop(reason, failed),
+            )
+            if await self._start_components(ctx, notifier):
+                self.phase = "running"
+                status = f"running: mode={mode} components={len(self._started)} metrics={server.url}/metrics"
+                notifier.ready(status=status)
+                log.info(
+                    "hwagent ready",
+                    extra={
+                        "mode": mode,
+                        "components": len(self._started),
+                        "startup_seconds": f"{time.monotonic() - t0:.3f}",
+                    },
+                )
+                await self._stop.wait()
+        except DaemonError as e:
+            log.error("cannot start", extra={"error": str(e)})
+            self._failure = str(e)
+        finally:
+            self.phase = "stopping"
+            notifier.stopping(status="stopping")
+            stop_failed = await self._stop_components()
+            if server is not None:
+                await server.stop()
+            if unregister is not None:
+                unregister()
+            if watchdog is not None:
+                watchdog.cancel()
+                await asyncio.gather(watchdog, return_exceptions=True)
+            if ctx is not None:
+                _remove_paths(ctx.exit_paths)
+            _report_leftovers(root, sockets_before)
+            pidfile.release()
+            for sig in handled:
+                loop.remove_signal_handler(sig)
+            notifier.close()
+            self.phase = "stopped"
+            if stop_failed and self._failure is None:
+                self._failure = "a component did not stop cleanly"
+            log.info("hwagent stopped", extra={"clean": self._failure is None})
+        return self._exit_code()
+
+    def _exit_code(self) -> int:
+        return EXIT_FAILED if self._failure else EXIT_OK
+
+    def _read_topology(self) -> Topology:
+        cfg = self.cfg
+        reader = self.topology_reader
+        if reader is None:
+            from agent.topology.sysfs import read_topology
+
+            def reader(sysfs_root: str, procfs_root: str) -> Topology:
+                return read_topology(sysfs_root=sysfs_root, procfs_root=procfs_root)
+
+        try:
+            return reader(cfg.sysfs_root, cfg.procfs_root)
+        except Exception as e:
+            raise DaemonError(f"cannot read topology from {cfg.sysfs_root}: {e}") from e
+
+    async def _start_components(self, ctx: DaemonContext, notifier: Notifier) -> bool:
+        """Start in order; False when start-up was abandoned (a failure, or a stop signal)."""
+        assert self._stop is not None
+        for spec in COMPONENTS if self.components is None else self.components:
+            if self._stop.is_set():
+                log.info("stop requested during start-up; not starting the rest")
+                return False
+            factory = load_factory(spec)
+            try:
+                component = factory(ctx)
+            except Exception as e:
+                log.exception("component factory failed", extra={"component": spec})
+                self._failure = f"component {spec}: {type(e).__name__}: {e}"
+                raise DaemonError(self._failure) from e
+            if component is None:
+                log.info("component disabled", extra={"component": spec})
+                continue
+            started = _Started(spec, component)
+            notifier.status(f"starting {started.name}")
+            t = time.monotonic()
+            try:
+                await component.start(ctx)
+            except Exception as e:
+                log.error(
+                    "component failed to start",
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                    extra={"component": started.name, "error": f"{type(e).__name__}: {e}"},
+                )
+                # the half-started component may hold resources; it gets a stop() too
+                self._started.append(started)
+                raise DaemonError(f"component {started.name} failed to start: {e}") from e
+            self._started.append(started)
+            log.info(
+                "component started",
+                extra={"component": started.name, "seconds": f"{time.monotonic() - t:.3f}"},
+            )
+        return True
+
+    async def _stop_components(self) -> bool:
+        """Stop in reverse order, each within stop_timeout_seconds. True when any failed."""
+        failed = False
+        timeout = self.cfg.stop_timeout_seconds
+        while self._started:
+            s = self._started.pop()
+            try:
+                await asyncio.wait_for(s.component.stop(), timeout)
+            except asyncio.TimeoutError:
+                failed = True
+                log.error("component did not stop in time", extra={"component": s.name, "timeout_seconds": timeout})
+            except Exception as e:
+                failed = True
+                log.error(
+                    "component failed to stop",
+                    exc_info=True,
+                    extra={"component": s.name, "error": f"{type(e).__name__}: {e}"},
+                )
+            else:
+                log.info("component stopped", extra={"component": s.name})
+        return failed
+
+
+async def _watchdog(notifier: Notifier, interval: float) -> None:
+    """Ping systemd from the loop itself: a wedged loop stops the pings and systemd restarts us."""
+    while True:
+        notifier.watchdog()
+        await asyncio.sleep(interval)
+
+
+def _log_topology(topo: Topology) -> None:
+    for warning in topo.warnings:
+        log.warning("topology", extra={"warning": warning})
+    log.info(
+        "topology read",
+        extra={
+            "cpus_online": str(topo.online),
+            "cores": len(topo.cores),
+            "packages": len(topo.package_ids),
+            "numa_nodes": len(topo.numa_nodes),
+            "isolated": str(topo.isolated) or "none",
+        },
+    )
+
+
+def _hostport(address: tuple[str, int] | None) -> str:
+    if address is None:
+        return "-"
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _sockets_under(root: Path) -> Iterable[Path]:
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            p = Path(dirpath, name)
+            with contextlib.suppress(OSError):
+                if stat.S_ISSOCK(p.lstat().st_mode):
+                    yield p
+
+
+def _remove_paths(paths: Iterable[Path]) -> None:
+    for p in paths:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            log.warning("cannot remove", extra={"path": p, "error": e.strerror})
+        else:
+            log.warning("removed a file its component left behind", extra={"path": p})
+
+
+def _report_leftovers(root: Path, before: set[Path]) -> None:
+    """Name sockets that appeared under the root during this run and are still there.
+
+    They are reported, not removed: in standalone mode other processes (upstream
+    device plugins) legitimately create sockets under device-plugins/.
+    """
+    if not root.is_dir():
+        return
+    for p in sorted(set(_sockets_under(root)) - before):
+        log.warning("socket left under root dir after stop", extra={"path": p})

@@ -1,0 +1,131 @@
+"""Log records as one logfmt line each on stderr, readable in a terminal and in journald.
+
+A node agent's logs are read with ``journalctl -u hwagent`` and grepped by
+machines, so every record is one line of ``key=value`` pairs:
+
+    ts=2026-11-30T07:42:37.123Z level=info logger=hwagent.daemon msg="component started" component=cpu
+
+Fields passed with ``extra={...}`` become extra pairs. Under journald (stderr is
+the stream named by ``$JOURNAL_STREAM``) the timestamp is dropped, since journald
+stamps each line itself, and each line starts with a ``<N>`` syslog priority so
+``journalctl -p warning`` works.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from typing import IO, Any
+
+__all__ = ["LEVELS", "LogfmtFormatter", "logfmt_value", "setup_logging", "stream_is_journald"]
+
+#: the names accepted by --log-level and [daemon] log_level
+LEVELS: dict[str, int] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+
+#: logging level -> syslog priority (sd-daemon(3) prefixes)
+_SYSLOG_PRIORITY = (
+    (logging.CRITICAL, 2),
+    (logging.ERROR, 3),
+    (logging.WARNING, 4),
+    (logging.INFO, 6),
+)
+
+#: attributes every LogRecord has; anything else came from ``extra=``
+_RECORD_ATTRS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+
+def syslog_priority(levelno: int) -> int:
+    for threshold, prio in _SYSLOG_PRIORITY:
+        if levelno >= threshold:
+            return prio
+    return 7
+
+
+def logfmt_value(value: Any) -> str:
+    """Quote a value when it would otherwise not read back as one token."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    s = str(value)
+    if s and not any(c in s for c in ' "=\\\n\r\t') and s.isprintable():
+        return s
+    out = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    out = out.replace("\t", "\\t")
+    # other control characters would break the one-line promise
+    out = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in out)
+    return f'"{out}"'
+
+
+class LogfmtFormatter(logging.Formatter):
+    """One record -> one logfmt line; tracebacks are folded into ``exc="..."``."""
+
+    def __init__(self, journald: bool = False) -> None:
+        super().__init__()
+        self.journald = journald
+
+    def format(self, record: logging.LogRecord) -> str:
+        parts: list[str] = []
+        if not self.journald:
+            t = time.gmtime(record.created)
+            ms = int(record.msecs)
+            parts.append(f"ts={time.strftime('%Y-%m-%dT%H:%M:%S', t)}.{ms:03d}Z")
+        parts.append(f"level={record.levelname.lower()}")
+        parts.append(f"logger={logfmt_value(record.name)}")
+        parts.append(f"msg={logfmt_value(record.getMessage())}")
+        for key, value in record.__dict__.items():
+            if key not in _RECORD_ATTRS and not key.startswith("_"):
+                parts.append(f"{key}={logfmt_value(value)}")
+        if record.exc_info:
+            parts.append(f"exc={logfmt_value(self.formatException(record.exc_info).rstrip())}")
+        elif record.exc_text:
+            parts.append(f"exc={logfmt_value(record.exc_text.rstrip())}")
+        line = " ".join(parts)
+        if self.journald:
+            line = f"<{syslog_priority(record.levelno)}>{line}"
+        return line
+
+
+def stream_is_journald(stream: IO[str], environ: dict[str, str] | None = None) -> bool:
+    """Whether ``stream`` is the journald stream systemd announced in $JOURNAL_STREAM.
+
+    Checked by device:inode rather than presence of the variable alone: a child
+    whose stderr was redirected inherits the variable but not the stream.
+    """
+    env = os.environ if environ is None else environ
+    value = env.get("JOURNAL_STREAM", "")
+    dev, sep, ino = value.partition(":")
+    if not sep or not dev.isdigit() or not ino.isdigit():
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return st.st_dev == int(dev) and st.st_ino == int(ino)
+
+
+def setup_logging(level: str = "info", stream: IO[str] | None = None, journald: bool | None = None) -> logging.Handler:
+    """Route the ``hwagent`` logger tree (and stray library warnings) to one stream.
+
+    Returns the handler so callers (tests, a second ``run`` in one process) can remove it.
+    """
+    stream = sys.stderr if stream is None else stream
+    if journald is None:
+        journald = stream_is_journald(stream)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(LogfmtFormatter(journald=journald))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "_hwagent", False)]:
+        root.removeHandler(old)
+    handler._hwagent = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    # libraries (grpc, asyncio) speak at warning and above; our own tree at the chosen level
+    root.setLevel(logging.WARNING)
+    logging.getLogger("hwagent").setLevel(LEVELS[level])
+    logging.captureWarnings(True)
+    return handler
