@@ -1,0 +1,275 @@
+"""The CPU policy as a daemon component: restore, serve, enforce, tidy up.
+
+Start order: read the checkpoint (a corrupt one stops start unless
+``accept_state_loss``), build the policy (machine state regenerated from pod
+entries, reserve/reclaim pools initialised), write the checkpoint back, detect
+the cgroup hierarchy, serve the socket, publish ``ctx.services["cpu_policy"]``
+and start the periodic loops: residual cleanup, cpuset check/repair (with
+ramp-up completion), cpu.idle sync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.cgroups.detect import CgroupError, detect
+from agent.cgroups.fs import CgroupFS, CgroupVanished
+from agent.cgroups.paths import reclaim_root_candidates
+from agent.component import DaemonContext
+from agent.cpu.checkpoint import CheckpointError, CheckpointStore
+from agent.cpu.config import CPUConfig
+from agent.cpu.engine import Coalescer, CPUEngine
+from agent.cpu.enforce import CheckReport, Enforcer
+from agent.cpu.metrics import (
+    CGROUP_UNRESOLVED,
+    CPU_IDLE_WRITES,
+    DRIFT_FOUND,
+    DRIFT_REPAIRED,
+    RESIDUAL_REMOVED,
+)
+from agent.cpu.periodic import ResidualTracker
+from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, PolicyOptions, Request
+from agent.cpu.state import AllocationInfo, PolicyState
+
+__all__ = ["CPUPolicyComponent", "CPUPolicyService", "create", "options_from_config", "socket_path_for"]
+
+log = logging.getLogger("hwagent.cpu")
+
+
+def options_from_config(cfg: CPUConfig) -> PolicyOptions:
+    return PolicyOptions(
+        reserved_count=cfg.reserved_cpus,
+        reserved_list=cfg.reserved_list(),
+        reclaim_min=cfg.reclaim_min_cpus,
+        enable_reclaim=cfg.enable_reclaim,
+        transition_period_s=cfg.transition_period_s,
+        debug_annotation_keys=tuple(cfg.debug_annotation_keys),
+        enhancement_defaults=dict(cfg.enhancement_defaults),
+        align_l3=cfg.align_l3,
+    )
+
+
+def socket_path_for(ctx: DaemonContext, cfg: CPUConfig) -> Path:
+    """kubelet mode: the kubelet's plugin-watcher dir; standalone: our own root."""
+    if ctx.mode == "kubelet":
+        kubelet_root = Path(ctx.config["daemon"].kubelet_root_dir)
+        return kubelet_root / "plugins_registry" / cfg.socket_name
+    return ctx.path("plugins_registry", cfg.socket_name)
+
+
+class CPUPolicyService:
+    """What other components use (``ctx.services["cpu_policy"]``)."""
+
+    def __init__(self, component: CPUPolicyComponent) -> None:
+        self._c = component
+
+    @property
+    def policy(self) -> DynamicPolicy:
+        return self._c.engine.policy
+
+    def allocations(self) -> list[AllocationInfo]:
+        return self._c.engine.policy.state.containers()
+
+    def remove_pod(self, pod_uid: str) -> None:
+        self._c.engine.policy.remove_pod(pod_uid)
+
+    # standalone in-process calls, same path as gRPC (persisted before returning)
+    async def get_topology_hints(self, req: Request) -> HintsResult:
+        return await self._c.engine.hints(req)
+
+    async def allocate(self, req: Request) -> AllocateResult:
+        return await self._c.engine.allocate(req)
+
+    async def bind_cgroup(self, pod_uid: str, container: str, cgroup_path: str | None) -> None:
+        """Tell the policy which cgroup a container runs in (launchers do this)."""
+        await self._c.engine.bind_cgroup(pod_uid, container, cgroup_path)
+
+
+class CPUPolicyComponent:
+    name = "cpu"
+
+    def __init__(self, cfg: CPUConfig, clock: Any = time.time) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.engine: CPUEngine
+        self.fs: CgroupFS | None = None
+        self.enforcer: Enforcer | None = None
+        self.enforce: Coalescer[PolicyState] | None = None
+        self.residual = ResidualTracker(cfg.residual_cleanup_s)
+        self.socket_path: Path | None = None
+        self._server: Any = None
+        self._reg: Any = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._ctx: DaemonContext | None = None
+        self.last_check: CheckReport | None = None
+        self._loop_errors = 0
+
+    async def start(self, ctx: DaemonContext) -> None:
+        from agent.cpu.server import serve  # grpc import stays out of factory import time
+
+        self._ctx = ctx
+        store = CheckpointStore(ctx.root_dir / "cpu")
+        loop = asyncio.get_running_loop()
+        try:
+            state = await loop.run_in_executor(None, store.load, self.cfg.accept_state_loss)
+        except CheckpointError as e:
+            raise RuntimeError(str(e)) from None
+        try:
+            policy = DynamicPolicy(ctx.topology, options_from_config(self.cfg), state=state, clock=self.clock)
+        except ValueError as e:
+            raise RuntimeError(f"cpu policy cannot start: {e}") from None
+        if self.cfg.enforce_cgroups:
+            root = ctx.config["daemon"].cgroup_root
+            try:
+                self.fs = CgroupFS(detect(root))
+                self.enforcer = Enforcer(self.fs)
+                self.enforce = Coalescer(self._enforce_work, "cpuset_enforce")
+            except CgroupError as e:
+                log.warning("cgroup_enforcement_disabled reason=%r", str(e))
+        self.engine = CPUEngine(policy, store, on_enforce=self._kick_enforce)
+        await loop.run_in_executor(None, store.save, policy.state)
+        self.socket_path = socket_path_for(ctx, self.cfg)
+        self._server, self._reg = await serve(self.engine, self.socket_path)
+        ctx.services["cpu_policy"] = CPUPolicyService(self)
+        self._kick_enforce(policy.state)
+        self._tasks = [
+            loop.create_task(self._every(self.cfg.cpuset_check_interval_s, self.check_once)),
+            loop.create_task(self._every(self.cfg.residual_check_interval_s, self.residual_once)),
+        ]
+        if self.cfg.sync_cpu_idle and self.fs is not None:
+            self._tasks.append(loop.create_task(self._every(self.cfg.cpu_idle_interval_s, self.cpu_idle_once)))
+        log.info(
+            "cpu_policy_started socket=%s mode=%s reserved=%s containers=%d enforcement=%s",
+            self.socket_path,
+            ctx.mode,
+            policy.reserved,
+            len(policy.state.containers()),
+            self.fs.layout.mode if self.fs else "off",
+        )
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks = []
+        if self._server is not None:
+            await self._server.stop(0.5)
+            self._server = None
+        if hasattr(self, "engine"):
+            with contextlib.suppress(Exception):
+                await self.engine.persist.wait()
+        if self.enforce is not None:
+            with contextlib.suppress(Exception):
+                await self.enforce.drain()
+        if self.socket_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.socket_path.unlink()
+        if self._ctx is not None:
+            self._ctx.services.pop("cpu_policy", None)
+
+    def healthy(self) -> bool:
+        if self._server is None or self.socket_path is None or not self.socket_path.is_socket():
+            return False
+        if self._reg is not None and self._reg.registered is False:
+            return False
+        return self._loop_errors == 0
+
+    # -- enforcement ----------------------------------------------------------------
+    def _kick_enforce(self, st: PolicyState) -> None:
+        if self.enforce is None:
+            return
+        try:
+            self.enforce.submit(st)
+        except RuntimeError:  # no running loop (policy used off-loop)
+            pass
+
+    def _enforce_work(self, st: PolicyState) -> CheckReport:
+        assert self.enforcer is not None
+        rep = self.enforcer.sync(st, repair=self.cfg.repair_drift)
+        if rep.drift:
+            DRIFT_FOUND.inc(len(rep.drift))
+        if rep.repaired:
+            DRIFT_REPAIRED.inc(len(rep.repaired))
+        CGROUP_UNRESOLVED.set(rep.unresolved)
+        self.last_check = rep
+        return rep
+
+    async def check_once(self) -> CheckReport | None:
+        """Ramp-up completion, then a full cpuset check (detect + repair)."""
+        self.engine.policy.complete_ramp_up()
+        await self.engine.persist.wait()
+        if self.enforce is None:
+            return None
+        self.enforce.submit(self.engine.policy.state)
+        await self.enforce.wait()
+        return self.last_check
+
+    async def residual_once(self) -> list[str]:
+        assert self._ctx is not None
+        source = self._ctx.services.get("active_pods")
+        if source is None:
+            return []
+        active = source.active_pod_uids()
+        due = self.residual.due(self.engine.policy.state.entries.keys(), active, self.clock())
+        for uid in due:
+            log.info("residual_pod_removed pod_uid=%s after_s=%g", uid, self.cfg.residual_cleanup_s)
+            self.engine.policy.remove_pod(uid)
+            self.residual.forget(uid)
+            RESIDUAL_REMOVED.inc()
+        if due:
+            await self.engine.persist.wait()
+        return due
+
+    def reclaim_cgroup(self) -> str | None:
+        if self.cfg.reclaim_cgroup:
+            return self.cfg.reclaim_cgroup
+        assert self.fs is not None
+        for rel in reclaim_root_candidates():
+            if (self.fs.cpu_root / rel.lstrip("/")).is_dir():
+                return rel
+        return None
+
+    async def cpu_idle_once(self) -> bool:
+        if self.fs is None:
+            return False
+        rel = self.reclaim_cgroup()
+        if rel is None:
+            return False
+        value = 1 if self.cfg.cpu_idle else 0
+        try:
+            wrote = await asyncio.get_running_loop().run_in_executor(None, self.fs.write_cpu_idle, rel, value)
+        except CgroupVanished:
+            return False
+        except FileNotFoundError:
+            log.warning("cpu_idle_unsupported path=%s", rel)
+            return False
+        if wrote:
+            CPU_IDLE_WRITES.inc()
+            log.info("cpu_idle_set path=%s value=%d", rel, value)
+        return wrote
+
+    async def _every(self, period: float, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await fn()
+                self._loop_errors = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a periodic pass must not kill the loop
+                self._loop_errors += 1
+                log.exception("cpu_periodic_failed task=%s", getattr(fn, "__name__", fn))
+
+
+def create(ctx: DaemonContext) -> CPUPolicyComponent | None:
+    cfg: CPUConfig = ctx.config["cpu"]
+    if not cfg.enabled:
+        return None
+    return CPUPolicyComponent(cfg)

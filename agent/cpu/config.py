@@ -1,0 +1,72 @@
+"""The [cpu] config section."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from agent.cpuset import CPUSet, CPUSetError
+
+__all__ = ["CPUConfig"]
+
+
+@dataclass(frozen=True)
+class CPUConfig:
+    enabled: bool = True
+    #: number of reserved CPUs, one hyperthread per NUMA node round-robin
+    reserved_cpus: int = 0
+    #: explicit reserved list ("0,2"); wins over reserved_cpus when set
+    reserved_cpu_list: str = ""
+    #: smallest size of the reclaim pool (upstream reservedReclaimedCPUsSize)
+    reclaim_min_cpus: int = 4
+    #: false (upstream default): idle CPUs beyond reclaim_min_cpus go to shared pools
+    enable_reclaim: bool = False
+    #: how long a new shared container runs on all shared CPUs before joining its pool
+    transition_period_s: float = 30.0
+    #: any of these annotation keys marks a debug pod (no cpuset change)
+    debug_annotation_keys: list[str] = field(default_factory=list)
+    #: enhancement values assumed when a pod does not set them, e.g. {numa_exclusive = "true"}
+    enhancement_defaults: dict[str, str] = field(default_factory=dict)
+    #: TakeByTopology keeps a container inside one last-level cache when it can
+    align_l3: bool = True
+    #: start empty (keeping the bad file aside) when the checkpoint is corrupt
+    accept_state_loss: bool = False
+    #: pods absent from the active-pods source this long are forgotten
+    residual_cleanup_s: float = 300.0
+    residual_check_interval_s: float = 30.0
+    #: write cpusets into container cgroups (hwagent's addition to upstream)
+    enforce_cgroups: bool = True
+    cpuset_check_interval_s: float = 10.0
+    #: rewrite a cpuset someone else changed (upstream only reports)
+    repair_drift: bool = True
+    #: keep cpu.idle of the reclaimed root cgroup at cpu_idle
+    sync_cpu_idle: bool = False
+    cpu_idle: bool = True
+    cpu_idle_interval_s: float = 30.0
+    #: reclaimed root cgroup; "" = the besteffort QoS cgroup that exists
+    reclaim_cgroup: str = ""
+    socket_name: str = "qrm_cpu_plugin_dynamic.sock"
+
+    def validate(self) -> None:
+        if self.reserved_cpus < 0:
+            raise ValueError("reserved_cpus must be >= 0")
+        if self.reserved_cpu_list:
+            try:
+                CPUSet.parse(self.reserved_cpu_list)
+            except CPUSetError as e:
+                raise ValueError(f"reserved_cpu_list: {e}") from None
+        if self.reclaim_min_cpus < 0:
+            raise ValueError("reclaim_min_cpus must be >= 0")
+        for name in ("transition_period_s", "residual_cleanup_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        for name in ("residual_check_interval_s", "cpuset_check_interval_s", "cpu_idle_interval_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0")
+        if not re.match(r"^[A-Za-z0-9_.-]+\.sock$", self.socket_name):
+            raise ValueError(f"socket_name must be a plain file name ending in .sock, got {self.socket_name!r}")
+        if self.reclaim_cgroup and not self.reclaim_cgroup.startswith("/"):
+            raise ValueError("reclaim_cgroup must start with '/'")
+
+    def reserved_list(self) -> CPUSet | None:
+        return CPUSet.parse(self.reserved_cpu_list) if self.reserved_cpu_list else None

@@ -1,0 +1,235 @@
+"""gRPC serving: resourceplugin.v1alpha1.ResourcePlugin and the kubelet
+plugin-watcher pluginregistration.v1.Registration on one unix socket, as
+Katalyst's QRM plugins do. Pure conversion between protobuf and the policy's
+dataclasses, plus status-code mapping; all behaviour lives in the engine."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import grpc
+
+from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
+from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb
+from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc
+from agent.cpu.engine import CPUEngine
+from agent.cpu.errors import PolicyError, invalid
+from agent.cpu.hints import Hint
+from agent.cpu.policy import RESOURCE_NAME, AllocateResult, Request
+from agent.cpu.state import AllocationInfo
+
+__all__ = ["ResourcePluginService", "RegistrationService", "serve", "to_request"]
+
+log = logging.getLogger("hwagent.cpu")
+OCI_CPUSET = "CpusetCpus"
+PLUGIN_TYPE = "ResourcePlugin"
+API_VERSION = "v1alpha1"
+
+
+def to_request(m: pb.ResourceRequest) -> Request:
+    try:
+        ctype = pb.ContainerType.Name(m.container_type)
+    except ValueError:
+        raise invalid("bad_request", f"unknown container_type {m.container_type}") from None
+    hint = Hint(tuple(int(n) for n in m.hint.nodes), m.hint.preferred) if m.HasField("hint") else None
+    return Request(
+        pod_uid=m.pod_uid,
+        pod_namespace=m.pod_namespace,
+        pod_name=m.pod_name,
+        container_name=m.container_name,
+        container_type=ctype,
+        container_index=m.container_index,
+        pod_role=m.pod_role,
+        pod_type=m.pod_type,
+        resource_name=m.resource_name,
+        hint=hint,
+        resource_requests=dict(m.resource_requests),
+        labels=dict(m.labels),
+        annotations=dict(m.annotations),
+        native_qos_class=m.native_qos_class,
+    )
+
+
+def _hints_pb(hints: list[Hint] | None) -> pb.ListOfTopologyHints:
+    if hints is None:
+        return pb.ListOfTopologyHints()
+    return pb.ListOfTopologyHints(hints=[pb.TopologyHint(nodes=list(h.nodes), preferred=h.preferred) for h in hints])
+
+
+def _info(a: AllocationInfo, hint: Hint | None = None, with_hints: bool = False) -> pb.ResourceAllocationInfo:
+    info = pb.ResourceAllocationInfo(
+        oci_property_name=OCI_CPUSET,
+        is_node_resource=False,
+        is_scalar_resource=True,
+        allocated_quantity=float(len(a.cpuset)),
+        allocation_result=str(a.cpuset),
+    )
+    if with_hints:
+        info.resource_hints.CopyFrom(_hints_pb([hint] if hint else []))
+    return info
+
+
+def _alloc_response(m: pb.ResourceRequest, r: AllocateResult) -> pb.ResourceAllocationResponse:
+    if r.empty:
+        return pb.ResourceAllocationResponse()
+    resp = pb.ResourceAllocationResponse(
+        pod_uid=m.pod_uid,
+        pod_namespace=m.pod_namespace,
+        pod_name=m.pod_name,
+        container_name=m.container_name,
+        container_type=m.container_type,
+        container_index=m.container_index,
+        pod_role=m.pod_role,
+        pod_type=m.pod_type,
+        resource_name=m.resource_name or RESOURCE_NAME,
+        labels=r.labels,
+        annotations=r.annotations,
+        native_qos_class=m.native_qos_class,
+    )
+    if r.allocation is not None:
+        resp.allocation_result.resource_allocation[RESOURCE_NAME].CopyFrom(_info(r.allocation, r.hint, True))
+    elif r.debug:
+        resp.allocation_result.resource_allocation[RESOURCE_NAME].CopyFrom(
+            pb.ResourceAllocationInfo(is_node_resource=False, is_scalar_resource=True)
+        )
+    return resp
+
+
+async def _abort(context: grpc.aio.ServicerContext, e: PolicyError) -> None:
+    await context.abort(getattr(grpc.StatusCode, e.code), e.message)
+
+
+class ResourcePluginService(pb_grpc.ResourcePluginServicer):
+    def __init__(self, engine: CPUEngine) -> None:
+        self.engine = engine
+
+    async def GetTopologyHints(self, request, context):
+        try:
+            r = await self.engine.hints(to_request(request))
+        except PolicyError as e:
+            await _abort(context, e)
+        return pb.ResourceHintsResponse(
+            pod_uid=request.pod_uid,
+            pod_namespace=request.pod_namespace,
+            pod_name=request.pod_name,
+            container_name=request.container_name,
+            container_type=request.container_type,
+            container_index=request.container_index,
+            pod_role=request.pod_role,
+            pod_type=request.pod_type,
+            resource_name=request.resource_name or RESOURCE_NAME,
+            resource_hints={RESOURCE_NAME: _hints_pb(r.hints)},
+            labels=r.labels,
+            annotations=r.annotations,
+            native_qos_class=request.native_qos_class,
+        )
+
+    async def Allocate(self, request, context):
+        try:
+            r = await self.engine.allocate(to_request(request))
+        except PolicyError as e:
+            await _abort(context, e)
+        return _alloc_response(request, r)
+
+    async def RemovePod(self, request, context):
+        if not request.pod_uid:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pod_uid is empty")
+        await self.engine.remove_pod(request.pod_uid)
+        return pb.RemovePodResponse()
+
+    async def GetResourcesAllocation(self, request, context):
+        resp = pb.GetResourcesAllocationResponse()
+        for a in await self.engine.resources_allocation():
+            cr = resp.pod_resources[a.pod_uid].container_resources[a.container_name]
+            cr.resource_allocation[RESOURCE_NAME].CopyFrom(_info(a))
+        return resp
+
+    async def GetTopologyAwareResources(self, request, context):
+        try:
+            a = self.engine.policy.container(request.pod_uid, request.container_name)
+        except PolicyError as e:
+            await _abort(context, e)
+        res = pb.TopologyAwareResource(is_node_resource=False, is_scalar_resource=True)
+        if not a.is_sidecar:
+            per = self.engine.policy.assignments(a.cpuset)
+            res.aggregated_quantity = res.original_aggregated_quantity = float(len(a.cpuset))
+            for lst in (res.topology_aware_quantity_list, res.original_topology_aware_quantity_list):
+                lst.extend(pb.TopologyAwareQuantity(resource_value=float(len(c)), node=n) for n, c in per.items())
+        return pb.GetTopologyAwareResourcesResponse(
+            pod_uid=a.pod_uid,
+            pod_name=a.pod_name,
+            pod_namespace=a.pod_namespace,
+            container_topology_aware_resources=pb.ContainerTopologyAwareResources(
+                container_name=a.container_name, allocated_resources={RESOURCE_NAME: res}
+            ),
+        )
+
+    async def GetTopologyAwareAllocatableResources(self, request, context):
+        cap, alloc = self.engine.policy.allocatable()
+        r = pb.AllocatableTopologyAwareResource(
+            is_node_resource=False,
+            is_scalar_resource=True,
+            aggregated_allocatable_quantity=float(sum(alloc.values())),
+            aggregated_capacity_quantity=float(sum(cap.values())),
+            topology_aware_allocatable_quantity_list=[
+                pb.TopologyAwareQuantity(resource_value=float(v), node=n) for n, v in sorted(alloc.items())
+            ],
+            topology_aware_capacity_quantity_list=[
+                pb.TopologyAwareQuantity(resource_value=float(v), node=n) for n, v in sorted(cap.items())
+            ],
+        )
+        return pb.GetTopologyAwareAllocatableResourcesResponse(allocatable_resources={RESOURCE_NAME: r})
+
+    async def GetResourcePluginOptions(self, request, context):
+        return pb.ResourcePluginOptions(**self.engine.policy.options_dict())
+
+    async def PreStartContainer(self, request, context):
+        return pb.PreStartContainerResponse()
+
+    async def GetPodTopologyHints(self, request, context):
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "pod-level hints are not implemented by the cpu plugin")
+
+    async def AllocateForPod(self, request, context):
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "pod-level allocation is not implemented by the cpu plugin")
+
+
+class RegistrationService(reg_grpc.RegistrationServicer):
+    """kubelet plugin-watcher handshake (pluginregistration v1)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.registered: bool | None = None
+        self.error = ""
+
+    async def GetInfo(self, request, context):
+        return reg_pb.PluginInfo(
+            type=PLUGIN_TYPE, name=RESOURCE_NAME, endpoint=self.endpoint, supported_versions=[API_VERSION]
+        )
+
+    async def NotifyRegistrationStatus(self, request, context):
+        self.registered = request.plugin_registered
+        self.error = request.error
+        if request.plugin_registered:
+            log.info("plugin_registered name=cpu endpoint=%s", self.endpoint)
+        else:
+            log.error("plugin_registration_failed name=cpu error=%r", request.error)
+        return reg_pb.RegistrationStatusResponse()
+
+
+async def serve(engine: CPUEngine, socket_path: Path) -> tuple[grpc.aio.Server, RegistrationService]:
+    if len(str(socket_path).encode()) > 107:
+        raise RuntimeError(f"socket path {socket_path} is longer than the 107 bytes a unix socket allows")
+    socket_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        socket_path.unlink()  # stale socket from an earlier run
+    except FileNotFoundError:
+        pass
+    server = grpc.aio.server()
+    pb_grpc.add_ResourcePluginServicer_to_server(ResourcePluginService(engine), server)
+    reg = RegistrationService(str(socket_path))
+    reg_grpc.add_RegistrationServicer_to_server(reg, server)
+    server.add_insecure_port(f"unix://{socket_path}")
+    await server.start()
+    return server, reg
