@@ -19,6 +19,8 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.run",
     "agent.commands.topology",
     "agent.commands.resources",
+    "agent.commands.doctor",
+    "agent.commands.probes",
 )
 
 
