@@ -1,0 +1,287 @@
+"""`hwagent run` as a real process: READY over a real NOTIFY_SOCKET, scrape over HTTP,
+SIGTERM/SIGINT, exit status, and nothing left behind under the root dir.
+
+This is systemd's view of the daemon, played by the test: the notify socket is a
+plain AF_UNIX datagram socket like systemd's, and signals are real signals.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent import __version__
+from agent.daemon import ROOT_LAYOUT
+from agent.topology.sysfs import read_topology
+
+REPO = Path(__file__).resolve().parents[3]
+START_TIMEOUT_S = 60  # two shared cores under a full test suite: generous, never a timing assertion
+M = "tests.unit.daemon.fake_components"
+#: the venv's console script, as systemd and scripts/dev run it
+HWAGENT = Path(sys.executable).parent / "hwagent"
+
+
+class SystemdStub:
+    """A datagram socket standing in for systemd's notify socket."""
+
+    def __init__(self, abstract: bool = False) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        if abstract:
+            name = f"hwagent-test-{os.getpid()}-{id(self)}"
+            self.sock.bind(b"\0" + name.encode())
+            self.env_value = f"@{name}"
+            self._dir = None
+        else:
+            # AF_UNIX paths are limited to 107 bytes; pytest's tmp_path can be longer
+            self._dir = tempfile.mkdtemp(prefix="hwn-", dir="/tmp")
+            path = os.path.join(self._dir, "notify")
+            self.sock.bind(path)
+            self.env_value = path
+        self.messages: list[dict[str, str]] = []
+
+    def wait_for(self, key: str, proc: subprocess.Popen, timeout: float = START_TIMEOUT_S) -> dict[str, str]:
+        deadline = time.monotonic() + timeout
+        for m in self.messages:
+            if key in m:
+                return m
+        while time.monotonic() < deadline:
+            self.sock.settimeout(0.2)
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                if proc.poll() is not None:
+                    # drain what is already queued before giving up
+                    self.sock.setblocking(False)
+                    try:
+                        data = self.sock.recv(65536)
+                    except BlockingIOError:
+                        raise AssertionError(f"daemon exited ({proc.returncode}) before sending {key}") from None
+                else:
+                    continue
+            fields = dict(line.split("=", 1) for line in data.decode().split("\n") if line)
+            self.messages.append(fields)
+            if key in fields:
+                return fields
+        raise AssertionError(f"no {key} from the daemon within {timeout} s; got {self.messages}")
+
+    def close(self) -> None:
+        self.sock.close()
+        if self._dir:
+            for f in os.listdir(self._dir):
+                os.unlink(os.path.join(self._dir, f))
+            os.rmdir(self._dir)
+
+
+@pytest.fixture
+def systemd():
+    stub = SystemdStub()
+    yield stub
+    stub.close()
+
+
+class Daemon:
+    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None,
+                 components: tuple[str, ...] | None = None) -> None:
+        self.root = tmp_path / "root"
+        self.stderr_path = tmp_path / "stderr.log"
+        self.stderr = open(self.stderr_path, "w")
+        argv = ["run", "--root-dir", str(self.root), "--metrics-address", "127.0.0.1:0", "--mode", "standalone",
+                *args]
+        if components is None:
+            cmd = [str(HWAGENT), *argv]
+        else:
+            # the real CLI with COMPONENTS swapped for test components (as a future COMPONENTS line would)
+            code = ("import sys, agent.daemon as d; d.COMPONENTS = tuple(filter(None, sys.argv[1].split(',')));"
+                    "from agent.cli import main; sys.exit(main(sys.argv[2:]))")
+            cmd = [sys.executable, "-c", code, ",".join(components), *argv]
+        full_env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC",
+                                                                       "WATCHDOG_PID", "JOURNAL_STREAM")}
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=self.stderr)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def log(self) -> str:
+        self.stderr.flush()
+        return self.stderr_path.read_text()
+
+    def cleanup(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+@pytest.fixture
+def daemons():
+    started: list[Daemon] = []
+
+    def start(*args, **kw) -> Daemon:
+        d = Daemon(*args, **kw)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.cleanup()
+
+
+def get(url: str, accept: str | None = None) -> tuple[int, dict[str, str], str]:
+    req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+def leftovers(root: Path) -> list[str]:
+    """Everything under the root that is not the (persistent, empty) layout."""
+    out = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if p.is_dir() and str(rel) in ROOT_LAYOUT:
+            continue
+        out.append(str(rel))
+    return out
+
+
+def metrics_url(ready: dict[str, str]) -> str:
+    m = re.search(r"metrics=(http://\S+/metrics)", ready["STATUS"])
+    assert m, ready
+    return m.group(1)
+
+
+def test_run_ready_scrape_sigterm(tmp_path, systemd, daemons):
+    d = daemons(tmp_path, env={"NOTIFY_SOCKET": systemd.env_value, "WATCHDOG_USEC": "400000"})
+    ready = systemd.wait_for("READY", d.proc)
+    assert ready["READY"] == "1" and ready["MAINPID"] == str(d.proc.pid)
+    assert "mode=standalone" in ready["STATUS"]
+    url = metrics_url(ready)
+    base = url.rsplit("/", 1)[0]
+
+    # the pid file names the daemon while it runs
+    assert (d.root / "hwagent.pid").read_text().strip() == str(d.proc.pid)
+
+    status, headers, body = get(url)
+    assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    samples = {}
+    for family in text_string_to_metric_families(body):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s
+    build = [s for (name, _), s in samples.items() if name == "hwagent_build_info"]
+    assert len(build) == 1 and build[0].value == 1
+    assert build[0].labels["version"] == __version__
+    assert build[0].labels["kernel"] == os.uname().release
+    assert build[0].labels["python_version"] == ".".join(map(str, sys.version_info[:3]))
+
+    # the topology gauges are the live machine as the sysfs reader sees it
+    topo = read_topology()
+    assert samples[("hwagent_topology_cpus", (("state", "online"),))].value == len(topo.online)
+    assert samples[("hwagent_topology_cpus", (("state", "offline"),))].value == len(topo.offline)
+    assert samples[("hwagent_topology_cpus", (("state", "isolated"),))].value == len(topo.isolated)
+    assert samples[("hwagent_topology_cores", ())].value == len(topo.cores)
+    assert samples[("hwagent_topology_packages", ())].value == len(topo.package_ids)
+    assert samples[("hwagent_topology_numa_nodes", ())].value == len(topo.numa_nodes)
+    for node in topo.numa_nodes:
+        if node.memory_bytes is not None:
+            key = ("hwagent_topology_numa_node_memory_bytes", (("node", str(node.id)),))
+            # MemTotal moves a little while the machine runs; the daemon read it moments ago
+            assert abs(samples[key].value - node.memory_bytes) <= 0.01 * node.memory_bytes
+    assert samples[("process_resident_memory_bytes", ())].value > 0
+
+    status, headers, body = get(url, accept="application/openmetrics-text; version=1.0.0")
+    assert status == 200 and headers["Content-Type"].startswith("application/openmetrics-text")
+    assert body.endswith("# EOF\n")
+
+    assert get(f"{base}/healthz")[:1] == (200,)
+    assert get(f"{base}/healthz")[2] == "ok\n"
+
+    # the watchdog pings come from the loop at WATCHDOG_USEC/2
+    systemd.wait_for("WATCHDOG", d.proc, timeout=30)
+
+    assert d.stop(signal.SIGTERM) == 0
+    stopping = systemd.wait_for("STOPPING", d.proc, timeout=5)
+    assert stopping["STOPPING"] == "1"
+    assert leftovers(d.root) == []
+
+    log = d.log()
+    lines = log.splitlines()
+    assert lines, "no log output"
+    for line in lines:
+        assert re.match(r"ts=\S+Z level=(debug|info|warning|error) logger=\S+ msg=", line), line
+    assert re.search(r'msg="mode resolved" mode=standalone why=', log)
+    assert re.search(r'msg="metrics endpoint listening" address=127\.0\.0\.1:\d+', log)
+    assert 'msg="hwagent stopped" clean=true' in lines[-1]
+
+
+def test_sigint_with_components_leaves_nothing(tmp_path, daemons):
+    stub = SystemdStub(abstract=True)  # systemd's abstract-namespace form of NOTIFY_SOCKET
+    events = tmp_path / "events"
+    try:
+        d = daemons(tmp_path, env={"NOTIFY_SOCKET": stub.env_value, "HWAGENT_TEST_EVENTS": str(events)},
+                    components=(f"{M}:alpha", f"{M}:beta", f"{M}:disabled"))
+        ready = stub.wait_for("READY", d.proc)
+        assert "components=2" in ready["STATUS"]
+        sock = d.root / "device-plugins" / "alpha.sock"
+        assert sock.is_socket()
+        _, _, body = get(metrics_url(ready))
+        assert 'hwagent_component_healthy{component="alpha"} 1.0' in body
+        assert d.stop(signal.SIGINT) == 0
+    finally:
+        stub.close()
+    assert events.read_text().splitlines() == ["start alpha", "start beta", "stop beta", "stop alpha"]
+    assert leftovers(d.root) == []
+
+
+def test_failing_component_exits_1_and_cleans_up(tmp_path, systemd, daemons):
+    events = tmp_path / "events"
+    d = daemons(tmp_path, env={"NOTIFY_SOCKET": systemd.env_value, "HWAGENT_TEST_EVENTS": str(events)},
+                components=(f"{M}:alpha", f"{M}:broken", f"{M}:beta"))
+    assert d.proc.wait(START_TIMEOUT_S) == 1
+    systemd.wait_for("STOPPING", d.proc, timeout=5)
+    assert not any("READY" in m for m in systemd.messages)  # never claimed to be ready
+    assert events.read_text().splitlines() == ["start alpha", "start broken", "stop broken", "stop alpha"]
+    log = d.log()
+    assert re.search(r'msg="cannot start" error="component broken failed to start: broken cannot start', log)
+    assert leftovers(d.root) == []
+
+
+def test_config_error_is_one_line_exit_2(tmp_path, daemons):
+    cfg = tmp_path / "hw.toml"
+    cfg.write_text("[daemon]\nlog_level = 'loud'\n")
+    d = daemons(tmp_path, "--config", str(cfg))
+    assert d.proc.wait(START_TIMEOUT_S) == 2
+    assert d.log() == (
+        f"hwagent run: error: {cfg}: daemon.log_level: must be one of "
+        '"debug", "info", "warning", "error", got "loud"\n'
+    )
+    assert not d.root.exists()  # refused before touching anything
+
+
+def test_journald_stream_gets_priorities(tmp_path, systemd, daemons):
+    # JOURNAL_STREAM names the stream by device:inode; here that is the stderr file itself
+    stderr_file = tmp_path / "stderr.log"
+    stderr_file.touch()
+    st = stderr_file.stat()
+    d = daemons(tmp_path, env={"NOTIFY_SOCKET": systemd.env_value, "JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"})
+    systemd.wait_for("READY", d.proc)
+    assert d.stop() == 0
+    lines = d.log().splitlines()
+    assert lines and all(re.match(r"<[2-7]>level=\w+ logger=", line) for line in lines), lines
+    assert any(line.startswith("<6>level=info") for line in lines)
