@@ -17,7 +17,7 @@ from agent.devices.config import DevicesConfig, ResourceRule
 from agent.devices.hotplug import HotplugMonitor, UEvent
 from agent.devices.model import Inventory
 from agent.devices.rules import Assignment, assign, effective_rules
-from agent.devices.sysfs import read_inventory
+from agent.devices.udev import discover
 from agent.deviceplugin.health import HealthBoard
 from agent.deviceplugin.registration import Registrar
 from agent.deviceplugin.server import DevicePluginServer, PluginDevice, socket_name
@@ -65,7 +65,7 @@ class DevicePluginService:
     # -- lifecycle --------------------------------------------------------------
 
     async def start(self, ctx: object | None = None) -> None:
-        self.inventory = read_inventory(self.sysfs_root, self.cfg.dev_root)
+        self.inventory = discover(self.sysfs_root, self.cfg.dev_root)
         self.assignment = assign(self.inventory, self.rules.values())
         # at start a conflicting config is an operator error: refuse loudly
         self.assignment.raise_conflicts()
@@ -75,7 +75,7 @@ class DevicePluginService:
         self._started = True
         for resource in self.assignment.members:
             await self._ensure_plugin(resource)
-        self._push_all()
+        self._push()
         if self.hotplug_enabled:
             self._monitor = HotplugMonitor(self._on_uevents, source=self.hotplug_source)
             self._monitor.start()
@@ -134,13 +134,11 @@ class DevicePluginService:
                     log.info("snapshot_updated resource=%s devices=%d version=%d", resource,
                              len(plugin.devices), plugin.version)
 
-    _push_all = _push
-
     # -- inventory ---------------------------------------------------------------
 
     def refresh(self) -> None:
         """Re-read sysfs and bring every plugin's snapshot up to date."""
-        inv = read_inventory(self.sysfs_root, self.cfg.dev_root)
+        inv = discover(self.sysfs_root, self.cfg.dev_root)
         new = assign(inv, self.rules.values(), self.assignment.owner_map())
         for dev_id, rs in new.conflicts.items():
             if dev_id not in self.assignment.conflicts:
