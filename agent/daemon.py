@@ -50,7 +50,9 @@ log = logging.getLogger("hwagent.daemon")
 
 #: "module:factory" for every component, in start order (stopped in reverse).
 #: ``factory(ctx) -> Component | None``; None means disabled by config or mode.
-COMPONENTS: tuple[str, ...] = ()
+COMPONENTS: tuple[str, ...] = (
+    "agent.pressure.component:factory",
+)
 
 #: directories under the root dir, after the kubelet's own layout
 #: (/var/lib/kubelet/{device-plugins,plugins_registry,pod-resources}) so that
@@ -255,8 +257,7 @@ class Daemon:
         unregister: Callable[[], None] | None = None
         ctx: DaemonContext | None = None
         sockets_before: set[Path] = set()
-        # signals reach only the main thread; a daemon run in another thread (tests) is stopped by request_stop()
-        handled = (signal.SIGTERM, signal.SIGINT) if threading.current_thread() is threading.main_thread() else ()
+        handled = _stop_signals()
         for sig in handled:
             loop.add_signal_handler(sig, self.request_stop, f"signal {sig.name}", False)
         t0 = time.monotonic()
@@ -420,6 +421,22 @@ class Daemon:
             else:
                 log.info("component stopped", extra={"component": s.name})
         return failed
+
+
+def _stop_signals() -> tuple[signal.Signals, ...]:
+    """The signals that mean "stop cleanly".
+
+    SIGHUP (the terminal went away) stops cleanly too rather than killing the
+    process with its sockets and pid file left behind, unless it is ignored
+    (``nohup``), which is then respected. Signals reach only the main thread; a
+    daemon run in another thread (tests) is stopped with request_stop().
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return ()
+    sigs = [signal.SIGTERM, signal.SIGINT]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        sigs.append(signal.SIGHUP)
+    return tuple(sigs)
 
 
 async def _watchdog(notifier: Notifier, interval: float) -> None:

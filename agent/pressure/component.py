@@ -24,15 +24,15 @@ log = logging.getLogger("hwagent.pressure")
 __all__ = ["PressureComponent", "factory"]
 
 
-class _LoopServices(dict):
-    """Service handles whose calls are run on the owning loop from a worker thread."""
+class _LoopServices:
+    """ctx.services, live (components may publish later), with calls run on the loop."""
 
     def __init__(self, services: dict[str, Any], loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(services)
+        self._services = services
         self._loop = loop
 
     def get(self, key: str, default: Any = None) -> Any:
-        svc = super().get(key, default)
+        svc = self._services.get(key, default)
         return None if svc is None else _OnLoop(svc, self._loop)
 
 

@@ -96,7 +96,7 @@ class PressureEngine:
         self.extras: BpfExtras | None = None
         self.health = HealthDriver(
             HealthTracker(HealthPolicy(cfg.error_threshold, cfg.error_window_s, cfg.recovery_s)),
-            self.services.get("device_health"),
+            lambda: self.services.get("device_health"),
         )
         self.evaluator = PressureEvaluator(
             EvictionPolicy(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -100,21 +100,33 @@ class HealthBoard(Protocol):
 class HealthDriver:
     """Pushes tracker transitions to the board; keeps the last state for metrics."""
 
-    def __init__(self, tracker: HealthTracker, board: HealthBoard | None, source: str = "hwagent-probes") -> None:
+    def __init__(
+        self,
+        tracker: HealthTracker,
+        board: HealthBoard | Callable[[], HealthBoard | None] | None,
+        source: str = "hwagent-probes",
+    ) -> None:
+        """``board`` may be a provider, looked up per change: the board's owner may start later."""
         self.tracker = tracker
-        self.board = board
+        self._board = board
         self.source = source
         self.state: dict[DeviceKey, bool] = {}
         self.history: deque[HealthChange] = deque(maxlen=200)
+
+    @property
+    def board(self) -> HealthBoard | None:
+        b = self._board
+        return b if b is None or hasattr(b, "set_health_for") else b()
 
     def apply(self, changes: list[HealthChange]) -> None:
         for c in changes:
             self.state[(c.kind, c.key)] = c.healthy
             self.history.append(c)
             affected: Any = []
-            if self.board is not None:
+            board = self.board
+            if board is not None:
                 try:
-                    affected = self.board.set_health_for(c.kind, c.key, c.healthy, c.reason, self.source)
+                    affected = board.set_health_for(c.kind, c.key, c.healthy, c.reason, self.source)
                 except Exception as e:  # a broken board must not stop the probes
                     log.error("device_health_push_failed kind=%s key=%s error=%r", c.kind, c.key, e)
             log.warning(
