@@ -505,7 +505,7 @@ class DeviceManager:
         alloc = Allocation(
             pod_uid=req.pod_uid, pod_namespace=req.pod_namespace, pod_name=req.pod_name,
             container_name=req.container_name, container_type=req.container_type, resource=resource,
-            devices=tuple((d, devs[d].numa) for d in picked),
+            devices=tuple((d, devs[d].numa) for d in sorted(picked)),
         )
         return alloc, True
 

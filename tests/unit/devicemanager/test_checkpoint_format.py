@@ -1,0 +1,122 @@
+"""Checkpoint encoding, verification and atomic writes (no gRPC)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+
+from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
+from agent.devicemanager.checkpoint import (
+    CheckpointCorrupt,
+    CheckpointData,
+    CheckpointWriter,
+    EndpointRecord,
+    decode,
+    encode,
+    load,
+    write_atomic,
+)
+from agent.devicemanager.model import Allocation, Device
+
+
+def _alloc(pod="p", ctype="app", devices=(("a", (0,)), ("b", (0, 1)), ("c", ()))):
+    resp = pb.ContainerAllocateResponse(envs={"K": "V"}, cdi_devices=[pb.CDIDevice(name="v.com/x=a")])
+    return Allocation(pod, "ns", "name", "ctr", ctype, "example.com/r", tuple(devices), resp.SerializeToString())
+
+
+def _data():
+    return CheckpointData(
+        allocations=(_alloc(), _alloc("q", "init")),
+        registered={"example.com/r": ("a", "b")},
+        devices={"example.com/r": (Device("a", True, (0,)), Device("b", True, (0, 1)), Device("c", False, ()))},
+        endpoints=(EndpointRecord("example.com/r", "/x/p.sock", "connected"),),
+        deleted=("example.com/gone",),
+    )
+
+
+def test_round_trip_keeps_everything():
+    back = decode(encode(_data()))
+    assert back == _data()
+    assert back.allocations[0].response_pb().envs["K"] == "V"
+
+
+def test_kubelet_shaped_entries():
+    doc = json.loads(encode(_data()))
+    e = doc["Data"]["PodDeviceEntries"][0]
+    assert e["DeviceIDs"] == {"-1": ["c"], "0": ["a", "b"], "1": ["b"]}  # multi-node device under both
+    assert set(e) >= {"PodUID", "ContainerName", "ResourceName", "DeviceIDs", "AllocResp"}
+    assert doc["Data"]["RegisteredDevices"] == {"example.com/r": ["a", "b"]}
+
+
+def test_uncommitted_allocations_are_not_written():
+    reserved = Allocation("p", "", "", "c", "app", "example.com/r", (("a", ()),), None)
+    assert decode(encode(CheckpointData(allocations=(reserved,)))).allocations == ()
+
+
+@pytest.mark.parametrize(
+    "raw,why",
+    [
+        (b"", "not JSON"),
+        (b"[]", "missing Version"),
+        (b'{"Version":1,"Checksum":"sha256:00","Data":{}}', "checksum"),
+        (b'{"Version":2,"Checksum":"x","Data":{}}', "format version 2"),
+    ],
+)
+def test_corrupt_inputs_are_named(raw, why):
+    with pytest.raises(CheckpointCorrupt, match=why):
+        decode(raw)
+
+
+def test_valid_checksum_over_bad_shape_is_still_corrupt():
+    import hashlib
+
+    data = {"PodDeviceEntries": [{"PodUID": 1}], "RegisteredDevices": {}, "Devices": {}, "Endpoints": [], "Deleted": []}
+    body = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    raw = json.dumps({"Version": 1, "Checksum": "sha256:" + hashlib.sha256(body.encode()).hexdigest(), "Data": data})
+    with pytest.raises(CheckpointCorrupt, match="missing|wrong type"):
+        decode(raw.encode())
+
+
+def test_write_atomic_replaces_and_leaves_no_temp(tmp_path):
+    path = tmp_path / "cp"
+    write_atomic(path, b"one")
+    write_atomic(path, b"two")
+    assert path.read_bytes() == b"two"
+    assert sorted(os.listdir(tmp_path)) == ["cp"]
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+
+
+def test_load_sets_corrupt_file_aside(tmp_path):
+    path = tmp_path / "cp"
+    assert load(path) is None  # absent: fine, nothing created
+    path.write_bytes(b"{broken")
+    assert load(path) is None
+    assert not path.exists()
+    aside = list(tmp_path.glob("cp.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == b"{broken"
+    path.write_bytes(b"{broken again")
+    assert load(path) is None
+    assert len(list(tmp_path.glob("cp.corrupt-*"))) == 2  # never overwrites an earlier one
+
+
+def test_writer_coalesces_and_reports_failures(tmp_path):
+    state = {"n": 0}
+
+    def snap():
+        state["n"] += 1
+        return CheckpointData(deleted=(f"example.com/v{state['n']}",))
+
+    async def main():
+        w = CheckpointWriter(tmp_path / "cp", snap)
+        await asyncio.gather(*(w.flush() for _ in range(20)))
+        assert state["n"] < 20  # coalesced
+        last = decode((tmp_path / "cp").read_bytes()).deleted
+        assert last == (f"example.com/v{state['n']}",)  # the newest state is on disk
+        bad = CheckpointWriter(tmp_path / "missing-dir" / "cp", snap)
+        await bad.flush()
+        assert bad.failures == 1
+
+    asyncio.run(main())
