@@ -51,6 +51,9 @@ log = logging.getLogger("hwagent.daemon")
 #: "module:factory" for every component, in start order (stopped in reverse).
 #: ``factory(ctx) -> Component | None``; None means disabled by config or mode.
 COMPONENTS: tuple[str, ...] = (
+    # first: the host removes stale sockets in device-plugins/ before any built-in plugin binds there
+    "agent.devicemanager.component:factory",
+    "agent.deviceplugin.component:factory",
     "agent.pressure.component:factory",
 )
 

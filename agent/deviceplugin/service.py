@@ -22,21 +22,10 @@ from agent.deviceplugin.health import HealthBoard
 from agent.deviceplugin.registration import Registrar
 from agent.deviceplugin.server import DevicePluginServer, PluginDevice, socket_name
 
-__all__ = ["DevicePluginService", "create", "plugin_paths"]
+__all__ = ["DevicePluginService"]
 
 log = logging.getLogger("hwagent.deviceplugin")
 
-
-def plugin_paths(cfg: DevicesConfig, mode: str, root_dir: Path, kubelet_root_dir: str) -> tuple[Path, Path]:
-    """(socket dir, Registration socket) for a mode, unless configured."""
-    if cfg.plugin_dir:
-        plugin_dir = Path(cfg.plugin_dir)
-    elif mode == "kubelet":
-        plugin_dir = Path(kubelet_root_dir) / "device-plugins"
-    else:
-        plugin_dir = Path(root_dir) / "device-plugins"
-    reg = Path(cfg.registration_socket) if cfg.registration_socket else plugin_dir / "kubelet.sock"
-    return plugin_dir, reg
 
 
 class DevicePluginService:
@@ -176,15 +165,3 @@ class DevicePluginService:
 
     def _board_changed(self, resources: set[str]) -> None:
         self._push(resources)
-
-
-def create(ctx: object) -> DevicePluginService | None:
-    """Daemon factory: None when [devices] enabled = false."""
-    config = getattr(ctx, "config")
-    cfg: DevicesConfig = config["devices"]
-    if not cfg.enabled:
-        return None
-    daemon = config["daemon"]
-    plugin_dir, reg = plugin_paths(cfg, getattr(ctx, "mode", "standalone"), getattr(ctx, "root_dir"),
-                                   daemon.kubelet_root_dir)
-    return DevicePluginService(cfg, sysfs_root=daemon.sysfs_root, plugin_dir=plugin_dir, registration_socket=reg)

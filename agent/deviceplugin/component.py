@@ -1,0 +1,50 @@
+"""Daemon factory for the built-in device plugins (kept free of grpc imports
+so that ``hwagent run`` starts fast; the service module is loaded on demand).
+
+Where the plugins register:
+- kubelet mode: the kubelet's ``<kubelet_root_dir>/device-plugins/kubelet.sock``,
+  sockets in that dir (the kubelet joins RegisterRequest.endpoint to it);
+- standalone mode: hwagent's own device-plugin host, i.e. the
+  ``[devicemanager]`` section's plugin dir and socket name when that section
+  exists, else ``<root_dir>/device-plugins/hwagent.sock``.
+``[devices] plugin_dir`` / ``registration_socket`` override both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["factory", "resolve_paths"]
+
+#: the host's Registration socket name in standalone mode when no [devicemanager] says otherwise
+STANDALONE_SOCKET = "hwagent.sock"
+
+
+def resolve_paths(config: Any, mode: str, root_dir: Path) -> tuple[Path, Path]:
+    cfg = config["devices"]
+    daemon = config["daemon"]
+    if mode == "kubelet":
+        plugin_dir = Path(daemon.kubelet_root_dir) / "device-plugins"
+        socket = "kubelet.sock"
+    else:
+        host = config.sections.get("devicemanager")
+        host_dir = getattr(host, "device_plugins_dir", "") if host is not None else ""
+        plugin_dir = Path(host_dir) if host_dir else Path(root_dir) / "device-plugins"
+        socket = getattr(host, "socket_name", STANDALONE_SOCKET) if host is not None else STANDALONE_SOCKET
+    if cfg.plugin_dir:
+        plugin_dir = Path(cfg.plugin_dir)
+    reg = Path(cfg.registration_socket) if cfg.registration_socket else plugin_dir / socket
+    return plugin_dir, reg
+
+
+def factory(ctx: Any):
+    """``DevicePluginService`` for the daemon, or None when ``[devices] enabled = false``."""
+    cfg = ctx.config["devices"]
+    if not cfg.enabled:
+        return None
+    from agent.deviceplugin.service import DevicePluginService
+
+    plugin_dir, reg = resolve_paths(ctx.config, ctx.mode, ctx.root_dir)
+    return DevicePluginService(cfg, sysfs_root=ctx.config["daemon"].sysfs_root, plugin_dir=plugin_dir,
+                               registration_socket=reg)
