@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Boot a qemu guest of the VM tier with a chosen topology, run one command in it against
+this checkout, and hand back its exit code and artifacts (serial log, junit XML, rc).
+
+Why qemu and TCG: the hosts this runs on have one NUMA node and no usable KVM for a stock
+kernel (see tests/vm/README.md); emulated NUMA under TCG is the only way to see a real
+kernel's multi-node, SMT, cgroup v2 and eBPF behaviour here. A wedged guest is killed by
+its timeout and reported as such; nothing here can hang the caller.
+
+Command line (also used by the host-side pytest wrapper through the same functions):
+    tests/vm/runner.py build
+    tests/vm/runner.py run [--topology numa2] [--cgroup v2] [--out DIR] [--timeout S] -- CMD...
+    tests/vm/runner.py test [--topology NAME]... [-- PYTEST ARGS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+if str(REPO) not in sys.path:  # run as a script: make `tests.vm` importable
+    sys.path.insert(0, str(REPO))
+
+from tests.vm.topologies import TOPOLOGIES, GuestTopology  # noqa: E402
+
+#: build-image.sh's exit status for "prerequisites unavailable" (skip, don't fail)
+UNAVAILABLE = 3
+DEFAULT_TIMEOUT_S = int(os.environ.get("HWAGENT_VM_TIMEOUT", "900"))
+#: the guest test suite, run by `runner.py test` and the host-side wrapper
+GUEST_TESTS = "tests/vm/guest"
+
+
+class Unavailable(RuntimeError):
+    """The VM tier cannot run on this machine (not root, no qemu, apt unreachable...)."""
+
+
+@dataclass(frozen=True)
+class Image:
+    path: Path
+    kver: str
+
+    @property
+    def vmlinuz(self) -> Path:
+        return self.path / "vmlinuz"
+
+    @property
+    def initramfs(self) -> Path:
+        return self.path / "initramfs.cpio.gz"
+
+    @property
+    def modules(self) -> Path:
+        return self.path / "modules"
+
+
+def build_image() -> Image:
+    """Build or reuse the cached image (tests/vm/build-image.sh does the work and caching)."""
+    p = subprocess.run(["bash", str(HERE / "build-image.sh")], capture_output=True, text=True)
+    if p.returncode == UNAVAILABLE:
+        raise Unavailable(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "build-image.sh: unavailable")
+    if p.returncode != 0:
+        raise RuntimeError(f"build-image.sh failed (rc {p.returncode}):\n{p.stderr[-4000:]}")
+    path = Path(p.stdout.strip().splitlines()[-1])
+    return Image(path, (path / "kver").read_text().strip())
+
+
+def accel_args() -> list[str]:
+    """TCG unless a real (non-PVM) KVM exists, or $HWAGENT_VM_ACCEL says otherwise.
+
+    PVM's /dev/kvm cannot run a stock kernel; TCG with an Intel-vendor CPU model is what
+    gives correct SMT siblings and packages (the AMD-vendor models lose SMT under TCG).
+    """
+    want = os.environ.get("HWAGENT_VM_ACCEL", "auto")
+    if want == "auto":
+        flags = ""
+        try:
+            flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "")
+        except OSError:
+            pass
+        real_kvm = (
+            os.access("/dev/kvm", os.R_OK | os.W_OK)
+            and (" vmx" in flags or " svm" in flags)
+            and not Path("/sys/module/kvm_pvm").exists()
+        )
+        want = "kvm" if real_kvm else "tcg"
+    if want == "kvm":
+        return ["-accel", "kvm", "-cpu", "host"]
+    return ["-accel", "tcg", "-cpu", "max,vendor=GenuineIntel"]
+
+
+@dataclass(frozen=True)
+class GuestRun:
+    topology: str
+    cgroup: str
+    rc: int | None  # the command's exit status; None = no status came back
+    timed_out: bool
+    wall_s: float
+    out_dir: Path
+
+    @property
+    def serial_log(self) -> Path:
+        return self.out_dir / "serial.log"
+
+    @property
+    def junit(self) -> Path:
+        return self.out_dir / "junit.xml"
+
+    def serial_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.serial_log.read_text(errors="replace")
+        except OSError:
+            return "(no serial log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def describe(self) -> str:
+        if self.timed_out:
+            return f"TIMED OUT after {self.wall_s:.0f}s (guest killed)"
+        if self.rc is None:
+            init_failed = self.out_dir / "init-failed"
+            qemu_log = self.out_dir / "qemu.log"
+            qemu_said = qemu_log.read_text(errors="replace").strip() if qemu_log.exists() else ""
+            if init_failed.exists():
+                why = f"guest /init failed: {init_failed.read_text().strip()}"
+            elif qemu_said:
+                why = f"qemu: {qemu_said[-500:]}"
+            else:
+                why = "guest crashed or died before finishing; see serial.log"
+            return f"no exit status ({why})"
+        return f"rc={self.rc} in {self.wall_s:.0f}s"
+
+
+def qemu_command(image: Image, topo: GuestTopology, cgroup: str, out_dir: Path, cwd: Path) -> list[str]:
+    for path in (image.path, cwd, out_dir):
+        if any(ch.isspace() for ch in str(path)):
+            raise ValueError(f"paths passed on the kernel command line cannot hold spaces: {path}")
+    append = " ".join(
+        [
+            "console=ttyS0 panic=-1 quiet mitigations=off",
+            f"vmtest.cgroup={cgroup}",
+            f"vmtest.modules={image.modules}",
+            f"vmtest.cwd={cwd}",
+        ]
+    )
+    return [
+        "qemu-system-x86_64",
+        *accel_args(),
+        "-machine", "q35",
+        *topo.qemu_args(),
+        "-kernel", str(image.vmlinuz),
+        "-initrd", str(image.initramfs),
+        "-append", append,
+        # hostroot: this machine's / read-only; the guest puts a tmpfs overlay on top
+        # (explicit bus: qemu would otherwise try to plug them into an expander bridge)
+        "-fsdev", "local,id=fsroot,path=/,security_model=none,readonly=on,multidevs=remap",
+        "-device", "virtio-9p-pci,fsdev=fsroot,mount_tag=rootfs,bus=pcie.0",
+        "-fsdev", f"local,id=fsout,path={out_dir},security_model=none,multidevs=remap",
+        "-device", "virtio-9p-pci,fsdev=fsout,mount_tag=out,bus=pcie.0",
+        "-display", "none", "-monitor", "none",
+        "-serial", f"file:{out_dir / 'serial.log'}",
+        "-nic", "none", "-vga", "none", "-no-reboot",
+    ]  # fmt: skip
+
+
+def boot(
+    image: Image,
+    topo: GuestTopology,
+    command: str,
+    out_dir: Path,
+    *,
+    cgroup: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    cwd: Path = REPO,
+    env: dict[str, str] | None = None,
+) -> GuestRun:
+    """Run `command` (a shell snippet) in a fresh guest; artifacts land in out_dir."""
+    cgroup = cgroup or topo.cgroup
+    out_dir = out_dir.resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("rc", "junit.xml", "serial.log", "init-failed", "qemu.log"):
+        (out_dir / stale).unlink(missing_ok=True)
+    guest_env = {
+        "HWAGENT_VM_GUEST": "1",
+        "HWAGENT_VM_TOPOLOGY": topo.name,
+        "HWAGENT_VM_CGROUP": cgroup,
+        "HWAGENT_VM_OUT": "/out",
+        **(env or {}),
+    }
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in guest_env.items())
+    (out_dir / "cmd.sh").write_text(f"# written by tests/vm/runner.py\n{exports}{command}\n")
+    argv = qemu_command(image, topo, cgroup, out_dir, cwd)
+    (out_dir / "qemu-argv.txt").write_text(shlex.join(argv) + "\n")
+    t0 = time.monotonic()
+    timed_out = False
+    with open(out_dir / "qemu.log", "wb") as qlog:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    wall = time.monotonic() - t0
+    rc: int | None = None
+    rc_file = out_dir / "rc"
+    if not timed_out and rc_file.exists():
+        try:
+            rc = int(rc_file.read_text().strip())
+        except ValueError:
+            rc = None
+    return GuestRun(topo.name, cgroup, rc, timed_out, wall, out_dir)
+
+
+def guest_pytest_command(pytest_args: list[str] | None = None) -> str:
+    """The guest side of the tier: pytest over tests/vm/guest with the checkout's venv."""
+    python = REPO / ".venv" / "bin" / "python"
+    py = str(python) if python.exists() else "python3"
+    args = ["-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", GUEST_TESTS,
+            "--junitxml=/out/junit.xml", "-o", "junit_family=xunit1", *(pytest_args or [])]
+    return f"exec {shlex.quote(py)} {shlex.join(args)}"
+
+
+@dataclass(frozen=True)
+class JunitSummary:
+    tests: int
+    failures: int
+    errors: int
+    skipped: int
+    #: (test id, message) of each failure/error
+    problems: tuple[tuple[str, str], ...]
+    #: (test id, reason) of each skip
+    skips: tuple[tuple[str, str], ...]
+
+    @property
+    def passed(self) -> int:
+        return self.tests - self.failures - self.errors - self.skipped
+
+
+def read_junit(path: Path) -> JunitSummary:
+    root = ET.parse(path).getroot()
+    problems: list[tuple[str, str]] = []
+    skips: list[tuple[str, str]] = []
+    tests = 0
+    for case in root.iter("testcase"):
+        tests += 1
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        for kind in ("failure", "error"):
+            for el in case.findall(kind):
+                problems.append((name, f"{kind}: {(el.get('message') or '')[:300]}\n{(el.text or '')[-2000:]}"))
+        for el in case.findall("skipped"):
+            skips.append((name, el.get("message") or ""))
+    failures = sum(1 for c in root.iter("testcase") if c.find("failure") is not None)
+    errors = sum(1 for c in root.iter("testcase") if c.find("error") is not None)
+    return JunitSummary(tests, failures, errors, len(skips), tuple(problems), tuple(skips))
+
+
+def default_out_root() -> Path:
+    return Path(os.environ.get("HWAGENT_VM_OUT", "/tmp/hwagent-vm-out"))
+
+
+def _cmd_build(_: argparse.Namespace) -> int:
+    t0 = time.monotonic()
+    image = build_image()
+    print(f"image {image.path} kernel {image.kver} ({time.monotonic() - t0:.1f}s)")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    image = build_image()
+    topo = TOPOLOGIES[args.topology]
+    out = Path(args.out) if args.out else default_out_root() / topo.name
+    command = " ".join(args.command) if args.command else "true"
+    run = boot(image, topo, command, out, cgroup=args.cgroup, timeout_s=args.timeout)
+    print(f"{topo.name} cgroup={run.cgroup}: {run.describe()}; artifacts in {out}")
+    if run.rc is None:
+        print(run.serial_tail(), file=sys.stderr)
+        return 99
+    return run.rc
+
+
+def _cmd_test(args: argparse.Namespace) -> int:
+    t_all = time.monotonic()
+    image = build_image()
+    print(f"image {image.path} kernel {image.kver} ({time.monotonic() - t_all:.1f}s)")
+    worst = 0
+    for name in args.topology or list(TOPOLOGIES):
+        topo = TOPOLOGIES[name]
+        out = default_out_root() / name
+        run = boot(image, topo, guest_pytest_command(args.pytest_args), out, timeout_s=args.timeout)
+        summary = read_junit(run.junit) if run.junit.exists() else None
+        counts = (
+            f"{summary.passed} passed, {summary.failures + summary.errors} failed, {summary.skipped} skipped"
+            if summary else "no junit"
+        )
+        print(f"{name:8s} cgroup={run.cgroup:6s} {run.describe():28s} {counts}  ({out})")
+        if summary:
+            for test, msg in summary.problems:
+                print(f"  FAILED {test}: {msg.splitlines()[0] if msg else ''}")
+            for test, reason in summary.skips:
+                print(f"  skipped {test}: {reason}")
+        if run.rc != 0:
+            worst = worst or (run.rc if run.rc is not None else 99)
+            if run.rc is None:
+                print(run.serial_tail(), file=sys.stderr)
+    print(f"VM tier total {time.monotonic() - t_all:.0f}s")
+    return worst
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tests/vm/runner.py", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("build", help="build or reuse the cached guest image").set_defaults(func=_cmd_build)
+    run = sub.add_parser("run", help="boot one guest and run a command in the checkout")
+    run.add_argument("--topology", default="numa2", choices=sorted(TOPOLOGIES))
+    run.add_argument("--cgroup", choices=("v2", "v1", "hybrid", "none"), help="default: the topology's own")
+    run.add_argument("--out", help="artifacts directory (default $HWAGENT_VM_OUT/<topology>)")
+    run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
+    run.add_argument("command", nargs=argparse.REMAINDER)
+    run.set_defaults(func=_cmd_run)
+    test = sub.add_parser("test", help="run the guest test suite on every (or the named) topology")
+    test.add_argument("--topology", action="append", choices=sorted(TOPOLOGIES))
+    test.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
+    test.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    test.set_defaults(func=_cmd_test)
+    args = parser.parse_args(argv)
+    for attr in ("command", "pytest_args"):
+        if getattr(args, attr, None) and getattr(args, attr)[0] == "--":
+            setattr(args, attr, getattr(args, attr)[1:])
+    try:
+        return args.func(args)
+    except Unavailable as e:
+        print(f"VM tier unavailable: {e}", file=sys.stderr)
+        return UNAVAILABLE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
