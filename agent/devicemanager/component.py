@@ -11,7 +11,6 @@ In kubelet mode the kubelet is the host, so this component is not created.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.component import DaemonContext
 from agent.devicemanager.config import DeviceManagerConfig
 from agent.devicemanager.manager import DeviceManager
-from agent.devicemanager.registration import RegistrationServer, serve_unix
+from agent.devicemanager.registration import RegistrationServer, ensure_private_dir, serve_unix
 from agent.devicemanager.watcher import PluginWatcher
 from agent.podresources.server import PodResourcesServicer
 
@@ -86,7 +85,7 @@ class DeviceManagerComponent:
             dial_timeout_seconds=cfg.dial_timeout_seconds,
             allocate_timeout_seconds=cfg.allocate_timeout_seconds,
         )
-        paths.plugins_dir.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(paths.plugins_dir)
         await self.manager.start()
         self.registration = RegistrationServer(
             self.manager, paths.plugins_dir, cfg.socket_name, reserved={cfg.checkpoint_name}
@@ -98,8 +97,6 @@ class DeviceManagerComponent:
             notify_timeout=cfg.notify_timeout_seconds,
         )
         await self.watcher.start()
-        paths.pod_resources_socket.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(paths.pod_resources_socket.parent, 0o700)
         self._pod_resources = grpc.aio.server()
         services = ctx.services
         pr_grpc.add_PodResourcesListerServicer_to_server(PodResourcesServicer(lambda: services), self._pod_resources)

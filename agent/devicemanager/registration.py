@@ -119,14 +119,21 @@ class RegistrationServicer(pb_grpc.RegistrationServicer):
         return pb.Empty()
 
 
+def ensure_private_dir(directory: Path) -> None:
+    """Create ``directory`` owner-only when missing; an existing one keeps the
+    mode the daemon or the operator gave it (the sockets are 0600 anyway)."""
+    if not directory.is_dir():
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)  # mkdir's mode is filtered by the umask
+
+
 def prepare_socket_dir(directory: Path, keep: set[str]) -> list[str]:
     """Create the directory (owner-only) and remove stale sockets in it.
 
     Only sockets are removed (regular files such as the checkpoint, and
     directories, are left alone), like the kubelet's CleanupPluginDirectory.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o700)
+    ensure_private_dir(directory)
     removed = []
     for entry in os.scandir(directory):
         if entry.name in keep:
@@ -144,7 +151,7 @@ def prepare_socket_dir(directory: Path, keep: set[str]) -> list[str]:
 
 async def serve_unix(server: grpc.aio.Server, socket_path: Path) -> None:
     """Bind ``server`` on a unix socket (replacing a stale one), owner-only, and start it."""
-    socket_path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_private_dir(socket_path.parent)
     try:
         if stat.S_ISSOCK(os.lstat(socket_path).st_mode):
             socket_path.unlink()

@@ -27,6 +27,7 @@ from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.devicemanager.manager import DeviceManager
 from agent.devicemanager.metrics import REGISTRATIONS
 from agent.devicemanager.model import API_VERSION
+from agent.devicemanager.registration import ensure_private_dir
 from agent.devicemanager.selection import AllocationError
 from agent.devices.names import extended_resource_name_error
 
@@ -93,8 +94,7 @@ class PluginWatcher:
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.directory, 0o700)
+        ensure_private_dir(self.directory)
         self._task = asyncio.get_running_loop().create_task(self._run(), name="plugin-watcher")
 
     async def stop(self) -> None:

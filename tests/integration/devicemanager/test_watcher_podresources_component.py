@@ -120,6 +120,10 @@ def test_pod_resources_list_get_allocatable(sockdir):
             m = ctx.services["devicemanager"]
             reg_sock = root / "device-plugins" / "hwagent.sock"
             assert stat.S_IMODE(os.stat(reg_sock).st_mode) == 0o600
+            # directories the component had to create itself are owner-only
+            for d in ("device-plugins", "plugins_registry", "pod-resources"):
+                assert stat.S_IMODE(os.stat(root / d).st_mode) == 0o700, d
+            assert stat.S_IMODE(os.stat(root / "pod-resources" / "hwagent.sock").st_mode) == 0o600
             p = FakePlugin(str(root / "device-plugins" / "p.sock"), [dev("a", numa=[0]), dev("b", numa=[0, 1]), dev("c", numa=None), dev("u", healthy=False, numa=[1])])
             await p.start()
             await p.register(str(reg_sock), RES)
