@@ -53,6 +53,7 @@ log = logging.getLogger("hwagent.daemon")
 COMPONENTS: tuple[str, ...] = (
     # first: the host removes stale sockets in device-plugins/ before any built-in plugin binds there
     "agent.devicemanager.component:factory",
+    "agent.deviceplugin.component:factory",
     "agent.pressure.component:factory",
 )
 
