@@ -69,5 +69,8 @@ class DaemonConfig:
             value = getattr(self, key)
             if not value.startswith("/"):
                 raise ValueError(f"{key}: must be an absolute path, got {value!r}")
+        if self.root_dir.rstrip("/") == "":
+            # the daemon walks its root dir at exit to report stray sockets
+            raise ValueError("root_dir: must be a directory of its own, not /")
         if not 0 < self.stop_timeout_seconds <= 3600:
             raise ValueError(f"stop_timeout_seconds: must be in (0, 3600], got {self.stop_timeout_seconds}")

@@ -50,6 +50,7 @@ def test_values_are_read(tmp_path):
         ("[daemon]\nmetrics_address = 'localhost:99999'\n", "daemon.metrics_address: port must be 0-65535"),
         ("[daemon]\nroot_dir = 'var/lib/hw'\n", "daemon.root_dir: must be an absolute path"),
         ("[daemon]\nstop_timeout_seconds = 0\n", "daemon.stop_timeout_seconds: must be in (0, 3600]"),
+        ("[daemon]\nroot_dir = '/'\n", "daemon.root_dir: must be a directory of its own, not /"),
         ("[daemon]\nstop_timeout_seconds = nan\n", "daemon.stop_timeout_seconds: expected a number, got nan"),
         ("daemon = 3\n", "daemon must be a table ([daemon]), got an integer"),
         ("[daemon\n", "not valid TOML"),
