@@ -148,25 +148,22 @@ class CgroupFS:
                 alive[rel] = self.read_cpus(rel)
             except CgroupVanished:
                 report.vanished.append(rel)
-        # pass 1: widen, ancestors first
-        widened: set[str] = set()
-        for rel in sorted(alive, key=lambda r: r.count("/")):
+        # pass 1 (v1 only: v2 has no containment rule on writes): widen, ancestors first
+        for rel in sorted(alive, key=lambda r: r.count("/")) if not self.cpuset_v2 else ():
             new = plan[rel]
             try:
                 for anc in self._ancestors(rel):
                     if anc in plan:
                         continue
                     cur = self.read_cpus(anc)
-                    if not self.cpuset_v2 and not new <= cur:
-                        self.write_cpus(anc, cur | new)
-                        widened.add(anc)
-                cur = self.read_cpus(rel)
-                if not self.cpuset_v2:
-                    if not self.read_mems(rel):
-                        parent = self._ancestors(rel)[-1] if self._ancestors(rel) else "/"
-                        self.write_mems(rel, mems if mems is not None else self.read_mems(parent))
                     if not new <= cur:
-                        self.write_cpus(rel, cur | new)
+                        self.write_cpus(anc, cur | new)
+                cur = self.read_cpus(rel)
+                if not self.read_mems(rel):
+                    parent = self._ancestors(rel)[-1] if self._ancestors(rel) else "/"
+                    self.write_mems(rel, mems if mems is not None else self.read_mems(parent))
+                if not new <= cur:
+                    self.write_cpus(rel, cur | new)
             except CgroupVanished:
                 report.vanished.append(rel)
                 alive.pop(rel, None)

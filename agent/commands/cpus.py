@@ -1,0 +1,117 @@
+"""`hwagent cpus`: CPU pools and allocations per NUMA node, as a table or JSON.
+
+Reads the CPU policy's checkpoint under the root dir (works while the daemon
+is down), or asks a running plugin over its socket (``--socket``), which is
+what the kubelet sees; pools are not part of that API and show as n/a.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from agent.cli import CommandError
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "cpus",
+        help="show CPU pools and allocations per NUMA node",
+        description="Show the CPU policy's pools and container cpusets per NUMA node.",
+    )
+    p.add_argument("--config", metavar="FILE", help="TOML config file (for root_dir and sysfs_root)")
+    p.add_argument("--root-dir", metavar="DIR", help="hwagent root dir holding cpu/cpu_plugin_state.json")
+    p.add_argument("--socket", metavar="PATH", help="query a running cpu plugin on this unix socket instead")
+    p.add_argument("--sysfs-root", metavar="DIR", help="sysfs to read the NUMA layout from (default: config)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def _numa_cpus(sysfs_root: str, procfs_root: str):
+    from agent.cpuset import CPUSet
+    from agent.topology.sysfs import read_topology
+
+    topo = read_topology(sysfs_root, procfs_root)
+    out: dict[int, CPUSet] = {}
+    for c in topo.cpus:
+        n = c.numa_node if c.numa_node is not None else 0
+        out[n] = out.get(n, CPUSet()) | CPUSet([c.id])
+    return out
+
+
+def _from_checkpoint(root: Path):
+    from agent.cpu.checkpoint import CheckpointError, CheckpointStore
+    from agent.cpu.view import Allocation
+
+    store = CheckpointStore(root / "cpu")
+    try:
+        st = store.load()
+    except CheckpointError as e:
+        raise CommandError(str(e)) from None
+    except OSError as e:
+        raise CommandError(f"cannot read {store.path}: {e.strerror}") from None
+    if st is None:
+        raise CommandError(f"no cpu checkpoint at {store.path} (is --root-dir right? has hwagent run?)")
+    allocs = [
+        Allocation(a.pod_uid, a.pod_namespace, a.pod_name, a.container_name, a.qos_level, a.owner_pool_name, a.cpuset)
+        for a in st.containers()
+    ]
+    return st.pools, allocs, f"checkpoint {store.path}"
+
+
+def _from_socket(sock: str):
+    import grpc
+
+    from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb
+    from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc
+    from agent.cpu.view import Allocation
+    from agent.cpuset import CPUSet
+
+    try:
+        with grpc.insecure_channel(f"unix://{sock}") as ch:
+            stub = pb_grpc.ResourcePluginStub(ch)
+            resp = stub.GetResourcesAllocation(pb.GetResourcesAllocationRequest(), timeout=5)
+            allocs = []
+            for uid, cr in resp.pod_resources.items():
+                for cname, ra in cr.container_resources.items():
+                    info = ra.resource_allocation.get("cpu")
+                    if info is None:
+                        continue
+                    t = stub.GetTopologyAwareResources(
+                        pb.GetTopologyAwareResourcesRequest(pod_uid=uid, container_name=cname), timeout=5
+                    )
+                    allocs.append(Allocation(uid, t.pod_namespace, t.pod_name, cname, "", "",
+                                             CPUSet.parse(info.allocation_result)))  # fmt: skip
+    except grpc.RpcError as e:
+        raise CommandError(f"cpu plugin at {sock}: {e.code().name}: {e.details()}") from None
+    return None, allocs, f"socket {sock}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.config import ConfigError, load
+    from agent.cpu.view import render_table, summarize
+
+    try:
+        cfg = load(args.config)
+    except ConfigError as e:
+        raise CommandError(str(e)) from None
+    d = cfg["daemon"]
+    if args.socket:
+        pools, allocs, source = _from_socket(args.socket)
+    else:
+        pools, allocs, source = _from_checkpoint(Path(args.root_dir or d.root_dir))
+    try:
+        numa = _numa_cpus(args.sysfs_root or d.sysfs_root, d.procfs_root)
+    except OSError as e:
+        raise CommandError(f"cannot read the NUMA layout: {e}") from None
+    from agent.cpuset import CPUSet
+
+    # CPUs this machine does not have (a checkpoint copied from elsewhere) show as node -1
+    missing = CPUSet.union_all(a.cpus for a in allocs) - CPUSet.union_all(numa.values())
+    if missing:
+        numa[-1] = missing
+    summary = summarize(numa, pools, allocs, source)
+    print(json.dumps(summary, indent=2) if args.json else render_table(summary))
+    return 0
+
