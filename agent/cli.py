@@ -18,6 +18,7 @@ from agent import __version__
 COMMANDS: tuple[str, ...] = (
     "agent.commands.run",
     "agent.commands.topology",
+    "agent.commands.cpus",
     "agent.commands.devices",
     "agent.commands.resources",
     "agent.commands.doctor",
