@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,9 @@ ALLOCATE_SECONDS = Histogram("hwagent_deviceplugin_allocate_duration_seconds",
                              buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25))
 DEVICES = Gauge("hwagent_deviceplugin_devices", "Devices a plugin offers, by resource and health",
                 ["resource", "health"])
+
+#: sizeof(sockaddr_un.sun_path) - 1 on Linux
+_SUN_PATH_MAX = 107
 
 _CODES = {"invalid": grpc.StatusCode.INVALID_ARGUMENT, "not_found": grpc.StatusCode.NOT_FOUND,
           "precondition": grpc.StatusCode.FAILED_PRECONDITION}
@@ -98,6 +102,9 @@ class DevicePluginServer(pb_grpc.DevicePluginServicer):
         return True
 
     async def start(self) -> None:
+        if len(os.fsencode(self.socket_path)) > _SUN_PATH_MAX:
+            raise ValueError(f"socket path {self.socket_path} is longer than the {_SUN_PATH_MAX} bytes a unix "
+                             "socket address can hold; use a shorter plugin_dir")
         self.socket_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.socket_path.unlink()  # stale socket from a previous run

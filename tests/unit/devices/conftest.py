@@ -25,9 +25,13 @@ def hwloc_root(tmp_path_factory):
                 pytest.skip(f"hwloc snapshot {name} not present in {HWLOC_DIR}")
             with tarfile.open(archive) as tf:
                 top = tf.getnames()[0].split("/")[0]
+                # as root, tarfile would chown every file to the snapshot's users
+                # (a name lookup each: seconds on this machine); ownership is irrelevant here
+                tf.chown = lambda *a, **k: None  # type: ignore[method-assign]
+                members = [m for m in tf.getmembers() if "/proc/" not in m.name and "/sys/firmware/" not in m.name]
                 # extraction filters arrived in 3.11.4; Debian 12 ships 3.11.2
                 kw = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
-                tf.extractall(base / name, **kw)
+                tf.extractall(base / name, members=members, **kw)
             done[name] = base / name / top
         return done[name]
 

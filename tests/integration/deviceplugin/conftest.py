@@ -1,0 +1,1 @@
+from tests.unit.devices.conftest import hwloc_root  # noqa: F401  (shared snapshot fixture)
