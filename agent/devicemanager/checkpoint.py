@@ -39,7 +39,9 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,13 +88,26 @@ def _entry(a: Allocation) -> dict:
     }
 
 
-def _canonical(data: dict) -> str:
+def _canonical(data) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+#: canonical JSON of each committed allocation; allocations are immutable, so a
+#: node with thousands of them re-encodes only what changed on every write
+_ENTRY_JSON: weakref.WeakKeyDictionary[Allocation, str] = weakref.WeakKeyDictionary()
+
+
+def _entry_json(a: Allocation) -> str:
+    text = _ENTRY_JSON.get(a)
+    if text is None:
+        text = _ENTRY_JSON[a] = _canonical(_entry(a))
+    return text
+
+
 def encode(cp: CheckpointData) -> bytes:
+    entries = "[" + ",".join(_entry_json(a) for a in cp.allocations if a.committed) + "]"
     data = {
-        "PodDeviceEntries": [_entry(a) for a in cp.allocations if a.committed],
+        "PodDeviceEntries": None,  # spliced in below, already canonical
         "RegisteredDevices": {r: sorted(ids) for r, ids in sorted(cp.registered.items())},
         "Devices": {
             r: [[d.id, HEALTHY if d.healthy else UNHEALTHY, list(d.numa)] for d in devs]
@@ -104,7 +119,7 @@ def encode(cp: CheckpointData) -> bytes:
         ],
         "Deleted": sorted(cp.deleted),
     }
-    body = _canonical(data)
+    body = _canonical(data).replace('"PodDeviceEntries":null', '"PodDeviceEntries":' + entries, 1)
     checksum = "sha256:" + hashlib.sha256(body.encode()).hexdigest()
     return ('{"Version":%d,"Checksum":%s,"Data":%s}\n' % (FORMAT_VERSION, json.dumps(checksum), body)).encode()
 
@@ -151,7 +166,24 @@ def _decode_entry(e: dict) -> Allocation:
     )
 
 
-def decode(raw: bytes) -> CheckpointData:
+_WRITTEN_LAYOUT = re.compile(rb'\A\{"Version":(\d+),"Checksum":"(sha256:[0-9a-f]{64})","Data":')
+
+
+def _verified_data(raw: bytes) -> dict:
+    """Data, once its checksum holds. Fast path for files laid out as encode()
+    writes them: hash the Data bytes as they are, parse once. Anything else
+    (re-indented by hand, keys reordered) is parsed and re-canonicalised."""
+    head = _WRITTEN_LAYOUT.match(raw)
+    if head and raw.endswith(b"}\n") and int(head.group(1)) == FORMAT_VERSION:
+        body = raw[head.end():-2]
+        expected = head.group(2).decode()
+        if "sha256:" + hashlib.sha256(body).hexdigest() == expected:
+            try:
+                data = json.loads(body)
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise CheckpointCorrupt(f"not JSON: {e}") from None
+            if isinstance(data, dict):
+                return data
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -164,6 +196,11 @@ def decode(raw: bytes) -> CheckpointData:
     actual = "sha256:" + hashlib.sha256(_canonical(data).encode()).hexdigest()
     if actual != expected:
         raise CheckpointCorrupt(f"checksum mismatch (file {expected}, content {actual})")
+    return data
+
+
+def decode(raw: bytes) -> CheckpointData:
+    data = _verified_data(raw)
     try:
         allocations = tuple(_decode_entry(e) for e in _req(data, "PodDeviceEntries", list))
         registered = {

@@ -176,6 +176,18 @@ class DeviceManager:
         if socket in self._endpoints.get(resource, {}):  # lost a race with a twin registration
             await ep.close()
             raise AlreadyConnected(resource, socket)
+        self.attach(ep)
+        return ep
+
+    def attach(self, ep: Endpoint) -> None:
+        """Adopt a connected endpoint and start consuming its device stream.
+
+        register() uses it after dialling; a benchmark can pass an in-process
+        endpoint (same interface, no socket) to measure the host alone.
+        """
+        resource, socket = ep.resource, ep.socket
+        if socket in self._endpoints.get(resource, {}):
+            raise AlreadyConnected(resource, socket)
         eps = self._endpoints.setdefault(resource, {})
         eps[socket] = ep  # insertion order: the last connected is the primary
         self._stopped.pop(resource, None)
@@ -188,7 +200,6 @@ class DeviceManager:
         )
         self._refresh_metrics(resource)
         self._schedule_checkpoint()
-        return ep
 
     async def deregister(self, resource: str, socket: str) -> None:
         """Drop one endpoint (plugin-watcher socket removed); unknown pairs are a no-op."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
@@ -45,7 +46,8 @@ class Device:
 
 @dataclass(frozen=True)
 class ResourceDevices:
-    """The last full ListAndWatch snapshot of one resource."""
+    """The last full ListAndWatch snapshot of one resource (immutable, so the
+    derived sets are computed once per snapshot)."""
 
     devices: Mapping[str, Device] = field(default_factory=dict)
 
@@ -54,11 +56,11 @@ class ResourceDevices:
         # a duplicated ID keeps its last entry (the kubelet would count it twice)
         return cls({d.id: d for d in devices})
 
-    @property
+    @cached_property
     def healthy(self) -> frozenset[str]:
         return frozenset(i for i, d in self.devices.items() if d.healthy)
 
-    @property
+    @cached_property
     def unhealthy(self) -> frozenset[str]:
         return frozenset(i for i, d in self.devices.items() if not d.healthy)
 
@@ -66,14 +68,14 @@ class ResourceDevices:
     def capacity(self) -> int:
         return len(self.devices)
 
-    @property
+    @cached_property
     def allocatable(self) -> int:
         return sum(1 for d in self.devices.values() if d.healthy)
 
     def all_unhealthy(self) -> ResourceDevices:
         return ResourceDevices({i: Device(i, False, d.numa) for i, d in self.devices.items()})
 
-    @property
+    @cached_property
     def has_topology(self) -> bool:
         return any(d.numa for d in self.devices.values())
 

@@ -120,3 +120,20 @@ def test_writer_coalesces_and_reports_failures(tmp_path):
         assert bad.failures == 1
 
     asyncio.run(main())
+
+
+def test_encoding_is_canonical_json_of_data():
+    """The spliced, cached entry encoding equals one canonical dump of Data,
+    so a re-indented file still verifies (slow path) and the fast path agrees."""
+    import hashlib
+
+    raw = encode(_data())
+    doc = json.loads(raw)
+    body = json.dumps(doc["Data"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert doc["Checksum"] == "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+    pretty = json.dumps(doc, indent=2).encode()  # another layout, same content
+    assert decode(pretty) == decode(raw) == _data()
+    tampered = json.loads(raw)
+    tampered["Data"]["Deleted"] = ["example.com/other"]
+    with pytest.raises(CheckpointCorrupt, match="checksum"):
+        decode(json.dumps(tampered).encode())
