@@ -55,11 +55,14 @@ def options_from_config(cfg: CPUConfig) -> PolicyOptions:
 
 
 def socket_path_for(ctx: DaemonContext, cfg: CPUConfig) -> Path:
-    """kubelet mode: the kubelet's plugin-watcher dir; standalone: our own root."""
+    """kubelet mode: the kubelet's plugin-watcher dir, where the kubelet finds
+    and registers it. Standalone: ``<root>/cpu/`` — the policy is called
+    in-process there, and hwagent's own plugin watcher (device plugins only)
+    has no business with it; local clients and tests use the socket directly."""
     if ctx.mode == "kubelet":
         kubelet_root = Path(ctx.config["daemon"].kubelet_root_dir)
         return kubelet_root / "plugins_registry" / cfg.socket_name
-    return ctx.path("plugins_registry", cfg.socket_name)
+    return ctx.path("cpu", cfg.socket_name)
 
 
 class CPUPolicyService:
@@ -177,8 +180,8 @@ class CPUPolicyComponent:
     def healthy(self) -> bool:
         if self._server is None or self.socket_path is None or not self.socket_path.is_socket():
             return False
-        if self._reg is not None and self._reg.registered is False:
-            return False
+        if self._ctx is not None and self._ctx.mode == "kubelet" and self._reg is not None and self._reg.registered is False:
+            return False  # the kubelet refused us: nothing will call the policy
         return self._loop_errors == 0
 
     # -- enforcement ----------------------------------------------------------------

@@ -61,7 +61,7 @@ def test_end_to_end(tmp_path):
     async def body(comp, ctx, stub, reg):
         info = await reg.GetInfo(reg_pb.InfoRequest())
         assert (info.type, info.name, list(info.supported_versions)) == ("ResourcePlugin", "cpu", ["v1alpha1"])
-        assert comp.socket_path == tmp_path / "root" / "plugins_registry" / "qrm_cpu_plugin_dynamic.sock"
+        assert comp.socket_path == tmp_path / "root" / "cpu" / "qrm_cpu_plugin_dynamic.sock"
         opts = await stub.GetResourcePluginOptions(pb.Empty())
         assert (opts.pre_start_required, opts.with_topology_alignment, opts.need_reconcile) == (False, True, True)
 
