@@ -229,3 +229,51 @@ def test_component_cleans_only_stale_sockets(sockdir):
             await comp.stop()
 
     run(main())
+
+
+def test_pod_resources_joins_cpu_ids_from_the_cpu_policy(sockdir):
+    """CPU ids come from the ``cpu_policy`` service's records when it runs."""
+    from dataclasses import dataclass
+
+    from agent.cpuset import CPUSet
+    from agent.podresources.server import PodResourcesServicer
+
+    @dataclass
+    class Rec:
+        pod_uid: str
+        pod_namespace: str
+        pod_name: str
+        container_name: str
+        cpuset: CPUSet
+
+    class CPUPolicy:
+        def allocations(self):
+            return [Rec("uid-1", "ns", "web", "main", CPUSet.parse("2-3,8")),
+                    Rec("uid-9", "ns", "cpu-only", "c", CPUSet.parse("5"))]
+
+    async def main():
+        async with host(sockdir) as h:
+            p = FakePlugin(h.sock("p.sock"), [dev("a")])
+            await p.start()
+            try:
+                await p.register(h.socket, RES)
+                await until(lambda: h.cap() == (1, 1))
+                await h.manager.allocate(ContainerRequest("uid-1", "main", {RES: 1}, pod_namespace="ns", pod_name="web"))
+                services = {"devicemanager": h.manager, "cpu_policy": CPUPolicy()}
+                server = grpc.aio.server()
+                pr_grpc.add_PodResourcesListerServicer_to_server(PodResourcesServicer(lambda: services), server)
+                server.add_insecure_port(f"unix:{sockdir / 'pr.sock'}")
+                await server.start()
+                try:
+                    async with grpc.aio.insecure_channel(f"unix://{sockdir / 'pr.sock'}") as ch:
+                        listed = await pr_grpc.PodResourcesListerStub(ch).List(pr.ListPodResourcesRequest())
+                finally:
+                    await server.stop(None)
+                pods = {x.name: x for x in listed.pod_resources}
+                web = pods["web"].containers[0]
+                assert list(web.cpu_ids) == [2, 3, 8] and [d.device_ids[0] for d in web.devices] == ["a"]
+                assert list(pods["cpu-only"].containers[0].cpu_ids) == [5]
+            finally:
+                await p.stop()
+
+    run(main())
