@@ -54,7 +54,6 @@ COMPONENTS: tuple[str, ...] = (
     # first: the host removes stale sockets in device-plugins/ before any built-in plugin binds there
     "agent.devicemanager.component:factory",
     "agent.deviceplugin.component:factory",
-    "agent.cpu.component:create",
     "agent.pressure.component:factory",
 )
 
@@ -168,6 +167,10 @@ class PidFile:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
 
     def release(self) -> None:
         if self._fd is None:
@@ -338,7 +341,8 @@ class Daemon:
                 await asyncio.gather(watchdog, return_exceptions=True)
             if ctx is not None:
                 _remove_paths(ctx.exit_paths)
-            _report_leftovers(root, sockets_before)
+            if pidfile.held:  # otherwise the sockets under root belong to the daemon that holds it
+                _report_leftovers(root, sockets_before)
             pidfile.release()
             for sig in handled:
                 loop.remove_signal_handler(sig)

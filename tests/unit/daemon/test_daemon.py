@@ -231,7 +231,7 @@ def test_topology_failure_is_one_clear_error(tmp_path, caplog):
 
 
 def test_second_daemon_on_the_same_root_is_refused(tmp_path, caplog):
-    first = make_daemon(tmp_path, ())
+    first = make_daemon(tmp_path, (f"{M}:alpha",))
 
     def second(_):
         other = make_daemon(tmp_path, (f"{M}:alpha",))
@@ -243,7 +243,9 @@ def test_second_daemon_on_the_same_root_is_refused(tmp_path, caplog):
     assert logged(
         caplog, "cannot start", error=f"another hwagent (pid {os.getpid()}) is running with root dir {tmp_path / 'root'}"
     )
-    assert fc.EVENTS == []
+    assert fc.EVENTS == [("start", "alpha"), ("stop", "alpha")]  # the second one started nothing
+    # the second daemon leaves the first one's socket alone and does not call it a leftover
+    assert not logged(caplog, "socket left under root dir after stop", path="alpha.sock")
 
 
 def test_metrics_port_in_use(tmp_path, caplog):
