@@ -54,6 +54,7 @@ COMPONENTS: tuple[str, ...] = (
     # first: the host removes stale sockets in device-plugins/ before any built-in plugin binds there
     "agent.devicemanager.component:factory",
     "agent.deviceplugin.component:factory",
+    "agent.cpu.component:create",
     "agent.pressure.component:factory",
 )
 
