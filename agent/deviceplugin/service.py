@@ -15,8 +15,9 @@ from pathlib import Path
 
 from agent.devices.config import DevicesConfig, ResourceRule
 from agent.devices.hotplug import HotplugMonitor, UEvent
-from agent.devices.model import Inventory
+from agent.devices.model import Device, Inventory
 from agent.devices.rules import Assignment, assign, effective_rules
+from agent.devices.sysfs import PCI_ADDRESS, read_device
 from agent.devices.udev import discover
 from agent.deviceplugin.health import HealthBoard
 from agent.deviceplugin.registration import Registrar
@@ -47,6 +48,8 @@ class DevicePluginService:
         self.registrars: dict[str, Registrar] = {}
         self.board = HealthBoard(self._resolve, self._board_changed)
         self.refreshes = 0
+        #: whether the last uevent batch was applied by re-reading only the devices it named
+        self.incremental = False
         self._monitor: HotplugMonitor | None = None
         self._pending: set[asyncio.Task[None]] = set()
         self._started = False
@@ -126,8 +129,10 @@ class DevicePluginService:
     # -- inventory ---------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Re-read sysfs and bring every plugin's snapshot up to date."""
-        inv = discover(self.sysfs_root, self.cfg.dev_root)
+        """Re-read all of sysfs and bring every plugin's snapshot up to date."""
+        self._apply(discover(self.sysfs_root, self.cfg.dev_root))
+
+    def _apply(self, inv: Inventory) -> None:
         new = assign(inv, self.rules.values(), self.assignment.owner_map())
         for dev_id, rs in new.conflicts.items():
             if dev_id not in self.assignment.conflicts:
@@ -145,8 +150,36 @@ class DevicePluginService:
                 t.add_done_callback(self._pending.discard)
         self._push()
 
+    def _changes_for(self, events: list[UEvent]) -> dict[str, Device | None] | None:
+        """Devices to re-read for these events, or None when only a full read is safe.
+
+        A block/net device also changes its PCI parent's children, and a
+        drm/vfio/nvme node changes its PCI function's nodes, so the parent
+        function is re-read with it."""
+        changes: dict[str, Device | None] = {}
+        for ev in events:
+            if ev.subsystem in ("pci", "block", "net"):
+                dev = read_device(self.sysfs_root, ev.subsystem, ev.name, self.cfg.dev_root)
+                if dev is None and ev.subsystem == "block" and ev.name not in self.inventory:
+                    continue  # a partition
+                if dev is not None or ev.action == "remove":
+                    changes[ev.name] = dev
+                elif ev.name in self.inventory:
+                    return None  # says it exists, sysfs disagrees: re-read everything
+            parent = next((p for p in reversed(ev.devpath.split("/")[:-1]) if PCI_ADDRESS.match(p)), None)
+            if parent is not None and parent not in changes:
+                changes[parent] = read_device(self.sysfs_root, "pci", parent, self.cfg.dev_root)
+            elif ev.subsystem not in ("pci", "block", "net") and parent is None:
+                return None
+        return changes
+
     def _on_uevents(self, events: list[UEvent]) -> None:
-        self.refresh()
+        changes = self._changes_for(events)
+        self.incremental = changes is not None
+        if changes is None:
+            self.refresh()
+        elif changes:
+            self._apply(self.inventory.with_changes(changes))
 
     # -- health board glue ---------------------------------------------------------
 

@@ -88,9 +88,9 @@ class Device:
 
 @dataclass(frozen=True)
 class Inventory:
-    """All devices by id (ids are unique across kinds: addresses contain ':'
-    and kernel names never do... except disk names never collide with
-    interface names on a sane system; a collision keeps the first, see reader)."""
+    """All devices by id. PCI addresses contain ':' so never collide with
+    kernel names; a disk and an interface of the same name would (the reader
+    keeps the first and records a warning)."""
 
     devices: Mapping[str, Device] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
@@ -112,6 +112,19 @@ class Inventory:
 
     def of_kind(self, kind: str) -> tuple[Device, ...]:
         return tuple(d for d in self.devices.values() if d.kind == kind)
+
+    def with_changes(self, changes: Mapping[str, Device | None]) -> Inventory:
+        """A copy with devices replaced, added (Device) or removed (None), as a
+        hotplug event needs; order stays that of a fresh read (pci, block, net)."""
+        devs = dict(self.devices)
+        for dev_id, dev in changes.items():
+            if dev is None:
+                devs.pop(dev_id, None)
+            else:
+                devs[dev_id] = dev
+        order = {k: i for i, k in enumerate(KINDS)}
+        ordered = sorted(devs.values(), key=lambda d: (order[d.kind], d.id))
+        return Inventory({d.id: d for d in ordered}, self.warnings)
 
     def lookup(self, kind: str, key: str) -> tuple[Device, ...]:
         """Devices a health report names: pci by address, net by interface

@@ -23,6 +23,7 @@ __all__ = [
     "read_pci_device",
     "read_block_device",
     "read_net_device",
+    "read_device",
     "pci_dirs",
     "block_dirs",
     "net_dirs",
@@ -327,6 +328,21 @@ def build_inventory(root: Path, pci: Iterable[Path], block: Iterable[Path], net:
     for w in warnings:
         log.warning("inventory_warning %s", w)
     return Inventory(devices, tuple(warnings))
+
+
+def read_device(sysfs_root: str | Path, subsystem: str, name: str, dev_root: str = "/dev") -> Device | None:
+    """One device by subsystem ("pci", "block", "net") and kernel name, as a
+    uevent names it; None when it is gone or is not a device here (a partition)."""
+    root = Path(sysfs_root)
+    link = {"pci": root / "bus/pci/devices", "block": root / "class/block", "net": root / "class/net"}[subsystem] / name
+    if not link.exists():
+        return None
+    real = _real(root, link)
+    if subsystem == "pci":
+        return read_pci_device(real, dev_root)
+    if subsystem == "block":
+        return None if (real / "partition").exists() else read_block_device(root, real, dev_root)
+    return read_net_device(root, real)
 
 
 def read_inventory(sysfs_root: str | Path = "/sys", dev_root: str = "/dev") -> Inventory:

@@ -65,10 +65,13 @@ def test_inventory_follows_add_remove_through_the_service(tmp_path):
             with net_link("hwthp2"):
                 await _until(lambda: "hwthp2" in svc.inventory)
                 assert svc.inventory.get("hwthp2").kind == "net"
+                # applied by re-reading only the named device, and equal to a full read
+                assert svc.incremental and svc.inventory.get("hwthp2") == read_inventory().get("hwthp2")
             await _until(lambda: "hwthp2" not in svc.inventory)
             with loop_device(245) as name:
                 await _until(lambda: name in svc.inventory)
                 assert svc.inventory.get(name).devt.startswith("7:")
+                assert svc.inventory.get(name) == read_inventory().get(name)
             await _until(lambda: name not in svc.inventory)
         finally:
             await svc.stop()

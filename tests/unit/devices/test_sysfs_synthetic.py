@@ -88,3 +88,17 @@ def test_missing_files_read_as_unknown(tmp_path):
 def test_vanished_symlink_target_is_skipped(tree):
     (tree.root / "devices/virtual/net/dummy0").rmdir()
     assert "dummy0" not in read_inventory(tree.root)
+
+
+def test_single_device_reads_match_a_full_read(tree):
+    """What hotplug re-reads for one uevent equals the same device in a full read."""
+    from agent.devices.sysfs import read_device
+
+    inv = read_inventory(tree.root)
+    for sub, name in (("pci", "0000:3b:00.2"), ("pci", "0000:5e:00.0"), ("block", "nvme0n1"), ("block", "loop3"),
+                      ("net", "dummy0")):
+        assert read_device(tree.root, sub, name) == inv.get(name)
+    assert read_device(tree.root, "block", "nvme0n1p1") is None  # partitions are not devices
+    assert read_device(tree.root, "net", "gone0") is None
+    patched = inv.with_changes({"dummy0": None, "loop3": read_device(tree.root, "block", "loop3")})
+    assert "dummy0" not in patched and list(patched.devices) == [i for i in inv.devices if i != "dummy0"]
