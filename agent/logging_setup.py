@@ -5,7 +5,8 @@ machines, so every record is one line of ``key=value`` pairs:
 
     ts=2026-11-30T07:42:37.123Z level=info logger=hwagent.daemon msg="component started" component=cpu
 
-Fields passed with ``extra={...}`` become extra pairs. Under journald (stderr is
+Fields passed with ``extra={...}`` become extra pairs, and so do the pairs of a
+message written in the project's ``"event key=%s"`` convention. Under journald (stderr is
 the stream named by ``$JOURNAL_STREAM``) the timestamp is dropped, since journald
 stamps each line itself, and each line starts with a ``<N>`` syslog priority so
 ``journalctl -p warning`` works.
@@ -13,13 +14,15 @@ stamps each line itself, and each line starts with a ``<N>`` syslog priority so
 
 from __future__ import annotations
 
+import ast
 import logging
 import os
+import re
 import sys
 import time
 from typing import IO, Any
 
-__all__ = ["LEVELS", "LogfmtFormatter", "logfmt_value", "setup_logging", "stream_is_journald"]
+__all__ = ["LEVELS", "LogfmtFormatter", "logfmt_value", "setup_logging", "split_event", "stream_is_journald"]
 
 #: the names accepted by --log-level and [daemon] log_level
 LEVELS: dict[str, int] = {
@@ -39,6 +42,44 @@ _SYSLOG_PRIORITY = (
 
 #: attributes every LogRecord has; anything else came from ``extra=``
 _RECORD_ATTRS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+
+#: fields every line has; a message field of the same name stays inside msg
+_FIXED_KEYS = frozenset({"ts", "level", "logger", "msg", "exc"})
+
+_EVENT = re.compile(r"[A-Za-z_][\w.:/-]*")
+_PAIR = re.compile(r"""\s+([A-Za-z_]\w*)=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s'"]\S*|)(?=\s|$)""")
+
+
+def split_event(message: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """Parse the project's ``event key=value ...`` message convention.
+
+    Values may be bare tokens or Python string reprs (``reason=%r``). Returns
+    None for anything else (free text, a trailing remark), which is then logged
+    whole as ``msg="..."``: nothing is ever dropped or reordered.
+    """
+    m = _EVENT.match(message)
+    if m is None:
+        return None
+    pairs: list[tuple[str, str]] = []
+    pos = m.end()
+    while pos < len(message):
+        p = _PAIR.match(message, pos)
+        if p is None:
+            return None
+        key, raw = p.group(1), p.group(2)
+        if raw[:1] in ("'", '"'):
+            try:
+                value = ast.literal_eval(raw)
+            except (ValueError, SyntaxError):
+                return None
+            if not isinstance(value, str):
+                return None
+        else:
+            value = raw
+        pairs.append((key, value))
+        pos = p.end()
+    return m.group(0), pairs
 
 
 def syslog_priority(levelno: int) -> int:
@@ -77,10 +118,18 @@ class LogfmtFormatter(logging.Formatter):
             parts.append(f"ts={time.strftime('%Y-%m-%dT%H:%M:%S', t)}.{ms:03d}Z")
         parts.append(f"level={record.levelname.lower()}")
         parts.append(f"logger={logfmt_value(record.name)}")
-        parts.append(f"msg={logfmt_value(record.getMessage())}")
-        for key, value in record.__dict__.items():
-            if key not in _RECORD_ATTRS and not key.startswith("_"):
-                parts.append(f"{key}={logfmt_value(value)}")
+        extras = [(k, v) for k, v in record.__dict__.items() if k not in _RECORD_ATTRS and not k.startswith("_")]
+        message = record.getMessage()
+        split = split_event(message)
+        taken = _FIXED_KEYS | {k for k, _ in extras}
+        if split is not None and not any(k in taken for k, _ in split[1]):
+            # "event key=value" messages become real fields instead of one quoted string
+            event, pairs = split
+            parts.append(f"msg={logfmt_value(event)}")
+            parts.extend(f"{k}={logfmt_value(v)}" for k, v in pairs)
+        else:
+            parts.append(f"msg={logfmt_value(message)}")
+        parts.extend(f"{k}={logfmt_value(v)}" for k, v in extras)
         if record.exc_info:
             parts.append(f"exc={logfmt_value(self.formatException(record.exc_info).rstrip())}")
         elif record.exc_text:

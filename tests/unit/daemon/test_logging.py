@@ -116,3 +116,47 @@ def test_setup_logging_replaces_its_own_handler():
     finally:
         logging.getLogger().removeHandler(b)
         logging.getLogger("hwagent").setLevel(logging.NOTSET)
+
+
+@pytest.mark.parametrize(
+    "message, expected",
+    [
+        ("started", ("started", [])),
+        ("probe name=runqlat mode=bpf", ("probe", [("name", "runqlat"), ("mode", "bpf")])),
+        # %r-formatted values (Python string reprs), escapes included
+        ("register_failed details='no such file' retry_in_s=0.20",
+         ("register_failed", [("details", "no such file"), ("retry_in_s", "0.20")])),
+        ("x reason=\"it's\" other='a\\'b'", ("x", [("reason", "it's"), ("other", "a'b")])),
+        ("empty value=", ("empty", [("value", "")])),
+        # free text anywhere: not the convention, logged whole
+        ("plugin_socket_gone resource=x (serving again)", None),
+        ("hwagent ready", None),
+        ("key=value", None),
+        ("bad quote='unterminated", None),
+        ("", None),
+    ],
+)
+def test_split_event(message, expected):
+    from agent.logging_setup import split_event
+
+    assert split_event(message) == expected
+
+
+def test_event_messages_become_fields():
+    record = logging.makeLogRecord({
+        "name": "hwagent.pressure", "levelno": logging.WARNING, "levelname": "WARNING",
+        "msg": "device_health kind=%s key=%s reason=%r", "args": ("block", "7:0", "1 errors in 60s"),
+    })
+    line = LogfmtFormatter().format(record)
+    kv = _parse_logfmt(line)
+    assert kv["msg"] == "device_health"
+    assert (kv["kind"], kv["key"], kv["reason"]) == ("block", "7:0", "1 errors in 60s")
+    assert line.endswith('msg=device_health kind=block key=7:0 reason="1 errors in 60s"')
+
+
+def test_event_pairs_never_shadow_fixed_or_extra_fields():
+    # a pair named like a fixed field, or like an extra, keeps the whole message in msg
+    for msg, extra in (("ev level=9", {}), ("ev component=a", {"component": "b"})):
+        line = LogfmtFormatter().format(_record(msg, **extra))
+        kv = _parse_logfmt(line)
+        assert kv["msg"] == msg and kv["level"] == "info"
