@@ -45,10 +45,27 @@ def _checksum(version: int, policy: str, data: Any) -> str:
     return "sha256:" + hashlib.sha256(body).hexdigest()
 
 
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def _data_json(state: PolicyState) -> str:
+    """Canonical JSON of ``state.to_json()``, assembled from per-entry cached
+    encodings (byte-identical to ``_canonical(state.to_json())``)."""
+    pods = ",".join(
+        _dumps(uid) + ":{" + ",".join(_dumps(c) + ":" + a.encoded() for c, a in sorted(pod.items())) + "}"
+        for uid, pod in sorted(state.entries.items())
+    )
+    pools = _dumps({k: str(v) for k, v in state.pools.items()})
+    return '{"pod_entries":{' + pods + '},"pools":' + pools + "}"
+
+
 def encode(state: PolicyState) -> bytes:
-    data = state.to_json()
-    doc = {"version": VERSION, "policy": POLICY, "data": data, "checksum": _checksum(VERSION, POLICY, data)}
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+    data = _data_json(state)
+    signed = '{"data":' + data + ',"policy":' + _dumps(POLICY) + ',"version":' + str(VERSION) + "}"
+    checksum = "sha256:" + hashlib.sha256(signed.encode()).hexdigest()
+    doc = '{"checksum":' + _dumps(checksum) + ',"data":' + data + ',"policy":' + _dumps(POLICY)
+    return (doc + ',"version":' + str(VERSION) + "}\n").encode()
 
 
 def decode(raw: bytes) -> PolicyState:

@@ -114,15 +114,15 @@ def init_pools(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOpti
 
 def _target_cpuset(a: AllocationInfo, pools: dict[str, CPUSet], ramp: CPUSet, all_cpus: CPUSet) -> AllocationInfo:
     if a.qos_level == SYSTEM:
-        return a if a.cpuset == all_cpus else replace(a, cpuset=all_cpus)
+        return a if a.cpuset == all_cpus else a.evolve(cpuset=all_cpus)
     if a.qos_level not in (SHARED, RECLAIMED) or a.is_sidecar:
         return a
     if a.ramp_up:
-        return a if (a.cpuset == ramp and a.owner_pool_name == "") else replace(a, cpuset=ramp, owner_pool_name="")
+        return a if (a.cpuset == ramp and a.owner_pool_name == "") else a.evolve(cpuset=ramp, owner_pool_name="")
     cpus = pools.get(a.owner_pool_name)
     if cpus is None or cpus == a.cpuset:
         return a
-    return replace(a, cpuset=cpus)
+    return a.evolve(cpuset=cpus)
 
 
 def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions) -> PolicyState:
@@ -172,8 +172,6 @@ def sync_sidecars(st: PolicyState) -> PolicyState:
                 if not changed:
                     entries = {k: dict(v) for k, v in st.entries.items()}
                     changed = True
-                entries[uid][s.container_name] = replace(
-                    s, cpuset=main.cpuset, owner_pool_name=main.owner_pool_name
-                )
+                entries[uid][s.container_name] = s.evolve(cpuset=main.cpuset, owner_pool_name=main.owner_pool_name)
     return replace(st, entries=entries) if changed else st
 

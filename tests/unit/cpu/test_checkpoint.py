@@ -85,3 +85,18 @@ def test_atomic_write_leaves_no_temp(tmp_path):
     store = CheckpointStore(tmp_path)
     store.save(_populated().state)
     assert [f.name for f in tmp_path.iterdir()] == ["cpu_plugin_state.json"]
+
+
+def test_incremental_encoding_matches_canonical():
+    from agent.cpu.checkpoint import _canonical, _checksum, _data_json
+
+    p = _populated()
+    st = p.state
+    assert _data_json(st).encode() == _canonical(st.to_json())
+    doc = json.loads(encode(st))
+    assert doc["checksum"] == _checksum(1, "dynamic", st.to_json())
+    # an evolved entry drops its cached encoding
+    a = st.get("d1", "c1")
+    a.encoded()
+    b = a.evolve(cgroup_path="/x")
+    assert '"/x"' in b.encoded() and '"/x"' not in a.encoded()

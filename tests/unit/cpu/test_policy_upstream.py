@@ -267,3 +267,21 @@ def test_calculator_topology_packing():
     assert take_by_topology(idx, C("1,3-15"), 3, align_l3=False) == C("1,8-9")
     took, rest = take_by_numa_balance(idx, C("1,3-15"), 10)
     assert took == C("1,3-6,9,11-14") and rest == C("7-8,10,15")
+
+
+def test_machine_state_from_pod_entries():
+    clock = Clock()
+    p = make_policy(clock)
+    p.allocate(req(uid="s1"))
+    p.allocate(req(uid="s2"))
+    clock.t += 31
+    p.resources_allocation()
+    p.allocate(req(uid="r1", qos="reclaimed_cores"))
+    ms = machine_state(p.idx, p.state, with_entries=True)
+    share, reclaim = p.state.pools["share"], p.state.pools["reclaim"]
+    for n, node in ms.items():
+        numa = CPUSet(p.idx.numa_cpus[n])
+        assert node.default_cpuset == numa and node.allocated_cpuset == CPUSet()
+        assert node.pod_entries.get(("s1", "c1"), CPUSet()) == share & numa
+        assert node.pod_entries.get(("r1", "c1"), CPUSet()) == reclaim & numa
+    assert ms[0].pod_entries[("s1", "c1")] == share & C("0-1,8-9")
