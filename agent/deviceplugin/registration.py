@@ -39,7 +39,7 @@ async def register_once(reg_socket: str | Path, plugin: DevicePluginServer, time
         stub = pb_grpc.RegistrationStub(ch)
         await stub.Register(
             pb.RegisterRequest(version=API_VERSION, endpoint=plugin.socket_path.name,
-                               resource_name=plugin.resource, options=plugin._options()),
+                               resource_name=plugin.resource, options=plugin.options()),
             timeout=timeout,
         )
 

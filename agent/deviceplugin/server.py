@@ -140,13 +140,13 @@ class DevicePluginServer(pb_grpc.DevicePluginServicer):
 
     # -- gRPC side --------------------------------------------------------------
 
-    def _options(self) -> pb.DevicePluginOptions:
+    def options(self) -> pb.DevicePluginOptions:
         return pb.DevicePluginOptions(pre_start_required=self.rule.pre_start_required,
                                       get_preferred_allocation_available=True)
 
     async def GetDevicePluginOptions(self, request: pb.Empty, context: grpc.aio.ServicerContext) -> pb.DevicePluginOptions:
         REQUESTS.labels(self.resource, "GetDevicePluginOptions", "OK").inc()
-        return self._options()
+        return self.options()
 
     def snapshot(self) -> pb.ListAndWatchResponse:
         out = []

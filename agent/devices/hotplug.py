@@ -20,10 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyudev
+from prometheus_client import Counter
 
 __all__ = ["UEvent", "HotplugMonitor", "SUBSYSTEMS", "default_source"]
 
 log = logging.getLogger("hwagent.devices")
+
+UEVENTS = Counter("hwagent_devices_uevents_total", "Kernel uevents received by the hotplug monitor",
+                  ["subsystem", "action"])
 
 #: subsystems whose events can change the inventory (drm/nvme/vfio children
 #: appear and go with their PCI function's bind/unbind)
@@ -83,6 +87,7 @@ class HotplugMonitor:
                                  dev.device_path, int(dev.sequence_number or 0)))
         if events:
             for ev in events:
+                UEVENTS.labels(ev.subsystem, ev.action).inc()
                 log.debug("uevent action=%s subsystem=%s name=%s seq=%d", ev.action, ev.subsystem, ev.name, ev.seqnum)
             try:
                 self._on_events(events)

@@ -73,6 +73,12 @@ def test_inventory_follows_add_remove_through_the_service(tmp_path):
                 assert svc.inventory.get(name).devt.startswith("7:")
                 assert svc.inventory.get(name) == read_inventory().get(name)
             await _until(lambda: name not in svc.inventory)
+            # a "change" written to a PCI function's uevent file re-reads that function
+            pci = next(d.id for d in svc.inventory.of_kind("pci"))
+            n = svc.refreshes
+            Path(f"/sys/bus/pci/devices/{pci}/uevent").write_text("change")
+            await _until(lambda: svc.refreshes > n)
+            assert svc.incremental and svc.inventory.get(pci) == read_inventory().get(pci)
         finally:
             await svc.stop()
 
