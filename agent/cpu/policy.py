@@ -29,7 +29,7 @@ from agent.cpu.qos import (
 )
 from agent.cpu.quantity import RESOURCE_RECLAIMED_MILLICPU, ceil_cpus, parse_request
 from agent.cpu.state import INIT, MAIN, SIDECAR, AllocationInfo, PolicyState, machine_state
-from agent.cpuset import CPUSet, CPUSetError
+from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 
 __all__ = ["PolicyOptions", "Request", "HintsResult", "AllocateResult", "DynamicPolicy", "Hint", "reserved_cpus"]
@@ -370,9 +370,3 @@ class DynamicPolicy:
     def assignments(self, cpus: CPUSet) -> dict[int, CPUSet]:
         return self.idx.assignments(cpus)
 
-
-def parse_hint_nodes(nodes: list[int]) -> CPUSet:
-    try:
-        return CPUSet(nodes)
-    except CPUSetError as e:
-        raise invalid("bad_hint", f"bad hint nodes: {e}") from None

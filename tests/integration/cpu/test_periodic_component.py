@@ -1,0 +1,106 @@
+"""The component's periodic passes driven by hand: residual cleanup against
+the active-pods source, ramp-up completion, cpu.idle on a fake v2 tree."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent.cpu.policy import Request
+from agent.cpu.qos import QOS_KEY
+from agent.topology.model import synthetic
+
+from .common import component, make_ctx
+
+TOPO = synthetic(sockets=1, numa_per_socket=2, cores_per_numa=2, threads_per_core=2)
+
+
+class Clock:
+    t = 5000.0
+
+    def __call__(self):
+        return self.t
+
+
+def v2(root):
+    be = root / "kubepods.slice" / "kubepods-besteffort.slice"
+    be.mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpuset cpu\n")
+    (be / "cpu.idle").write_text("0\n")
+    return root
+
+
+def test_residual_cleanup_and_ramp_up(tmp_path):
+    clock = Clock()
+    ctx = make_ctx(tmp_path / "root", TOPO, v2(tmp_path / "cg"), residual_cleanup_s=300, transition_period_s=30)
+    active = ctx.services["active_pods"]
+
+    async def main():
+        comp = component(ctx, clock)
+        await comp.start(ctx)
+        try:
+            svc = ctx.services["cpu_policy"]
+            for uid in ("keep", "drop"):
+                await svc.allocate(Request(pod_uid=uid, container_name="c", resource_requests={"cpu": 1}))
+            active.set({"keep"})
+            assert await comp.residual_once() == []
+            clock.t += 299
+            assert await comp.residual_once() == []
+            clock.t += 1
+            assert await comp.residual_once() == ["drop"]
+            assert [a.pod_uid for a in svc.allocations()] == ["keep"]
+            # ramp-up ends on the periodic pass (no kubelet polling in standalone)
+            assert svc.allocations()[0].ramp_up is True  # nothing has ended it yet
+            await comp.check_once()
+            a = svc.allocations()[0]
+            assert not a.ramp_up and a.owner_pool_name == "share"
+            # removal through the service other components use
+            svc.remove_pod("keep")
+            await comp.engine.persist.wait()
+            assert svc.allocations() == []
+        finally:
+            await comp.stop()
+        # persisted: a fresh start sees the removals
+        comp2 = component(ctx, clock)
+        await comp2.start(ctx)
+        try:
+            assert ctx.services["cpu_policy"].allocations() == []
+        finally:
+            await comp2.stop()
+
+    asyncio.run(main())
+
+
+def test_cpu_idle_sync_fake_v2(tmp_path):
+    root = v2(tmp_path / "cg")
+    ctx = make_ctx(tmp_path / "root", TOPO, root, sync_cpu_idle=True, cpu_idle=True)
+
+    async def main():
+        comp = component(ctx)
+        await comp.start(ctx)
+        try:
+            assert comp.reclaim_cgroup() == "/kubepods.slice/kubepods-besteffort.slice"
+            assert await comp.cpu_idle_once() is True
+            assert (root / "kubepods.slice/kubepods-besteffort.slice/cpu.idle").read_text() == "1"
+            assert await comp.cpu_idle_once() is False
+        finally:
+            await comp.stop()
+
+    asyncio.run(main())
+
+
+def test_reclaimed_pod_gets_reclaim_pool(tmp_path):
+    ctx = make_ctx(tmp_path / "root", TOPO, v2(tmp_path / "cg"))
+
+    async def main():
+        comp = component(ctx)
+        await comp.start(ctx)
+        try:
+            r = await ctx.services["cpu_policy"].allocate(
+                Request(pod_uid="r", container_name="c", resource_requests={"cpu": 1},
+                        annotations={QOS_KEY: "reclaimed_cores"})  # fmt: skip
+            )
+            assert r.allocation.cpuset == comp.engine.policy.state.pools["reclaim"]
+        finally:
+            await comp.stop()
+
+    asyncio.run(main())
