@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
-from agent.cgroups.paths import reclaim_root_candidates
+from agent.cgroups.paths import reclaim_root_candidates, self_cgroups
 from agent.component import DaemonContext
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
 from agent.cpu.config import CPUConfig
@@ -134,6 +134,8 @@ class CPUPolicyComponent:
                 self.enforce = Coalescer(self._enforce_work, "cpuset_enforce")
             except CgroupError as e:
                 log.warning("cgroup_enforcement_disabled reason=%r", str(e))
+            else:
+                self._log_own_cgroup(ctx)
         self.engine = CPUEngine(policy, store, on_enforce=self._kick_enforce)
         await loop.run_in_executor(None, store.save, policy.state)
         self.socket_path = socket_path_for(ctx, self.cfg)
@@ -154,6 +156,18 @@ class CPUPolicyComponent:
             len(policy.state.containers()),
             self.fs.layout.mode if self.fs else "off",
         )
+
+    def _log_own_cgroup(self, ctx: DaemonContext) -> None:
+        """hwagent's own cpuset cgroup: if it sits under kubepods, the policy may
+        narrow the CPUs hwagent itself runs on — worth a warning at start."""
+        try:
+            own = self_cgroups(ctx.config["daemon"].procfs_root)
+        except OSError:
+            return
+        path = own.get("cpuset") or own.get("", "/")
+        log.info("own_cgroup cpuset=%s", path)
+        if "kubepods" in path:
+            log.warning("own_cgroup_under_kubepods path=%s: hwagent's CPUs follow the policy's cpusets", path)
 
     async def stop(self) -> None:
         for t in self._tasks:

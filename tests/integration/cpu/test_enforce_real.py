@@ -9,11 +9,13 @@ layout lives inside it and nothing outside is touched."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 
+from agent.cpu.hints import Hint
 from agent.cpu.metrics import DRIFT_FOUND, DRIFT_REPAIRED
 from agent.cpu.policy import Request
 from agent.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_KEY
@@ -59,7 +61,7 @@ def test_enforce_detect_and_repair_drift(v1_sandbox, tmp_path):  # noqa: F811
                         QOS_KEY: "dedicated_cores",
                         MEMORY_ENHANCEMENT_KEY: '{"numa_binding":"true","numa_exclusive":"false"}',
                     },
-                    hint=__import__("agent.cpu.hints", fromlist=["Hint"]).Hint((0,), True),
+                    hint=Hint((0,), True),
                 )
             )
             want = set(r.allocation.cpuset)
@@ -76,7 +78,7 @@ def test_enforce_detect_and_repair_drift(v1_sandbox, tmp_path):  # noqa: F811
             assert affinity(proc.pid) == want
             assert DRIFT_FOUND._value.get() == found0 + 1 and DRIFT_REPAIRED._value.get() == rep0 + 1
             # repair off: found, reported, left alone
-            comp.cfg = __import__("dataclasses").replace(comp.cfg, repair_drift=False)
+            comp.cfg = dataclasses.replace(comp.cfg, repair_drift=False)
             Path(f"/sys/fs/cgroup/cpuset/{name}{cont}/cpuset.cpus").write_text("0-1")
             rep = await comp.check_once()
             assert len(rep.drift) == 1 and rep.repaired == [] and affinity(proc.pid) == {0, 1}

@@ -6,7 +6,6 @@ import pytest
 
 from agent.cpu.calculator import TopoIndex, take_by_numa_balance, take_by_topology, take_ht_by_numa_balance
 from agent.cpu.errors import PolicyError
-from agent.cpu.policy import DynamicPolicy, PolicyOptions
 from agent.cpu.qos import QOS_KEY
 from agent.cpu.state import machine_state
 from agent.cpuset import CPUSet
