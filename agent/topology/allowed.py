@@ -30,7 +30,7 @@ _CGROUP_FILES: dict[str, tuple[tuple[str, str], ...]] = {
 
 def read_allowed(procfs_root: str, fs_root: str, notes: Notes) -> tuple[CPUSet | None, CPUSet | None]:
     """(allowed cpus, allowed memory nodes); None where it cannot be known."""
-    status = notes.text(os.path.join(procfs_root, "self", "status"))
+    status = notes.text(os.path.join(procfs_root, "self", "status"), stream=True)
     if status is not None:
         cpus = mems = None
         for line in status.splitlines():
@@ -53,8 +53,8 @@ def _parse(value: str, what: str, notes: Notes) -> CPUSet | None:
 
 
 def _from_cgroup_fs(procfs_root: str, fs_root: str, notes: Notes) -> tuple[CPUSet | None, CPUSet | None]:
-    cg = notes.text(os.path.join(procfs_root, "self", "cpuset"))
-    mounts = notes.text(os.path.join(procfs_root, "mounts"))
+    cg = notes.text(os.path.join(procfs_root, "self", "cpuset"), stream=True)
+    mounts = notes.text(os.path.join(procfs_root, "mounts"), stream=True)
     if cg is None or mounts is None:
         return None, None
     cg_path = cg.strip().lstrip("/")

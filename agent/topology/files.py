@@ -10,39 +10,46 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections import defaultdict
+from collections.abc import Iterable
 
 from agent.cpuset import CPUSet, CPUSetError
 
-__all__ = ["Notes", "listdir_ids", "parse_size", "read_text"]
+__all__ = ["Notes", "listdir_ids", "mask_to_cpuset", "parse_size", "read_text"]
 
 log = logging.getLogger("hwagent.topology")
 
 
-def read_text(path: str) -> str | None:
+_CHUNK = 1 << 16
+
+
+def read_text(path: str, *, stream: bool = False) -> str | None:
     """The file's text, or None when it does not exist (or is not a file).
 
     Raw ``os.open``/``os.read``: sysfs files are tiny and there are thousands
     of them on a big machine, and the buffered text-file machinery costs
-    several times the system calls themselves.
+    several times the system calls themselves. ``stream=True`` reads to EOF
+    whatever the read sizes (procfs seq_files may come back in pieces).
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except IsADirectoryError:
-                return None
-            if not chunk:
-                break
-            chunks.append(chunk)
+        # sysfs hands a whole attribute (at most a page) to the first read;
+        # a short read therefore means the end, saving a second system call
+        data = os.read(fd, _CHUNK)
+        if stream or len(data) == _CHUNK:
+            chunks = [data]
+            while chunk := os.read(fd, _CHUNK):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+    except IsADirectoryError:
+        return None
     finally:
         os.close(fd)
-    return b"".join(chunks).decode("ascii", errors="replace")
+    return data.decode("ascii", errors="replace")
 
 
 class Notes:
@@ -73,10 +80,10 @@ class Notes:
         return tuple(self.lines)
 
     # -- typed reads ----------------------------------------------------------
-    def text(self, path: str) -> str | None:
-        """File text; trailing NULs (left by some snapshot tools and old kernels) dropped."""
+    def text(self, path: str, *, stream: bool = False) -> str | None:
+        """File text; NULs (left by some snapshot tools and old kernels) dropped."""
         try:
-            raw = read_text(path)
+            raw = read_text(path, stream=stream)
             return raw.replace("\x00", "") if raw is not None else None
         except OSError as e:
             self.warn(f"cannot read {path}: {e.strerror or e}")
@@ -99,21 +106,49 @@ class Notes:
         inconsistent (seen in hand-edited snapshots where list and mask
         disagree), so the other format is tried before giving up.
         """
-        candidates = ((list_path, CPUSet.parse), (mask_path, CPUSet.from_mask))
-        for path, parse in candidates:
-            if path is None:
-                continue
+        candidates = [(list_path, False)] + ([(mask_path, True)] if mask_path else [])
+        return self.first_cpuset(candidates, containing=containing)
+
+    def first_cpuset(self, candidates: Iterable[tuple[str, bool]], *, containing: int | None = None) -> CPUSet | None:
+        """The first usable set among (path, is_mask) candidates."""
+        for path, is_mask in candidates:
             raw = self.text(path)
             if raw is None:
                 continue
             try:
-                value = parse(raw)
+                value = mask_to_cpuset(raw) if is_mask else CPUSet.parse(raw)
             except CPUSetError as e:
                 self.warn(f"{path}: {e}")
                 continue
             if containing is None or containing in value:
                 return value
         return None
+
+
+_MASK = re.compile(r"[0-9a-fA-F]{1,8}(?:,[0-9a-fA-F]{1,8})*")
+
+
+def mask_to_cpuset(text: str) -> CPUSet:
+    """Same result as ``CPUSet.from_mask``, visiting only the set bits.
+
+    A 256-CPU machine has hundreds of 8-word masks to read; walking all their
+    bits one by one was the reader's largest cost. Errors go through
+    ``CPUSet.from_mask`` so the message is the same.
+    """
+    body = text.strip()
+    if not body:
+        return CPUSet()
+    if _MASK.fullmatch(body) is None:
+        return CPUSet.from_mask(body)  # raises with the canonical message
+    value = 0
+    for word in body.split(","):
+        value = (value << 32) | int(word, 16)
+    ids = []
+    while value:
+        low = value & -value
+        ids.append(low.bit_length() - 1)
+        value ^= low
+    return CPUSet(ids)
 
 
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}

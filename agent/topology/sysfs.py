@@ -135,7 +135,7 @@ class _CpuinfoLazy:
 
     def _all(self) -> dict[int, CpuinfoIds]:
         if self._ids is None:
-            text = self._notes.text(self._path)
+            text = self._notes.text(self._path, stream=True)
             self._ids = parse_cpuinfo(text) if text else {}
         return self._ids
 
@@ -239,14 +239,14 @@ def _shared_set(
     found = known.get(cpu)
     if found is not None:
         return found
-    ordered = sorted(files, key=lambda pair: pair[0] not in names and pair[1] not in names)
-    for list_name, mask_name in ordered:
-        found = notes.cpuset(f"{topo}/{list_name}", f"{topo}/{mask_name}", containing=cpu)
-        if found is not None:
-            for other in found:
-                known.setdefault(other, found)
-            return found
-    return None
+    # files the first CPU has come first; the others only if those fail
+    candidates = [(name, is_mask) for pair in files for is_mask, name in enumerate(pair)]
+    candidates.sort(key=lambda c: c[0] not in names)
+    found = notes.first_cpuset(((f"{topo}/{n}", bool(m)) for n, m in candidates), containing=cpu)
+    if found is not None:
+        for other in found:
+            known.setdefault(other, found)
+    return found
 
 
 def _resolve_packages(raw: list[tuple[CPU, CPUSet | None]], notes: Notes) -> tuple[CPU, ...]:
@@ -322,7 +322,7 @@ def _read_numa(
     ids = listdir_ids(node_dir, "node")
     if not ids:
         # s390, 32-bit kernels without CONFIG_NUMA, small arm boards.
-        memtotal = notes.text(os.path.join(procfs_root, "meminfo"))
+        memtotal = notes.text(os.path.join(procfs_root, "meminfo"), stream=True)
         m = _MEMTOTAL.search(memtotal or "")
         notes.warn(f"no NUMA information under {node_dir}; assuming one node 0 with all cpus")
         node = NUMANode(0, cpus, int(m.group(1)) * 1024 if m else None, {0: 10})

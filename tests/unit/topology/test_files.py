@@ -1,0 +1,77 @@
+"""The small parsers under the reader: masks, cache sizes, /proc/cpuinfo, file reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.cpuset import CPUSet, CPUSetError
+from agent.topology.cpuinfo import CpuinfoIds, parse_cpuinfo
+from agent.topology.files import Notes, mask_to_cpuset, parse_size, read_text
+
+
+@given(st.sets(st.integers(min_value=0, max_value=1023), max_size=64), st.integers(min_value=0, max_value=4))
+def test_mask_parse_agrees_with_cpuset_from_mask(ids: set[int], pad_words: int) -> None:
+    mask = CPUSet(ids).to_mask()
+    padded = ",".join(["00000000"] * pad_words + [mask]) + "\n"
+    assert mask_to_cpuset(padded) == CPUSet.from_mask(padded) == CPUSet(ids)
+
+
+@pytest.mark.parametrize("bad", ["xyz", "ff,,ff", "123456789", "ff,"])
+def test_bad_masks_raise_the_cpuset_error(bad: str) -> None:
+    with pytest.raises(CPUSetError):
+        mask_to_cpuset(bad)
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("32K\n", 32 << 10), ("30720K", 30720 << 10), ("8M", 8 << 20), ("1G", 1 << 30), ("512", 512), ("", None), ("big", None)],
+)
+def test_parse_size(text: str, size: int | None) -> None:
+    assert parse_size(text) == size
+
+
+def test_parse_cpuinfo_x86_and_arm_blocks() -> None:
+    text = (
+        "processor\t: 0\nphysical id\t: 1\ncore id\t\t: 3\n\n"
+        "processor\t: 1\nmodel name\t: x\n\n"  # arm style: no ids
+        "garbage without colon\n\n"
+        "processor\t: 2\nphysical id\t: x\n"
+    )
+    assert parse_cpuinfo(text) == {
+        0: CpuinfoIds(1, 3),
+        1: CpuinfoIds(None, None),
+        2: CpuinfoIds(None, None),
+    }
+
+
+def test_read_text_missing_and_directory(tmp_path: Path) -> None:
+    assert read_text(str(tmp_path / "none")) is None
+    assert read_text(str(tmp_path / "none" / "deeper")) is None
+    assert read_text(str(tmp_path)) is None
+
+
+def test_read_text_long_files_are_read_whole(tmp_path: Path) -> None:
+    big = "x" * 200_000
+    (tmp_path / "f").write_text(big)
+    assert read_text(str(tmp_path / "f")) == big
+    assert read_text(str(tmp_path / "f"), stream=True) == big
+
+
+def test_unreadable_file_is_a_warning_not_a_crash(tmp_path: Path) -> None:
+    notes = Notes()
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")  # ELOOP on open
+    assert notes.text(str(tmp_path / "loop")) is None
+    assert notes.lines and "cannot read" in notes.lines[0]
+
+
+def test_per_cpu_notes_are_aggregated() -> None:
+    notes = Notes()
+    for c in (3, 1, 2, 7):
+        notes.cpu(c, "odd")
+    notes.warn("plain")
+    notes.warn("plain")
+    assert notes.finish() == ("plain", "cpus 1-3,7: odd")
