@@ -12,6 +12,7 @@ The Allocate RPC runs outside the lock; a failure rolls the reservation back.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -423,13 +424,14 @@ class DeviceManager:
                     ) from None
                 finally:
                     m.ALLOC_DURATION.labels(resource_name=a.resource).observe(time.perf_counter() - t0)
-                done.append(Allocation(**{**a.__dict__, "response": resp.SerializeToString()}))
+                done.append(dataclasses.replace(a, response=resp.SerializeToString()))
         except BaseException as e:
             for a in reserved:
                 if self._allocs.get(a.key) is a:
                     self._drop(a.key)
                 self._refresh_metrics(a.resource)
-                m.ALLOCATIONS.labels(resource_name=a.resource, outcome="error").inc()
+            for resource in sorted(r for r, n in req.resources.items() if n > 0):
+                m.ALLOCATIONS.labels(resource_name=resource, outcome="error").inc()
             if isinstance(e, AllocationError):
                 log.warning(
                     "allocation_failed pod=%s container=%s error=%r", req.pod_uid, req.container_name, str(e)

@@ -361,3 +361,31 @@ def test_topology_hints_over_grpc_state(sockdir):
                 await p.stop()
 
     run(main())
+
+
+def test_release_during_preferred_rpc_does_not_break_the_allocation(sockdir):
+    """TestDevicesToAllocateConflictWithUpdateAllocatedDevices: state changes while
+    GetPreferredAllocation is in flight; the allocation still gets exactly the answer."""
+
+    async def main():
+        async with host(sockdir) as h:
+            def prefer(available, must, size):
+                h.manager.release_pod("other")  # runs on the same loop, mid-allocation
+                return ["d1"]
+
+            p = await _plugin(h, "p.sock", [dev("d0"), dev("d1"), dev("d2")], preferred=prefer)
+            try:
+                p.preferred_fn = lambda a, m, n: ["d0"]
+                await h.manager.allocate(ContainerRequest("other", "c", {RES: 1}))
+                p.preferred_fn = prefer
+                got = await h.manager.allocate(ContainerRequest("pod", "c", {RES: 1}))
+                assert got.devices(RES) == ("d1",)
+                assert [a.pod_uid for a in h.manager.allocations()] == ["pod"]
+                # deregistering a pair that is not registered changes nothing
+                await h.manager.deregister(RES, h.sock("nope.sock"))
+                await h.manager.deregister("example.com/unknown", h.sock("p.sock"))
+                assert h.cap() == (3, 3) and [e.state for e in h.manager.endpoints()] == ["connected"]
+            finally:
+                await p.stop()
+
+    run(main())
