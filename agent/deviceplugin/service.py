@@ -100,7 +100,14 @@ class DevicePluginService:
         plugin = DevicePluginServer(self.rules[resource], self.plugin_dir / socket_name(resource))
         self.plugins[resource] = plugin
         plugin.update(self._snapshot(resource))
-        await plugin.start()
+        try:
+            await plugin.start()
+        except (OSError, RuntimeError, ValueError) as e:
+            del self.plugins[resource]
+            log.error("plugin_start_failed resource=%s socket=%s error=%s", resource, plugin.socket_path, e)
+            if not self.refreshes:
+                raise  # at daemon start: fail loudly
+            return
         reg = Registrar(plugin, self.registration_socket, backoff_initial_s=self.cfg.register_backoff_initial_s,
                         backoff_max_s=self.cfg.register_backoff_max_s,
                         check_interval_s=self.cfg.socket_check_interval_s)
