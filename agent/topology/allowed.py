@@ -2,6 +2,8 @@
 
 ``/proc/self/status`` (``Cpus_allowed_list`` / ``Mems_allowed_list``) is the
 kernel's own answer and is right for cgroup v1 and v2 alike, so it comes first.
+It is the cpuset narrowed by any ``sched_setaffinity`` on the process: what the
+agent can actually run on, which is the question being asked.
 Snapshots and very old kernels lack it; then the cpuset the process sits in
 (``/proc/self/cpuset``) is looked up in the cpuset or cgroup2 mount named by
 ``/proc/mounts``, re-rooted under ``fs_root`` so that a snapshot of a whole
@@ -19,8 +21,8 @@ from agent.topology.files import Notes
 __all__ = ["read_allowed"]
 
 #: (cpus file, mems file) per kind of mount, tried in order. v2 only has the
-#: effective set; v1 is read like hwloc does (the configured set, which the
-#: caller intersects with the online CPUs).
+#: effective set; v1 is read like hwloc does (the configured set, which may
+#: name offline CPUs: users of ``Topology.allowed_cpus`` intersect with online).
 _CGROUP_FILES: dict[str, tuple[tuple[str, str], ...]] = {
     "cgroup2": (("cpuset.cpus.effective", "cpuset.mems.effective"),),
     "cgroup": (("cpuset.cpus", "cpuset.mems"), ("cpus", "mems")),  # prefixed, noprefix

@@ -283,7 +283,7 @@ def _resolve_packages(raw: list[tuple[CPU, CPUSet | None]], notes: Notes) -> tup
     out = []
     for c, pset in sorted(raw, key=lambda r: r[0].id):
         pid = c.package_id
-        if pset is not None and (pid == _UNKNOWN or assigned.get(pset, pid) != pid or pset not in assigned):
+        if pset is not None:
             if pset not in assigned:
                 assigned[pset] = fresh()
             if pid == _UNKNOWN:
@@ -360,7 +360,8 @@ def _read_numa(
         m = _NODE_MEMTOTAL.search(meminfo or "")
         if meminfo is not None and m is None:
             notes.warn(f"node{nid}: no MemTotal in meminfo")
-        nodes.append(NUMANode(nid, node_cpus, int(m.group(1)) * 1024 if m else None, _distances(d, nid, orders, set(ids), notes)))
+        memory = int(m.group(1)) * 1024 if m else None
+        nodes.append(NUMANode(nid, node_cpus, memory, _distances(d, nid, orders, set(ids), notes)))
 
     orphans = cpus - CPUSet(numa_of)
     if orphans:
@@ -395,7 +396,9 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
     map is empty (old ia64 kernels) is taken to be core-local, as hwloc does.
     """
     seen: dict[tuple[int, str, CPUSet], Cache] = {}
-    covered: dict[int, set[int]] = {}  # indexM -> cpus already answered by a sharer
+    # indexM -> CPUs already answered by a sharer. The kernel numbers a CPU's
+    # caches by level and type, so a sharer's indexM is the same cache.
+    covered: dict[int, set[int]] = {}
     for cpu in cpus:
         base = f"{cpu_dir}/cpu{cpu}/cache"
         for index in listdir_ids(base, "index"):
@@ -403,9 +406,7 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
             if cpu in done:
                 continue
             d = f"{base}/index{index}"
-            shared = notes.cpuset(
-                f"{d}/shared_cpu_list", f"{d}/shared_cpu_map", containing=cpu
-            )
+            shared = notes.cpuset(f"{d}/shared_cpu_list", f"{d}/shared_cpu_map", containing=cpu)
             if shared is None:
                 notes.cpu(cpu, f"cache index{index}: no shared_cpu_list/map naming the cpu; assumed core-local")
                 shared = cpus[cpu]
