@@ -140,3 +140,44 @@ def test_kubelet_registers_watches_hotplugs_and_allocates(tmp_path: Path) -> Non
             await kubelet.stop()
 
     asyncio.run(run())
+
+
+def _virtio_rng() -> str | None:
+    for d in read_inventory().of_kind("pci"):
+        if d.pci and (d.pci.vendor, d.pci.device) == ("1af4", "1044") and d.driver == "virtio-pci":
+            return d.id
+    return None
+
+
+def test_real_driver_unbind_turns_device_unhealthy_and_bind_heals(tmp_path: Path) -> None:
+    """Unbinds the VM's virtio entropy device (harmless: the kernel CRNG does
+    not need it) with the kernel's real unbind/bind uevents, and re-binds it."""
+    rng = _virtio_rng()
+    if rng is None:
+        pytest.skip("no virtio-rng PCI function bound to virtio-pci here")
+    drivers = Path("/sys/bus/pci/drivers/virtio-pci")
+    res = "test.hwagent.io/rng"
+    cfg = DevicesConfig(resources=(ResourceRule(name=res, vendor=("1af4",), device=("1044",), driver=("virtio-pci",)),),
+                        default_rules=False, register_backoff_initial_s=0.05, socket_check_interval_s=0.05)
+
+    async def run() -> None:
+        kubelet = KubeletStub(tmp_path / "kubelet.sock")
+        await kubelet.start()
+        svc = DevicePluginService(cfg, plugin_dir=tmp_path, registration_socket=tmp_path / "kubelet.sock",
+                                  hotplug=True)
+        await svc.start()
+        try:
+            ep = await kubelet.endpoint(res)
+            assert ep.latest()[rng][0] == "Healthy"
+            (drivers / "unbind").write_text(rng)
+            await ep.wait_for(lambda s: s.get(rng, ("",))[0] == "Unhealthy")
+            assert svc.plugins[res].devices[rng].reason == "driver unbound"
+            (drivers / "bind").write_text(rng)
+            await ep.wait_for(lambda s: s.get(rng, ("",))[0] == "Healthy")
+        finally:
+            if not Path(f"/sys/bus/pci/devices/{rng}/driver").exists():
+                (drivers / "bind").write_text(rng)
+            await svc.stop()
+            await kubelet.stop()
+
+    asyncio.run(run())
