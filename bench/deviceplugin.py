@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
