@@ -257,7 +257,8 @@ def read_junit(path: Path) -> JunitSummary:
             for el in case.findall(kind):
                 problems.append((name, f"{kind}: {(el.get('message') or '')[:300]}\n{(el.text or '')[-2000:]}"))
         for el in case.findall("skipped"):
-            skips.append((name, el.get("message") or ""))
+            kind = "xfail" if el.get("type") == "pytest.xfail" else "skip"
+            skips.append((name, f"{kind}: {el.get('message') or ''}"))
     failures = sum(1 for c in root.iter("testcase") if c.find("failure") is not None)
     errors = sum(1 for c in root.iter("testcase") if c.find("error") is not None)
     return JunitSummary(tests, failures, errors, len(skips), tuple(problems), tuple(skips))

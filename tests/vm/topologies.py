@@ -153,7 +153,8 @@ TOPOLOGIES: dict[str, GuestTopology] = {
         ),
         GuestTopology(
             name="numa4",
-            description="2 sockets x 2 cores x 2 threads, two NUMA nodes per socket (sub-NUMA), asymmetric distances",
+            description="2 sockets x 2 cores x 2 threads, two NUMA nodes per socket (sub-NUMA), asymmetric "
+            "distances, PCIe devices on nodes 1 and 3",
             sockets=2, cores=2, threads=2,
             nodes=(Node((0, 1), 768), Node((2, 3), 768), Node((4, 5), 768), Node((6, 7), 768)),
             # row = from; 0->3 (31) differs from 3->0 (33): the reader must keep direction
@@ -163,6 +164,7 @@ TOPOLOGIES: dict[str, GuestTopology] = {
                 (21, 31, 10, 12),
                 (33, 21, 12, 10),
             ),
+            pci_numa_nodes=(1, 3),
             cgroup="v1",
         ),
         GuestTopology(
