@@ -21,6 +21,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -265,7 +266,11 @@ def read_junit(path: Path) -> JunitSummary:
 
 
 def default_out_root() -> Path:
-    return Path(os.environ.get("HWAGENT_VM_OUT", "/tmp/hwagent-vm-out"))
+    """$HWAGENT_VM_OUT, else a fresh /tmp/hwagent-vm-XXXX: concurrent runs never share artifacts."""
+    env = os.environ.get("HWAGENT_VM_OUT")
+    if env:
+        return Path(env)
+    return Path(tempfile.mkdtemp(prefix="hwagent-vm-", dir="/tmp"))
 
 
 def _cmd_build(_: argparse.Namespace) -> int:
@@ -293,9 +298,10 @@ def _cmd_test(args: argparse.Namespace) -> int:
     image = build_image()
     print(f"image {image.path} kernel {image.kver} ({time.monotonic() - t_all:.1f}s)")
     worst = 0
+    out_root = default_out_root()
     for name in args.topology or list(TOPOLOGIES):
         topo = TOPOLOGIES[name]
-        out = default_out_root() / name
+        out = out_root / name
         run = boot(image, topo, guest_pytest_command(args.pytest_args), out, timeout_s=args.timeout)
         summary = read_junit(run.junit) if run.junit.exists() else None
         counts = (
@@ -317,7 +323,9 @@ def _cmd_test(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tests/vm/runner.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="tests/vm/runner.py", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="Artifacts go to $HWAGENT_VM_OUT or a fresh /tmp/hwagent-vm-* directory.")
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("build", help="build or reuse the cached guest image").set_defaults(func=_cmd_build)
     run = sub.add_parser("run", help="boot one guest and run a command in the checkout")
