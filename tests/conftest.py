@@ -26,15 +26,29 @@ def hwloc_snapshot_names() -> list[str]:
 
 @pytest.fixture(scope="session")
 def hwloc_extract(tmp_path_factory):
-    """Callable: snapshot name -> directory holding its sys/ and proc/ (extracted once)."""
+    """Callable: snapshot name -> the extracted snapshot root (holding sys/ and proc/).
+
+    Extracted once per session into its own folder. The root is the archive's
+    top directory, which is not always the tarball's name
+    (``20s390-2g6s4c.tar.bz2`` holds ``20s390-2g2g2s4co/``).
+    """
     base = tmp_path_factory.mktemp("hwloc")
     done: dict[str, Path] = {}
+    # extraction filters arrived in Python 3.11.4; Debian 12 ships 3.11.2
+    kwargs = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
 
     def extract(name: str) -> Path:
         if name not in done:
-            with tarfile.open(HWLOC_DIR / f"{name}.tar.bz2") as tf:
-                tf.extractall(base, filter="tar")
-            done[name] = base / name
+            archive = HWLOC_DIR / f"{name}.tar.bz2"
+            if not archive.exists():
+                pytest.fail(f"hwloc snapshot {name} not found in {HWLOC_DIR}")
+            with tarfile.open(archive) as tf:
+                top = tf.getnames()[0].split("/")[0]
+                # as root tarfile would chown every file to the snapshot's users,
+                # a name lookup each; ownership is irrelevant to these trees
+                tf.chown = lambda *a, **k: None  # type: ignore[method-assign]
+                tf.extractall(base / name, **kwargs)
+            done[name] = base / name / top
         return done[name]
 
     return extract

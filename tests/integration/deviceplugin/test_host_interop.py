@@ -22,8 +22,8 @@ from agent.topology.model import synthetic
 RES = "example.com/ioat"
 
 
-def test_builtin_plugins_register_with_hwagents_own_host(request, hwloc_root):
-    sysfs = hwloc_root("32em64t-2n8c+dax+nvme+mic+dimms") / "sys"
+def test_builtin_plugins_register_with_hwagents_own_host(request, hwloc_extract):
+    sysfs = hwloc_extract("32em64t-2n8c+dax+nvme+mic+dimms") / "sys"
     numa = {p.name: int((p / "numa_node").read_text()) for p in (sysfs / "bus/pci/devices").iterdir()
             if (p / "driver").is_symlink() and Path(os.readlink(p / "driver")).name == "ioatdma"}
     cfg = loads(f'''

@@ -32,9 +32,9 @@ def _alloc(ids):
     return pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)])
 
 
-def test_dma_engines_of_a_two_node_snapshot(tmp_path, hwloc_root):
+def test_dma_engines_of_a_two_node_snapshot(tmp_path, hwloc_extract):
     """I/OAT DMA engines (as DPDK/SPDK consume them) on both NUMA nodes of a 2-socket box."""
-    root = hwloc_root("32em64t-2n8c+dax+nvme+mic+dimms") / "sys"
+    root = hwloc_extract("32em64t-2n8c+dax+nvme+mic+dimms") / "sys"
     cfg = DevicesConfig(default_rules=False,
                         resources=(ResourceRule(name=VE, vendor=("8086",), driver=("ioatdma",)),))
     # the kernel's own numa_node of every ioatdma-bound function, read independently
@@ -76,8 +76,8 @@ def test_dma_engines_of_a_two_node_snapshot(tmp_path, hwloc_root):
     asyncio.run(run())
 
 
-def test_nvme_default_rule_on_snapshot(tmp_path, hwloc_root):
-    root = hwloc_root("32em64t-2n8c+dax+nvme+mic+dimms") / "sys"
+def test_nvme_default_rule_on_snapshot(tmp_path, hwloc_extract):
+    root = hwloc_extract("32em64t-2n8c+dax+nvme+mic+dimms") / "sys"
 
     async def run():
         kubelet = KubeletStub(tmp_path / "dp" / "kubelet.sock")

@@ -57,8 +57,8 @@ def _override(busid: str, overrides) -> CPUSet | None:
 
 
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_pci_devices_match_hwloc(name: str, hwloc_root) -> None:
-    root = hwloc_root(name)
+def test_pci_devices_match_hwloc(name: str, hwloc_extract) -> None:
+    root = hwloc_extract(name)
     inv = read_inventory(root / "sys")
     hw, whole_io = _hwloc(name, root)
     assert hw, f"hwloc lists no PCI device for {name}"
@@ -86,7 +86,7 @@ def test_pci_devices_match_hwloc(name: str, hwloc_root) -> None:
 
 
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_pci_locality_matches_hwloc(name: str, hwloc_root) -> None:
+def test_pci_locality_matches_hwloc(name: str, hwloc_extract) -> None:
     """hwloc hangs a PCI tree below the smallest object whose cpuset covers
     the function's ``local_cpus``; ours is read from the same file.
 
@@ -99,7 +99,7 @@ def test_pci_locality_matches_hwloc(name: str, hwloc_root) -> None:
     buses we check that hwloc's placement equals the override and that ours
     is the kernel's all-CPU mask - i.e. the difference is exactly the override.
     """
-    root = hwloc_root(name)
+    root = hwloc_extract(name)
     inv = read_inventory(root / "sys")
     hw, _ = _hwloc(name, root)
     overrides = pci_locality_overrides(HWLOC_DIR / f"{name}.test")
@@ -132,10 +132,10 @@ def test_pci_locality_matches_hwloc(name: str, hwloc_root) -> None:
 
 
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_numa_node_reading(name: str, hwloc_root) -> None:
+def test_numa_node_reading(name: str, hwloc_extract) -> None:
     """numa_node -1 reads as None; a real node id is kept, and its CPUs
     overlap the function's local CPUs (sanity of the pairing)."""
-    root = hwloc_root(name)
+    root = hwloc_extract(name)
     inv = read_inventory(root / "sys")
     for d in inv.of_kind("pci"):
         raw = (Path(d.sysfs_path) / "numa_node")
