@@ -18,8 +18,8 @@ from agent import __version__
 COMMANDS: tuple[str, ...] = (
     "agent.commands.run",
     "agent.commands.topology",
-    "agent.commands.cpus",
     "agent.commands.devices",
+    "agent.commands.cpus",
     "agent.commands.resources",
     "agent.commands.doctor",
     "agent.commands.probes",
@@ -64,4 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # `python -m agent.cli` would load this file twice (as __main__ and as
+    # agent.cli), and CommandError raised by a command would not match ours.
+    from agent.cli import main as _main
+
+    sys.exit(_main())
