@@ -99,13 +99,12 @@ class CPUSet:
             raise CPUSetError("cpu bitmask must be non-negative")
         if value.bit_length() > MAX_ID + 1:
             raise CPUSetError(f"cpu bitmask has bits above {MAX_ID}")
+        # visit only the set bits: sysfs masks on big machines are mostly zeros
         ids = []
-        i = 0
         while value:
-            if value & 1:
-                ids.append(i)
-            value >>= 1
-            i += 1
+            low = value & -value
+            ids.append(low.bit_length() - 1)
+            value ^= low
         return cls(ids)
 
     # -- formatting ---------------------------------------------------------

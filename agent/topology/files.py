@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 
 from agent.cpuset import CPUSet, CPUSetError
 
-__all__ = ["Notes", "listdir_ids", "mask_to_cpuset", "parse_size", "read_text"]
+__all__ = ["Notes", "listdir_ids", "parse_size", "read_text"]
 
 log = logging.getLogger("hwagent.topology")
 
@@ -116,7 +115,7 @@ class Notes:
             if raw is None:
                 continue
             try:
-                value = mask_to_cpuset(raw) if is_mask else CPUSet.parse(raw)
+                value = CPUSet.from_mask(raw) if is_mask else CPUSet.parse(raw)
             except CPUSetError as e:
                 self.warn(f"{path}: {e}")
                 continue
@@ -125,30 +124,6 @@ class Notes:
         return None
 
 
-_MASK = re.compile(r"[0-9a-fA-F]{1,8}(?:,[0-9a-fA-F]{1,8})*")
-
-
-def mask_to_cpuset(text: str) -> CPUSet:
-    """Same result as ``CPUSet.from_mask``, visiting only the set bits.
-
-    A 256-CPU machine has hundreds of 8-word masks to read; walking all their
-    bits one by one was the reader's largest cost. Errors go through
-    ``CPUSet.from_mask`` so the message is the same.
-    """
-    body = text.strip()
-    if not body:
-        return CPUSet()
-    if _MASK.fullmatch(body) is None:
-        return CPUSet.from_mask(body)  # raises with the canonical message
-    value = 0
-    for word in body.split(","):
-        value = (value << 32) | int(word, 16)
-    ids = []
-    while value:
-        low = value & -value
-        ids.append(low.bit_length() - 1)
-        value ^= low
-    return CPUSet(ids)
 
 
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}

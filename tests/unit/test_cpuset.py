@@ -99,3 +99,15 @@ def test_algebra_matches_python_sets(a, b):
     assert set(CPUSet(a) | CPUSet(b)) == a | b
     assert set(CPUSet(a) & CPUSet(b)) == a & b
     assert set(CPUSet(a) - CPUSet(b)) == a - b
+
+
+@given(ids, st.integers(min_value=0, max_value=4))
+def test_mask_with_leading_zero_words_and_newline_as_sysfs_writes_it(s, pad_words):
+    padded = ",".join(["00000000"] * pad_words + [CPUSet(s).to_mask()]) + "\n"
+    assert CPUSet.from_mask(padded) == CPUSet(s)
+
+
+@pytest.mark.parametrize("bad", ["xyz", "ff,,ff", "123456789", "ff,"])
+def test_bad_masks_raise(bad):
+    with pytest.raises(CPUSetError):
+        CPUSet.from_mask(bad)

@@ -5,25 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from agent.cpuset import CPUSet, CPUSetError
 from agent.topology.cpuinfo import CpuinfoIds, parse_cpuinfo
-from agent.topology.files import Notes, mask_to_cpuset, parse_size, read_text
-
-
-@given(st.sets(st.integers(min_value=0, max_value=1023), max_size=64), st.integers(min_value=0, max_value=4))
-def test_mask_parse_agrees_with_cpuset_from_mask(ids: set[int], pad_words: int) -> None:
-    mask = CPUSet(ids).to_mask()
-    padded = ",".join(["00000000"] * pad_words + [mask]) + "\n"
-    assert mask_to_cpuset(padded) == CPUSet.from_mask(padded) == CPUSet(ids)
-
-
-@pytest.mark.parametrize("bad", ["xyz", "ff,,ff", "123456789", "ff,"])
-def test_bad_masks_raise_the_cpuset_error(bad: str) -> None:
-    with pytest.raises(CPUSetError):
-        mask_to_cpuset(bad)
+from agent.topology.files import Notes, parse_size, read_text
 
 
 @pytest.mark.parametrize(
