@@ -7,7 +7,6 @@ Flags override the config file, and the file overrides the embedded defaults;
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 
 from agent.cli import CommandError
@@ -63,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     setup_logging(config["daemon"].log_level)
 
-    from agent.daemon import Daemon  # the CLI's other commands need none of this
+    # the CLI's other commands need none of this: keep `hwagent topology` quick to start
+    import asyncio
+
+    from agent.daemon import Daemon
 
     return asyncio.run(Daemon(config).run())
