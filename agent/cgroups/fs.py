@@ -138,14 +138,25 @@ class CgroupFS:
         parts = safe_rel(rel).strip("/").split("/")
         return ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
 
+    def _read(self, key: str, rel: str) -> CPUSet:
+        return self.read_cpus(rel) if key == "cpus" else self.read_mems(rel)
+
     def apply_cpusets(self, plan: dict[str, CPUSet], mems: CPUSet | None = None) -> ApplyReport:
-        """Make each cgroup's cpuset.cpus exactly its planned value, in safe order."""
+        """Make each cgroup's cpuset.cpus exactly its planned value, in safe order.
+        A v1 cgroup with empty cpuset.mems gets ``mems`` (default: its parent's)."""
+        return self._apply("cpus", plan, mems)
+
+    def apply_mems(self, plan: dict[str, CPUSet]) -> ApplyReport:
+        """The same for cpuset.mems (NUMA-bound containers' memory nodes)."""
+        return self._apply("mems", plan, None)
+
+    def _apply(self, key: str, plan: dict[str, CPUSet], mems: CPUSet | None) -> ApplyReport:
         report = ApplyReport()
         plan = {safe_rel(k): v for k, v in plan.items()}
         alive: dict[str, CPUSet] = {}
         for rel in sorted(plan, key=lambda r: r.count("/")):
             try:
-                alive[rel] = self.read_cpus(rel)
+                alive[rel] = self._read(key, rel)
             except CgroupVanished:
                 report.vanished.append(rel)
         # pass 1 (v1 only: v2 has no containment rule on writes): widen, ancestors first
@@ -155,15 +166,15 @@ class CgroupFS:
                 for anc in self._ancestors(rel):
                     if anc in plan:
                         continue
-                    cur = self.read_cpus(anc)
+                    cur = self._read(key, anc)
                     if not new <= cur:
-                        self.write_cpus(anc, cur | new)
-                cur = self.read_cpus(rel)
-                if not self.read_mems(rel):
+                        self._write(anc, key, cur | new)
+                cur = self._read(key, rel)
+                if key == "cpus" and not self.read_mems(rel):
                     parent = self._ancestors(rel)[-1] if self._ancestors(rel) else "/"
                     self.write_mems(rel, mems if mems is not None else self.read_mems(parent))
                 if not new <= cur:
-                    self.write_cpus(rel, cur | new)
+                    self._write(rel, key, cur | new)
             except CgroupVanished:
                 report.vanished.append(rel)
                 alive.pop(rel, None)
@@ -175,31 +186,31 @@ class CgroupFS:
             new = plan[rel]
             try:
                 if not self.cpuset_v2:
-                    self._clamp_children(rel, new, plan)
-                if self.read_cpus(rel) != new:
-                    self.write_cpus(rel, new)
+                    self._clamp_children(key, rel, new, plan)
+                if self._read(key, rel) != new:
+                    self._write(rel, key, new)
                 report.written.append(rel)
             except CgroupVanished:
                 report.vanished.append(rel)
             except OSError as e:
                 report.errors.append((rel, f"{e.strerror or e}"))
         for rel, msg in report.errors:
-            log.warning("cpuset_write_failed path=%s error=%r", rel, msg)
+            log.warning("cpuset_write_failed key=%s path=%s error=%r", key, rel, msg)
         return report
 
-    def _clamp_children(self, rel: str, new: CPUSet, plan: dict[str, CPUSet]) -> None:
+    def _clamp_children(self, key: str, rel: str, new: CPUSet, plan: dict[str, CPUSet]) -> None:
         for child in self._children(rel):
             if child in plan:
                 continue
-            self._clamp_children(child, new, plan)
+            self._clamp_children(key, child, new, plan)
             try:
-                cur = self.read_cpus(child)
+                cur = self._read(key, child)
             except CgroupVanished:
                 continue
             if cur and not cur <= new:
                 clamped = (cur & new) or new
                 try:
-                    self.write_cpus(child, clamped)
+                    self._write(child, key, clamped)
                 except CgroupVanished:
                     continue
 

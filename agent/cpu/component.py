@@ -130,7 +130,7 @@ class CPUPolicyComponent:
             root = ctx.config["daemon"].cgroup_root
             try:
                 self.fs = CgroupFS(detect(root))
-                self.enforcer = Enforcer(self.fs)
+                self.enforcer = Enforcer(self.fs, policy.idx.numa_of)
                 self.enforce = Coalescer(self._enforce_work, "cpuset_enforce")
             except CgroupError as e:
                 log.warning("cgroup_enforcement_disabled reason=%r", str(e))

@@ -8,11 +8,16 @@ the *same* cpuset (single-container pods, shared pods in one pool, sidecars
 following main), every container cgroup under it gets that cpuset. A pod whose
 containers hold different cpusets and carry no paths is "unresolved": it is
 counted and left to the kubelet's own reconcile (upstream's only mechanism).
+
+Containers with ``numa_binding`` also get ``cpuset.mems`` = the NUMA nodes of
+their cpuset: hwagent has no separate memory plugin (Katalyst's QRM memory
+plugin does this there), and binding CPUs without memory is half a binding.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent.cgroups.fs import CgroupFS, CgroupVanished
@@ -28,18 +33,27 @@ log = logging.getLogger("hwagent.cpu")
 @dataclass
 class Plan:
     targets: dict[str, CPUSet] = field(default_factory=dict)
+    #: cpuset.mems for NUMA-bound containers
+    mems: dict[str, CPUSet] = field(default_factory=dict)
     #: (pod_uid, container) whose cgroup could not be told apart
     unresolved: list[tuple[str, str]] = field(default_factory=list)
 
 
-def plan_cgroups(fs: CgroupFS, st: PolicyState) -> Plan:
+def _nodes(cpus: CPUSet, numa_of: Mapping[int, int]) -> CPUSet:
+    return CPUSet({numa_of[i] for i in cpus if i in numa_of})
+
+
+def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | None = None) -> Plan:
     plan = Plan()
     for uid, pod in st.entries.items():
         held = [a for a in pod.values() if a.cpuset]
         if not held:
             continue
-        explicit = {a.cgroup_path: a.cpuset for a in held if a.cgroup_path}
-        plan.targets.update(explicit)
+        for a in held:
+            if a.cgroup_path:
+                plan.targets[a.cgroup_path] = a.cpuset
+                if a.numa_binding and numa_of is not None:
+                    plan.mems[a.cgroup_path] = _nodes(a.cpuset, numa_of)
         rest = [a for a in held if not a.cgroup_path]
         if not rest:
             continue
@@ -51,8 +65,12 @@ def plan_cgroups(fs: CgroupFS, st: PolicyState) -> Plan:
             plan.unresolved.extend((uid, a.container_name) for a in rest)
             continue
         want = next(iter(cpusets))
+        bound = numa_of is not None and any(a.numa_binding for a in rest)
         for rel in container_dirs(fs.cpuset_root, pod_rel).values():
-            plan.targets.setdefault(rel, want)
+            if rel not in plan.targets:
+                plan.targets[rel] = want
+                if bound:
+                    plan.mems[rel] = _nodes(want, numa_of)  # type: ignore[arg-type]
     return plan
 
 
@@ -71,46 +89,59 @@ class Enforcer:
     """Remembers what it last made true, so a later difference is *drift*
     (someone else wrote the cgroup) rather than a first application."""
 
-    def __init__(self, fs: CgroupFS) -> None:
+    def __init__(self, fs: CgroupFS, numa_of: Mapping[int, int] | None = None) -> None:
         self.fs = fs
-        self.enforced: dict[str, CPUSet] = {}
+        self.numa_of = numa_of
+        self.enforced: dict[tuple[str, str], CPUSet] = {}
 
     def sync(self, st: PolicyState, repair: bool = True) -> CheckReport:
-        """Compare every planned cgroup with its allocation; apply new ones and
-        (when ``repair``) rewrite drifted ones."""
-        plan = plan_cgroups(self.fs, st)
+        """Compare every planned cgroup with its allocation; apply new values and
+        (when ``repair``) rewrite drifted ones. cpus first, then mems."""
+        plan = plan_cgroups(self.fs, st, self.numa_of)
         rep = CheckReport(unresolved=len(plan.unresolved))
+        for key, targets in (("cpus", plan.targets), ("mems", plan.mems)):
+            self._sync_key(key, targets, rep, repair)
+        live = {("cpus", r) for r in plan.targets} | {("mems", r) for r in plan.mems}
+        for k in list(self.enforced):
+            if k not in live:
+                del self.enforced[k]
+        return rep
+
+    def _sync_key(self, key: str, targets: dict[str, CPUSet], rep: CheckReport, repair: bool) -> None:
         to_write: dict[str, CPUSet] = {}
-        for rel, want in plan.targets.items():
+        drifted: set[str] = set()
+        for rel, want in targets.items():
+            if rel in rep.vanished:
+                continue
             try:
-                got = self.fs.read_cpus(rel)
+                got = self.fs.read_cpus(rel) if key == "cpus" else self.fs.read_mems(rel)
             except CgroupVanished:
                 rep.vanished.append(rel)
-                self.enforced.pop(rel, None)
+                self.enforced.pop((key, rel), None)
                 continue
             except OSError as e:
                 rep.errors.append((rel, str(e)))
                 continue
-            rep.checked += 1
+            if key == "cpus":
+                rep.checked += 1
             if got == want:
-                self.enforced[rel] = want
+                self.enforced[(key, rel)] = want
                 continue
-            if self.enforced.get(rel) == want:
+            if self.enforced.get((key, rel)) == want:
                 rep.drift.append((rel, want, got))
-                log.warning("cpuset_drift path=%s want=%s found=%s", rel, want, got)
+                drifted.add(rel)
+                log.warning("cpuset_drift key=%s path=%s want=%s found=%s", key, rel, want, got)
                 if repair:
                     to_write[rel] = want
             else:
                 to_write[rel] = want
-        for rel in list(self.enforced):
-            if rel not in plan.targets:
-                del self.enforced[rel]
-        if to_write:
-            res = self.fs.apply_cpusets(to_write)
-            rep.vanished.extend(res.vanished)
-            rep.errors.extend(res.errors)
-            drifted = {d[0] for d in rep.drift}
-            for rel in res.written:
-                self.enforced[rel] = to_write[rel]
-                (rep.repaired if rel in drifted else rep.applied).append(rel)
-        return rep
+        if not to_write:
+            return
+        res = self.fs.apply_cpusets(to_write) if key == "cpus" else self.fs.apply_mems(to_write)
+        rep.vanished.extend(r for r in res.vanished if r not in rep.vanished)
+        rep.errors.extend(res.errors)
+        for rel in res.written:
+            self.enforced[(key, rel)] = to_write[rel]
+            out = rep.repaired if rel in drifted else rep.applied
+            if rel not in out:
+                out.append(rel)

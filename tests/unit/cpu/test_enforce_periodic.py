@@ -27,6 +27,7 @@ def v2_tree(tmp_path, pods):
             d = pod / f"cri-containerd-{c}.scope"
             d.mkdir(parents=True)
             (d / "cpuset.cpus").write_text("\n")
+            (d / "cpuset.mems").write_text("\n")
     return CgroupFS(detect(tmp_path))
 
 
@@ -37,17 +38,19 @@ def test_plan_single_cpuset_pod_and_ambiguous_pod(tmp_path):
     p.allocate(req(uid="p2", container="x", qos="dedicated_cores", binding=True, exclusive=False, hint=(2,)))
     p.allocate(req(uid="p2", container="y", qos="dedicated_cores", binding=True, exclusive=False, hint=(3,)))
     p.allocate(req(uid="gone", container="c"))  # no cgroup yet: nothing planned, not unresolved
-    plan = plan_cgroups(fs, p.state)
+    plan = plan_cgroups(fs, p.state, p.idx.numa_of)
     pod1 = "/kubepods.slice/kubepods-podp1.slice"
     assert plan.targets == {
         f"{pod1}/cri-containerd-{A}.scope": p.container("p1", "app").cpuset,
         f"{pod1}/cri-containerd-{B}.scope": p.container("p1", "app").cpuset,
     }
     assert sorted(plan.unresolved) == [("p2", "x"), ("p2", "y")]
+    assert plan.mems == {}  # shared p1 is not NUMA-bound
     # an explicit path resolves the ambiguity for that container
     p.set_cgroup_path("p2", "x", f"/kubepods.slice/kubepods-podp2.slice/cri-containerd-{A[:-1]}1.scope")
-    plan = plan_cgroups(fs, p.state)
+    plan = plan_cgroups(fs, p.state, p.idx.numa_of)
     assert plan.targets[p.container("p2", "x").cgroup_path] == p.container("p2", "x").cpuset
+    assert plan.mems[p.container("p2", "x").cgroup_path] == C("2")
     # the rest of the pod now holds one cpuset: y's, given to every other scope
     assert plan.unresolved == []
     assert plan.targets[f"/kubepods.slice/kubepods-podp2.slice/cri-containerd-{B[:-1]}1.scope"] == p.container(
@@ -74,9 +77,16 @@ def test_enforcer_first_apply_is_not_drift_then_drift_is(tmp_path):
     # allocation changes: a new value is an application, not drift
     p.remove_pod("p1")
     p.allocate(req(uid="p1", container="app", qos="dedicated_cores", binding=True, exclusive=False, hint=(2,)))
+    e.numa_of = p.idx.numa_of
     rep = e.sync(p.state)
     assert CPUSet.parse(f.read_text()) == C("4,12")
     assert rep.applied == [path] and rep.drift == []
+    # NUMA-bound: memory follows the CPUs' node, and its drift is repaired too
+    m = tmp_path / path.lstrip("/") / "cpuset.mems"
+    assert m.read_text() == "2"
+    m.write_text("0-3")
+    rep = e.sync(p.state)
+    assert rep.drift == [(path, C("2"), C("0-3"))] and rep.repaired == [path] and m.read_text() == "2"
 
 
 def test_residual_tracker():
