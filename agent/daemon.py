@@ -32,7 +32,6 @@ from agent.component import Component, ComponentFactory, DaemonContext
 from agent.config import Config
 from agent.daemon_config import DaemonConfig, parse_host_port
 from agent.metrics_http import HealthReport, MetricsServer
-from agent.pods import StaticActivePods
 from agent.sdnotify import Notifier, watchdog_interval
 from agent.topology.model import Topology
 
@@ -310,7 +309,10 @@ class Daemon:
                 topology=topo,
                 mode=mode,
                 log=logging.getLogger("hwagent"),
-                services={"active_pods": StaticActivePods()},
+                # No "active_pods" yet: until the admission path registers a source,
+                # nobody can tell a gone pod from an unlisted one, and an empty set
+                # would make the first allocation release every checkpointed pod.
+                services={},
                 on_stop_request=lambda reason, failed=True: self.request_stop(reason, failed),
             )
             if await self._start_components(ctx, notifier):

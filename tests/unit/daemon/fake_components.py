@@ -115,5 +115,7 @@ def crashing(ctx: DaemonContext) -> Fake:
 
 def needs_services(ctx: DaemonContext) -> Fake:
     """Reads what an earlier component published, as real components do."""
-    assert "alpha" in ctx.services and "active_pods" in ctx.services
+    assert "alpha" in ctx.services
+    # no active-pods source until admission registers one: absence means "unknown", never "none active"
+    assert "active_pods" not in ctx.services
     return Fake("needs_services")
