@@ -15,8 +15,10 @@ from pathlib import Path
 
 from agent.cli import CommandError
 from agent.config import ConfigError, load
-from agent.devicemanager.checkpoint import CheckpointCorrupt, CheckpointData, decode
-from agent.devicemanager.component import host_paths
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the device manager pulls in grpc: loaded only when the command runs
+    from agent.devicemanager.checkpoint import CheckpointData
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -41,6 +43,8 @@ def checkpoint_path(args: argparse.Namespace) -> Path:
         config = load(args.config)
     except ConfigError as e:
         raise CommandError(str(e)) from None
+    from agent.devicemanager.component import host_paths
+
     root = Path(os.path.abspath(args.root_dir)) if args.root_dir else Path(config["daemon"].root_dir)
     return host_paths(config["devicemanager"], root).checkpoint
 
@@ -110,6 +114,8 @@ def render_text(view: dict, path: Path, age: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agent.devicemanager.checkpoint import CheckpointCorrupt, decode
+
     path = checkpoint_path(args)
     try:
         raw = path.read_bytes()
