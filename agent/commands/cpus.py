@@ -24,7 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--root-dir", metavar="DIR", help="hwagent root dir holding cpu/cpu_plugin_state.json")
     p.add_argument("--socket", metavar="PATH", help="query a running cpu plugin on this unix socket instead")
     p.add_argument("--sysfs-root", metavar="DIR", help="sysfs to read the NUMA layout from (default: config)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
     p.set_defaults(func=run)
 
 
@@ -112,6 +113,6 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         numa[-1] = missing
     summary = summarize(numa, pools, allocs, source)
-    print(json.dumps(summary, indent=2) if args.json else render_table(summary))
+    print(json.dumps(summary, indent=2) if args.format == "json" else render_table(summary))
     return 0
 

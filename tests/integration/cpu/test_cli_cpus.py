@@ -23,7 +23,7 @@ def test_cpus_from_checkpoint(tmp_path, capsys):
     p.allocate(Request(pod_uid="u1", pod_namespace="ns", pod_name="web", container_name="c",
                        resource_requests={"cpu": 1}, annotations={QOS_KEY: "reclaimed_cores"}))  # fmt: skip
     CheckpointStore(tmp_path / "cpu").save(p.state)
-    assert main(["cpus", "--root-dir", str(tmp_path), "--json"]) == 0
+    assert main(["cpus", "--root-dir", str(tmp_path), "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["allocations"][0]["pod"] == "web" and out["allocations"][0]["qos_level"] == "reclaimed_cores"
     assert out["allocations"][0]["cpus"] == str(p.state.pools["reclaim"])
