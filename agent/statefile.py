@@ -1,0 +1,227 @@
+"""State files that must survive a crash or restart: the shared mechanics.
+
+Both checkpoints (device manager, cpu policy) need the same four things:
+an atomic replace (a reader sees the old file or the new one, never a torn
+one, even across a power cut), a way to keep a bad file as evidence without
+ever overwriting earlier evidence, a checksum over canonical JSON, and an
+async writer that coalesces a burst of changes into few writes while each
+caller still learns when *its* change is on disk. Each file's format stays
+with its owner; only the mechanics live here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+__all__ = [
+    "Coalescer",
+    "canonical_json",
+    "canonical_str",
+    "set_aside",
+    "sha256_checksum",
+    "sha256_of",
+    "write_atomic",
+]
+
+log = logging.getLogger("hwagent.statefile")
+T = TypeVar("T")
+
+
+def write_atomic(path: str | os.PathLike[str], payload: bytes, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``payload`` so that a crash at any point leaves
+    either the old file or the complete new one: temp file in the same
+    directory (same filesystem, so the rename is atomic), fsync, rename over,
+    fsync the directory (so the rename itself is durable). On any failure the
+    temp file is removed and the old file is untouched."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+        try:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def set_aside(path: str | os.PathLike[str], suffix: str = "corrupt") -> Path:
+    """Move ``path`` to ``<name>.<suffix>-<UTC time>`` (``~1``, ``~2``... when
+    that name is taken) and return the new path. Never overwrites: a second
+    bad file in the same second gets its own name, so evidence is not lost.
+    The move is a hard link plus unlink (link fails rather than replaces);
+    on filesystems without hard links it falls back to check-then-rename."""
+    path = Path(path)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    base = f"{path.name}.{suffix}-{stamp}"
+    n = 0
+    while True:
+        aside = path.with_name(base if n == 0 else f"{base}~{n}")
+        try:
+            os.link(path, aside, follow_symlinks=False)
+        except FileExistsError:
+            n += 1
+            continue
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+            if os.path.lexists(aside):
+                n += 1
+                continue
+            os.rename(path, aside)
+        else:
+            os.unlink(path)
+        break
+    _fsync_dir(path.parent)
+    return aside
+
+
+def canonical_str(obj: Any, *, ensure_ascii: bool = False) -> str:
+    """Sorted keys, no whitespace: one text per value, so a checksum over it
+    does not depend on dict order or on how the file was indented.
+    ``ensure_ascii`` is part of a format: non-ASCII text as UTF-8 (False) or
+    as ``\\uXXXX`` escapes (True) hash differently, so a format picks one.
+    (Text, for encoders that splice cached pieces together.)"""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=ensure_ascii)
+
+
+def canonical_json(obj: Any, *, ensure_ascii: bool = False) -> bytes:
+    """``canonical_str`` as UTF-8 bytes: what checksums are computed over."""
+    return canonical_str(obj, ensure_ascii=ensure_ascii).encode()
+
+
+def sha256_of(canonical: bytes) -> str:
+    """``sha256:<hex>`` of bytes already in canonical form (for encoders that
+    assemble the canonical text piecewise)."""
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def sha256_checksum(obj: Any, *, ensure_ascii: bool = False) -> str:
+    """``sha256:<hex>`` of ``canonical_json(obj)``."""
+    return sha256_of(canonical_json(obj, ensure_ascii=ensure_ascii))
+
+
+class Coalescer(Generic[T]):
+    """Runs ``work(value)`` in the default executor, one run at a time, and
+    coalesces: ``submit`` only records that something changed; a single
+    background task keeps running until a run has started after the latest
+    submit. ``await wait()`` returns once a run that *started after* the last
+    ``submit`` has finished (at once when there is none pending), so N changes
+    made while a write is in flight cost one more write, not N.
+
+    The value handed to ``work`` is the latest ``submit(value)``, or, when a
+    ``snapshot`` callable is given, ``snapshot()`` taken on the loop at the
+    start of each run (so state owned by the loop is read there, and only
+    once per run however many callers asked).
+
+    Failures: ``work`` raising is logged (``<name>_failed``, on ``logger``) and every pending
+    waiter gets the exception; nothing is marked done, so the next ``submit``
+    or ``wait`` runs again. A caller whose failure should not reach waiters
+    (memory stays authoritative) catches it inside ``work``.
+
+    A waiter that is cancelled does not cancel the run; a run is never
+    interrupted halfway."""
+
+    def __init__(
+        self,
+        work: Callable[[T], Any],
+        name: str,
+        snapshot: Callable[[], T] | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.work = work
+        self.name = name
+        self.snapshot = snapshot
+        self.log = logger or log
+        self.gen = 0  # submits so far
+        self.done = 0  # the gen the last successful run started at
+        self.runs = 0  # runs started (successful or not)
+        self.latest: T | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    def submit(self, value: T | None = None) -> None:
+        """Record a change (needs a running loop: starts the background run)."""
+        self.gen += 1
+        self.latest = value
+        self._ensure()
+
+    def completed_elsewhere(self) -> None:
+        """The caller did the work synchronously itself (no loop running):
+        count the current state as done so no waiter asks for it again."""
+        self.gen += 1
+        self.done = self.gen
+
+    async def wait(self) -> None:
+        target = self.gen
+        if self.done >= target:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append((target, fut))
+        self._ensure()
+        await fut
+
+    async def flush(self, value: T | None = None) -> None:
+        """``submit`` then ``wait``: returns once a run begun after this call finished."""
+        self.submit(value)
+        await self.wait()
+
+    async def drain(self) -> None:
+        """Wait for the background task (if any) to finish all it has to do."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    def _ensure(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self.done < self.gen:
+            gen = self.gen
+            self.runs += 1
+            err: Exception | None = None
+            try:
+                value = self.snapshot() if self.snapshot is not None else self.latest
+                await loop.run_in_executor(None, self.work, value)
+            except Exception as e:  # noqa: BLE001 - reported to waiters and logged
+                err = e
+                self.log.error("%s_failed error=%r", self.name, str(e))
+            else:
+                self.done = gen
+            keep = []
+            for target, fut in self._waiters:
+                if fut.done():
+                    continue
+                if err is not None:
+                    fut.set_exception(err)
+                elif target <= gen:
+                    fut.set_result(None)
+                else:
+                    keep.append((target, fut))
+            self._waiters = keep
+            if err is not None:
+                return
