@@ -25,22 +25,19 @@ restart), and ``Devices``/``Endpoints``/``Deleted`` record the full device
 health and endpoint state for ``hwagent resources``. The file is hwagent's own
 (another name than the kubelet's): neither reads the other's.
 
-Writes are atomic (temp file, fsync, rename, fsync of the directory). A file
-that fails to parse or verify is renamed aside (``<name>.corrupt-<UTC time>``),
+Writes are atomic (temp file, fsync, rename, fsync of the directory; see
+``agent.statefile``). A file that fails to parse or verify is renamed aside
+(``<name>.corrupt-<UTC time>``, ``~N`` appended rather than overwrite),
 logged and counted, and the caller starts empty.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import hashlib
 import json
 import logging
-import os
 import re
-import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +45,7 @@ from pathlib import Path
 
 from agent.devicemanager.metrics import CHECKPOINT_ERRORS
 from agent.devicemanager.model import CONTAINER_TYPES, HEALTHY, NO_TOPOLOGY, UNHEALTHY, Allocation, Device
+from agent.statefile import Coalescer, canonical_str, set_aside, sha256_checksum, sha256_of, write_atomic
 
 log = logging.getLogger("hwagent.devicemanager")
 
@@ -88,10 +86,6 @@ def _entry(a: Allocation) -> dict:
     }
 
 
-def _canonical(data) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 #: canonical JSON of each committed allocation; allocations are immutable, so a
 #: node with thousands of them re-encodes only what changed on every write
 _ENTRY_JSON: weakref.WeakKeyDictionary[Allocation, str] = weakref.WeakKeyDictionary()
@@ -100,7 +94,7 @@ _ENTRY_JSON: weakref.WeakKeyDictionary[Allocation, str] = weakref.WeakKeyDiction
 def _entry_json(a: Allocation) -> str:
     text = _ENTRY_JSON.get(a)
     if text is None:
-        text = _ENTRY_JSON[a] = _canonical(_entry(a))
+        text = _ENTRY_JSON[a] = canonical_str(_entry(a))
     return text
 
 
@@ -119,9 +113,8 @@ def encode(cp: CheckpointData) -> bytes:
         ],
         "Deleted": sorted(cp.deleted),
     }
-    body = _canonical(data).replace('"PodDeviceEntries":null', '"PodDeviceEntries":' + entries, 1)
-    checksum = "sha256:" + hashlib.sha256(body.encode()).hexdigest()
-    return ('{"Version":%d,"Checksum":%s,"Data":%s}\n' % (FORMAT_VERSION, json.dumps(checksum), body)).encode()
+    body = canonical_str(data).replace('"PodDeviceEntries":null', '"PodDeviceEntries":' + entries, 1).encode()
+    return b'{"Version":%d,"Checksum":"%s","Data":%s}\n' % (FORMAT_VERSION, sha256_of(body).encode(), body)
 
 
 def _req(obj: dict, key: str, tp: type | tuple[type, ...]):
@@ -177,7 +170,7 @@ def _verified_data(raw: bytes) -> dict:
     if head and raw.endswith(b"}\n") and int(head.group(1)) == FORMAT_VERSION:
         body = raw[head.end():-2]
         expected = head.group(2).decode()
-        if "sha256:" + hashlib.sha256(body).hexdigest() == expected:
+        if sha256_of(body) == expected:
             try:
                 data = json.loads(body)
             except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -193,7 +186,7 @@ def _verified_data(raw: bytes) -> dict:
         raise CheckpointCorrupt(f"format version {version} (this hwagent reads {FORMAT_VERSION})")
     data = _req(doc, "Data", dict)
     expected = _req(doc, "Checksum", str)
-    actual = "sha256:" + hashlib.sha256(_canonical(data).encode()).hexdigest()
+    actual = sha256_checksum(data)
     if actual != expected:
         raise CheckpointCorrupt(f"checksum mismatch (file {expected}, content {actual})")
     return data
@@ -225,29 +218,6 @@ def decode(raw: bytes) -> CheckpointData:
     return CheckpointData(allocations, registered, devices, endpoints, deleted)
 
 
-def write_atomic(path: Path, payload: bytes) -> None:
-    """Temp file in the same directory, fsync, rename over, fsync the directory."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
 def load(path: Path) -> CheckpointData | None:
     """Read the checkpoint; None when absent or when it was corrupt (and set aside)."""
     try:
@@ -261,12 +231,7 @@ def load(path: Path) -> CheckpointData | None:
     try:
         return decode(raw)
     except CheckpointCorrupt as e:
-        aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-        n = 0
-        while aside.exists():
-            n += 1
-            aside = aside.with_name(f"{aside.name.split('~')[0]}~{n}")
-        os.replace(path, aside)
+        aside = set_aside(path)
         CHECKPOINT_ERRORS.labels(kind="corrupt").inc()
         log.error("checkpoint_corrupt path=%s moved_to=%s reason=%s action=start_empty", path, aside, e)
         return None
@@ -275,31 +240,22 @@ def load(path: Path) -> CheckpointData | None:
 class CheckpointWriter:
     """Coalesces writes: ``await flush()`` returns once a write that began after
     the call has finished. The snapshot is taken on the loop (cheap, immutable
-    pieces); encoding and fsync run in the default executor."""
+    pieces), once per write however many flushes asked; encoding and fsync run
+    in the default executor. A failed write is counted, logged and does not
+    fail the flush: memory stays authoritative and the next change rewrites."""
 
     def __init__(self, path: Path, snapshot: Callable[[], CheckpointData]) -> None:
         self.path = path
-        self._snapshot = snapshot
-        self._requested = 0
-        self._written = 0
-        self._task: asyncio.Task | None = None
         self.failures = 0
+        self._writes = Coalescer(self._write, "checkpoint_write", snapshot=snapshot, logger=log)
 
     async def flush(self) -> None:
-        self._requested += 1
-        target = self._requested
-        while self._written < target:
-            if self._task is None or self._task.done():
-                self._task = asyncio.get_running_loop().create_task(self._write_once())
-            await asyncio.shield(self._task)
+        await self._writes.flush()
 
-    async def _write_once(self) -> None:
-        gen = self._requested
-        snap = self._snapshot()
+    def _write(self, snap: CheckpointData) -> None:
         try:
-            await asyncio.get_running_loop().run_in_executor(None, lambda: write_atomic(self.path, encode(snap)))
+            write_atomic(self.path, encode(snap))
         except Exception as e:  # noqa: BLE001 - a failed write is reported, memory stays authoritative
             self.failures += 1
             CHECKPOINT_ERRORS.labels(kind="write").inc()
             log.error("checkpoint_write_failed path=%s error=%s", self.path, e)
-        self._written = max(self._written, gen)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 
 import pytest
 
@@ -17,7 +16,6 @@ from agent.devicemanager.checkpoint import (
     decode,
     encode,
     load,
-    write_atomic,
 )
 from agent.devicemanager.model import Allocation, Device
 
@@ -78,15 +76,6 @@ def test_valid_checksum_over_bad_shape_is_still_corrupt():
     raw = json.dumps({"Version": 1, "Checksum": "sha256:" + hashlib.sha256(body.encode()).hexdigest(), "Data": data})
     with pytest.raises(CheckpointCorrupt, match="missing|wrong type"):
         decode(raw.encode())
-
-
-def test_write_atomic_replaces_and_leaves_no_temp(tmp_path):
-    path = tmp_path / "cp"
-    write_atomic(path, b"one")
-    write_atomic(path, b"two")
-    assert path.read_bytes() == b"two"
-    assert sorted(os.listdir(tmp_path)) == ["cp"]
-    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
 
 
 def test_load_sets_corrupt_file_aside(tmp_path):
