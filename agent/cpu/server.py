@@ -19,6 +19,7 @@ from agent.cpu.errors import PolicyError, invalid
 from agent.cpu.hints import Hint
 from agent.cpu.policy import RESOURCE_NAME, AllocateResult, Request
 from agent.cpu.state import AllocationInfo
+from agent.unixsock import serve_unix
 
 __all__ = ["ResourcePluginService", "RegistrationService", "serve", "to_request"]
 
@@ -219,17 +220,9 @@ class RegistrationService(reg_grpc.RegistrationServicer):
 
 
 async def serve(engine: CPUEngine, socket_path: Path) -> tuple[grpc.aio.Server, RegistrationService]:
-    if len(str(socket_path).encode()) > 107:
-        raise RuntimeError(f"socket path {socket_path} is longer than the 107 bytes a unix socket allows")
-    socket_path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        socket_path.unlink()  # stale socket from an earlier run
-    except FileNotFoundError:
-        pass
     server = grpc.aio.server()
     pb_grpc.add_ResourcePluginServicer_to_server(ResourcePluginService(engine), server)
     reg = RegistrationService(str(socket_path))
     reg_grpc.add_RegistrationServicer_to_server(reg, server)
-    server.add_insecure_port(f"unix://{socket_path}")
-    await server.start()
+    await serve_unix(server, socket_path)
     return server, reg

@@ -22,7 +22,8 @@ from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.component import DaemonContext
 from agent.devicemanager.config import DeviceManagerConfig
 from agent.devicemanager.manager import DeviceManager
-from agent.devicemanager.registration import RegistrationServer, ensure_private_dir, serve_unix
+from agent.devicemanager.registration import RegistrationServer
+from agent.unixsock import ensure_private_dir, serve_unix
 from agent.devicemanager.watcher import PluginWatcher
 from agent.podresources.server import PodResourcesServicer
 

@@ -26,6 +26,7 @@ from agent.devicemanager.metrics import REGISTRATIONS
 from agent.devicemanager.model import SUPPORTED_VERSIONS
 from agent.devicemanager.selection import AllocationError
 from agent.devices.names import extended_resource_name_error
+from agent.unixsock import ensure_private_dir, serve_unix
 
 log = logging.getLogger("hwagent.devicemanager")
 
@@ -119,14 +120,6 @@ class RegistrationServicer(pb_grpc.RegistrationServicer):
         return pb.Empty()
 
 
-def ensure_private_dir(directory: Path) -> None:
-    """Create ``directory`` owner-only when missing; an existing one keeps the
-    mode the daemon or the operator gave it (the sockets are 0600 anyway)."""
-    if not directory.is_dir():
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(directory, 0o700)  # mkdir's mode is filtered by the umask
-
-
 def prepare_socket_dir(directory: Path, keep: set[str]) -> list[str]:
     """Create the directory (owner-only) and remove stale sockets in it.
 
@@ -147,20 +140,6 @@ def prepare_socket_dir(directory: Path, keep: set[str]) -> list[str]:
     if removed:
         log.info("stale_sockets_removed dir=%s names=%s", directory, ",".join(sorted(removed)))
     return removed
-
-
-async def serve_unix(server: grpc.aio.Server, socket_path: Path) -> None:
-    """Bind ``server`` on a unix socket (replacing a stale one), owner-only, and start it."""
-    ensure_private_dir(socket_path.parent)
-    try:
-        if stat.S_ISSOCK(os.lstat(socket_path).st_mode):
-            socket_path.unlink()
-    except FileNotFoundError:
-        pass
-    if server.add_insecure_port(f"unix:{socket_path}") == 0:
-        raise OSError(f"cannot bind unix socket {socket_path}")
-    await server.start()
-    os.chmod(socket_path, 0o600)
 
 
 class RegistrationServer:

@@ -27,7 +27,7 @@ from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.devicemanager.manager import DeviceManager
 from agent.devicemanager.metrics import REGISTRATIONS
 from agent.devicemanager.model import API_VERSION
-from agent.devicemanager.registration import ensure_private_dir
+from agent.unixsock import ensure_private_dir
 from agent.devicemanager.selection import AllocationError
 from agent.devices.names import extended_resource_name_error
 

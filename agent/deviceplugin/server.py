@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from agent.devices.config import ResourceRule
 from agent.devices.model import Device
 from agent.devices.rules import ContainerGrant, grant
 from agent.deviceplugin.allocation import RequestError, check_ids, preferred
+from agent.unixsock import serve_unix
 
 __all__ = ["PluginDevice", "DevicePluginServer", "HEALTHY", "UNHEALTHY", "socket_name"]
 
@@ -41,9 +41,6 @@ ALLOCATE_SECONDS = Histogram("hwagent_deviceplugin_allocate_duration_seconds",
                              buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25))
 DEVICES = Gauge("hwagent_deviceplugin_devices", "Devices a plugin offers, by resource and health",
                 ["resource", "health"])
-
-#: sizeof(sockaddr_un.sun_path) - 1 on Linux
-_SUN_PATH_MAX = 107
 
 _CODES = {"invalid": grpc.StatusCode.INVALID_ARGUMENT, "not_found": grpc.StatusCode.NOT_FOUND,
           "precondition": grpc.StatusCode.FAILED_PRECONDITION}
@@ -102,18 +99,9 @@ class DevicePluginServer(pb_grpc.DevicePluginServicer):
         return True
 
     async def start(self) -> None:
-        if len(os.fsencode(self.socket_path)) > _SUN_PATH_MAX:
-            raise ValueError(f"socket path {self.socket_path} is longer than the {_SUN_PATH_MAX} bytes a unix "
-                             "socket address can hold; use a shorter plugin_dir")
-        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.socket_path.unlink()  # stale socket from a previous run
-        except FileNotFoundError:
-            pass
         server = grpc.aio.server()
         pb_grpc.add_DevicePluginServicer_to_server(self, server)
-        server.add_insecure_port(f"unix://{self.socket_path}")
-        await server.start()
+        await serve_unix(server, self.socket_path)
         self._server = server
         self._stopping = False
         log.info("plugin_serving resource=%s socket=%s devices=%d", self.resource, self.socket_path, len(self._devices))

@@ -1,0 +1,50 @@
+"""Serving gRPC on a unix socket the way every hwagent server needs it.
+
+The device-plugin host, each built-in device plugin, pod-resources and the CPU
+plugin all bind sockets in directories other processes also write to. One
+routine makes the same promises for all of them: the path fits in sun_path, a
+stale *socket* from an earlier run is replaced but any other file is left alone
+(an error, never a silent unlink), and the socket is owner-only, since anyone
+who can connect can allocate devices and CPUs.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import grpc
+
+__all__ = ["SUN_PATH_MAX", "ensure_private_dir", "serve_unix"]
+
+#: sizeof(sockaddr_un.sun_path) - 1 for the terminating NUL
+SUN_PATH_MAX = 107
+
+
+def ensure_private_dir(directory: Path) -> None:
+    """Create ``directory`` owner-only when missing; an existing one keeps the
+    mode the daemon or the operator gave it (the sockets are 0600 anyway)."""
+    if not directory.is_dir():
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)  # mkdir's mode is filtered by the umask
+
+
+async def serve_unix(server: grpc.aio.Server, socket_path: Path, mode: int = 0o600) -> None:
+    """Bind ``server`` on ``socket_path`` (replacing a stale socket) and start it."""
+    path = Path(socket_path)
+    if len(os.fsencode(path)) > SUN_PATH_MAX:
+        raise ValueError(f"socket path {path} is longer than the {SUN_PATH_MAX} bytes a unix socket address holds")
+    ensure_private_dir(path.parent)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISSOCK(st.st_mode):
+            raise OSError(f"{path} exists and is not a socket; refusing to replace it")
+        path.unlink()  # stale socket from an earlier run
+    if server.add_insecure_port(f"unix:{path}") == 0:
+        raise OSError(f"cannot bind unix socket {path}")
+    await server.start()
+    os.chmod(path, mode)

@@ -1,0 +1,49 @@
+"""The one socket-binding routine every hwagent gRPC server uses."""
+
+import asyncio
+import os
+import socket
+import stat
+
+import grpc
+import pytest
+
+from agent.unixsock import serve_unix
+
+
+def _serve(path):
+    async def go():
+        server = grpc.aio.server()
+        await serve_unix(server, path)
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        parent = stat.S_IMODE(os.stat(path.parent).st_mode)
+        await server.stop(None)
+        return mode, parent
+
+    return asyncio.run(go())
+
+
+def test_socket_is_owner_only_in_a_private_new_dir(tmp_path):
+    mode, parent = _serve(tmp_path / "new" / "x.sock")
+    assert mode == 0o600 and parent == 0o700
+
+
+def test_stale_socket_is_replaced(tmp_path):
+    path = tmp_path / "x.sock"
+    with socket.socket(socket.AF_UNIX) as s:  # a crashed server leaves its socket file behind
+        s.bind(str(path))
+    assert stat.S_ISSOCK(os.lstat(path).st_mode)
+    assert _serve(path)[0] == 0o600
+
+
+def test_a_regular_file_in_the_way_is_never_removed(tmp_path):
+    path = tmp_path / "checkpoint"
+    path.write_text("precious")
+    with pytest.raises(OSError, match="not a socket"):
+        _serve(path)
+    assert path.read_text() == "precious"
+
+
+def test_too_long_path_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="longer than the 107 bytes"):
+        _serve(tmp_path / ("x" * 120) / "p.sock")
