@@ -7,22 +7,24 @@ FNV-32a over a Go-specific struct dump that Python cannot reproduce, so files ar
 not interchangeable with Katalyst's (docs/cpu-policy.md).
 
 Writes are atomic: temp file in the same directory, fsync, rename, fsync the
-directory. A file that fails to parse or verify stops start-up with a message
-saying what to do, unless the caller accepts the loss; then the bad file is
-kept aside (never overwritten) and the policy starts empty.
+directory (``agent.statefile``). A file that fails to parse or verify stops
+start-up with a message saying what to do, unless the caller accepts the loss;
+then the bad file is kept aside as ``<name>.corrupt-<UTC time>`` (never
+overwritten) and the policy starts empty. The canonical JSON escapes non-ASCII
+(``ensure_ascii``), part of format version 1.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from agent.cpu.state import PolicyState
+from agent.statefile import canonical_str, set_aside, sha256_checksum, sha256_of, write_atomic
 
 __all__ = ["CheckpointError", "CheckpointStore", "FILE_NAME", "VERSION"]
 
@@ -36,22 +38,16 @@ class CheckpointError(Exception):
     """The checkpoint exists but cannot be trusted."""
 
 
-def _canonical(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
-
-
 def _checksum(version: int, policy: str, data: Any) -> str:
-    body = _canonical({"version": version, "policy": policy, "data": data})
-    return "sha256:" + hashlib.sha256(body).hexdigest()
+    return sha256_checksum({"version": version, "policy": policy, "data": data}, ensure_ascii=True)
 
 
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+_dumps = partial(canonical_str, ensure_ascii=True)
 
 
 def _data_json(state: PolicyState) -> str:
     """Canonical JSON of ``state.to_json()``, assembled from per-entry cached
-    encodings (byte-identical to ``_canonical(state.to_json())``)."""
+    encodings (byte-identical to ``canonical_json(state.to_json(), ensure_ascii=True)``)."""
     pods = ",".join(
         _dumps(uid) + ":{" + ",".join(_dumps(c) + ":" + a.encoded() for c, a in sorted(pod.items())) + "}"
         for uid, pod in sorted(state.entries.items())
@@ -63,7 +59,7 @@ def _data_json(state: PolicyState) -> str:
 def encode(state: PolicyState) -> bytes:
     data = _data_json(state)
     signed = '{"data":' + data + ',"policy":' + _dumps(POLICY) + ',"version":' + str(VERSION) + "}"
-    checksum = "sha256:" + hashlib.sha256(signed.encode()).hexdigest()
+    checksum = sha256_of(signed.encode())
     doc = '{"checksum":' + _dumps(checksum) + ',"data":' + data + ',"policy":' + _dumps(POLICY)
     return (doc + ',"version":' + str(VERSION) + "}\n").encode()
 
@@ -110,27 +106,10 @@ class CheckpointStore:
                     f"[cpu] accept_state_loss = true (the file is then kept as {self.path.name}.corrupt-<time> "
                     f"and the policy starts empty)."
                 ) from None
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
-            os.replace(self.path, aside)
+            aside = set_aside(self.path)
             log.warning("checkpoint_discarded path=%s kept_as=%s reason=%r", self.path, aside, str(e))
             return None
 
     def save(self, state: PolicyState) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        body = encode(state)
-        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(body)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_atomic(self.path, encode(state))

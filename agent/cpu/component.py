@@ -23,7 +23,7 @@ from agent.cgroups.paths import reclaim_root_candidates, self_cgroups
 from agent.component import DaemonContext
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
 from agent.cpu.config import CPUConfig
-from agent.cpu.engine import Coalescer, CPUEngine
+from agent.cpu.engine import CPUEngine
 from agent.cpu.enforce import CheckReport, Enforcer
 from agent.cpu.metrics import (
     CGROUP_UNRESOLVED,
@@ -35,6 +35,7 @@ from agent.cpu.metrics import (
 from agent.cpu.periodic import ResidualTracker
 from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, PolicyOptions, Request
 from agent.cpu.state import AllocationInfo, PolicyState
+from agent.statefile import Coalescer
 
 __all__ = ["CPUPolicyComponent", "CPUPolicyService", "create", "options_from_config", "socket_path_for"]
 
@@ -131,7 +132,7 @@ class CPUPolicyComponent:
             try:
                 self.fs = CgroupFS(detect(root))
                 self.enforcer = Enforcer(self.fs, policy.idx.numa_of)
-                self.enforce = Coalescer(self._enforce_work, "cpuset_enforce")
+                self.enforce = Coalescer(self._enforce_work, "cpuset_enforce", logger=log)
             except CgroupError as e:
                 log.warning("cgroup_enforcement_disabled reason=%r", str(e))
             else:

@@ -4,7 +4,9 @@ before a call returns), cgroup enforcement (in the background), metrics.
 Both the gRPC servicer and in-process callers (standalone mode, the
 ``cpu_policy`` service) go through here, so they share one behaviour. Runs on
 the daemon's single asyncio loop; blocking file work goes to the default
-executor, coalesced so a burst of calls costs one write, never two at once.
+executor, coalesced (``agent.statefile.Coalescer``) so a burst of calls costs
+one write, never two at once; a failed write fails the calls waiting on it and
+is retried by the next.
 """
 
 from __future__ import annotations
@@ -13,82 +15,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from agent.cpu.checkpoint import CheckpointStore
 from agent.cpu.errors import PolicyError
 from agent.cpu.metrics import CHECKPOINT_WRITES, DURATION, FAILURES, REQUESTS, publish_state
 from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, Request
 from agent.cpu.state import AllocationInfo, PolicyState
+from agent.statefile import Coalescer
 
-__all__ = ["Coalescer", "CPUEngine"]
+__all__ = ["CPUEngine"]
 
 log = logging.getLogger("hwagent.cpu")
 T = TypeVar("T")
-
-
-class Coalescer(Generic[T]):
-    """Run ``work(latest)`` off-loop; callers that ``wait()`` resume once a run
-    that started after their ``submit`` finished. Failed runs are retried by the
-    next wait."""
-
-    def __init__(self, work: Callable[[T], Any], name: str) -> None:
-        self.work = work
-        self.name = name
-        self.gen = 0
-        self.done = 0
-        self.latest: T | None = None
-        self.last_result: Any = None
-        self._task: asyncio.Task[None] | None = None
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-
-    def submit(self, value: T) -> None:
-        self.gen += 1
-        self.latest = value
-        self._ensure()
-
-    def _ensure(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def wait(self) -> None:
-        target = self.gen
-        if self.done >= target:
-            return
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.append((target, fut))
-        self._ensure()
-        await fut
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while self.done < self.gen:
-            gen, value = self.gen, self.latest
-            err: BaseException | None = None
-            try:
-                self.last_result = await loop.run_in_executor(None, self.work, value)
-            except Exception as e:  # noqa: BLE001 - reported to waiters and logged
-                err = e
-                log.error("%s_failed error=%r", self.name, str(e))
-            if err is None:
-                self.done = gen
-            keep = []
-            for target, fut in self._waiters:
-                if fut.done():
-                    continue
-                if err is not None:
-                    fut.set_exception(err)
-                elif target <= gen:
-                    fut.set_result(None)
-                else:
-                    keep.append((target, fut))
-            self._waiters = keep
-            if err is not None:
-                return
-
-    async def drain(self) -> None:
-        if self._task is not None:
-            await asyncio.shield(self._task)
 
 
 class CPUEngine:
@@ -101,7 +40,7 @@ class CPUEngine:
         self.policy = policy
         self.store = store
         self.on_enforce = on_enforce
-        self.persist = Coalescer(self._save, "checkpoint_write")
+        self.persist: Coalescer[PolicyState] = Coalescer(self._save, "checkpoint_write", logger=log)
         policy.listeners.append(self._changed)
         publish_state(policy.state)
 
@@ -116,7 +55,7 @@ class CPUEngine:
             asyncio.get_running_loop()
         except RuntimeError:  # called off-loop (tools, tests): write through
             self._save(st)
-            self.persist.done = self.persist.gen = self.persist.gen + 1
+            self.persist.completed_elsewhere()
         else:
             self.persist.submit(st)
         if self.on_enforce is not None:

@@ -88,11 +88,12 @@ def test_atomic_write_leaves_no_temp(tmp_path):
 
 
 def test_incremental_encoding_matches_canonical():
-    from agent.cpu.checkpoint import _canonical, _checksum, _data_json
+    from agent.cpu.checkpoint import _checksum, _data_json
+    from agent.statefile import canonical_json
 
     p = _populated()
     st = p.state
-    assert _data_json(st).encode() == _canonical(st.to_json())
+    assert _data_json(st).encode() == canonical_json(st.to_json(), ensure_ascii=True)
     doc = json.loads(encode(st))
     assert doc["checksum"] == _checksum(1, "dynamic", st.to_json())
     # an evolved entry drops its cached encoding
