@@ -252,9 +252,8 @@ def test_cpu_idle_written_by_hwagent_yields_to_normal_tasks(cgroup_layout: str, 
     assert (i1 - i0) * 5 < n1 - n0
 
 
-@pytest.mark.xfail(strict=True, reason="the CPU policy writes cpuset.cpus only: a NUMA-bound container's "
-                   "cpuset.mems is not narrowed to its node (agent/cpu/enforce.py)")
-def test_numa_bound_container_memory_follows_its_node(cgroup_layout: str, sandbox: Sandbox) -> None:
+def test_numa_bound_container_memory_follows_its_node(sandbox: Sandbox) -> None:
+    """cpuset.mems of a NUMA-bound container is its node: the process's memory policy follows."""
     t = read_topology()
     far = [i for i in t.numa_ids if t.cpus_of_numa(i)][-1]
     work = Path(tempfile.mkdtemp(prefix="hwvmroot-"))

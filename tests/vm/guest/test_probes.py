@@ -1,0 +1,110 @@
+"""hwagent's eBPF probes on the guest kernel, whose headers (unlike the host's) match it,
+and whose tracepoints, cgroup layout and CPU count differ from the host's.
+
+Run-queue delay accuracy against /proc/<tid>/schedstat is measured twice: all hogs on one
+CPU (no migrations) and hogs spread over every CPU of the guest. The host has 2 CPUs;
+the guest 6-8 across nodes, which is where a per-task probe meets migrations.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.pressure.cgroupfs import CgroupIndex, cgroup_mounts, cgroup_thread_ids, detect_hierarchy
+from agent.pressure.procfs import run_delay_ns
+from agent.pressure.readers import BpfBlock, BpfRunqueue, rollup
+from tests.integration.pressure.conftest import CgroupTree
+
+pytestmark = pytest.mark.bpf
+TOLERANCE = 0.05  # the same bound the host's accuracy test holds the probe to
+REQUIRED = ("runqlat", "blockio", "netdev", "irq")
+
+
+@pytest.fixture(scope="module")
+def hierarchy():
+    return detect_hierarchy("auto")
+
+
+@pytest.fixture(scope="module")
+def probes(hierarchy) -> Iterator:
+    from agent.pressure.probes import PROBES, ProbeSet
+
+    ps = ProbeSet(list(PROBES), hierarchy=hierarchy.name)
+    ps.load()
+    try:
+        yield ps
+    finally:
+        ps.close()
+
+
+@pytest.fixture
+def tree() -> Iterator[CgroupTree]:
+    t = CgroupTree(cgroup_mounts())
+    try:
+        yield t
+    finally:
+        t.cleanup()
+
+
+def test_probes_compile_and_attach_on_the_guest_kernel(probes) -> None:
+    states = {n: (s.state, s.detail) for n, s in probes.states.items()}
+    assert all(states[n][0] == "bpf" for n in REQUIRED), states
+    for name, (state, detail) in states.items():  # optional ones say why not
+        assert state == "bpf" or detail, name
+
+
+def test_block_latency_of_a_disk_behind_a_numa_bridge(probes) -> None:
+    disks = sorted(p.name for p in Path("/sys/block").glob("vd*"))
+    if not disks:
+        pytest.skip("this topology has no virtio disks")
+    disk = disks[-1]
+    key = Path(f"/sys/block/{disk}/dev").read_text().strip()
+    before = BpfBlock(probes).read().latency.get((key, "read"))
+    fd = os.open(f"/dev/{disk}", os.O_RDONLY | os.O_DIRECT)
+    try:
+        buf = __import__("mmap").mmap(-1, 1 << 20)
+        for i in range(8):
+            os.preadv(fd, [buf], i << 20)
+    finally:
+        os.close(fd)
+    after = BpfBlock(probes).read().latency[(key, "read")]
+    grown = after.count - (before.count if before else 0)
+    assert grown >= 8, f"{disk} ({key}): {grown} reads seen"
+
+
+def _measure(probes, hierarchy, tree: CgroupTree, label: str, hogs: int, pin: set[int] | None) -> tuple[int, int]:
+    d = tree.make(hierarchy.name, f"{label}/hog")
+    rel = tree.rel(f"{label}/hog")
+    for _ in range(hogs):
+        p = tree.spawn([d])
+        if pin is not None:
+            os.sched_setaffinity(p.pid, pin)
+    time.sleep(1.0)  # every hog has been switched out in its cgroup at least once
+    reader = BpfRunqueue(probes, CgroupIndex(hierarchy.mount))
+    tids = cgroup_thread_ids(hierarchy.mount, rel)
+    s0, b0 = run_delay_ns(tids), rollup(reader.read(), rel).sum_ns
+    time.sleep(3.0)
+    b1, s1 = rollup(reader.read(), rel).sum_ns, run_delay_ns(tids)
+    assert set(s1) == set(s0), "a hog exited during the window"
+    sched = sum(s1[t] - s0[t] for t in s0)
+    print(f"{label}: hogs={hogs} pin={pin} bpf={(b1 - b0) / 1e6:.0f} ms schedstat={sched / 1e6:.0f} ms")
+    assert sched > 1e9, "hogs did not wait: the load is too light to mean anything"
+    return b1 - b0, sched
+
+
+def test_runqueue_delay_matches_schedstat_on_one_cpu(probes, hierarchy, tree) -> None:
+    cpu = max(os.sched_getaffinity(0))
+    bpf, sched = _measure(probes, hierarchy, tree, "one-cpu", 4, {cpu})
+    assert abs(bpf - sched) / sched < TOLERANCE
+
+
+@pytest.mark.xfail(reason="measured on the numa2 guest: BPF 7-9% below schedstat when hogs spread over 8 CPUs "
+                   "(within 1% pinned to one CPU): run-queue delay around migrations is under-counted")
+def test_runqueue_delay_matches_schedstat_across_cpus(probes, hierarchy, tree) -> None:
+    bpf, sched = _measure(probes, hierarchy, tree, "all-cpus", 2 * os.cpu_count() + 2, None)
+    assert abs(bpf - sched) / sched < TOLERANCE
