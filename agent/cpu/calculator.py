@@ -33,6 +33,7 @@ class TopoIndex:
     def __init__(self, topo: Topology) -> None:
         self.topology = topo
         self.all = frozenset(c.id for c in topo.cpus)
+        self.all_cpuset = CPUSet(self.all)
         numa_of: dict[int, int] = {}
         for c in topo.cpus:
             numa_of[c.id] = c.numa_node if c.numa_node is not None else 0

@@ -39,7 +39,6 @@ def publish_state(st: PolicyState) -> None:
         POOL_SIZE.labels(name).set(len(cpus))
         _seen_pools.add(name)
     counts = dict.fromkeys(_ALL_QOS, 0)
-    for a in st.containers():
-        counts[a.qos_level] = counts.get(a.qos_level, 0) + 1
+    counts.update(st.index().qos_counts)
     for q, n in counts.items():
         ALLOCATIONS.labels(q).set(n)

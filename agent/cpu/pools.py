@@ -10,12 +10,13 @@ upstream "isolation"/"fallback" branches have nothing to place and are absent.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from agent.cpu.calculator import TopoIndex, take_by_numa_balance
 from agent.cpu.errors import PolicyError, RESOURCE_EXHAUSTED
 from agent.cpu.qos import RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED, SYSTEM
-from agent.cpu.state import AllocationInfo, PolicyState
+from agent.cpu.state import AllocationInfo, Basis, PolicyState
 from agent.cpuset import CPUSet
 
 __all__ = ["PoolOptions", "bound_numas", "shared_available", "adjust", "init_pools", "sync_sidecars"]
@@ -32,11 +33,8 @@ class PoolOptions:
 def bound_numas(idx: TopoIndex, st: PolicyState) -> frozenset[int]:
     """NUMA nodes hosting a dedicated numa_binding container (quirk 14.4: such a
     node leaves the shared pools entirely)."""
-    out: set[int] = set()
-    for a in st.containers():
-        if a.is_dedicated_binding and not a.is_sidecar:
-            out.update(idx.numa_of[i] for i in a.cpuset)
-    return frozenset(out)
+    numa_of = idx.numa_of
+    return frozenset(numa_of[i] for cpus in st.index().ded.values() for i in cpus)
 
 
 def shared_available(idx: TopoIndex, st: PolicyState, reserved: CPUSet) -> CPUSet:
@@ -48,12 +46,10 @@ def shared_available(idx: TopoIndex, st: PolicyState, reserved: CPUSet) -> CPUSe
 
 
 def _pool_quantities(st: PolicyState) -> dict[str, int]:
-    sums: dict[str, float] = {}
-    for a in st.containers():
-        if a.qos_level == SHARED and not a.ramp_up and a.owner_pool_name and not a.is_sidecar:
-            sums[a.owner_pool_name] = sums.get(a.owner_pool_name, 0.0) + a.request_quantity
+    """Whole CPUs each referenced shared pool asks for. ``math.fsum`` is exact
+    whatever the order members joined in (a running sum would depend on it)."""
     # a referenced pool never drops to 0 CPUs: an empty cpuset cannot be written
-    return {p: max(1, math.ceil(round(q, 6))) for p, q in sums.items()}
+    return {p: max(1, math.ceil(round(math.fsum(q.values()), 6))) for p, q in st.index().qty.items()}
 
 
 def _sizes(quant: dict[str, int], avail: int, opts: PoolOptions) -> dict[str, int] | None:
@@ -112,25 +108,18 @@ def init_pools(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOpti
     return replace(st, pools=pools)
 
 
-def _target_cpuset(a: AllocationInfo, pools: dict[str, CPUSet], ramp: CPUSet, all_cpus: CPUSet) -> AllocationInfo:
-    if a.qos_level == SYSTEM:
-        return a if a.cpuset == all_cpus else a.evolve(cpuset=all_cpus)
-    if a.qos_level not in (SHARED, RECLAIMED) or a.is_sidecar:
-        return a
-    if a.ramp_up:
-        return a if (a.cpuset == ramp and a.owner_pool_name == "") else a.evolve(cpuset=ramp, owner_pool_name="")
-    cpus = pools.get(a.owner_pool_name)
-    if cpus is None or cpus == a.cpuset:
-        return a
-    return a.evolve(cpuset=cpus)
-
-
 def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions) -> PolicyState:
-    """Recompute every pool and every shared/reclaimed container's cpuset."""
+    """Recompute every pool, and point every shared/reclaimed/system container
+    at its target cpuset.
+
+    Only followers that may differ from their target are visited: those of a
+    pool (or the ramp-up set) whose cpuset moved since the last adjustment,
+    and those added or changed since (``StateIndex.touched``). The others
+    already hold the last adjustment's value, which is still the target."""
+    ix = st.index()
     avail = shared_available(idx, st, reserved)
     quant = _pool_quantities(st)
-    has_shared = any(a.qos_level == SHARED and not a.is_sidecar for a in st.containers())
-    if not avail and has_shared:
+    if not avail and ix.n_shared:
         raise PolicyError(
             RESOURCE_EXHAUSTED,
             "no_shared_cpus",
@@ -140,7 +129,7 @@ def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions)
     pools: dict[str, CPUSet] = {RESERVE_POOL: reserved}
     remaining = avail
     if sizes is None:
-        for p in quant:
+        for p in sorted(quant):
             pools[p] = avail
         remaining = CPUSet()
     else:
@@ -148,30 +137,68 @@ def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions)
             took, remaining = take_by_numa_balance(idx, remaining, sizes[p])
             pools[p] = took
     pools[RECLAIM_POOL] = _reclaim(idx, remaining, avail, reserved, opts)
-    all_cpus = CPUSet(idx.all)
-    entries = {}
-    for uid, pod in st.entries.items():
-        new_pod = {c: _target_cpuset(a, pools, avail, all_cpus) for c, a in pod.items()}
-        entries[uid] = new_pod
-    return sync_sidecars(PolicyState(pools=pools, entries=entries))
+    all_cpus = idx.all_cpuset
+    basis = ix.basis
+    touched = ix.touched
+    entries = st.entries
+    copied: set[str] = set()
+
+    def check(keys: Iterable[tuple[str, str]], target: CPUSet, ramp: bool) -> None:
+        nonlocal entries
+        for uid, c in keys:
+            a = entries[uid][c]
+            if a.cpuset == target and (not ramp or a.owner_pool_name == ""):
+                continue
+            if not copied:
+                entries = dict(entries)
+            if uid not in copied:
+                entries[uid] = dict(entries[uid])
+                copied.add(uid)
+            entries[uid][c] = a.evolve(cpuset=target, owner_pool_name="") if ramp else a.evolve(cpuset=target)
+
+    def moved(old: CPUSet | None, new: CPUSet) -> bool:
+        return basis is None or old is None or old != new
+
+    for name, members in ix.follow.items():
+        target = pools.get(name)
+        if target is None:
+            continue
+        check(members if moved(basis and basis.pools.get(name), target) else _among(touched, members), target, False)
+    check(ix.ramp if moved(basis and basis.ramp, avail) else _among(touched, ix.ramp), avail, True)
+    check(ix.system if moved(basis and basis.all_cpus, all_cpus) else _among(touched, ix.system), all_cpus, False)
+    new_ix = ix.copy()
+    new_ix.basis = Basis(pools=pools, ramp=avail, all_cpus=all_cpus)
+    new_ix.touched = {}
+    return sync_sidecars(PolicyState(pools=pools, entries=entries).with_index(new_ix))
+
+
+def _among(touched: dict[tuple[str, str], None], members: dict[tuple[str, str], None]) -> list[tuple[str, str]]:
+    if len(touched) < len(members):
+        return [k for k in touched if k in members]
+    return [k for k in members if k in touched]
 
 
 def sync_sidecars(st: PolicyState) -> PolicyState:
     """Sidecars follow their pod's main container (cpuset and owner pool)."""
+    ix = st.index()
+    if not ix.sidecar_pods:
+        return st
     changed = False
     entries = st.entries
-    for uid, pod in st.entries.items():
-        sidecars = [a for a in pod.values() if a.is_sidecar]
-        if not sidecars:
-            continue
+    for uid in ix.sidecar_pods:
+        pod = st.entries[uid]
         main = next((a for a in pod.values() if a.container_type == "MAIN"), None)
         if main is None:
             continue
-        for s in sidecars:
+        for s in pod.values():
+            if not s.is_sidecar:
+                continue
             if s.cpuset != main.cpuset or s.owner_pool_name != main.owner_pool_name:
                 if not changed:
-                    entries = {k: dict(v) for k, v in st.entries.items()}
+                    entries = dict(st.entries)
                     changed = True
+                if entries[uid] is pod:
+                    entries[uid] = dict(pod)
                 entries[uid][s.container_name] = s.evolve(cpuset=main.cpuset, owner_pool_name=main.owner_pool_name)
-    return replace(st, entries=entries) if changed else st
-
+    # sidecars are in no pool, ramp-up or dedicated set: the index still holds
+    return PolicyState(pools=st.pools, entries=entries).with_index(ix) if changed else st

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.cpu.calculator import TopoIndex
-from agent.cpu.qos import DEDICATED
+from agent.cpu.qos import DEDICATED, RECLAIMED, SHARED, SYSTEM
 from agent.cpuset import CPUSet
 
-__all__ = ["AllocationInfo", "PolicyState", "NUMAState", "machine_state"]
+__all__ = ["AllocationInfo", "PolicyState", "StateIndex", "Basis", "NUMAState", "machine_state"]
 
 MAIN = "MAIN"
 SIDECAR = "SIDECAR"
@@ -51,20 +51,30 @@ class AllocationInfo:
 
     def evolve(self, **changes: Any) -> AllocationInfo:
         """``dataclasses.replace`` without re-running __init__ (10x cheaper; pool
-        re-sizing rewrites every member of a pool). Drops the encoding cache."""
+        re-sizing rewrites every member of a pool). Drops the encoding cache,
+        except the parts around the cpuset when only the cpuset changes."""
         new = object.__new__(AllocationInfo)
         d = new.__dict__
         d.update(self.__dict__)
         d.pop("_enc", None)
+        if "_encp" in d and changes.keys() != {"cpuset"}:
+            del d["_encp"]
         d.update(changes)
         return new
 
     def encoded(self) -> str:
-        """Canonical JSON of this entry, cached: a checkpoint with 1,000 entries
-        re-encodes only the ones that changed."""
+        """Canonical JSON of this entry (``json.dumps(to_json(), sort_keys=True,
+        separators=(",", ":"))``), cached: a checkpoint with 1,000 entries
+        re-encodes only the ones that changed. The text before and after the
+        cpuset is kept apart, so a pool resize that moves every member to a new
+        cpuset re-joins strings instead of re-encoding each member."""
         enc = self.__dict__.get("_enc")
         if enc is None:
-            enc = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+            parts = self.__dict__.get("_encp")
+            if parts is None:
+                parts = _split_encoding(self.to_json())
+                object.__setattr__(self, "_encp", parts)
+            enc = parts[0] + _cpuset_json(self.cpuset) + parts[1]
             object.__setattr__(self, "_enc", enc)
         return enc
 
@@ -126,17 +136,238 @@ class AllocationInfo:
         )
 
 
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def _split_encoding(d: dict[str, Any]) -> tuple[str, str]:
+    """Canonical JSON of ``d`` without its "cpuset" value: (text up to and
+    including ``"cpuset":``, text after the value)."""
+    d = dict(d)
+    del d["cpuset"]
+    before = {k: v for k, v in d.items() if k < "cpuset"}
+    after = {k: v for k, v in d.items() if k > "cpuset"}
+    head = (_dumps(before)[:-1] + ",") if before else "{"
+    tail = ("," + _dumps(after)[1:]) if after else "}"
+    return head + '"cpuset":', tail
+
+
+_CPUSET_JSON: dict[CPUSet, str] = {}
+
+
+def _cpuset_json(cs: CPUSet) -> str:
+    """JSON string of a cpuset's list format, memoised: the members of a pool
+    share one cpuset, so a 1,000-entry checkpoint formats it once."""
+    enc = _CPUSET_JSON.get(cs)
+    if enc is None:
+        if len(_CPUSET_JSON) >= 4096:
+            _CPUSET_JSON.clear()
+        enc = _CPUSET_JSON[cs] = _dumps(str(cs))
+    return enc
+
+
 Entries = dict[str, dict[str, AllocationInfo]]
+
+
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Basis:
+    """The cpusets the last pool adjustment gave its followers: every follower
+    of an index that is not ``touched`` still holds exactly these."""
+
+    pools: dict[str, CPUSet]
+    ramp: CPUSet
+    all_cpus: CPUSet
+
+
+class StateIndex:
+    """Who depends on what in a ``PolicyState``, kept so that a call costs
+    O(what changed) instead of a pass over every container.
+
+    Built once from the entries, then derived copy-on-write along with each
+    new state (``with_entry``/``without_entry``/``without_pod``): the nested
+    dicts are shared between states and never mutated after being shared.
+
+    - ``follow[pool]``: shared/reclaimed main containers whose cpuset is their
+      pool's (not ramping up); ``qty[pool]``: the shared ones' requests;
+    - ``ramp``: shared/reclaimed main containers ramping up (they get every
+      CPU the shared pools may use); ``system``: system_cores containers;
+    - ``ded``: dedicated numa_binding main containers and their cpusets;
+    - ``sidecar_pods``: pods holding a sidecar, and how many;
+    - ``qos_counts``: containers per QoS level; ``n_shared``: shared mains;
+    - ``basis`` / ``touched``: see ``Basis``; keys changed since it was set.
+    """
+
+    __slots__ = ("follow", "qty", "ramp", "system", "ded", "sidecar_pods", "qos_counts", "n_shared",
+                 "basis", "touched")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.follow: dict[str, dict[Key, None]] = {}
+        self.qty: dict[str, dict[Key, float]] = {}
+        self.ramp: dict[Key, None] = {}
+        self.system: dict[Key, None] = {}
+        self.ded: dict[Key, CPUSet] = {}
+        self.sidecar_pods: dict[str, int] = {}
+        self.qos_counts: dict[str, int] = {}
+        self.n_shared = 0
+        self.basis: Basis | None = None
+        self.touched: dict[Key, None] = {}
+
+    @classmethod
+    def build(cls, entries: Entries) -> StateIndex:
+        ix = cls()
+        for pod in entries.values():
+            for a in pod.values():
+                ix._add(a, owned=True)
+        return ix
+
+    def copy(self) -> StateIndex:
+        """Shallow: nested dicts stay shared until ``_add``/``_remove`` copy
+        the ones they change (``owned=False``)."""
+        new = object.__new__(StateIndex)
+        for k in self.__slots__:
+            setattr(new, k, getattr(self, k))
+        return new
+
+    def _add(self, a: AllocationInfo, owned: bool = False) -> None:
+        key = (a.pod_uid, a.container_name)
+        self.qos_counts = _inc(self.qos_counts, a.qos_level, 1, owned)
+        if a.is_sidecar:
+            self.sidecar_pods = _inc(self.sidecar_pods, a.pod_uid, 1, owned)
+            return
+        q = a.qos_level
+        if q == SHARED:
+            self.n_shared += 1
+        if q in (SHARED, RECLAIMED):
+            if a.ramp_up:
+                self.ramp = _put(self.ramp, key, None, owned)
+            else:
+                self.follow = _put_nested(self.follow, a.owner_pool_name, key, None, owned)
+                if q == SHARED and a.owner_pool_name:
+                    self.qty = _put_nested(self.qty, a.owner_pool_name, key, a.request_quantity, owned)
+        elif q == SYSTEM:
+            self.system = _put(self.system, key, None, owned)
+        elif a.is_dedicated_binding:
+            self.ded = _put(self.ded, key, a.cpuset, owned)
+
+    def _remove(self, a: AllocationInfo) -> None:
+        key = (a.pod_uid, a.container_name)
+        self.qos_counts = _inc(self.qos_counts, a.qos_level, -1, False)
+        if key in self.touched:
+            self.touched = _drop(self.touched, key)
+        if a.is_sidecar:
+            self.sidecar_pods = _inc(self.sidecar_pods, a.pod_uid, -1, False)
+            return
+        q = a.qos_level
+        if q == SHARED:
+            self.n_shared -= 1
+        if q in (SHARED, RECLAIMED):
+            if a.ramp_up:
+                self.ramp = _drop(self.ramp, key)
+            else:
+                self.follow = _drop_nested(self.follow, a.owner_pool_name, key)
+                if q == SHARED and a.owner_pool_name:
+                    self.qty = _drop_nested(self.qty, a.owner_pool_name, key)
+        elif q == SYSTEM:
+            self.system = _drop(self.system, key)
+        elif a.is_dedicated_binding:
+            self.ded = _drop(self.ded, key)
+
+    def replaced(self, old: AllocationInfo | None, new: AllocationInfo | None) -> StateIndex:
+        """The index of the state where ``old`` was replaced by ``new`` (either
+        may be None)."""
+        ix = self.copy()
+        if old is not None:
+            ix._remove(old)
+        if new is not None:
+            ix._add(new)
+            ix.touched = _put(ix.touched, (new.pod_uid, new.container_name), None, False)
+        return ix
+
+
+def _inc(d: dict[str, int], k: str, by: int, owned: bool) -> dict[str, int]:
+    if not owned:
+        d = dict(d)
+    n = d.get(k, 0) + by
+    if n:
+        d[k] = n
+    else:
+        d.pop(k, None)
+    return d
+
+
+def _put(d: dict, k: Any, v: Any, owned: bool) -> dict:
+    if not owned:
+        d = dict(d)
+    d[k] = v
+    return d
+
+
+def _drop(d: dict, k: Any) -> dict:
+    d = dict(d)
+    d.pop(k, None)
+    return d
+
+
+def _put_nested(d: dict[str, dict], outer: str, k: Any, v: Any, owned: bool) -> dict[str, dict]:
+    if not owned:
+        d = dict(d)
+    inner = d.get(outer)
+    if inner is None:
+        inner = d[outer] = {}
+    elif not owned:
+        inner = d[outer] = dict(inner)
+    inner[k] = v
+    return d
+
+
+def _drop_nested(d: dict[str, dict], outer: str, k: Any) -> dict[str, dict]:
+    inner = d.get(outer)
+    if inner is None or k not in inner:
+        return d
+    d = dict(d)
+    inner = dict(inner)
+    del inner[k]
+    if inner:
+        d[outer] = inner
+    else:
+        del d[outer]
+    return d
 
 
 @dataclass(frozen=True)
 class PolicyState:
     """Immutable snapshot. The policy builds a new one per mutation and swaps
     it in only when the whole operation succeeded: that is what keeps state
-    unchanged on any error."""
+    unchanged on any error.
+
+    Carries a ``StateIndex`` (not a field: equality and the checkpoint see only
+    pools and entries), built on first use and derived incrementally by the
+    ``with_*``/``without_*`` methods."""
 
     pools: dict[str, CPUSet] = field(default_factory=dict)
     entries: Entries = field(default_factory=dict)
+
+    def index(self) -> StateIndex:
+        ix = self.__dict__.get("_ix")
+        if ix is None:
+            ix = StateIndex.build(self.entries)
+            object.__setattr__(self, "_ix", ix)
+        return ix
+
+    def _derived(self, entries: Entries, ix: StateIndex | None, pools: dict[str, CPUSet] | None = None) -> PolicyState:
+        new = PolicyState(pools=self.pools if pools is None else pools, entries=entries)
+        if ix is not None:
+            object.__setattr__(new, "_ix", ix)
+        return new
+
+    def with_index(self, ix: StateIndex) -> PolicyState:
+        """This state, just built, carrying ``ix`` (which must describe its
+        entries); only for states no one else holds yet."""
+        object.__setattr__(self, "_ix", ix)
+        return self
 
     def get(self, pod_uid: str, container: str) -> AllocationInfo | None:
         return self.entries.get(pod_uid, {}).get(container)
@@ -147,28 +378,35 @@ class PolicyState:
     def with_entry(self, a: AllocationInfo) -> PolicyState:
         entries = dict(self.entries)
         pod = dict(entries.get(a.pod_uid, {}))
+        old = pod.get(a.container_name)
         pod[a.container_name] = a
         entries[a.pod_uid] = pod
-        return replace(self, entries=entries)
+        ix = self.__dict__.get("_ix")
+        return self._derived(entries, None if ix is None else ix.replaced(old, a))
 
     def without_entry(self, pod_uid: str, container: str) -> PolicyState:
         if container not in self.entries.get(pod_uid, {}):
             return self
         entries = dict(self.entries)
         pod = dict(entries[pod_uid])
-        del pod[container]
+        old = pod.pop(container)
         if pod:
             entries[pod_uid] = pod
         else:
             del entries[pod_uid]
-        return replace(self, entries=entries)
+        ix = self.__dict__.get("_ix")
+        return self._derived(entries, None if ix is None else ix.replaced(old, None))
 
     def without_pod(self, pod_uid: str) -> PolicyState:
         if pod_uid not in self.entries:
             return self
         entries = dict(self.entries)
-        del entries[pod_uid]
-        return replace(self, entries=entries)
+        pod = entries.pop(pod_uid)
+        ix = self.__dict__.get("_ix")
+        if ix is not None:
+            for a in pod.values():
+                ix = ix.replaced(a, None)
+        return self._derived(entries, ix)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -206,18 +444,22 @@ def machine_state(idx: TopoIndex, state: PolicyState, with_entries: bool = False
     every container and are built only for views that show them."""
     allocated: dict[int, set[int]] = {n: set() for n in idx.numa_ids}
     per_numa: dict[int, dict[tuple[str, str], set[int]]] = {n: {} for n in idx.numa_ids}
-    for a in state.containers():
-        dedicated = a.is_dedicated_binding and not a.is_sidecar
-        if not dedicated and not with_entries:
-            continue
-        for i in a.cpuset:
-            n = idx.numa_of.get(i)
-            if n is None:
-                continue
-            if with_entries:
+    if with_entries:
+        for a in state.containers():
+            dedicated = a.is_dedicated_binding and not a.is_sidecar
+            for i in a.cpuset:
+                n = idx.numa_of.get(i)
+                if n is None:
+                    continue
                 per_numa[n].setdefault((a.pod_uid, a.container_name), set()).add(i)
-            if dedicated:
-                allocated[n].add(i)
+                if dedicated:
+                    allocated[n].add(i)
+    else:
+        for cpus in state.index().ded.values():
+            for i in cpus:
+                n = idx.numa_of.get(i)
+                if n is not None:
+                    allocated[n].add(i)
     return {
         n: NUMAState(
             id=n,
