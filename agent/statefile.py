@@ -99,13 +99,20 @@ def set_aside(path: str | os.PathLike[str], suffix: str = "corrupt") -> Path:
     return aside
 
 
+#: one encoder per ASCII choice, built once (json.dumps with options builds one per call)
+_CANONICAL = {
+    ascii_only: json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=ascii_only).encode
+    for ascii_only in (False, True)
+}
+
+
 def canonical_str(obj: Any, *, ensure_ascii: bool = False) -> str:
     """Sorted keys, no whitespace: one text per value, so a checksum over it
     does not depend on dict order or on how the file was indented.
     ``ensure_ascii`` is part of a format: non-ASCII text as UTF-8 (False) or
     as ``\\uXXXX`` escapes (True) hash differently, so a format picks one.
     (Text, for encoders that splice cached pieces together.)"""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=ensure_ascii)
+    return _CANONICAL[ensure_ascii](obj)
 
 
 def canonical_json(obj: Any, *, ensure_ascii: bool = False) -> bytes:

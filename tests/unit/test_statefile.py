@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import hashlib
+import json
 import logging
 import os
 import random
@@ -13,6 +14,8 @@ import threading
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent import statefile
 from agent.statefile import (
@@ -165,6 +168,22 @@ def test_canonical_json_ascii_choice_is_explicit():
     assert canonical_json({"k": "é"}) == '{"k":"é"}'.encode()
     assert canonical_json({"k": "é"}, ensure_ascii=True) == b'{"k":"\\u00e9"}'
     assert sha256_checksum({"k": "é"}) != sha256_checksum({"k": "é"}, ensure_ascii=True)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json, st.booleans())
+def test_canonical_json_is_sorted_compact_dumps(obj, ascii_only):
+    """The cached encoder gives exactly what the formats were defined with."""
+    want = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=ascii_only)
+    assert canonical_json(obj, ensure_ascii=ascii_only) == want.encode()
+    assert json.loads(canonical_json(obj, ensure_ascii=ascii_only)) == obj
 
 
 def test_sha256_checksum_format():
