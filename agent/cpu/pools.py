@@ -140,21 +140,20 @@ def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions)
     all_cpus = idx.all_cpuset
     basis = ix.basis
     touched = ix.touched
-    entries = st.entries
-    copied: set[str] = set()
+    entries = dict(st.entries)
+    fresh: set[str] = set()  # pods whose dict is already this state's own copy
 
     def check(keys: Iterable[tuple[str, str]], target: CPUSet, ramp: bool) -> None:
-        nonlocal entries
         for uid, c in keys:
-            a = entries[uid][c]
-            if a.cpuset == target and (not ramp or a.owner_pool_name == ""):
+            pod = entries[uid]
+            a = pod[c]
+            cs = a.cpuset
+            if (cs is target or cs == target) and (not ramp or a.owner_pool_name == ""):
                 continue
-            if not copied:
-                entries = dict(entries)
-            if uid not in copied:
-                entries[uid] = dict(entries[uid])
-                copied.add(uid)
-            entries[uid][c] = a.evolve(cpuset=target, owner_pool_name="") if ramp else a.evolve(cpuset=target)
+            if uid not in fresh:
+                pod = entries[uid] = dict(pod)
+                fresh.add(uid)
+            pod[c] = a.evolve(cpuset=target, owner_pool_name="") if ramp else a.with_cpuset(target)
 
     def moved(old: CPUSet | None, new: CPUSet) -> bool:
         return basis is None or old is None or old != new

@@ -62,6 +62,16 @@ class AllocationInfo:
         d.update(changes)
         return new
 
+    def with_cpuset(self, cpus: CPUSet) -> AllocationInfo:
+        """``evolve(cpuset=cpus)``, the one change pool re-sizing makes to every
+        member, without the generic path's overhead."""
+        new = object.__new__(AllocationInfo)
+        d = new.__dict__
+        d.update(self.__dict__)
+        d["cpuset"] = cpus
+        d.pop("_enc", None)
+        return new
+
     def encoded(self) -> str:
         """Canonical JSON of this entry (``json.dumps(to_json(), sort_keys=True,
         separators=(",", ":"))``), cached: a checkpoint with 1,000 entries
