@@ -15,7 +15,7 @@ from agent.cpu.errors import PolicyError, RESOURCE_EXHAUSTED, invalid
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 
-__all__ = ["TopoIndex", "take_by_topology", "take_by_numa_balance", "take_ht_by_numa_balance"]
+__all__ = ["TopoIndex", "take_by_topology", "take_by_numa_balance", "take_by_numa_balance_from", "take_ht_by_numa_balance"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class TopoIndex:
         return {n: CPUSet(v) for n, v in sorted(out.items())}
 
 
-def _check(avail: CPUSet | frozenset[int], n: int) -> None:
+def _check(avail: CPUSet | frozenset[int] | set[int], n: int) -> None:
     if n < 0:
         raise invalid("bad_quantity", f"cannot take a negative number of cpus ({n})")
     if n > len(avail):
@@ -174,8 +174,17 @@ def take_by_numa_balance(idx: TopoIndex, avail: CPUSet, n: int) -> tuple[CPUSet,
     Upstream returns the *input* set on failure (quirk); here failure raises and
     nothing is returned.
     """
-    _check(avail, n)
     free = set(avail)
+    taken = take_by_numa_balance_from(idx, free, n)
+    return CPUSet(taken), CPUSet(free)
+
+
+def take_by_numa_balance_from(idx: TopoIndex, free: set[int], n: int) -> set[int]:
+    """``take_by_numa_balance`` on a plain set, which loses what is taken (and
+    is left unchanged on failure): pool sizing carves several pools out of one
+    set without building a CPUSet per step."""
+    _check(free, n)
+    start = frozenset(free)
     taken: set[int] = set()
     need = n
     cpc = idx.cpus_per_core
@@ -210,8 +219,11 @@ def take_by_numa_balance(idx: TopoIndex, avail: CPUSet, n: int) -> tuple[CPUSet,
                 need -= 1
                 progressed = True
         if not progressed:
-            raise PolicyError(RESOURCE_EXHAUSTED, "insufficient_cpus", f"could not take {n} cpus from {avail}")
-    return CPUSet(taken), CPUSet(free)
+            free |= start
+            raise PolicyError(
+                RESOURCE_EXHAUSTED, "insufficient_cpus", f"could not take {n} cpus from {CPUSet(start)}"
+            )
+    return taken
 
 
 def take_ht_by_numa_balance(idx: TopoIndex, avail: CPUSet, n: int) -> CPUSet:

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from agent.cpu.calculator import TopoIndex, take_by_numa_balance
+from agent.cpu.calculator import TopoIndex, take_by_numa_balance_from
 from agent.cpu.errors import PolicyError, RESOURCE_EXHAUSTED
 from agent.cpu.qos import RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED, SYSTEM
 from agent.cpu.state import AllocationInfo, Basis, PolicyState
@@ -38,11 +38,16 @@ def bound_numas(idx: TopoIndex, st: PolicyState) -> frozenset[int]:
 
 
 def shared_available(idx: TopoIndex, st: PolicyState, reserved: CPUSet) -> CPUSet:
-    """CPUs shared pools and ramp-up containers may use."""
-    avail = set(idx.all) - set(reserved)
-    for n in bound_numas(idx, st):
-        avail -= idx.numa_cpus[n]
-    return CPUSet(avail)
+    """CPUs shared pools and ramp-up containers may use (memoised per set of
+    dedicated containers: hints, Allocate and re-sizing all ask)."""
+
+    def compute() -> CPUSet:
+        avail = set(idx.all) - set(reserved)
+        for n in bound_numas(idx, st):
+            avail -= idx.numa_cpus[n]
+        return CPUSet(avail)
+
+    return st.index().memo_by_ded(("shared_available", idx, reserved), compute)
 
 
 def _pool_quantities(st: PolicyState) -> dict[str, int]:
@@ -82,11 +87,12 @@ def _reclaim(idx: TopoIndex, leftover: CPUSet, avail: CPUSet, reserved: CPUSet, 
     if len(leftover) >= opts.reclaim_min:
         return leftover
     need = opts.reclaim_min - len(leftover)
+    left = set(leftover)
     # top up from CPUs pools hold (overlap), else from anything but reserve
-    for source in (avail - leftover, CPUSet(idx.all) - reserved - leftover):
-        if source:
-            took, _ = take_by_numa_balance(idx, source, min(need, len(source)))
-            return leftover | took
+    for source in (lambda: set(avail) - left, lambda: set(idx.all) - set(reserved) - left):
+        cpus = source()
+        if cpus:
+            return CPUSet(left | take_by_numa_balance_from(idx, cpus, min(need, len(cpus))))
     return leftover
 
 
@@ -127,15 +133,15 @@ def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions)
         )
     sizes = _sizes(quant, len(avail), opts)
     pools: dict[str, CPUSet] = {RESERVE_POOL: reserved}
-    remaining = avail
     if sizes is None:
         for p in sorted(quant):
             pools[p] = avail
         remaining = CPUSet()
     else:
+        left = set(avail)
         for p in sorted(sizes):
-            took, remaining = take_by_numa_balance(idx, remaining, sizes[p])
-            pools[p] = took
+            pools[p] = CPUSet(take_by_numa_balance_from(idx, left, sizes[p]))
+        remaining = CPUSet(left)
     pools[RECLAIM_POOL] = _reclaim(idx, remaining, avail, reserved, opts)
     all_cpus = idx.all_cpuset
     basis = ix.basis

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from agent.cpu.calculator import TopoIndex
 from agent.cpu.qos import DEDICATED, RECLAIMED, SHARED, SYSTEM
 from agent.cpuset import CPUSet
 
 __all__ = ["AllocationInfo", "PolicyState", "StateIndex", "Basis", "NUMAState", "machine_state"]
+
+T = TypeVar("T")
 
 MAIN = "MAIN"
 SIDECAR = "SIDECAR"
@@ -211,7 +214,7 @@ class StateIndex:
     """
 
     __slots__ = ("follow", "qty", "ramp", "system", "ded", "sidecar_pods", "qos_counts", "n_shared",
-                 "basis", "touched")  # fmt: skip
+                 "basis", "touched", "_memo")  # fmt: skip
 
     def __init__(self) -> None:
         self.follow: dict[str, dict[Key, None]] = {}
@@ -224,6 +227,17 @@ class StateIndex:
         self.n_shared = 0
         self.basis: Basis | None = None
         self.touched: dict[Key, None] = {}
+        #: values derived from ``ded`` alone, valid while ``ded`` is the same
+        #: object (it is replaced, never mutated, once shared)
+        self._memo: dict[Any, tuple[dict[Key, CPUSet], Any]] = {}
+
+    def memo_by_ded(self, key: Any, compute: Callable[[], T]) -> T:
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] is self.ded:
+            return hit[1]
+        value = compute()
+        self._memo[key] = (self.ded, value)
+        return value
 
     @classmethod
     def build(cls, entries: Entries) -> StateIndex:
@@ -239,6 +253,7 @@ class StateIndex:
         new = object.__new__(StateIndex)
         for k in self.__slots__:
             setattr(new, k, getattr(self, k))
+        new._memo = dict(self._memo)
         return new
 
     def _add(self, a: AllocationInfo, owned: bool = False) -> None:
@@ -449,9 +464,16 @@ class NUMAState:
 def machine_state(idx: TopoIndex, state: PolicyState, with_entries: bool = False) -> dict[int, NUMAState]:
     """Regenerate per-NUMA state from container entries (pools excluded).
 
-    Only dedicated numa_binding containers shape default/allocated; the
-    per-NUMA container slices (``with_entries``) cost a pass over every CPU of
-    every container and are built only for views that show them."""
+    Only dedicated numa_binding containers shape default/allocated (memoised
+    per set of them); the per-NUMA container slices (``with_entries``) cost a
+    pass over every CPU of every container and are built only for views that
+    show them."""
+    if not with_entries:
+        return dict(state.index().memo_by_ded(("machine_state", idx), lambda: _machine_state(idx, state, False)))
+    return _machine_state(idx, state, True)
+
+
+def _machine_state(idx: TopoIndex, state: PolicyState, with_entries: bool) -> dict[int, NUMAState]:
     allocated: dict[int, set[int]] = {n: set() for n in idx.numa_ids}
     per_numa: dict[int, dict[tuple[str, str], set[int]]] = {n: {} for n in idx.numa_ids}
     if with_entries:
