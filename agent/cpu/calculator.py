@@ -73,9 +73,19 @@ class TopoIndex:
             n: tuple(k for k in self.cores if k.numa == n) for n in self.numa_ids
         }
         self.numas_per_socket = max((len(v) for v in self.socket_numas.values()), default=1)
+        self.numa_cpusets: dict[int, CPUSet] = {n: CPUSet(c) for n, c in self.numa_cpus.items()}
+        self._allocatable: dict[CPUSet, dict[int, int]] = {}
 
     def numa_cpuset(self, n: int) -> CPUSet:
-        return CPUSet(self.numa_cpus[n])
+        return self.numa_cpusets[n]
+
+    def allocatable_per_numa(self, reserved: CPUSet) -> dict[int, int]:
+        """CPUs per NUMA node outside ``reserved`` (asked on every hint)."""
+        got = self._allocatable.get(reserved)
+        if got is None:
+            res = frozenset(reserved)
+            got = self._allocatable[reserved] = {n: len(self.numa_cpus[n] - res) for n in self.numa_ids}
+        return got
 
     def assignments(self, cpus: CPUSet | frozenset[int]) -> dict[int, CPUSet]:
         """Per-NUMA slices of a cpuset (only NUMAs it touches)."""

@@ -37,7 +37,7 @@ class Hint:
 
 
 def min_numa_count(idx: TopoIndex, reserved: CPUSet, need: int) -> int:
-    caps = sorted((len(idx.numa_cpus[n] - frozenset(reserved)) for n in idx.numa_ids), reverse=True)
+    caps = sorted(idx.allocatable_per_numa(reserved).values(), reverse=True)
     acc = 0
     for k, c in enumerate(caps, start=1):
         acc += c
@@ -60,7 +60,7 @@ def calculate_hints(
         raise invalid("bad_quantity", "dedicated_cores needs a request of at least 1 cpu")
     min_numas = min_numa_count(idx, reserved, need)
     if not exclusive and min_numas > 1:
-        largest = max(len(idx.numa_cpus[n] - frozenset(reserved)) for n in idx.numa_ids)
+        largest = max(idx.allocatable_per_numa(reserved).values())
         raise invalid(
             "too_many_cpus",
             f"non-exclusive numa_binding request of {need} cpus does not fit one NUMA node "

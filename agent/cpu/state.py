@@ -495,9 +495,12 @@ def _machine_state(idx: TopoIndex, state: PolicyState, with_entries: bool) -> di
     return {
         n: NUMAState(
             id=n,
-            default_cpuset=CPUSet(idx.numa_cpus[n] - allocated[n]),
-            allocated_cpuset=CPUSet(allocated[n]),
+            default_cpuset=CPUSet(idx.numa_cpus[n] - allocated[n]) if allocated[n] else idx.numa_cpusets[n],
+            allocated_cpuset=CPUSet(allocated[n]) if allocated[n] else _EMPTY,
             pod_entries={k: CPUSet(v) for k, v in per_numa[n].items()},
         )
         for n in idx.numa_ids
     }
+
+
+_EMPTY = CPUSet()
