@@ -149,28 +149,33 @@ def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions)
     entries = dict(st.entries)
     fresh: set[str] = set()  # pods whose dict is already this state's own copy
 
-    def check(keys: Iterable[tuple[str, str]], target: CPUSet, ramp: bool) -> None:
-        for uid, c in keys:
+    def repoint(members: dict[tuple[str, str], None], old: CPUSet | None, target: CPUSet, ramp: bool) -> None:
+        if basis is not None and old is not None and old == target:
+            keys: Iterable[tuple[str, str]] = _among(touched, members)  # the pool did not move
+            stale = False
+        else:
+            keys = members
+            # untouched members hold the basis value, so they differ from target
+            stale = basis is not None and old is not None
+        for key in keys:
+            uid, c = key
             pod = entries[uid]
             a = pod[c]
-            cs = a.cpuset
-            if (cs is target or cs == target) and (not ramp or a.owner_pool_name == ""):
-                continue
+            if not stale or key in touched:
+                cs = a.cpuset
+                if (cs is target or cs == target) and (not ramp or a.owner_pool_name == ""):
+                    continue
             if uid not in fresh:
                 pod = entries[uid] = dict(pod)
                 fresh.add(uid)
             pod[c] = a.evolve(cpuset=target, owner_pool_name="") if ramp else a.with_cpuset(target)
 
-    def moved(old: CPUSet | None, new: CPUSet) -> bool:
-        return basis is None or old is None or old != new
-
     for name, members in ix.follow.items():
         target = pools.get(name)
-        if target is None:
-            continue
-        check(members if moved(basis and basis.pools.get(name), target) else _among(touched, members), target, False)
-    check(ix.ramp if moved(basis and basis.ramp, avail) else _among(touched, ix.ramp), avail, True)
-    check(ix.system if moved(basis and basis.all_cpus, all_cpus) else _among(touched, ix.system), all_cpus, False)
+        if target is not None:
+            repoint(members, basis and basis.pools.get(name), target, False)
+    repoint(ix.ramp, basis and basis.ramp, avail, True)
+    repoint(ix.system, basis and basis.all_cpus, all_cpus, False)
     new_ix = ix.copy()
     new_ix.basis = Basis(pools=pools, ramp=avail, all_cpus=all_cpus)
     new_ix.touched = {}
