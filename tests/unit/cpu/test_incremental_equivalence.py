@@ -182,7 +182,7 @@ def _canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(OPS, min_size=1, max_size=40), enable_reclaim=st.booleans())
 def test_incremental_equals_full_recomputation(ops, enable_reclaim):
     topo = synthetic(sockets=2, numa_per_socket=2, cores_per_numa=3, threads_per_core=2)  # 24 cpus
