@@ -18,6 +18,7 @@ from agent.cpu import pools as pools_mod
 from agent.cpu import policy as policy_mod
 from agent.cpu.calculator import TopoIndex, take_by_numa_balance
 from agent.cpu.errors import RESOURCE_EXHAUSTED, PolicyError
+from agent.cpu.policy import DynamicPolicy
 from agent.cpu.pools import PoolOptions, _reclaim, _sizes
 from agent.cpu.qos import RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED, SYSTEM
 from agent.cpu.state import AllocationInfo, NUMAState, PolicyState, StateIndex
@@ -132,6 +133,7 @@ OPS = st.one_of(
     st.tuples(st.just("remove"), st.sampled_from(UIDS)),
     st.tuples(st.just("tick"), st.sampled_from([1, 31])),
     st.tuples(st.just("cgroup"), st.sampled_from(UIDS), st.sampled_from(["c1", "side"])),
+    st.tuples(st.just("restart")),
 )
 
 
@@ -173,6 +175,10 @@ def _outcome(p, op, clock):
         return ("err", e.code, e.reason)
 
 
+def _restarted(p, clock):
+    return DynamicPolicy(p.topology, p.options, state=PolicyState.from_json(p.state.to_json()), clock=clock)
+
+
 def _index_fields(ix: StateIndex) -> dict:
     return {k: getattr(ix, k) for k in ("follow", "qty", "ramp", "system", "ded", "sidecar_pods", "qos_counts",
                                         "n_shared")}  # fmt: skip
@@ -191,6 +197,11 @@ def test_incremental_equals_full_recomputation(ops, enable_reclaim):
     with naive():
         ref = make_policy(cr, topo=topo, reclaim_min=2, enable_reclaim=enable_reclaim)
     for op in ops:
+        if op[0] == "restart":  # from the checkpointed form: the index starts from scratch
+            inc = _restarted(inc, ci)
+            with naive():
+                ref = _restarted(ref, cr)
+            continue
         got = _outcome(inc, op, ci)
         with naive():
             want = _outcome(ref, op, cr)
