@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 
 from agent.cpu.calculator import TopoIndex, take_by_numa_balance_from
 from agent.cpu.errors import PolicyError, RESOURCE_EXHAUSTED
-from agent.cpu.qos import RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED, SYSTEM
-from agent.cpu.state import AllocationInfo, Basis, PolicyState
+from agent.cpu.qos import RECLAIM_POOL, RESERVE_POOL
+from agent.cpu.state import Basis, PolicyState
 from agent.cpuset import CPUSet
 
 __all__ = ["PoolOptions", "bound_numas", "shared_available", "adjust", "init_pools", "sync_sidecars"]

@@ -10,8 +10,8 @@ is never stored as truth — it is always regenerated from the entries
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agent.cpu.calculator import TopoIndex
