@@ -97,7 +97,7 @@ esac
 # coldplug, as udev would at boot: load the drivers of the devices present (virtio_blk,
 # virtio_net...) from the image's modules tree, so /sys/block, /sys/class/net and /dev fill in
 chroot $R /bin/sh -c 'cat /sys/bus/*/devices/*/modalias 2>/dev/null | sort -u | xargs -r modprobe -q -a -b' ||
-    say "coldplug: some modules failed to load"
+    say "coldplug: no module for some devices (usual on q35)"
 hostname vmtest
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 say "root ready at $(up)s, cgroup=$CGROUP, cwd=$CWD"

@@ -226,7 +226,8 @@ def guest_pytest_command(pytest_args: list[str] | None = None) -> str:
     python = REPO / ".venv" / "bin" / "python"
     py = str(python) if python.exists() else "python3"
     args = ["-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", GUEST_TESTS,
-            "--junitxml=/out/junit.xml", "-o", "junit_family=xunit1", *(pytest_args or [])]
+            "--junitxml=/out/junit.xml", "-o", "junit_family=xunit1", "-o", "junit_logging=system-out",
+            *(pytest_args or [])]
     return f"exec {shlex.quote(py)} {shlex.join(args)}"
 
 
