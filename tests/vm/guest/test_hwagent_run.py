@@ -105,6 +105,9 @@ def test_start_serve_restart_stop(installed: None) -> None:
     provision("--only", "start")
     first_pid = daemon_pid()
     assert first_pid is not None
+    # the unit's ExecStart with the environment file's arguments, as systemd runs it
+    argv = Path(f"/proc/{first_pid}/cmdline").read_bytes().split(b"\0")
+    assert b"--config" in argv and b"/etc/hwagent/config.toml" in argv, argv
     assert urllib.request.urlopen(f"{METRICS}/healthz", timeout=10).status == 200
     m = scrape()
     unhealthy = [s.labels for s in m["hwagent_component_healthy"] if s.value != 1]
