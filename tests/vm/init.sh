@@ -96,7 +96,8 @@ case "$CGROUP" in
 esac
 # coldplug, as udev would at boot: load the drivers of the devices present (virtio_blk,
 # virtio_net...) from the image's modules tree, so /sys/block, /sys/class/net and /dev fill in
-chroot $R /bin/sh -c 'cat /sys/bus/*/devices/*/modalias 2>/dev/null | sort -u | xargs -r modprobe -q -a -b' ||
+# (+ loop: a node's /dev/loop-control exists from boot, kmod static nodes; tests use losetup)
+chroot $R /bin/sh -c '{ cat /sys/bus/*/devices/*/modalias 2>/dev/null; echo loop; } | sort -u | xargs -r modprobe -q -a -b' ||
     say "coldplug: no module for some devices (usual on q35)"
 hostname vmtest
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up

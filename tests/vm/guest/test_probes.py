@@ -8,17 +8,30 @@ the guest 6-8 across nodes, which is where a per-task probe meets migrations.
 
 from __future__ import annotations
 
+import asyncio
+import mmap
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from agent.component import DaemonContext
+from agent.config import loads
+from agent.devicemanager.component import factory as host_factory
+from agent.deviceplugin.component import factory as plugins_factory
+from agent.pods import StaticActivePods
 from agent.pressure.cgroupfs import CgroupIndex, cgroup_mounts, cgroup_thread_ids, detect_hierarchy
+from agent.pressure.config import PressureConfig
+from agent.pressure.engine import PressureEngine
 from agent.pressure.procfs import run_delay_ns
 from agent.pressure.readers import BpfBlock, BpfRunqueue, rollup
+from agent.topology.sysfs import read_topology
 from tests.integration.pressure.conftest import CgroupTree
+from tests.integration.pressure.test_device_health import failing_loop, write_past_capacity  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.bpf
 TOLERANCE = 0.05  # the same bound the host's accuracy test holds the probe to
@@ -67,7 +80,7 @@ def test_block_latency_of_a_disk_behind_a_numa_bridge(probes) -> None:
     before = BpfBlock(probes).read().latency.get((key, "read"))
     fd = os.open(f"/dev/{disk}", os.O_RDONLY | os.O_DIRECT)
     try:
-        buf = __import__("mmap").mmap(-1, 1 << 20)
+        buf = mmap.mmap(-1, 1 << 20)  # page-aligned, as O_DIRECT needs
         for i in range(8):
             os.preadv(fd, [buf], i << 20)
     finally:
@@ -108,3 +121,60 @@ def test_runqueue_delay_matches_schedstat_on_one_cpu(probes, hierarchy, tree) ->
 def test_runqueue_delay_matches_schedstat_across_cpus(probes, hierarchy, tree) -> None:
     bpf, sched = _measure(probes, hierarchy, tree, "all-cpus", 2 * os.cpu_count() + 2, None)
     assert abs(bpf - sched) / sched < TOLERANCE
+
+
+def test_block_errors_make_the_plugin_device_unhealthy_end_to_end(probes, failing_loop) -> None:  # noqa: F811
+    """Real write errors on a loop device (its backing tmpfs is full) reach the real health
+    board of the built-in plugins, and the device-plugin host stops offering the disk.
+    Whatever errno this kernel reports (6.1 gives EIO where newer kernels give ENOSPC)."""
+    dev, key = failing_loop
+    res = "example.com/scratch"
+    cfg = loads(f'''
+[devices]
+default_rules = false
+register_backoff_initial_s = 0.05
+socket_check_interval_s = 0.05
+[[devices.resources]]
+name = "{res}"
+block_name = ["{Path(dev).name}"]
+''')
+    short = Path(tempfile.mkdtemp(prefix="hwvmbh"))
+    ctx = DaemonContext(cfg, short / "root", read_topology(), mode="standalone",
+                        services={"active_pods": StaticActivePods()})
+    for d in ("device-plugins", "plugins_registry", "pod-resources", "checkpoints"):
+        (ctx.root_dir / d).mkdir(parents=True, exist_ok=True)
+
+    async def run() -> None:
+        host = host_factory(ctx)
+        await host.start(ctx)
+        plugins = plugins_factory(ctx)
+        await plugins.start(ctx)
+        try:
+            manager = ctx.services["devicemanager"]
+
+            async def allocatable(n: int, what: str) -> None:
+                for _ in range(600):
+                    if manager.capacity()[1].get(res, -1) == n:
+                        return
+                    await asyncio.sleep(0.05)
+                raise AssertionError(f"{what}: capacity {manager.capacity()}")
+
+            await allocatable(1, "plugin did not offer the loop device")
+            eng = PressureEngine(PressureConfig(error_threshold=1, error_window_s=30, recovery_s=3600),
+                                 {"device_health": ctx.services["device_health"]}, probes=probes)
+            eng.load()
+            eng.tick()  # baseline
+            write_past_capacity(dev)
+            eng.tick()
+            errs = {k: n for k, n in eng.last_block.errors.items() if k[0] == key}
+            print(f"{dev} ({key}) errors seen by the probe: {errs}")
+            assert errs and all(op == "write" for (_d, op, _e) in errs), errs
+            await allocatable(0, "unhealthy disk still offered")
+        finally:
+            await plugins.stop()
+            await host.stop()
+
+    try:
+        asyncio.run(asyncio.wait_for(run(), 180))
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
