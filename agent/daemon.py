@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import errno
 import fcntl
+import gc
 import importlib
 import logging
 import os
@@ -76,6 +77,18 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CONFIG = 2
 
+
+
+def freeze_startup_heap() -> None:
+    """Move everything start-up allocated (modules, topology, restored state,
+    BPF tables) out of the cyclic GC's reach.
+
+    Those objects live as long as the process; left in the collected
+    generations, every full collection re-walks them, which showed up as ~15 ms
+    pauses in Allocate's p99 with 1,000 containers (bench/cpu.py).
+    """
+    gc.collect()
+    gc.freeze()
 
 class DaemonError(Exception):
     """Start-up cannot go on; the message is the one line the operator sees."""
@@ -318,6 +331,7 @@ class Daemon:
             if await self._start_components(ctx, notifier):
                 self.phase = "running"
                 status = f"running: mode={mode} components={len(self._started)} metrics={server.url}/metrics"
+                freeze_startup_heap()
                 notifier.ready(status=status)
                 log.info(
                     "hwagent ready",

@@ -42,6 +42,7 @@ from agent.cpu.hints import Hint  # noqa: E402
 from agent.cpu.policy import DynamicPolicy, PolicyOptions, Request  # noqa: E402
 from agent.cpu.qos import CPU_ENHANCEMENT_KEY, MEMORY_ENHANCEMENT_KEY, QOS_KEY  # noqa: E402
 from agent.cpu.server import serve  # noqa: E402
+from agent.daemon import freeze_startup_heap  # noqa: E402
 from agent.topology.model import synthetic  # noqa: E402
 
 BIND = json.dumps({"numa_binding": "true", "numa_exclusive": "false"})
@@ -179,6 +180,7 @@ def main() -> int:
     print(f"setup: 256 cpus / 8 NUMA, {len(p.state.containers())} live containers, "
           f"pools {{{', '.join(f'{k}:{len(v)}' for k, v in sorted(p.state.pools.items()))}}} "
           f"in {time.perf_counter() - t0:.1f}s")  # fmt: skip
+    freeze_startup_heap()  # as the daemon does once its components are up
     srv = ServerThread()
     results: dict[tuple[str, str], list[float]] = {}
     try:
