@@ -106,6 +106,10 @@ class GuestRun:
     timed_out: bool
     wall_s: float
     out_dir: Path
+    #: qemu's own exit status (negative = killed by that signal)
+    qemu_rc: int | None = None
+    #: qemu crashes before the guest started that were retried (see boot)
+    crashes: tuple[int, ...] = ()
 
     @property
     def serial_log(self) -> Path:
@@ -123,20 +127,23 @@ class GuestRun:
         return "\n".join(text.splitlines()[-lines:])
 
     def describe(self) -> str:
+        retried = f", after qemu crashed at start (signal {-self.crashes[0]}) and was retried" if self.crashes else ""
         if self.timed_out:
-            return f"TIMED OUT after {self.wall_s:.0f}s (guest killed)"
+            return f"TIMED OUT after {self.wall_s:.0f}s (guest killed){retried}"
         if self.rc is None:
             init_failed = self.out_dir / "init-failed"
             qemu_log = self.out_dir / "qemu.log"
             qemu_said = qemu_log.read_text(errors="replace").strip() if qemu_log.exists() else ""
             if init_failed.exists():
                 why = f"guest /init failed: {init_failed.read_text().strip()}"
+            elif self.qemu_rc is not None and self.qemu_rc < 0:
+                why = f"qemu killed by signal {-self.qemu_rc}; qemu.log: {qemu_said[-300:]}"
             elif qemu_said:
-                why = f"qemu: {qemu_said[-500:]}"
+                why = f"qemu rc {self.qemu_rc}: {qemu_said[-500:]}"
             else:
                 why = "guest crashed or died before finishing; see serial.log"
-            return f"no exit status ({why})"
-        return f"rc={self.rc} in {self.wall_s:.0f}s"
+            return f"no exit status ({why}){retried}"
+        return f"rc={self.rc} in {self.wall_s:.0f}s{retried}"
 
 
 def qemu_command(image: Image, topo: GuestTopology, cgroup: str, out_dir: Path, cwd: Path) -> list[str]:
@@ -152,7 +159,7 @@ def qemu_command(image: Image, topo: GuestTopology, cgroup: str, out_dir: Path, 
         ]
     )
     return [
-        "qemu-system-x86_64",
+        os.environ.get("HWAGENT_VM_QEMU", "qemu-system-x86_64"),
         *accel_args(),
         "-machine", "q35",
         *topo.qemu_args(),
@@ -186,7 +193,8 @@ def boot(
     cgroup = cgroup or topo.cgroup
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in ("rc", "junit.xml", "serial.log", "init-failed", "qemu.log"):
+    for stale in ("rc", "junit.xml", "serial.log", "init-failed", "qemu.log", "serial.log.crashed",
+                  "qemu.log.crashed"):
         (out_dir / stale).unlink(missing_ok=True)
     guest_env = {
         "HWAGENT_VM_GUEST": "1",
@@ -200,16 +208,17 @@ def boot(
     argv = qemu_command(image, topo, cgroup, out_dir, cwd)
     (out_dir / "qemu-argv.txt").write_text(shlex.join(argv) + "\n")
     t0 = time.monotonic()
-    timed_out = False
-    with open(out_dir / "qemu.log", "wb") as qlog:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    crashes: list[int] = []
+    while True:
+        qemu_rc, timed_out = _run_qemu(argv, out_dir, timeout_s - (time.monotonic() - t0))
+        # qemu itself dying before the guest's /init ran (qemu 7.2 TCG has segfaulted at start
+        # now and then here) is no result of the command: one fresh try, and it is reported
+        if timed_out or qemu_rc >= 0 or _guest_started(out_dir) or crashes:
+            break
+        crashes.append(qemu_rc)
+        for name in ("serial.log", "qemu.log"):
+            if (out_dir / name).exists():
+                (out_dir / name).rename(out_dir / f"{name}.crashed")
     wall = time.monotonic() - t0
     rc: int | None = None
     rc_file = out_dir / "rc"
@@ -218,7 +227,26 @@ def boot(
             rc = int(rc_file.read_text().strip())
         except ValueError:
             rc = None
-    return GuestRun(topo.name, cgroup, rc, timed_out, wall, out_dir)
+    return GuestRun(topo.name, cgroup, rc, timed_out, wall, out_dir, qemu_rc, tuple(crashes))
+
+
+def _run_qemu(argv: list[str], out_dir: Path, timeout_s: float) -> tuple[int, bool]:
+    """qemu's exit status (negative: killed by that signal) and whether it was timed out."""
+    with open(out_dir / "qemu.log", "wb") as qlog:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout=max(timeout_s, 1)), False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return proc.wait(), True
+
+
+def _guest_started(out_dir: Path) -> bool:
+    try:
+        return b"VMTEST:" in (out_dir / "serial.log").read_bytes()
+    except OSError:
+        return False
 
 
 def guest_pytest_command(pytest_args: list[str] | None = None) -> str:
