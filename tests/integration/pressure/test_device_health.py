@@ -1,13 +1,15 @@
 """Real block errors -> device Unhealthy -> healthy again after a quiet period.
 
 A loop device over a sparse file on a 1 MiB tmpfs: direct writes past the
-tmpfs capacity fail with ENOSPC in the loop driver, which the kernel reports as
-block_rq_error with error -28. (device-mapper's error target would be a second
+tmpfs capacity fail in the loop driver, which the kernel reports as
+block_rq_error: error -28 (ENOSPC) on current kernels, -5 (EIO) on 6.1, as the
+VM tier's Debian guest showed. (device-mapper's error target would be a second
 source, but this kernel has no device-mapper.)
 """
 
 from __future__ import annotations
 
+import errno as errnos
 import subprocess
 import time
 from pathlib import Path
@@ -18,6 +20,9 @@ from agent.pressure.config import PressureConfig
 from agent.pressure.engine import PressureEngine
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
+
+#: what the loop driver reports for a write past its full backing file
+LOOP_FULL_ERRNOS = {errnos.ENOSPC, errnos.EIO}
 
 
 class FakeBoard:
@@ -66,14 +71,15 @@ def test_enospc_marks_block_device_unhealthy_then_recovers(probe_set, failing_lo
     write_past_capacity(dev)
     eng.tick()
     errs = {k: n for k, n in eng.last_block.errors.items() if k[0] == key}
-    assert errs and all(errno == 28 and op == "write" for (_d, op, errno) in errs), errs
+    assert errs and all(errno in LOOP_FULL_ERRNOS and op == "write" for (_d, op, errno) in errs), errs
+    (seen,) = {errno for (_d, _op, errno) in errs}
     down = [c for c in board.calls if c[:3] == ("block", key, False)]
-    assert len(down) == 1 and "errno 28" in down[0][3] and down[0][4] == "hwagent-probes"
+    assert len(down) == 1 and f"errno {seen}" in down[0][3] and down[0][4] == "hwagent-probes"
     # metrics carry the verdict and the error counter
     fams = {f.name: f for f in __import__("agent.pressure.metrics", fromlist=["x"]).PressureCollector(eng).collect()}
     health = {tuple(s.labels.values()): s.value for s in fams["hwagent_pressure_device_healthy"].samples}
     assert health[("block", key)] == 0.0
-    err_samples = [s for s in fams["hwagent_pressure_block_request_errors"].samples if s.labels["errno"] == "28"]
+    err_samples = [s for s in fams["hwagent_pressure_block_request_errors"].samples if s.labels["errno"] == str(seen)]
     assert err_samples and err_samples[0].labels["device"] == Path(dev).name
     # quiet period -> healthy again
     deadline = time.monotonic() + 10
