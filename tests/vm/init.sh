@@ -57,8 +57,16 @@ mount -t devtmpfs devtmpfs $R/dev
 mkdir -p $R/dev/pts $R/dev/shm
 mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts $R/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm
-mount -t tmpfs -o mode=1777 tmpfs $R/tmp
-mount -t tmpfs -o mode=755 tmpfs $R/run
+# Fresh /tmp and /run, except where the checkout lives under one of them (CI may
+# clone into /tmp): that one stays the host's, writable through the overlay.
+scratch_tmpfs() {
+    case "$CWD/" in
+        "$1"/*) say "keeping the host's $1: the checkout $CWD is under it" ;;
+        *) mount -t tmpfs -o "mode=$2" tmpfs "$R$1" ;;
+    esac
+}
+scratch_tmpfs /tmp 1777
+scratch_tmpfs /run 755
 mount -t debugfs debugfs $R/sys/kernel/debug 2>/dev/null
 mount -t tracefs tracefs $R/sys/kernel/tracing 2>/dev/null
 mount -t bpf bpf $R/sys/fs/bpf 2>/dev/null
