@@ -47,6 +47,42 @@ def pipe_usecs(loops: int) -> float:
     return float(re.search(r"([\d.]+) usecs/op", out).group(1))
 
 
+def prog_stats(bpf) -> dict[str, tuple[int, int]]:
+    """(run_cnt, run_time_ns) per loaded BPF program, from its fd's fdinfo; the
+    kernel fills them only while kernel.bpf_stats_enabled=1."""
+    out = {}
+    for name, fn in bpf.funcs.items():
+        cnt = ns = 0
+        for line in Path(f"/proc/self/fdinfo/{fn.fd}").read_text().splitlines():
+            key, _, val = line.partition(":")
+            if key == "run_cnt":
+                cnt = int(val)
+            elif key == "run_time_ns":
+                ns = int(val)
+        out[name.decode() if isinstance(name, bytes) else name] = (cnt, ns)
+    return out
+
+
+def in_kernel_cost(ps, loops: int) -> list[tuple[str, int, float]]:
+    """Every probe attached, bpf_stats on: for each program, the events it ran on
+    during one pipe run and its mean in-BPF ns per event."""
+    stats_path = Path("/proc/sys/kernel/bpf_stats_enabled")
+    old = stats_path.read_text().strip()
+    stats_path.write_text("1")
+    try:
+        before = prog_stats(ps.bpf)
+        pipe_usecs(loops)
+        after = prog_stats(ps.bpf)
+    finally:
+        stats_path.write_text(old)
+    rows = []
+    for name, (c1, t1) in after.items():
+        c0, t0 = before.get(name, (0, 0))
+        if c1 > c0:
+            rows.append((name, c1 - c0, (t1 - t0) / (c1 - c0)))
+    return sorted(rows, key=lambda r: -r[1] * r[2])
+
+
 @dataclass(frozen=True)
 class Rec:
     pod_uid: str
@@ -179,8 +215,10 @@ def main() -> int:
 
     configs = ["none", "runqlat", "blockio", "netdev", "irq", "all"]
     results: dict[str, list[float]] = {c: [] for c in configs}
-    for _ in range(args.rounds):
-        for c in configs:  # interleaved: drift in the shared machine's load hits every config alike
+    pipe_usecs(args.loops)  # warm-up: the first run pays for page faults and cold caches
+    for r in range(args.rounds):
+        # interleaved, and rotated each round, so load drift and position effects hit every config alike
+        for c in configs[r % len(configs):] + configs[: r % len(configs)]:
             names = list(PROBES) if c == "all" else ([] if c == "none" else [c])
             for n in names:
                 ps.attach(n)
@@ -196,6 +234,23 @@ def main() -> int:
     for c in configs:
         m = statistics.median(results[c])
         print(f"{c:<10} {m:>9.3f} {m / base:>7.3f}x")
+
+    for n in PROBES:
+        ps.attach(n)
+    t0 = time.perf_counter()
+    usecs = pipe_usecs(args.loops)
+    wall_ns = (time.perf_counter() - t0) * 1e9
+    rows = in_kernel_cost(ps, args.loops)
+    for n in PROBES:
+        ps.detach(n)
+    total_ns = sum(cnt * ns for _name, cnt, ns in rows)
+    print(f"\n# in-kernel cost (kernel.bpf_stats_enabled), all probes, one pipe run of {args.loops} loops")
+    print(f"{'program':<22} {'events':>9} {'ns/event':>9}")
+    for name, cnt, ns in rows:
+        print(f"{name:<22} {cnt:>9} {ns:>9.0f}")
+    print(f"time in BPF programs: {total_ns / 1e6:.1f} ms of a {wall_ns / 1e6:.1f} ms run "
+          f"({total_ns / wall_ns:.1%} of one CPU; {total_ns / 1e3 / args.loops:.2f} us per pipe op "
+          f"against {usecs:.2f} us/op)")
 
     print("\n# build and memory")
     print(f"import bcc           {import_s * 1e3:8.1f} ms")
