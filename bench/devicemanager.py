@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -248,7 +246,7 @@ async def bench_restart(base: Path, n_alloc: int) -> None:
     enc = time.perf_counter() - t0
     empty = await restart_to_serving(base, CheckpointData())
     full = await restart_to_serving(base, data)
-    print(f"restart to serving (host start -> Register served + snapshot applied -> first allocation done):")
+    print("restart to serving (host start -> Register served + snapshot applied -> first allocation done):")
     print(f"  checkpoint: {n_alloc} allocations, {len(raw) / 1e6:.1f} MB, encode {enc * 1e3:.0f} ms")
     for name, t in (("empty checkpoint (peer)", empty), (f"{n_alloc} allocations", full)):
         print(f"  {name:<28} restore {t['restore'] * 1e3:8.1f} ms  register {t['register'] * 1e3:7.1f} ms  "

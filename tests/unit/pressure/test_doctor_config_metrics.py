@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import gzip
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
