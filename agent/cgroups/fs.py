@@ -90,16 +90,12 @@ class CgroupFS:
             raise
 
     def read_effective_cpus(self, rel: str) -> CPUSet:
-        name = "cpuset.cpus.effective" if self.cpuset_v2 else "cpuset.effective_cpus"
-        try:
-            return CPUSet.parse((self._dir(self.cpuset_root, rel) / name).read_text())
-        except OSError as e:
-            if e.errno in _GONE:
-                raise self._vanished("cpuset", rel, "read") from None
-            raise
+        return self._read_cpuset_file(rel, "cpuset.cpus.effective" if self.cpuset_v2 else "cpuset.effective_cpus")
 
     def read_mems(self, rel: str) -> CPUSet:
-        name = "cpuset.mems"
+        return self._read_cpuset_file(rel, "cpuset.mems")
+
+    def _read_cpuset_file(self, rel: str, name: str) -> CPUSet:
         try:
             return CPUSet.parse((self._dir(self.cpuset_root, rel) / name).read_text())
         except OSError as e:
