@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["CgroupError", "CgroupLayout", "detect"]
+__all__ = ["CgroupError", "CgroupLayout", "V1_CONTROLLERS", "detect"]
 
 Mode = Literal["v1", "v2", "hybrid"]
-_V1_CONTROLLERS = ("cpuset", "cpu", "cpuacct", "memory", "pids", "blkio", "devices", "freezer")
+V1_CONTROLLERS = ("cpuset", "cpu", "cpuacct", "memory", "pids", "blkio", "devices", "freezer")
 
 
 class CgroupError(Exception):
@@ -61,7 +61,7 @@ def detect(root: str | Path = "/sys/fs/cgroup") -> CgroupLayout:
     r = Path(root)
     if (r / "cgroup.controllers").is_file():
         return CgroupLayout("v2", r, _controllers(r / "cgroup.controllers"))
-    v1 = [c for c in _V1_CONTROLLERS if (r / c).is_dir()]
+    v1 = [c for c in V1_CONTROLLERS if (r / c).is_dir()]
     if (r / "unified" / "cgroup.controllers").is_file() and v1:
         return CgroupLayout("hybrid", r, _controllers(r / "unified" / "cgroup.controllers"))
     if v1:

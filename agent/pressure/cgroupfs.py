@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.cgroups.detect import V1_CONTROLLERS
+
 __all__ = [
     "Hierarchy",
     "detect_hierarchy",
@@ -51,7 +53,7 @@ def cgroup_mounts(procfs_root: str = "/proc") -> dict[str, Path]:
             out.setdefault("v2", Path(mnt))
         elif fstype == "cgroup":
             for o in opts:
-                if o in ("cpu", "cpuset", "cpuacct", "memory", "pids", "blkio", "devices", "freezer"):
+                if o in V1_CONTROLLERS:
                     out.setdefault(o, Path(mnt))
     return out
 
