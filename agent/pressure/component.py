@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
 from agent.component import DaemonContext
 from agent.pressure.config import PressureConfig
-from agent.pressure.engine import Loaded, PressureEngine, TickResult
+from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult
 from agent.pressure.eviction import Eviction
 from agent.pressure.metrics import PressureCollector
 
@@ -149,11 +149,13 @@ class PressureComponent:
         eng.record_eviction(ev, outcome)
 
     # -- control ------------------------------------------------------------------
-    def reconfigure(self, cfg: PressureConfig) -> list[str]:
-        """Live settings from a reloaded config; returns those that need a restart."""
-        if self.engine is None:
-            return []
-        return self.engine.reconfigure(cfg)
+    #: what reconfigure() takes while running; the daemon's reload logs the rest as needing a restart
+    live_settings = LIVE_SETTINGS
+
+    def reconfigure(self, cfg: PressureConfig) -> None:
+        """A reloaded [pressure] section whose changes are all in ``live_settings``."""
+        if self.engine is not None:
+            self.engine.reconfigure(cfg)
 
     async def stop(self) -> None:
         self._abandon.set()
