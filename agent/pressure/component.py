@@ -121,7 +121,7 @@ class PressureComponent:
         assert eng is not None
         while True:
             try:
-                containers = eng._containers()  # the CPU policy's state, read on its loop
+                containers = eng.read_containers()  # the CPU policy's state, read on its loop
                 res = await loop.run_in_executor(None, eng.observe, containers)
                 await self._apply(res)
                 self._failed = False

@@ -232,7 +232,8 @@ class PressureEngine:
             self.probes = None
 
     # -- one cycle ---------------------------------------------------------------
-    def _containers(self) -> list[Container]:
+    def read_containers(self) -> list[Container]:
+        """The CPU policy's containers now (on the policy owner's thread: the daemon's loop)."""
         policy = self.services.get("cpu_policy")
         if policy is None:
             return []
@@ -254,7 +255,7 @@ class PressureEngine:
     def tick(self) -> TickResult:
         """One whole cycle on the caller's thread (the CLI and tests; the daemon's
         component runs ``observe`` off its loop and applies the result on it)."""
-        res = self.observe(self._containers())
+        res = self.observe(self.read_containers())
         self.apply_health(res)
         for ev in res.evictions:
             self._evict(ev)
