@@ -328,3 +328,22 @@ def test_resolve_mode(tmp_path):
         assert resolve_mode(forced)[0] == "standalone"
     finally:
         s.close()
+
+
+def test_healthz_lists_readiness_and_a_warming_component_does_not_hold_ready(tmp_path):
+    """READY=1 and a healthy /healthz come before a component's background set-up ends."""
+    d = make_daemon(tmp_path, (f"{M}:alpha", f"{M}:warming"))
+    fc.Warming.warm = False
+
+    def probe(d):
+        first = http_get(d, "/healthz")
+        fc.Warming.warm = True
+        return first, http_get(d, "/healthz")
+
+    try:
+        code, (loading, warm) = run_daemon(d, probe)
+    finally:
+        fc.Warming.warm = False
+    assert code == EXIT_OK
+    assert loading == (200, "ok\nalpha: healthy, ready\nwarming: healthy, not ready: loading tables\n")
+    assert warm == (200, "ok\nalpha: healthy, ready\nwarming: healthy, ready: warm\n")
