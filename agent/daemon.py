@@ -421,8 +421,8 @@ class Daemon:
                 self.phase = "running"
                 status = f"running: mode={mode} components={len(self._started)} metrics={server.url}/metrics"
                 self._running_status = status
-                freeze_startup_heap()
                 notifier.ready(status=status)
+                freeze_startup_heap()  # after READY: the collection is no start-up work
                 log.info(
                     "hwagent ready",
                     extra={

@@ -15,6 +15,7 @@ other component keeps its single owner.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 from prometheus_client import REGISTRY
@@ -109,6 +110,7 @@ class PressureComponent:
             log.error("pressure_load_failed error=%r", e)
             return
         self.engine.install(loaded)  # on the loop: the readers become the engine's here
+        gc.freeze()  # the BPF tables live as long as the process: out of the collector's walks
         self.load_seconds = loop.time() - t0
         self.state = "running"
         log.info("pressure_ready load_seconds=%.3f", self.load_seconds)
