@@ -197,7 +197,7 @@ class MetricsServer:
             if self.refused == 1 or self.refused % 1000 == 0:
                 log.warning("metrics connections at the bound; refusing", extra={
                     "max_connections": self.max_connections, "refused_total": self.refused})
-            await self._refuse(writer)
+            await self._refuse(reader, writer)
             return
         self._clients.add(task)
         self._idle[task] = None
@@ -226,9 +226,14 @@ class MetricsServer:
             return True
         return False
 
-    async def _refuse(self, writer: asyncio.StreamWriter) -> None:
+    async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """503 and close, reading what the client sent first for up to a second: closing
+        with its request unread would reset the connection before it saw the answer."""
         try:
             writer.write(_serialize(_text(503, "too many connections\n"), False))
+            if writer.can_write_eof():
+                writer.write_eof()
+            await asyncio.wait_for(reader.read(MAX_REQUEST_BYTES), 1.0)
             writer.close()
             await asyncio.wait_for(writer.wait_closed(), 1.0)
         except (ConnectionError, asyncio.TimeoutError, asyncio.CancelledError):
