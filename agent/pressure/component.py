@@ -70,8 +70,8 @@ class PressureComponent:
         assert self.engine is not None
         try:
             loaded = self.engine.prepare()
-        except BaseException as e:  # noqa: BLE001 - handed to the loop, which decides
-            result: tuple[Loaded | None, BaseException | None] = (None, e)
+        except Exception as e:  # handed to the loop, which decides
+            result: tuple[Loaded | None, Exception | None] = (None, e)
         else:
             result = (loaded, None)
         if self._abandon.is_set():
