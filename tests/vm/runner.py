@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,9 @@ BOOT_BUDGET_FACTOR = 4.0
 BOOT_BUDGET_UNMEASURED_S = 120.0
 #: boots remembered per image for the budget
 BOOT_HISTORY = 20
+#: a guest that booted this many times slower than the quickest remembered boot gets its
+#: command timeout stretched by as much (the machine is loaded now), at most by this factor
+MAX_TIMEOUT_STRETCH = 2.5
 #: the guest test suite, run by `runner.py test` and the host-side wrapper
 GUEST_TESTS = "tests/vm/guest"
 
@@ -217,6 +221,19 @@ def record_boot(image_dir: Path, seconds: float, load_per_cpu: float) -> None:
         pass  # a read-only cache: the budget stays at its unmeasured default
 
 
+def timeout_stretch(image_dir: Path, boot_s: float) -> float:
+    """How much longer than its nominal timeout a guest that took ``boot_s`` to boot may
+    run: its boot against the quickest remembered one, between 1 and MAX_TIMEOUT_STRETCH.
+    The boot is a measurement of how fast the emulator runs on this machine right now."""
+    try:
+        quickest = min(float(line.split()[0]) for line in _history_file(image_dir).read_text().splitlines())
+    except (OSError, ValueError):
+        return 1.0
+    if quickest <= 0:
+        return 1.0
+    return min(MAX_TIMEOUT_STRETCH, max(1.0, boot_s / quickest))
+
+
 def boot_budget_s(image_dir: Path, load_per_cpu: float | None = None) -> float:
     """How long a guest may stay silent before it is taken for wedged.
 
@@ -283,8 +300,13 @@ def boot(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     cwd: Path = REPO,
     env: dict[str, str] | None = None,
+    stretch: bool = False,
 ) -> GuestRun:
-    """Run `command` (a shell snippet) in a fresh guest; artifacts land in out_dir."""
+    """Run `command` (a shell snippet) in a fresh guest; artifacts land in out_dir.
+
+    ``stretch``: a guest that boots slower than the quickest remembered boot gets its
+    timeout stretched alike (timeout_stretch), so a loaded machine gets a calibrated
+    budget while the bound stays timeout_s x MAX_TIMEOUT_STRETCH."""
     cgroup = cgroup or topo.cgroup
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -309,7 +331,8 @@ def boot(
     while True:
         budget = boot_budget_s(image.path)
         load = _load_per_cpu()
-        attempt = _run_qemu(argv, out_dir, timeout_s - (time.monotonic() - t0), budget)
+        stretch_of = (lambda b: timeout_stretch(image.path, b)) if stretch else None
+        attempt = _run_qemu(argv, out_dir, timeout_s - (time.monotonic() - t0), budget, stretch_of)
         if attempt.boot_s is not None and not attempt.silent:
             record_boot(image.path, attempt.boot_s, load)
         # qemu dying before the guest's /init ran (qemu 7.2's TCG segfaulted at start now and
@@ -358,9 +381,11 @@ class _Attempt:
 _POLL_S = 0.25
 
 
-def _run_qemu(argv: list[str], out_dir: Path, timeout_s: float, boot_budget_s: float) -> _Attempt:
-    """Run qemu once, watching its serial log: killed at the timeout, or at the boot budget
-    while the guest has printed no VMTEST line yet."""
+def _run_qemu(argv: list[str], out_dir: Path, timeout_s: float, boot_budget_s: float,
+              stretch_of: Callable[[float], float] | None = None) -> _Attempt:
+    """Run qemu once, watching its serial log: killed at the timeout (stretched by
+    ``stretch_of(boot seconds)`` once the guest has booted), or at the boot budget while
+    the guest has printed no VMTEST line yet."""
     t0 = time.monotonic()
     deadline = t0 + max(timeout_s, 1)
     boot_s: float | None = None
@@ -375,6 +400,8 @@ def _run_qemu(argv: list[str], out_dir: Path, timeout_s: float, boot_budget_s: f
             now = time.monotonic()
             if boot_s is None and _guest_started(out_dir):
                 boot_s = now - t0
+                if stretch_of is not None:
+                    deadline = t0 + max(timeout_s, 1) * stretch_of(boot_s)
             if rc is not None:
                 return _Attempt(rc, False, False, now - t0, boot_s)
             silent = boot_s is None and now - t0 >= boot_budget_s
@@ -472,7 +499,7 @@ def _cmd_test(args: argparse.Namespace) -> int:
     for name in args.topology or list(TOPOLOGIES):
         topo = TOPOLOGIES[name]
         out = out_root / name
-        run = boot(image, topo, guest_pytest_command(args.pytest_args), out, timeout_s=args.timeout)
+        run = boot(image, topo, guest_pytest_command(args.pytest_args), out, timeout_s=args.timeout, stretch=True)
         summary = read_junit(run.junit) if run.junit.exists() else None
         counts = (
             f"{summary.passed} passed, {summary.failures + summary.errors} failed, {summary.skipped} skipped"

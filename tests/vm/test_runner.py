@@ -22,6 +22,7 @@ case "$FAKE_MODE:$n" in
     silent-once:1|silent-always:*) exec sleep 1000 ;;
     crash-then-silent:1) kill -SEGV $$ ;;
     crash-then-silent:*) exec sleep 1000 ;;
+    slow-boot-wedged:*) sleep 1; echo "VMTEST: initramfs up" > "$serial"; exec sleep 1000 ;;
 esac
 echo "VMTEST: initramfs up" > "$serial"; echo "VMTEST-RC=4" >> "$serial"; echo 4 > "$out/rc"
 """
@@ -38,9 +39,10 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("HWAGENT_VM_BOOT_BUDGET", "2")
     image = runner.Image(tmp_path / "image", "0.0-test")
 
-    def boot(mode: str, timeout_s: float = 30) -> runner.GuestRun:
+    def boot(mode: str, timeout_s: float = 30, stretch: bool = False) -> runner.GuestRun:
         monkeypatch.setenv("FAKE_MODE", mode)
-        return runner.boot(image, TOPOLOGIES["numa2"], "true", tmp_path / mode, timeout_s=timeout_s)
+        return runner.boot(image, TOPOLOGIES["numa2"], "true", tmp_path / mode, timeout_s=timeout_s,
+                           stretch=stretch)
 
     return boot
 
@@ -112,6 +114,26 @@ def test_boot_budget_comes_from_measured_boots(tmp_path: Path, monkeypatch: pyte
         runner.record_boot(tmp_path, 1.0, 0.1)
     assert len((tmp_path / "boot-times").read_text().splitlines()) == runner.BOOT_HISTORY
     assert runner.boot_budget_s(tmp_path, 0.1) == runner.BOOT_BUDGET_FLOOR_S  # fast boots: the floor
+
+
+def test_timeout_stretch_follows_the_boot_against_the_quickest(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HWAGENT_VM_BOOT_HISTORY", str(tmp_path / "boot-times"))
+    assert runner.timeout_stretch(tmp_path, 50.0) == 1.0  # nothing measured: no stretch
+    runner.record_boot(tmp_path, 20.0, 1.0)
+    runner.record_boot(tmp_path, 10.0, 0.2)
+    assert runner.timeout_stretch(tmp_path, 8.0) == 1.0  # quicker than ever: never shrinks
+    assert runner.timeout_stretch(tmp_path, 20.0) == 2.0
+    assert runner.timeout_stretch(tmp_path, 500.0) == runner.MAX_TIMEOUT_STRETCH  # bounded
+
+
+def test_a_slow_boot_stretches_the_timeout_only_when_asked(fake, tmp_path: Path) -> None:
+    runner.record_boot(tmp_path / "image", 0.25, 0.0)  # the quickest boot seen: 4x quicker than this one
+    plain = fake("slow-boot-wedged", timeout_s=2)
+    assert plain.timed_out and plain.boot_s is not None
+    stretched = fake("slow-boot-wedged", timeout_s=2, stretch=True)
+    assert stretched.timed_out and stretched.rc is None
+    # killed no earlier than the stretched deadline (a lower bound: load only makes it later)
+    assert stretched.wall_s >= 2 * min(runner.MAX_TIMEOUT_STRETCH, stretched.boot_s / 0.25) - 0.5
 
 
 def test_tcg_uses_a_named_cpu_model(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,11 +41,12 @@ def out_root() -> Path:
     return runner.default_out_root()
 
 
-@pytest.mark.timeout(GUEST_TIMEOUT_S + 120)
+@pytest.mark.timeout(int(GUEST_TIMEOUT_S * runner.MAX_TIMEOUT_STRETCH) + 120)
 @pytest.mark.parametrize("name", list(TOPOLOGIES))
 def test_guest_suite(name: str, vm_image: runner.Image, out_root: Path) -> None:
     topo = TOPOLOGIES[name]
-    run = runner.boot(vm_image, topo, runner.guest_pytest_command(), out_root / name, timeout_s=GUEST_TIMEOUT_S)
+    run = runner.boot(vm_image, topo, runner.guest_pytest_command(), out_root / name, timeout_s=GUEST_TIMEOUT_S,
+                      stretch=True)
     summary = runner.read_junit(run.junit) if run.junit.exists() else None
     record_vm_timing(name, run, summary)
     for test, reason in summary.skips if summary else ():
