@@ -32,6 +32,7 @@ SECTIONS: dict[str, str] = {
     "devices": "agent.devices.config:DevicesConfig",
     "pressure": "agent.pressure.config:PressureConfig",
     "topology_manager": "agent.topologymanager.config:TopologyManagerConfig",
+    "workloads": "agent.workloads.config:WorkloadsConfig",
 }
 
 

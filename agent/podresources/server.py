@@ -79,6 +79,13 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
             for r in cpu.allocations():
                 c = pod(r.pod_uid, r.pod_name, r.pod_namespace).container(r.container_name)
                 c.cpu_ids.extend(sorted(r.cpuset))
+        workloads = svc.get("workloads")
+        if workloads is not None:
+            # standalone admission: every admitted pod and app container, also those holding nothing
+            for ap in workloads.admitted():
+                p = pod(ap.uid, ap.spec.name, ap.spec.namespace)
+                for c in ap.spec.containers:
+                    p.container(c.name)
         active = svc.get("active_pods")
         if active is not None:
             uids = active.active_pod_uids()

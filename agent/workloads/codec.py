@@ -63,6 +63,7 @@ def spec_to_json(p: PodSpec) -> dict[str, Any]:
         "restart_policy": p.restart_policy,
         "termination_grace_period_s": p.termination_grace_period_s,
         "source": p.source,
+        "source_digest": p.source_digest,
     }
 
 
@@ -123,6 +124,7 @@ def spec_from_json(d: dict[str, Any]) -> PodSpec:
         restart_policy=_str(d["restart_policy"]),
         termination_grace_period_s=int(_opt_int(d["termination_grace_period_s"]) or 0),
         source=_str(d["source"]),
+        source_digest=_str(d["source_digest"]),
     )
 
 
