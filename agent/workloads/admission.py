@@ -252,9 +252,12 @@ class Workloads:
         shared_pool = CPUSet()
         numa_of: Callable[[int], int] | None = None
         if svc is not None:
-            pools = svc.policy.state.pools
-            shared_pool = pools.get("share") or CPUSet()
-            numa_of = svc.policy.idx.numa_of.get
+            from agent.cpu.pools import shared_available
+
+            pol = svc.policy
+            # init containers get no cpus from the policy: they run where shared pods may
+            shared_pool = pol.state.pools.get("share") or shared_available(pol.idx, pol.state, pol.reserved)
+            numa_of = pol.idx.numa_of.get
         assignments: dict[str, ContainerAssignment] = {}
         for c in spec.all_containers():
             res = cpu_results.get(c.name)

@@ -99,7 +99,12 @@ class CPUProvider:
             raise admission_error_from_policy(e) from None
 
     async def container_hints(self, pod: PodSpec, container: str) -> Mapping[str, Sequence[TopologyHint] | None]:
-        hints = await self._hints(cpu_request(pod, _container(pod, container)))
+        c = _container(pod, container)
+        if c.kind == INIT:
+            # the policy gives init containers no hints and no cpus (they run on the shared
+            # pool); asking would only apply the app containers' QoS checks to them
+            return {CPU_RESOURCE: None}
+        hints = await self._hints(cpu_request(pod, c))
         return {CPU_RESOURCE: _to_tm(hints)}
 
     async def pod_hints(self, pod: PodSpec) -> Mapping[str, Sequence[TopologyHint] | None]:
@@ -116,6 +121,8 @@ class CPUProvider:
         if svc is None:
             return
         c = _container(pod, container)
+        if c.kind == INIT:
+            return
         req = cpu_request(pod, c)
         chosen = await self._choose_hint(req, hint.affinity if hint is not None else None)
         try:

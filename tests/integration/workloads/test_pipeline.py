@@ -205,3 +205,49 @@ def test_dry_run_allocates_nothing_and_says_where(sockdir):
             assert "cpu 0=0 1=4" in late.free and f"{RES} 0=1 1=1" in late.free
 
     run(main())
+
+
+def test_policy_none_still_binds_dedicated_cpus_on_one_node(sockdir):
+    async def main():
+        async with pipeline(sockdir, policy="none") as env:
+            pod = (await env.workloads.admit_manifest(pod_yaml("web", cpus=2))).pod
+            a = pod.assignments["main"]
+            # no alignment asked for: the device lands wherever, the CPUs on one node of the policy's choosing
+            assert a.numa_affinity is None
+            assert len(_node_of(env, a.cpus)) == 1 and len(a.devices[RES]) == 1
+
+    run(main())
+
+
+def test_pod_scope_puts_every_container_on_the_same_node(sockdir):
+    async def main():
+        devs = [dev("d0", numa=(0,)), dev("d1", numa=(0,)), dev("d2", numa=(1,)), dev("d3", numa=(1,))]
+        async with pipeline(sockdir, scope="pod", devices=devs) as env:
+            await env.workloads.admit_manifest(pod_yaml("hog", cpus=1, devices=0))  # node 0 has 3 free now
+            pod = (await env.workloads.admit_manifest(pod_yaml("two", cpus=2, containers=("a", "b")))).pod
+            a, b = pod.assignments["a"], pod.assignments["b"]
+            assert a.numa_affinity == b.numa_affinity == frozenset({1})
+            assert _node_of(env, a.cpus) == _node_of(env, b.cpus) == {1}
+            assert {a.devices[RES][0], b.devices[RES][0]} == {"d2", "d3"}
+
+    run(main())
+
+
+def test_init_containers_run_on_the_shared_pool_and_share_devices(sockdir):
+    async def main():
+        async with pipeline(sockdir) as env:
+            text = pod_yaml("web", cpus=2).replace(
+                "spec:\n  containers:",
+                "spec:\n  initContainers:\n  - name: setup\n    command: [/bin/true]\n"
+                f"    resources: {{limits: {{{RES}: 1}}}}\n  containers:",
+            )
+            pod = (await env.workloads.admit_manifest(text)).pod
+            init, main_c = pod.assignments["setup"], pod.assignments["main"]
+            # no shared pod yet, so no share pool: the cpus a shared pod would get (not the app's dedicated ones)
+            assert init.cpus and init.mems is None and not (init.cpus & main_c.cpus)
+            # the kubelet's reuse: the app container takes the init container's device
+            assert init.devices[RES] == main_c.devices[RES]
+            # ...and each container gets its own Allocate call, as the kubelet makes them
+            assert env.plugin.calls.allocate == [list(init.devices[RES])] * 2
+
+    run(main())
