@@ -5,7 +5,8 @@ a device plugin (a real DevicePlugin gRPC server on a unix socket, PreStart
 required) with 16 devices per NUMA node, topology manager single-numa-node,
 container scope. 1,000 pods are admitted first (shared_cores, one container,
 no device). Each timed operation is one Admit RPC of a 2-container pod with
-dedicated_cores numa_binding (1 CPU each) and 1 device: validation, topology
+dedicated_cores numa_binding (1 CPU each) and 1 device (the background pods
+in their shared pool, ramp-up over): validation, topology
 hints and merge, the CPU policy's Allocate (its checkpoint written), the
 device manager's Allocate (the plugin's Allocate and PreStartContainer RPCs,
 its checkpoint written), the registry record written; the pod is removed
@@ -128,7 +129,9 @@ async def main(n: int, background: int) -> None:
     await dm.register(RES, str(base / "plugin.sock"))
     while dm.capacity()[1].get(RES, 0) < NODES * PER_NODE:
         await asyncio.sleep(0.01)
-    policy = DynamicPolicy(topo, PolicyOptions(reserved_count=2))
+    # shared pods join their pool after the transition period; 0 here, and ramp-up is
+    # completed after setup, so the 1,000 background pods are in the steady state
+    policy = DynamicPolicy(topo, PolicyOptions(reserved_count=2, transition_period_s=0), pod_running=lambda uid: True)
     engine = CPUEngine(policy, CheckpointStore(base / "cpu"))
     services: dict = {"cpu_policy": CPUPolicyService(SimpleNamespace(engine=engine)), "devicemanager": dm}
     registry = Registry(PodFileStore(base / "pods"))
@@ -151,6 +154,8 @@ async def main(n: int, background: int) -> None:
         t0 = time.perf_counter()
         for i in range(background):
             await stub.Admit(apb.AdmitRequest(manifest=manifest(f"bg-{i}", False)))
+        policy.complete_ramp_up()
+        await engine.persist.wait()
         print(f"setup: {background} shared pods admitted in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
 
         async def one(i: int) -> float:
