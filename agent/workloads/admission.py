@@ -58,7 +58,7 @@ from agent.workloads.providers import (
 from agent.workloads.registry import Registry
 from agent.workloads.store import PodRecord
 
-__all__ = ["Workloads", "AdmitResult", "ContainerDecision", "free_summary"]
+__all__ = ["Workloads", "AdmitResult", "ContainerDecision"]
 
 log = logging.getLogger("hwagent.workloads")
 
@@ -102,6 +102,7 @@ class Workloads:
     clock: Callable[[], float] = time.time
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _releasing: set[str] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         self.cpu = CPUProvider(lambda: self.services().get("cpu_policy"))
@@ -172,6 +173,13 @@ class Workloads:
                     )
 
     async def admit(self, spec: PodSpec) -> AdmitResult:
+        # shielded: a caller that goes away (a cancelled RPC) does not interrupt an
+        # admission half way; it completes (and reaches the runtime) or rolls back on its own
+        task = asyncio.ensure_future(self._admit_and_report(spec))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even if nobody waits
+        return await asyncio.shield(task)
+
+    async def _admit_and_report(self, spec: PodSpec) -> AdmitResult:
         t0 = time.perf_counter()
         try:
             result = await self._admit(spec)
@@ -197,8 +205,11 @@ class Workloads:
                 pod = await self._allocate(spec, qos)
                 try:
                     await self.registry.add(pod)
-                except Exception as e:  # noqa: BLE001 - any write failure: roll back, report
+                except BaseException as e:
+                    # a failed write records nothing (Registry.add): roll the allocations back too
                     await self._rollback(spec)
+                    if not isinstance(e, Exception):
+                        raise
                     raise AdmissionError("INTERNAL", f"cannot persist the admission: {e}", "persist") from None
             finally:
                 self.registry.unreserve(spec.key, spec.uid)
@@ -314,7 +325,7 @@ class Workloads:
 
     async def dry_run(self, spec: PodSpec) -> AdmitResult:
         """What admission would decide now, allocating nothing."""
-        qos = self.qos_of(spec)
+        self.qos_of(spec)  # refuses bad QoS annotations as admit would
         why = self.registry.taken(spec.key, spec.uid)
         if why is not None:
             raise AdmissionError("ALREADY_EXISTS", why, reason="exists")
@@ -399,16 +410,20 @@ class Workloads:
     async def release(self, uid: str, why: str) -> None:
         """Give a pod's CPUs and devices back (idempotent); the record stays."""
         rec = self.registry.record(uid)
-        if rec is None or rec.released:
+        if rec is None or rec.released or uid in self._releasing:
             return
-        svc = self.services().get("cpu_policy")
-        if svc is not None:
-            await release_cpus(svc, uid)
-        dm = self.services().get("devicemanager")
-        if dm is not None:
-            dm.release_pod(uid)
-            await dm.flush_checkpoint()
-        await self.registry.update(uid, released=True, line=f"resources released ({why})")
+        self._releasing.add(uid)
+        try:
+            svc = self.services().get("cpu_policy")
+            if svc is not None:
+                await release_cpus(svc, uid)
+            dm = self.services().get("devicemanager")
+            if dm is not None:
+                dm.release_pod(uid)
+                await dm.flush_checkpoint()
+            await self.registry.update(uid, released=True, line=f"resources released ({why})")
+        finally:
+            self._releasing.discard(uid)
         m.RELEASES.labels("terminal" if why != "removed" else "removed").inc()
         log.info("pod_released pod=%s uid=%s why=%s", rec.key, uid, why)
 

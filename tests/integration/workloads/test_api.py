@@ -17,7 +17,7 @@ from agent.contracts import RUNTIME
 from agent.workloads.model import ContainerState, ContainerStatus, PodPhase, PodStatus
 from agent.workloads.server import AdmissionServicer
 from tests.integration.devicemanager.harness import run, until
-from tests.integration.workloads.harness import RES, dev, pipeline, pod_yaml
+from tests.integration.workloads.harness import dev, pipeline, pod_yaml
 
 
 @asynccontextmanager

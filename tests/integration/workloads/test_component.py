@@ -4,8 +4,6 @@ accepted, kubelet mode and config disable it; static manifests survive a restart
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from agent.component import DaemonContext

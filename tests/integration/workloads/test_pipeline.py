@@ -251,3 +251,25 @@ def test_init_containers_run_on_the_shared_pool_and_share_devices(sockdir):
             assert env.plugin.calls.allocate == [list(init.devices[RES])] * 2
 
     run(main())
+
+
+def test_a_cancelled_caller_does_not_interrupt_an_admission(sockdir):
+    async def main():
+        async with pipeline(sockdir) as env:
+            env.plugin.fail.allocate_delay = 0.3
+            call = asyncio.ensure_future(env.workloads.admit_manifest(pod_yaml("web")))
+            await asyncio.sleep(0.1)  # inside the plugin's Allocate
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            # the admission went on and completed: recorded, with its CPUs and device, nothing half-done
+            for _ in range(200):
+                if len(env.registry):
+                    break
+                await asyncio.sleep(0.01)
+            (rec,) = env.registry.records()
+            a = rec.pod.assignments["main"]
+            assert env.policy.state.get(rec.uid, "main").cpuset == a.cpus
+            assert [x.device_ids for x in env.manager.allocations()] == [a.devices[RES]]
+
+    run(main())
