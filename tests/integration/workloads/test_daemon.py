@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -185,6 +187,14 @@ def test_launch_aligns_cpus_and_device_survives_restart_and_refuses_the_impossib
     code, out, err = _cli(capsys, "launch", "--root-dir", root, "-f", str(manifest))
     assert code == 1 and "RESOURCE_EXHAUSTED" in err and RES in err and "free per NUMA node" in err, err
     assert node.pod_resources() == before
+
+    # metrics: admitted pods by QoS, the refusal counted with its code, the topology manager's counters
+    port = re.search(r'msg="metrics endpoint listening" address=127\.0\.0\.1:(\d+)', d.log()).group(1)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        metrics = r.read().decode()
+    assert 'hwagent_workloads_admitted_pods{qos="dedicated"} 2.0' in metrics
+    assert 'hwagent_workloads_admissions_total{code="RESOURCE_EXHAUSTED",outcome="refused"}' in metrics
+    assert "hwagent_topology_manager_admission_requests_total" in metrics
 
     code, out, err = _cli(capsys, "describe", "--root-dir", root, "web")
     assert code == 0 and "admitted" in out and f"FAKE_DEVICES=d{n}" in out, out
