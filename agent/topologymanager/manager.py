@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .config import TopologyManagerConfig
 from .hints import Decision, ProviderHints, TopologyAffinityError, TopologyHint
 from .merge import merge_hints
 from .metrics import observe_admission
 from .numa import NUMAInfo
+
+if TYPE_CHECKING:
+    from agent.topology.model import Topology
 
 __all__ = ["HintProvider", "TopologyManager", "ANY_HINT"]
 
@@ -82,6 +85,14 @@ class TopologyManager:
             list(numa_nodes), distances, config.prefer_closest_numa_nodes and config.policy != "none"
         )
         self._lock = asyncio.Lock()
+
+    @classmethod
+    def for_topology(cls, config: TopologyManagerConfig, topology: Topology) -> TopologyManager:
+        """The manager for a machine as ``agent.topology`` read it: every NUMA node
+        (memory-only ones included, as the kubelet's cadvisor topology has them) and
+        the distance matrix from sysfs."""
+        nodes = [n.id for n in topology.numa_nodes]
+        return cls(config, nodes, {n.id: dict(n.distances) for n in topology.numa_nodes})
 
     @property
     def policy(self) -> str:

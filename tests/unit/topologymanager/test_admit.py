@@ -188,3 +188,45 @@ def test_more_nodes_than_the_limit_is_fine_for_policy_none_and_within_a_raised_l
 def test_bad_config_is_refused(cfg, match):
     with pytest.raises(ValueError, match=match):
         TopologyManager(TopologyManagerConfig(**cfg), [0])
+
+
+def test_pod_scope_refusal_allocates_nothing():
+    cpu = FakeProvider("cpu", pod_level={"cpu": [H([0])]})
+    dev = FakeProvider("dev", pod_level={"example.com/gpu": [H([1])]})
+    with pytest.raises(TopologyAffinityError) as ei:
+        run(manager(scope="pod").admit(Pod("p1"), ["a", "b"], [cpu, dev]))
+    assert str(ei.value).startswith("pod: topology affinity error (policy single-numa-node)")
+    assert ei.value.tried == ()
+    assert not any(c[0] == "allocate" for c in cpu.calls + dev.calls)
+    assert cpu.names() == ["pod_hints", "release"] and dev.names() == ["pod_hints", "release"]
+
+
+def test_a_cancelled_admission_is_rolled_back():
+    """A caller that gives up (a gRPC deadline) must not leave half an allocation."""
+    started = asyncio.Event()
+
+    class Hanging(FakeProvider):
+        async def allocate(self, pod, container, hint):
+            started.set()
+            await asyncio.Event().wait()
+
+    cpu = FakeProvider("cpu", hints={"a": {"cpu": [H([0])]}})
+    dev = Hanging("dev", hints={"a": {}})
+
+    async def scenario():
+        task = asyncio.create_task(manager().admit(Pod("p1"), ["a"], [cpu, dev]))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(scenario())
+    assert cpu.allocated == {} and cpu.names()[-1] == "release" and dev.names()[-1] == "release"
+
+
+def test_the_error_survives_pickling_with_its_fields():
+    import pickle
+
+    e = TopologyAffinityError("why", "cpu", (frozenset({0}),))
+    back = pickle.loads(pickle.dumps(e))
+    assert (str(back), back.resource, back.tried) == ("why", "cpu", (frozenset({0}),))
