@@ -77,7 +77,7 @@ class WorkloadsComponent:
         registry.restore(records)
         topo = ctx.topology
         try:
-            tm = TopologyManager(ctx.config["topology_manager"], topo.numa_ids, _distances(topo))
+            tm = TopologyManager.for_topology(ctx.config["topology_manager"], topo)
         except ValueError as e:
             raise RuntimeError(f"topology manager: {e}") from None
         memory = sum(n.memory_bytes or 0 for n in topo.numa_nodes) or None
@@ -123,11 +123,6 @@ class WorkloadsComponent:
             self._server is not None and self.socket_path is not None and self.socket_path.is_socket()
             and self.manifests is not None and self.manifests.running
         )
-
-
-def _distances(topo: Any) -> dict[int, dict[int, int]] | None:
-    out = {n.id: dict(n.distances) for n in topo.numa_nodes if n.distances}
-    return out or None
 
 
 def factory(ctx: DaemonContext) -> WorkloadsComponent | None:
