@@ -82,21 +82,6 @@ class CPUPolicyService:
     def remove_pod(self, pod_uid: str) -> None:
         self._c.engine.policy.remove_pod(pod_uid)
 
-    def hints_now(self, req: Request) -> HintsResult:
-        """GetTopologyHints on the loop, without waiting for a pending checkpoint write
-        (hints change nothing; admission calls this between allocations of one pod)."""
-        return self._c.engine.policy.get_topology_hints(req)
-
-    def allocate_now(self, req: Request) -> AllocateResult:
-        """Allocate on the loop; the checkpoint write is started, not awaited: call
-        ``persisted()`` before anything relies on the allocation being on disk.
-        Admission allocates every container of a pod this way and waits once."""
-        return self._c.engine.allocate_now(req)
-
-    async def persisted(self) -> None:
-        """Returns once every change made so far is in the checkpoint (raises if the write failed)."""
-        await self._c.engine.persist.wait()
-
     async def release_pod(self, pod_uid: str) -> bool:
         """RemovePod, with the checkpoint written before it returns (admission's release path)."""
         return await self._c.engine.remove_pod(pod_uid)

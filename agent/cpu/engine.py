@@ -73,15 +73,6 @@ class CPUEngine:
         DURATION.labels(op).observe(time.perf_counter() - t0)
         return result
 
-    def allocate_now(self, req: Request) -> AllocateResult:
-        """Allocate with the checkpoint write started but not awaited (``persist.wait()`` later)."""
-        REQUESTS.labels("allocate").inc()
-        try:
-            return self.policy.allocate(req)
-        except PolicyError as e:
-            FAILURES.labels("allocate", e.reason).inc()
-            raise
-
     async def hints(self, req: Request) -> HintsResult:
         return await self._call("hints", self.policy.get_topology_hints, req)
 

@@ -241,18 +241,9 @@ class Workloads:
                 for c in spec.all_containers():
                     if c.resources.extended:
                         await dm.pre_start(spec.uid, c.name)
-            # the CPU checkpoint was written while the devices were allocated; it must be on
-            # disk before the registry record that claims those CPUs
-            await self.cpu.persisted()
         except AllocationError as e:
             await self._rollback(spec)
             raise admission_error_from_devices(None, e) from None
-        except AdmissionError:
-            await self._rollback(spec)
-            raise
-        except Exception as e:  # noqa: BLE001 - the CPU checkpoint write failed
-            await self._rollback(spec)
-            raise AdmissionError("INTERNAL", f"cannot persist the cpu allocation: {e}", "persist") from None
         except BaseException:
             await self._rollback(spec)
             raise

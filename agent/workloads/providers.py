@@ -92,8 +92,7 @@ class CPUProvider:
         if svc is None:
             return None
         try:
-            now = getattr(svc, "hints_now", None)
-            return (now(req) if now is not None else await svc.get_topology_hints(req)).hints
+            return (await svc.get_topology_hints(req)).hints
         except PolicyError as e:
             if e.reason == "no_hints":
                 return []  # possible in principle, impossible now: let the topology manager say which masks
@@ -127,9 +126,7 @@ class CPUProvider:
         req = cpu_request(pod, c)
         chosen = await self._choose_hint(req, hint.affinity if hint is not None else None)
         try:
-            now = getattr(svc, "allocate_now", None)
-            req = cpu_request(pod, c, hint=chosen)
-            res = now(req) if now is not None else await svc.allocate(req)
+            res = await svc.allocate(cpu_request(pod, c, hint=chosen))
         except PolicyError as e:
             raise admission_error_from_policy(e) from None
         self.results.setdefault(pod.uid, {})[container] = res
@@ -146,13 +143,6 @@ class CPUProvider:
             return Hint(tuple(sorted(affinity)), False) if affinity is not None else None
         best = next((h for h in fitting if h.preferred), fitting[0])
         return best
-
-    async def persisted(self) -> None:
-        """Every allocation made so far is in the CPU checkpoint (allocate does not wait for it)."""
-        svc = self._svc()
-        wait = getattr(svc, "persisted", None) if svc is not None else None
-        if wait is not None:
-            await wait()
 
     async def release(self, pod: PodSpec) -> None:
         self.results.pop(pod.uid, None)

@@ -95,6 +95,7 @@ async def pipeline(
             h.manager.active_pods = w
             yield Env(w, registry, pol, h.manager, plugin, services, base, topo)
             await w.drain()
-            await engine.persist.wait()
+            wait = getattr(engine, "wait_durable", None)  # the journal's name for it, once merged
+            await (wait() if wait is not None else engine.persist.wait())
         finally:
             await plugin.stop()
