@@ -108,7 +108,13 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
     async def GetAllocatableResources(self, request, context) -> pr.AllocatableResourcesResponse:
         POD_RESOURCES_REQUESTS.labels(API_VERSION, "get_allocatable").inc()
         resp = pr.AllocatableResourcesResponse()
-        dm = self._services().get("devicemanager")
+        svc = self._services()
+        cpu = svc.get("cpu_policy")
+        if cpu is not None:
+            # as the kubelet's static policy: every online CPU but the reserved ones
+            pol = cpu.policy
+            resp.cpu_ids.extend(sorted(set(pol.idx.all) - set(pol.reserved)))
+        dm = svc.get("devicemanager")
         if dm is not None:
             for resource, devices in sorted(dm.allocatable_devices().items()):
                 resp.devices.extend(container_devices(resource, ((d.id, d.numa) for d in devices)))

@@ -114,9 +114,10 @@ def node(sockdir):
             p.call(p.plugin.register(str(self.root / "device-plugins" / "hwagent.sock"), RES))
             return p
 
-        def pod_resources(self) -> pr.ListPodResourcesResponse:
+        def pod_resources(self, method: str = "List", request=None):
             with grpc.insecure_channel(f"unix://{self.root / 'pod-resources' / 'hwagent.sock'}") as ch:
-                return pr_grpc.PodResourcesListerStub(ch).List(pr.ListPodResourcesRequest(), timeout=30)
+                stub = pr_grpc.PodResourcesListerStub(ch)
+                return getattr(stub, method)(request or pr.ListPodResourcesRequest(), timeout=30)
 
     yield Node()
     for d in started:
@@ -170,6 +171,12 @@ def test_launch_aligns_cpus_and_device_survives_restart_and_refuses_the_impossib
     assert [(x.resource_name, list(x.device_ids), [t.ID for t in x.topology.nodes]) for x in prc.devices] == [
         (RES, [f"d{n}"], [n])
     ]
+
+    got = node.pod_resources("Get", pr.GetPodResourcesRequest(pod_name="web", pod_namespace="default"))
+    assert sorted(got.pod_resources.containers[0].cpu_ids) == sorted(c["cpu_ids"])
+    alloc = node.pod_resources("GetAllocatableResources", pr.AllocatableResourcesRequest())
+    assert list(alloc.cpu_ids) == list(range(8))  # no reserved cpus configured
+    assert sorted((d.device_ids[0], d.topology.nodes[0].ID) for d in alloc.devices) == [("d0", 0), ("d1", 1)]
 
     # the other node still fits one more; then single-numa-node cannot place a third
     code, out, err = _cli(capsys, "launch", "--root-dir", root, "--name", "web2", "--cpus", "2", "--qos", "dedicated",
