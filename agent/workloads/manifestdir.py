@@ -189,8 +189,9 @@ class ManifestDir:
     async def _apply(self, path: Path, st: tuple[int, int], raw: bytes, digest: str) -> None:
         ident = hashlib.sha256(os.fsencode(path) + b"\0" + raw).hexdigest()[:32]
         try:
-            parsed = parse_manifest(
-                raw, ignore_unknown=self.ignore_unknown, source=source_of(path), new_uid=lambda: f"static-{ident}"
+            parsed = await asyncio.to_thread(
+                parse_manifest, raw, ignore_unknown=self.ignore_unknown, source=source_of(path),
+                new_uid=lambda: f"static-{ident}",
             )
         except ManifestError as e:
             # the pod admitted from the previous content stays: a bad edit does not take it away

@@ -273,3 +273,30 @@ def test_a_cancelled_caller_does_not_interrupt_an_admission(sockdir):
             assert [x.device_ids for x in env.manager.allocations()] == [a.devices[RES]]
 
     run(main())
+
+
+def test_a_large_manifest_is_parsed_off_the_loop(sockdir, monkeypatch):
+    import threading
+
+    from agent.workloads import admission
+
+    threads: list[str] = []
+    real = admission.parse_manifest
+
+    def spy(*a, **kw):
+        threads.append(threading.current_thread().name)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(admission, "parse_manifest", spy)
+
+    async def main():
+        async with pipeline(sockdir) as env:
+            small = pod_yaml("small", cpus=1, devices=0)
+            big = pod_yaml("big", cpus=1, devices=0).replace("command: [sleep, '1000']",
+                                                              "command: [sleep, '1000', " + ", ".join(["x" * 60] * 100) + "]")
+            assert len(small) < admission.INLINE_PARSE_BYTES < len(big)
+            await env.workloads.admit_manifest(small)
+            await env.workloads.admit_manifest(big)
+        assert threads[0] == threading.main_thread().name and threads[1] != threads[0]
+
+    run(main())
