@@ -99,3 +99,37 @@ def test_unchanged_static_manifest_is_not_readmitted_after_a_restart(sockdir):
             assert [r.pod.spec.name for r in env.registry.records()] == ["b"] and lenient.errors() == []
 
     run(main())
+
+
+def test_a_refused_static_manifest_is_retried_with_back_off(sockdir):
+    async def main():
+        mdir = sockdir / "manifests"
+        mdir.mkdir()
+        (mdir / "gpu.yaml").write_text(pod_yaml("gpu", cpus=1, resource="example.com/late"))
+        now = [1000.0]
+        async with pipeline(sockdir) as env:
+            calls: list[str] = []
+            real = env.workloads.admit
+
+            async def counting(spec):
+                calls.append(spec.name)
+                return await real(spec)
+
+            env.workloads.admit = counting  # type: ignore[method-assign]
+            md = ManifestDir(mdir, env.workloads, clock=lambda: now[0])
+            await md.sync_once()
+            ((_, err),) = md.errors()
+            assert "RESOURCE_EXHAUSTED" in err and "example.com/late" in err
+            await md.sync_once()
+            assert calls == ["gpu"]  # not before the back-off
+            now[0] += 10.5
+            await md.sync_once()
+            assert calls == ["gpu", "gpu"]
+            now[0] += 10.5  # the back-off doubled to 20 s
+            await md.sync_once()
+            assert calls == ["gpu", "gpu"]
+            now[0] += 10
+            await md.sync_once()
+            assert calls == ["gpu", "gpu", "gpu"] and len(env.registry) == 0
+
+    run(main())
