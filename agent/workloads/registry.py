@@ -156,6 +156,12 @@ class Registry:
             self._active = None
             if self._by_key.get(key) == uid:
                 del self._by_key[key]
+            # the rename may have happened before a later step failed (the directory fsync):
+            # a record the caller is told does not exist must not come back at the next start
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self.store.delete, uid)
+            except Exception:  # noqa: BLE001 - best effort; the disk is failing already
+                pass
             raise
         self._emit(ADDED, rec)
         return rec
