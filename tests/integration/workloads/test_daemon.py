@@ -23,6 +23,9 @@ from tests.integration.devicemanager.fakeplugin import FakePlugin, dev
 from tests.unit.topology.fake_sysfs import FakeMachine
 
 RES = "example.com/fake"
+#: the real components admission needs, and only those: the fixture machine's CPUs are not this
+#: machine's, so a workload runtime (when one is in COMPONENTS) could not run what is admitted here
+COMPONENTS = ("agent.devicemanager.component:factory", "agent.cpu.component:create", "agent.workloads.component:factory")
 START_TIMEOUT_S = 90  # two shared cores under a full suite: generous, never a timing assertion
 
 
@@ -102,7 +105,7 @@ def node(sockdir):
         root = sockdir / "root"
 
         def start(self) -> Daemon:
-            d = Daemon(sockdir, "--config", str(cfg))
+            d = Daemon(sockdir, "--config", str(cfg), components=COMPONENTS)
             started.append(d)
             _wait(lambda: (self.root / "hwagent.sock").is_socket() and
                   (self.root / "device-plugins" / "hwagent.sock").is_socket(), "admission socket", proc=d.proc)
