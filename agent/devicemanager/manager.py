@@ -38,11 +38,6 @@ from agent.pods import ActivePods
 log = logging.getLogger("hwagent.devicemanager")
 
 
-class AlreadyConnected(AllocationError):
-    def __init__(self, resource: str, socket: str) -> None:
-        super().__init__(f"device plugin already connected for {resource} at {socket}", "ALREADY_EXISTS")
-
-
 @dataclass(frozen=True)
 class ContainerRequest:
     """One container's device requests (resource name -> count)."""
@@ -162,9 +157,12 @@ class DeviceManager:
     # ------------------------------------------------------------ registration
 
     async def register(self, resource: str, socket: str) -> Endpoint:
-        """Connect to a plugin (GetDevicePluginOptions) and start consuming ListAndWatch."""
-        if socket in self._endpoints.get(resource, {}):
-            raise AlreadyConnected(resource, socket)
+        """Connect to a plugin (GetDevicePluginOptions) and start consuming ListAndWatch.
+
+        A (resource, socket) already connected is replaced once the new
+        connection answers, as the kubelet does; until then, and if the new one
+        fails, the old endpoint keeps serving.
+        """
         ep = Endpoint(resource, socket, dial_timeout=self.dial_timeout, call_timeout=self.call_timeout)
         try:
             await ep.connect()
@@ -174,22 +172,23 @@ class DeviceManager:
             raise AllocationError(
                 f"failed to get device plugin options: {e.code().name}: {e.details()}", "UNAVAILABLE"
             ) from None
-        if socket in self._endpoints.get(resource, {}):  # lost a race with a twin registration
-            await ep.close()
-            raise AlreadyConnected(resource, socket)
-        self.attach(ep)
+        old = self.attach(ep)
+        if old is not None:
+            await old.close()  # no on_closed: the resource keeps its devices and health
+            log.info("plugin_replaced resource=%s socket=%s", resource, socket)
         return ep
 
-    def attach(self, ep: Endpoint) -> None:
+    def attach(self, ep: Endpoint) -> Endpoint | None:
         """Adopt a connected endpoint and start consuming its device stream.
 
         register() uses it after dialling; a benchmark can pass an in-process
-        endpoint (same interface, no socket) to measure the host alone.
+        endpoint (same interface, no socket) to measure the host alone. Returns
+        the endpoint it replaced on the same (resource, socket), for the caller
+        to close; its late messages and its end are ignored from now on.
         """
         resource, socket = ep.resource, ep.socket
-        if socket in self._endpoints.get(resource, {}):
-            raise AlreadyConnected(resource, socket)
         eps = self._endpoints.setdefault(resource, {})
+        old = eps.pop(socket, None)
         eps[socket] = ep  # insertion order: the last connected is the primary
         self._stopped.pop(resource, None)
         self._deleted.discard(resource)
@@ -201,6 +200,7 @@ class DeviceManager:
         )
         self._refresh_metrics(resource)
         self._schedule_checkpoint()
+        return old
 
     async def deregister(self, resource: str, socket: str) -> None:
         """Drop one endpoint (plugin-watcher socket removed); unknown pairs are a no-op."""
