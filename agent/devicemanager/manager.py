@@ -33,6 +33,7 @@ from agent.devicemanager.model import (
     merge_run_options,
 )
 from agent.devicemanager.selection import AllocationError, TopologyHint, container_hints, select_devices
+from agent.limits import LimitError, check_name, check_qualified_name
 from agent.pods import ActivePods
 
 log = logging.getLogger("hwagent.devicemanager")
@@ -51,6 +52,17 @@ class ContainerRequest:
     container_type: str = "app"
     #: the topology manager's NUMA affinity for this container, if any
     hint: frozenset[int] | None = None
+
+
+def check_request_names(req: ContainerRequest) -> None:
+    """agent.limits' bounds on every name a request would store; raises LimitError."""
+    check_name("pod_uid", req.pod_uid)
+    check_name("container_name", req.container_name)
+    check_name("pod_name", req.pod_name)
+    check_name("pod_namespace", req.pod_namespace)
+    for resource in req.resources:
+        check_name("resource_name", resource)
+        check_qualified_name("resource_name", resource)
 
 
 @dataclass(frozen=True)
@@ -396,6 +408,10 @@ class DeviceManager:
             raise AllocationError(f"unknown container type {req.container_type!r}", "INVALID_ARGUMENT")
         if not req.pod_uid or not req.container_name:
             raise AllocationError("pod uid and container name are required", "INVALID_ARGUMENT")
+        try:
+            check_request_names(req)
+        except LimitError as e:
+            raise AllocationError(str(e), "INVALID_ARGUMENT") from None
         for resource, count in req.resources.items():
             if not isinstance(count, int) or isinstance(count, bool) or count < 0:
                 raise AllocationError(f"bad device count {count!r} for {resource}", "INVALID_ARGUMENT")
