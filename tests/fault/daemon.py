@@ -12,7 +12,7 @@ every Debian machine has.
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.integration.daemon.test_lifecycle import START_TIMEOUT_S, Daemon, SystemdStub, metrics_url
@@ -58,7 +58,7 @@ class RunningDaemon:
     daemon: Daemon
     stub: SystemdStub
     ready: dict[str, str] | None = None
-    logs: list[str] = field(default_factory=list)
+    _closed: bool = False
 
     @classmethod
     def start(cls, base: Path, config: str = CONFIG, wait: bool = True) -> RunningDaemon:
@@ -110,5 +110,9 @@ class RunningDaemon:
         return self.daemon.log()
 
     def cleanup(self) -> None:
+        """Idempotent: kill what still runs, close the log and the notify socket."""
+        if self._closed:
+            return
+        self._closed = True
         self.daemon.cleanup()
         self.stub.close()
