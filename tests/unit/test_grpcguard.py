@@ -123,3 +123,11 @@ def test_guard_maps_every_failure_to_a_proper_code(caplog):
         asyncio.run(asyncio.wait_for(main(), 60))
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_every_hwagent_server_is_made_by_new_server():
+    """A server built with plain grpc.aio.server() would have no guard and gRPC's default limits."""
+    agent = Path(__file__).resolve().parents[2] / "agent"
+    offenders = [str(p.relative_to(agent)) for p in agent.rglob("*.py")
+                 if "grpc.aio.server(" in p.read_text() and p.name != "grpcguard.py" and "api" not in p.parts]
+    assert offenders == []
