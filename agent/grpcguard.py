@@ -125,6 +125,7 @@ class Guard(grpc.aio.ServerInterceptor):
 
             async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 request = await self._decoded(short, request, deserialize, context)
+                result = None
                 try:
                     result = inner_us(request, context)
                     if inspect.isasyncgen(result):
@@ -134,6 +135,9 @@ class Guard(grpc.aio.ServerInterceptor):
                         await result
                 except Exception as e:  # noqa: BLE001
                     await self._fail(short, e, context)
+                finally:
+                    if inspect.isasyncgen(result):
+                        await result.aclose()  # the handler's own cleanup runs now, not at garbage collection
 
             return grpc.unary_stream_rpc_method_handler(
                 unary_stream, request_deserializer=safe, response_serializer=handler.response_serializer

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -60,8 +61,9 @@ def _cpu_pods(sock: Path) -> set[str]:
 class CPUWorkload:
     """Allocate/RemovePod at random until the daemon stops answering."""
 
-    def __init__(self, sock: Path, rng: random.Random, present: set[str], trial: int) -> None:
-        self.sock, self.rng, self.present, self.trial = sock, rng, present, trial
+    def __init__(self, sock: Path, rng: random.Random, present: set[str], trial: int,
+                 alive: Callable[[], bool]) -> None:
+        self.sock, self.rng, self.present, self.trial, self.alive = sock, rng, present, trial, alive
         self.inflight: str | None = None
         self.acked = 0
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -85,8 +87,8 @@ class CPUWorkload:
                         stub.RemovePod(pb.RemovePodRequest(pod_uid=uid), timeout=60)
                         self.present.discard(uid)
                 except grpc.RpcError as e:
-                    if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-                        return  # killed: this one stays in flight
+                    if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) or not self.alive():
+                        return  # killed: this one stays in flight, whatever the error said
                     # refused (no room, say): it must have changed nothing
                 self.inflight = None
                 self.acked += 1
@@ -111,7 +113,7 @@ def test_kill9_during_cpu_allocate_release_over_grpc(short_dir, daemon_factory):
         if trial == CPU_TRIALS:
             d.stop()
             break
-        w = CPUWorkload(d.sockets.cpu, rng, present, trial)
+        w = CPUWorkload(d.sockets.cpu, rng, present, trial, d.alive)
         w.thread.start()
         time.sleep(rng.uniform(0.05, 1.0))
         d.kill9()
