@@ -36,7 +36,7 @@ from tests.fault.conftest import COUNTS
 from tests.fault.daemon import LOOP_RESOURCE, RunningDaemon
 
 #: per method; the tier's time budget is spent mostly here
-EXAMPLES = int(os.environ.get("HWAGENT_FUZZ_EXAMPLES", "250"))
+EXAMPLES = int(os.environ.get("HWAGENT_FUZZ_EXAMPLES", "500"))
 CALL_TIMEOUT_S = 60.0  # a generous bound on one answer on a loaded machine: a stall, not a timing check
 FORBIDDEN = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.DEADLINE_EXCEEDED,
              grpc.StatusCode.UNAVAILABLE}

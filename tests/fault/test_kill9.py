@@ -121,6 +121,7 @@ def test_kill9_during_cpu_allocate_release_over_grpc(short_dir, daemon_factory):
         assert not w.thread.is_alive()
         inflight = w.inflight
         COUNTS["kill9 cpu: trials"] += 1
+        COUNTS["kill9 cpu: kills with a call in flight"] += inflight is not None
         COUNTS["kill9 cpu: acknowledged operations"] += w.acked
         d.cleanup()
 
@@ -192,5 +193,6 @@ def test_kill9_during_device_host_allocate_release(short_dir):
         assert len(held) == len(set(held)), f"seed={seed} trial={trial}: a device held twice: {restored}"
         state = restored
         COUNTS["kill9 devices: trials"] += 1
+        COUNTS["kill9 devices: kills with an operation in flight"] += inflight is not None
         COUNTS["kill9 devices: allocations checked"] += len(set(expected) | set(restored))
         COUNTS["kill9 devices: acknowledged operations"] += sum(1 for line in lines if line.startswith("done "))
