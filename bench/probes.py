@@ -3,8 +3,10 @@
 1. Overhead: `perf bench sched pipe` (a scheduler ping-pong, the worst case for
    the run-queue probe) with no probe attached vs each probe attached, rounds
    interleaved, medians; slowdown = ratio of usecs/op.
-2. BPF build: BTF offsets, compile+load (one compile for all probes), attach.
-3. RSS: bare interpreter, after `import bcc`, after compile.
+2. BPF build: BTF offsets, compile+load (one compile for all probes, in a child), attach.
+3. RSS: a bare interpreter (the floor, started in the same run), this process with
+   every probe loaded, and the same compile done in-process with bcc (how the
+   daemon did it before the build moved to a child).
 4. Onset of CPU pressure -> eviction decision: real hogs in a test cgroup, with
    the BPF reader and with the schedstat fallback side by side.
 5. Device error -> Unhealthy: ENOSPC on a loop device over a full tmpfs.
@@ -15,6 +17,7 @@ Run as root: `.venv/bin/python bench/probes.py [--rounds 5] [--loops 20000]`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -32,6 +35,7 @@ import psutil  # noqa: E402
 
 from agent.cpuset import CPUSet  # noqa: E402
 from agent.pressure.cgroupfs import detect_hierarchy  # noqa: E402
+from agent.pressure.bpfsys import fd_info  # noqa: E402
 from agent.pressure.config import PressureConfig  # noqa: E402
 
 
@@ -51,16 +55,29 @@ def prog_stats(bpf) -> dict[str, tuple[int, int]]:
     """(run_cnt, run_time_ns) per loaded BPF program, from its fd's fdinfo; the
     kernel fills them only while kernel.bpf_stats_enabled=1."""
     out = {}
-    for name, fn in bpf.funcs.items():
-        cnt = ns = 0
-        for line in Path(f"/proc/self/fdinfo/{fn.fd}").read_text().splitlines():
-            key, _, val = line.partition(":")
-            if key == "run_cnt":
-                cnt = int(val)
-            elif key == "run_time_ns":
-                ns = int(val)
-        out[name.decode() if isinstance(name, bytes) else name] = (cnt, ns)
+    for name, fd in bpf.programs.items():
+        info = fd_info(fd)
+        out[name] = (int(info.get("run_cnt", 0)), int(info.get("run_time_ns", 0)))
     return out
+
+
+_RSS_SNIPPET = "import psutil; print(psutil.Process().memory_info().rss)"
+_INPROC_SNIPPET = """
+import json, sys, psutil
+from bcc import BPF
+from agent.pressure.bpfbuild import _compile
+req = json.loads(sys.stdin.read())
+bpf = _compile(BPF, req["header"], list(req["units"].values()), req["cflags"])
+print(psutil.Process().memory_info().rss)
+"""
+
+
+def child_rss_mb(snippet: str, stdin: str = "") -> float:
+    """RSS of a fresh interpreter at the end of ``snippet`` (which prints it)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    out = subprocess.run([sys.executable, "-c", snippet], input=stdin, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": root}).stdout
+    return int(out.strip().splitlines()[-1]) / 2**20
 
 
 def in_kernel_cost(ps, loops: int) -> list[tuple[str, int, float]]:
@@ -192,12 +209,8 @@ def main() -> int:
         print("bench/probes.py needs root (BPF, cgroups, loop devices)", file=sys.stderr)
         return 2
 
+    rss_floor = child_rss_mb(_RSS_SNIPPET)
     rss0 = rss_mb()
-    t = time.perf_counter()
-    import bcc  # noqa: F401
-
-    import_s = time.perf_counter() - t
-    rss_import = rss_mb()
     from agent.pressure.probes import PROBES, ProbeSet
 
     hierarchy = detect_hierarchy()
@@ -252,13 +265,15 @@ def main() -> int:
           f"({total_ns / wall_ns:.1%} of one CPU; {total_ns / 1e3 / args.loops:.2f} us per pipe op "
           f"against {usecs:.2f} us/op)")
 
+    rss_inproc = child_rss_mb(_INPROC_SNIPPET, json.dumps(ps.last_request))
     print("\n# build and memory")
-    print(f"import bcc           {import_s * 1e3:8.1f} ms")
     print(f"BTF offsets          {ps.btf_s * 1e3:8.1f} ms")
-    print(f"compile+load (all 6) {ps.compile_s * 1e3:8.1f} ms  (ProbeSet.load total {load_s * 1e3:.1f} ms)")
+    print(f"compile+load (all 6) {ps.compile_s * 1e3:8.1f} ms in the child, child total {ps.child_s * 1e3:.1f} ms "
+          f"(ProbeSet.load total {load_s * 1e3:.1f} ms)")
     print(f"attach runqlat       {attach_ms:8.2f} ms")
-    print(f"RSS bare {rss0:.1f} MB -> import bcc {rss_import:.1f} MB ({rss_import / rss0:.1f}x) -> "
-          f"probes loaded {rss_loaded:.1f} MB ({rss_loaded / rss0:.1f}x)")
+    print(f"RSS: bare interpreter (floor, same run) {rss_floor:.1f} MB; this process before load {rss0:.1f} MB, "
+          f"with every probe loaded {rss_loaded:.1f} MB ({rss_loaded / rss_floor:.2f}x floor); "
+          f"the same compile in-process with bcc {rss_inproc:.1f} MB ({rss_inproc / rss_floor:.2f}x floor)")
 
     for n in PROBES:
         ps.attach(n)

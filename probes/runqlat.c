@@ -1,17 +1,24 @@
 // Run-queue delay per task, rolled up per cgroup (one hierarchy: v2 or one v1 controller).
 //
-// BTF tracepoints (tp_btf): the programs get the tracepoint's own arguments
-// (task pointers, not a formatted record), so the kernel copies no comm strings
-// before calling us, and fields are plain loads the verifier checks against the
-// running kernel's BTF. The kernel headers on the build machine may not match the
-// running kernel, so no struct is dereferenced through them: the loader reads the
-// offsets (OFF_* macros) and the argument order from /sys/kernel/btf/vmlinux.
+// The scheduler already measures every run-queue wait: sched_info.run_delay of
+// each task (CONFIG_SCHED_INFO, what /proc/<tid>/schedstat reports) grows by
+// the wait at each switch-in, and sched_info.pcount counts the switch-ins. So
+// the probe needs one program, on sched_switch, looking only at `prev` (the
+// current task, its cache lines hot): the growth of prev's run_delay since it
+// was last switched out is the wait that preceded the run now ending, booked to
+// the cgroup prev ran in. No clock read, no wakeup programs, and the sums are
+// the kernel's own, to the nanosecond.
 //
-// Per task state is one u64 in task-local storage (the time it became runnable;
-// 0 while running or sleeping): no pid-keyed hash to fill up, no delete at exit
-// (the kernel frees the storage with the task). Delay is attributed at switch-in
-// to the cgroup `next` is in at that moment. Per switch: two task-storage
-// accesses, one hash lookup of the cgroup row and two atomic adds.
+// BTF tracepoint (tp_btf): the program gets TP_PROTO's arguments (task
+// pointers, not a formatted record with comm strings), and fields are plain
+// loads the verifier checks against the running kernel's BTF. The kernel
+// headers on the build machine may not match the running kernel, so no struct
+// is dereferenced through them: the loader passes the offsets (OFF_* macros)
+// from /sys/kernel/btf/vmlinux and checks the argument order.
+//
+// Per task state (the last run_delay and pcount seen) is in task-local storage:
+// no pid-keyed hash to fill up, nothing to delete at exit. A task's first
+// switch-out after attach only takes its baseline.
 //
 // Constants from runqlat.toml: RQ_OVERFLOW_CGID. From the config: RQ_MAX_CGROUPS.
 
@@ -19,19 +26,21 @@
 #define RQ_MAX_CGROUPS 4096
 #endif
 
-BPF_TASK_STORAGE(rq_tasks, u64);
+struct rq_task {
+    u64 run_delay;  // prev's sched_info.run_delay at its last switch-out
+    u64 pcount;     // and its sched_info.pcount then; 0: no baseline yet
+};
+
+BPF_TASK_STORAGE(rq_tasks, struct rq_task);
 BPF_HASH(rq_cgroups, u64, struct log2_hist, RQ_MAX_CGROUPS);
 // 0: task slot unavailable (storage allocation failed), 1: cgroup row unavailable (folded into overflow)
 BPF_PERCPU_ARRAY(rq_drops, u64, 2);
 
 #define RQ_FIELD(type, p, off) (*(type *)((char *)(p) + (off)))
 
-// ctx indices of the TP_PROTO arguments (runqlat.toml `args`, checked by the loader)
-#define RQ_WAKEUP_ARG_TASK 0        // sched_wakeup(_new)(struct task_struct *p)
-#define RQ_SWITCH_ARG_PREEMPT 0     // sched_switch(bool preempt,
-#define RQ_SWITCH_ARG_PREV 1        //   struct task_struct *prev,
-#define RQ_SWITCH_ARG_NEXT 2        //   struct task_struct *next,
-#define RQ_SWITCH_ARG_PREV_STATE 3  //   unsigned int prev_state)
+// ctx index of TP_PROTO's `prev` (runqlat.toml `args`, checked by the loader):
+// sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+#define RQ_SWITCH_ARG_PREV 1
 
 static __always_inline u64 rq_cgroup_id(void *task)
 {
@@ -59,32 +68,6 @@ static __always_inline void rq_drop(int which)
     percpu_count_add(rq_drops.lookup(&which), 1);
 }
 
-// Stamp a task as runnable unless it already is (a wakeup of a queued task must
-// not restart its wait).
-static __always_inline void rq_stamp_wakeup(void *task)
-{
-    u64 zero = 0;
-    u64 *ts = rq_tasks.task_storage_get(task, &zero, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (!ts) {
-        rq_drop(0);
-        return;
-    }
-    if (!*ts)
-        *ts = bpf_ktime_get_ns();
-}
-
-int rq_on_wakeup(u64 *ctx)
-{
-    rq_stamp_wakeup((void *)ctx[RQ_WAKEUP_ARG_TASK]);
-    return 0;
-}
-
-int rq_on_wakeup_new(u64 *ctx)
-{
-    rq_stamp_wakeup((void *)ctx[RQ_WAKEUP_ARG_TASK]);
-    return 0;
-}
-
 static __always_inline void rq_account(u64 cgid, u64 delta_ns)
 {
     struct log2_hist zero = {};
@@ -101,28 +84,24 @@ static __always_inline void rq_account(u64 cgid, u64 delta_ns)
 
 int rq_on_switch(u64 *ctx)
 {
-    u64 now = bpf_ktime_get_ns();
     void *prev = (void *)ctx[RQ_SWITCH_ARG_PREV];
-    void *next = (void *)ctx[RQ_SWITCH_ARG_NEXT];
     // the idle tasks (pid 0) never wait in a run queue
-    if (RQ_FIELD(int, prev, OFF_TASK_PID)) {
-        // prev stays queued when preempted or still TASK_RUNNING (yield, cond_resched)
-        int runnable = ctx[RQ_SWITCH_ARG_PREEMPT] & 1 || (u32)ctx[RQ_SWITCH_ARG_PREV_STATE] == 0;
-        u64 zero = 0;
-        u64 *ts = rq_tasks.task_storage_get(prev, &zero, runnable ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
-        if (ts)
-            *ts = runnable ? now : 0;
-        else if (runnable)
-            rq_drop(0);
+    if (!RQ_FIELD(int, prev, OFF_TASK_PID))
+        return 0;
+    u64 run_delay = RQ_FIELD(u64, prev, OFF_TASK_RUN_DELAY);
+    u64 pcount = RQ_FIELD(u64, prev, OFF_TASK_PCOUNT);
+    struct rq_task zero = {};
+    struct rq_task *s = rq_tasks.task_storage_get(prev, &zero, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (!s) {
+        rq_drop(0);
+        return 0;
     }
-    if (!RQ_FIELD(int, next, OFF_TASK_PID))
-        return 0;
-    u64 *ts = rq_tasks.task_storage_get(next, 0, 0);
-    if (!ts || !*ts)
-        return 0;
-    u64 since = *ts;
-    *ts = 0;
-    if (now > since)
-        rq_account(rq_cgroup_id(next), now - since);
+    u64 was = s->run_delay;
+    int seen = s->pcount != 0;
+    int ran = pcount != s->pcount;
+    s->run_delay = run_delay;
+    s->pcount = pcount;
+    if (seen && ran && run_delay >= was)
+        rq_account(rq_cgroup_id(prev), run_delay - was);
     return 0;
 }

@@ -146,6 +146,24 @@ class BTF:
             raise BTFError(f"{struct_name}.{member} is a bitfield")
         return bit // 8
 
+    def path_offset(self, struct_name: str, path: str) -> tuple[int, int]:
+        """(byte offset, size) of a dotted member path such as ``sched_info.run_delay`` in a struct."""
+        tid = self.struct_id(struct_name)
+        where, off = struct_name, 0
+        for i, member in enumerate(path.split(".")):
+            found = self._find_member(tid, member)
+            if found is None:
+                raise BTFError(f"struct {where} has no member {member} in kernel BTF")
+            bit, mtype = found
+            if bit % 8:
+                raise BTFError(f"{where}.{member} is a bitfield")
+            off += bit // 8
+            where = f"{where}.{member}"
+            tid = self._resolve(mtype)
+            if i < path.count(".") and self._type(tid).kind not in (STRUCT, UNION):
+                raise BTFError(f"{where} is not a struct")
+        return off, self.type_size(tid)
+
     def member_size(self, struct_name: str, member: str) -> int:
         found = self._find_member(self.struct_id(struct_name), member)
         if found is None:
@@ -269,7 +287,7 @@ def hierarchy_macros(btf: BTF, hierarchy: str) -> list[str]:
 
 
 def offset_macros(btf: BTF, wanted: dict[str, str]) -> list[str]:
-    """-D flags for a probe's ``{MACRO: "struct.member[:size]"}`` table (its descriptor's btf_offsets).
+    """-D flags for a probe's ``{MACRO: "struct.member[.member...][:size]"}`` table (its descriptor's btf_offsets).
 
     A size, where given, is checked, so a member that changed width is refused
     instead of read half or twice.
@@ -280,11 +298,9 @@ def offset_macros(btf: BTF, wanted: dict[str, str]) -> list[str]:
         struct_name, dot, member = path.partition(".")
         if not dot or not member:
             raise BTFError(f"{macro}: {where!r} is not struct.member")
-        off = btf.member_offset(struct_name, member)
-        if size:
-            have = btf.member_size(struct_name, member)
-            if have != int(size):
-                raise BTFError(f"{struct_name}.{member} is {have} bytes in this kernel; the probe expects {size}")
+        off, have = btf.path_offset(struct_name, member)
+        if size and have != int(size):
+            raise BTFError(f"{path} is {have} bytes in this kernel; the probe expects {size}")
         flags.append(f"-D{macro}={off}")
     return flags
 

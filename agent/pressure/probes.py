@@ -269,6 +269,7 @@ class ProbeSet:
         self._troot = tracefs_root()
         self._plans: dict[str, _Plan] = {}
         self._links: dict[str, list[int]] = {}
+        self.last_request: dict[str, Any] = {}
 
     # -- loading ---------------------------------------------------------------------
     def _plan(self, name: str, btf: BTF | None) -> _Plan:
@@ -358,6 +359,8 @@ class ProbeSet:
             programs=[ld for p in self._plans.values() for ld in p.loads],
             maps={n: list(p.spec.maps) for n, p in self._plans.items()},
         )
+        #: what was sent to the build child (the bench compiles it in-process to compare)
+        self.last_request = {"header": req.header, "units": req.units, "cflags": req.cflags}
         try:
             res = build_in_child(req)
         except BuildError as e:
