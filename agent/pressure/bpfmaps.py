@@ -122,6 +122,8 @@ class BpfMap:
         return [_plain(self.Leaf.from_buffer_copy(raw, i * self._stride)) for i in range(self._ncpu)]
 
     def _value_bytes(self, value: Any) -> bytes:
+        if not isinstance(value, self.Leaf):
+            value = self.Leaf(value)  # a plain int for a scalar value
         one = bytes(value)
         if not self.percpu:
             return one
