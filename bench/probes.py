@@ -10,8 +10,12 @@
 4. Onset of CPU pressure -> eviction decision: real hogs in a test cgroup, with
    the BPF reader and with the schedstat fallback side by side.
 5. Device error -> Unhealthy: ENOSPC on a loop device over a full tmpfs.
+6. (--daemon-rss) RSS of `hwagent run` with every component once its probes are
+   attached, of `hwagent run` with [pressure] off, and of a bare interpreter
+   that only sends READY (the floor), started side by side in the same run.
 
-Run as root: `.venv/bin/python bench/probes.py [--rounds 5] [--loops 20000]`.
+Run as root: `.venv/bin/python bench/probes.py [--rounds 5] [--loops 20000] [--daemon-rss]`
+(`--daemon-rss` alone skips 1-5).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import os
 import re
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -200,14 +205,81 @@ def error_to_unhealthy(probes) -> float | None:
             subprocess.run(["umount", "-l", tmp], check=False)
 
 
+def _bpf_programs(pid: int) -> int:
+    """How many BPF program fds a process holds (what the probes have attached)."""
+    n = 0
+    for fd in Path(f"/proc/{pid}/fdinfo").iterdir():
+        try:
+            if "prog_type:" in fd.read_text():
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+def daemon_rss_mb(cmd: list[str], wait_programs: int, timeout_s: float = 300.0) -> tuple[float, int]:
+    """Start ``cmd`` with a notify socket, wait for READY=1 and for its BPF programs, return (RSS MB, programs)."""
+    d = Path(tempfile.mkdtemp(prefix="hwb-", dir="/tmp"))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(d / "notify"))
+    sock.settimeout(timeout_s)
+    cfg = d / "no-pressure.toml"
+    cfg.write_text("[pressure]\nenabled = false\n")
+    full = [c.replace("{root}", str(d / "root")).replace("{no_pressure}", str(cfg)) for c in cmd]
+    env = dict(os.environ, NOTIFY_SOCKET=str(d / "notify"), PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    proc = subprocess.Popen(full, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while b"READY=1" not in sock.recv(65536):
+            pass
+        deadline = time.monotonic() + timeout_s
+        progs = _bpf_programs(proc.pid)
+        while progs < wait_programs and time.monotonic() < deadline:
+            time.sleep(0.2)
+            progs = _bpf_programs(proc.pid)
+        time.sleep(1.0)  # the first ticks after load allocate their readings
+        return psutil.Process(proc.pid).memory_info().rss / 2**20, _bpf_programs(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        sock.close()
+        subprocess.run(["rm", "-rf", str(d)], check=False)
+
+
+def bench_daemon_rss() -> None:
+    py = sys.executable
+    floor = [py, "-c", "import os, signal, socket; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM});"
+             "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(b'READY=1', os.environ['NOTIFY_SOCKET']);"
+             "signal.sigwait({signal.SIGTERM})"]
+    run = ["run", "--root-dir", "{root}", "--metrics-address", "127.0.0.1:0", "--mode", "standalone"]
+    hwagent = str(Path(py).parent / "hwagent")
+    f, _ = daemon_rss_mb(floor, 0)
+    off, _ = daemon_rss_mb([hwagent, *run, "--config", "{no_pressure}"], 0)
+    # every program of every probe this kernel has; 9 here (runqlat 1, blockio 3, netdev 2, iommu, thermal,
+    # irq) -- waiting for at least the run-queue probe's one is enough to know the build is done
+    on, progs = daemon_rss_mb([hwagent, *run], 1)
+    print("\n# daemon RSS (same run)")
+    print(f"floor: python that sends READY itself   {f:7.1f} MB")
+    print(f"hwagent run, [pressure] off               {off:7.1f} MB  ({off / f:.2f}x floor)")
+    print(f"hwagent run, every component, probes on   {on:7.1f} MB  ({on / f:.2f}x floor; "
+          f"{progs} BPF programs held; the probes add {on - off:.1f} MB)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--loops", type=int, default=20000)
+    ap.add_argument("--daemon-rss", action="store_true", help="only the daemon RSS comparison")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench/probes.py needs root (BPF, cgroups, loop devices)", file=sys.stderr)
         return 2
+    if args.daemon_rss:
+        bench_daemon_rss()
+        return 0
 
     rss_floor = child_rss_mb(_RSS_SNIPPET)
     rss0 = rss_mb()
