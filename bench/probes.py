@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import statistics
@@ -48,12 +49,26 @@ def rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
-def pipe_usecs(loops: int) -> float:
-    # pinned to one CPU: unpinned, the pair lands on one or two CPUs by chance and
-    # usecs/op is bimodal (about 3.5 vs 9 on the CI VM), which drowns the probe cost
+def pipe_run(loops: int) -> tuple[float, float]:
+    """(wall usecs/op, CPU usecs/op) of one pinned `perf bench sched pipe` run.
+
+    Pinned to one CPU: unpinned, the pair lands on one or two CPUs by chance and
+    usecs/op is bimodal (about 3.5 vs 9 on the CI VM), which drowns the probe cost.
+    The CPU time (user + system of perf and the two tasks it forks and waits for)
+    includes the tracepoints and BPF programs, which run in the switching task's
+    context, but not the time spent waiting for a CPU that other load holds, so
+    on a shared machine it is the steadier of the two.
+    """
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(["taskset", "-c", "0", "perf", "bench", "sched", "pipe", "-l", str(loops)],
                          capture_output=True, text=True, check=True).stdout
-    return float(re.search(r"([\d.]+) usecs/op", out).group(1))
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+    return float(re.search(r"([\d.]+) usecs/op", out).group(1)), cpu * 1e6 / loops
+
+
+def pipe_usecs(loops: int) -> float:
+    return pipe_run(loops)[0]
 
 
 def prog_stats(bpf) -> dict[str, tuple[int, int]]:
@@ -300,6 +315,7 @@ def main() -> int:
 
     configs = ["none", "runqlat", "blockio", "netdev", "irq", "all"]
     results: dict[str, list[float]] = {c: [] for c in configs}
+    cpu: dict[str, list[float]] = {c: [] for c in configs}
     pipe_usecs(args.loops)  # warm-up: the first run pays for page faults and cold caches
     for r in range(args.rounds):
         # interleaved, and rotated each round, so load drift and position effects hit every config alike
@@ -308,17 +324,20 @@ def main() -> int:
             for n in names:
                 ps.attach(n)
             try:
-                results[c].append(pipe_usecs(args.loops))
+                wall, used = pipe_run(args.loops)
+                results[c].append(wall)
+                cpu[c].append(used)
             finally:
                 for n in names:
                     ps.detach(n)
-    base = statistics.median(results["none"])
-    print(f"# taskset -c 0 perf bench sched pipe -l {args.loops}, {args.rounds} interleaved rounds, medians "
-          f"({os.cpu_count()} CPUs, hierarchy {hierarchy.name})")
-    print(f"{'probe':<10} {'usecs/op':>9} {'vs none':>8}")
+    base, base_min, base_cpu = statistics.median(results["none"]), min(results["none"]), statistics.median(cpu["none"])
+    print(f"# taskset -c 0 perf bench sched pipe -l {args.loops}, {args.rounds} interleaved rounds "
+          f"({os.cpu_count()} CPUs, hierarchy {hierarchy.name}); usecs/op wall (median, min) and CPU time per op "
+          f"(median): on a shared machine the wall figures carry the other load, CPU time much less")
+    print(f"{'probe':<10} {'wall med':>9} {'vs none':>8} {'wall min':>9} {'vs none':>8} {'cpu med':>9} {'vs none':>8}")
     for c in configs:
-        m = statistics.median(results[c])
-        print(f"{c:<10} {m:>9.3f} {m / base:>7.3f}x")
+        m, lo, u = statistics.median(results[c]), min(results[c]), statistics.median(cpu[c])
+        print(f"{c:<10} {m:>9.3f} {m / base:>7.3f}x {lo:>9.3f} {lo / base_min:>7.3f}x {u:>9.3f} {u / base_cpu:>7.3f}x")
 
     for n in PROBES:
         ps.attach(n)
