@@ -2,7 +2,9 @@
 
 1. Overhead: `perf bench sched pipe` (a scheduler ping-pong, the worst case for
    the run-queue probe) with no probe attached vs each probe attached, rounds
-   interleaved, medians; slowdown = ratio of usecs/op.
+   interleaved; slowdown = ratio of wall usecs/op (median and min) and of CPU
+   time per op (median; the steady figure on a shared machine). Then the
+   in-kernel ns per event of each program from kernel.bpf_stats_enabled.
 2. BPF build: BTF offsets, compile+load (one compile for all probes, in a child), attach.
 3. RSS: a bare interpreter (the floor, started in the same run), this process with
    every probe loaded, and the same compile done in-process with bcc (how the
