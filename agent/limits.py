@@ -183,4 +183,6 @@ GRPC_MESSAGE_LIMITS: Mapping[str, MessageLimits] = {
     "deviceplugin": MessageLimits(receive=1 * MiB, send=4 * MiB),
     "podresources": MessageLimits(receive=64 * KiB, send=16 * MiB),
     "resourceplugin": MessageLimits(receive=1 * MiB, send=16 * MiB),
+    # hwagent's admission API: a manifest of up to 1 MiB in; List answers every pod
+    "admission": MessageLimits(receive=2 * MiB, send=16 * MiB),
 }

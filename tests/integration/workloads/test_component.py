@@ -75,13 +75,14 @@ def test_unchanged_static_manifest_is_not_readmitted_after_a_restart(sockdir):
     async def main():
         mdir = sockdir / "manifests"
         mdir.mkdir()
-        (mdir / "a.yaml").write_text(pod_yaml("a", cpus=1, devices=0))
+        (mdir / "a.yaml").write_text(pod_yaml("a", cpus=1, devices=1))  # a device: its UID is within the host's bound
         (mdir / "b.yml").write_text("metadata: {name: b}\nspec: {containers: [{name: c, command: [x], image: i}]}\n")
         async with pipeline(sockdir) as env:
             first = ManifestDir(mdir, env.workloads)
             await first.sync_once()
             (rec,) = env.registry.records()
-            assert rec.pod.spec.name == "a" and rec.pod.spec.source_digest
+            assert rec.pod.spec.name == "a" and rec.pod.spec.source_digest and len(rec.uid) == 36
+            assert rec.pod.assignments["main"].devices
             ((path, err),) = first.errors()
             assert path.endswith("b.yml") and "spec.containers[0].image" in err
             events: list[str] = []

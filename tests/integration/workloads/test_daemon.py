@@ -250,7 +250,7 @@ def test_static_manifests_and_bad_files(node, capsys):
     (err,) = ps()["manifest_errors"]
     assert err["path"].endswith("bad.yaml") and "metadata.name" in err["error"]
     (pod,) = ps()["pods"]
-    assert pod["source"] == f"file:{mdir / 'good.yaml'}" and pod["uid"].startswith("static-")
+    assert pod["source"] == f"file:{mdir / 'good.yaml'}" and len(pod["uid"]) == 36
     # changed: replaced (new content, new uid); removed: removed
     (mdir / "good.yaml").write_text("metadata: {name: good}\nspec: {containers: [{name: c, command: [sleep, '2']}]}\n")
     _wait(lambda: [p["uid"] for p in ps()["pods"]] not in ([pod["uid"]], []), "replaced", 30)
