@@ -5,8 +5,9 @@ metrics/health endpoint, start the components of ``COMPONENTS`` in order, tell
 systemd READY. Stop (SIGTERM/SIGINT, or a component asking): STOPPING, stop the
 components in reverse, close the endpoint, remove what the daemon created
 (pid file, registered sockets), exit 0. SIGHUP re-reads the config and applies
-what can change live (agent.config_reload); the rest is logged as needing a restart. A component that fails to start stops
-the ones already started and the daemon exits 1 naming it.
+what can change live (agent.config_reload); the rest is logged as needing a
+restart. A component that fails to start stops the ones already started and
+the daemon exits 1 naming it.
 
 Heavy imports (grpc, bcc) belong inside components' start(), not at module
 level of the factories, so ``hwagent run`` is up in well under a second.
