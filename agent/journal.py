@@ -223,6 +223,9 @@ class Journal(Generic[S]):
         self._task: asyncio.Task[None] | None = None
         self._compaction: asyncio.Future[None] | None = None
         self._needs_reset = False
+        self._snapshot_wanted = False
+        self._last_fut: asyncio.Future[None] | None = None
+        self._started = False
         self._closed = False
         self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"journal-{self.path.name}")
 
@@ -343,9 +346,6 @@ class Journal(Generic[S]):
         self._needs_reset = False
 
     def _open_fresh_wal(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
         tmp = self.wal.with_name(f".{self.wal.name}.tmp-{os.getpid()}")
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, self.mode)
         try:
@@ -355,8 +355,11 @@ class Journal(Generic[S]):
             os.close(fd)
             tmp.unlink(missing_ok=True)
             raise
-        self._fd = fd
+        old, self._fd = self._fd, fd
         self.size = 0
+        self._started = True
+        if old is not None:
+            os.close(old)
 
     def append(self, payload: bytes, undo: Callable[[], None] | None = None) -> asyncio.Future[None]:
         """Queue one record (on the loop, in the step that changed memory).
@@ -365,7 +368,7 @@ class Journal(Generic[S]):
         durable. Never blocks."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        if self._closed or (self._fd is None and not self._needs_reset):
+        if self._closed or not self._started:
             if undo is not None:
                 undo()
             fut.set_exception(JournalError(f"journal {self.wal} is not open"))
@@ -377,20 +380,31 @@ class Journal(Generic[S]):
             return fut
         self.seq += 1
         self._queue.append(_Pending(self.seq, frame(self.seq, payload), fut, undo))
+        self._last_fut = fut
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._writer())
         return fut
 
     async def _writer(self) -> None:
         loop = asyncio.get_running_loop()
-        while self._queue:
+        while self._queue or self._snapshot_wanted:
             batch, self._queue = self._queue, []
+            if not batch:  # a snapshot asked for while nothing is queued: memory == disk now
+                if not self._idle_compaction():
+                    assert self._compaction is not None
+                    await asyncio.wait([self._compaction])
+                    continue  # records may have queued meanwhile: take them first
+                self._snapshot_wanted = False
+                if self.capture is not None and not self._needs_reset:
+                    await self._start_compaction(self.capture(), self.durable_seq)
+                continue
             last = batch[-1].seq
             # memory now holds exactly snapshot + every record up to ``last``
             reset = self._needs_reset
             captured = None
             if (reset or self._wants_compaction()) and self.capture is not None:
                 captured = self.capture()
+                self._snapshot_wanted = False
             try:
                 if reset:
                     if self._compaction is not None and not self._compaction.done():
@@ -410,6 +424,32 @@ class Journal(Generic[S]):
                     p.fut.set_result(None)
             if captured is not None and not reset:
                 await self._start_compaction(captured, last)
+
+    async def barrier(self) -> None:
+        """Wait until every record appended so far is durable; raises
+        ``JournalError`` if the newest of them failed (a caller answering from
+        state that a pending record made, e.g. a repeated Allocate)."""
+        fut = self._last_fut
+        if fut is not None and self.durable_seq < self.seq:
+            await asyncio.shield(fut)
+
+    def request_snapshot(self) -> None:
+        """Write a snapshot of ``capture()`` soon, in the background (an owner
+        whose informational, non-journaled parts changed). Coalesced: one
+        snapshot at a time, taken at a batch boundary."""
+        if self._closed or self.capture is None:
+            return
+        self._snapshot_wanted = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._writer())
+
+    def request_reset(self) -> None:
+        """The owner kept a change in memory whose record failed (a release
+        it cannot take back): the next batch rewrites the snapshot first."""
+        self._needs_reset = True
+
+    def _idle_compaction(self) -> bool:
+        return self._compaction is None or self._compaction.done()
 
     def _append_sync(self, data: bytes) -> None:
         fd = self._fd
@@ -454,7 +494,7 @@ class Journal(Generic[S]):
     # ------------------------------------------------------------------ compaction
 
     def _wants_compaction(self) -> bool:
-        return self.size >= self.compact_bytes and (self._compaction is None or self._compaction.done())
+        return (self.size >= self.compact_bytes or self._snapshot_wanted) and self._idle_compaction()
 
     async def _start_compaction(self, state: S, seq: int) -> None:
         """Rotate the journal now (between batches), write the snapshot in the
@@ -489,7 +529,7 @@ class Journal(Generic[S]):
         """Write a snapshot of ``capture()`` now (tests, shutdown): waits for
         queued records first."""
         await self.drain()
-        if self.capture is None or self._fd is None:
+        if self.capture is None or not self._started or self._closed:
             return
         await self._start_compaction(self.capture(), self.durable_seq)
         if self._compaction is not None:
@@ -501,6 +541,14 @@ class Journal(Generic[S]):
             await asyncio.shield(self._task)
         if self._compaction is not None:
             await asyncio.shield(self._compaction)
+
+    def close_sync(self) -> None:
+        """Close a journal that was only used to ``recover`` (no loop needed)."""
+        self._closed = True
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._io.shutdown(wait=False)
 
     async def close(self) -> None:
         if self._closed:

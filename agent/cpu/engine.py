@@ -104,6 +104,9 @@ class CPUEngine:
             raise
         finally:
             self._collect = None
+        if wait and not futs and op == "allocate" and self.store is not None \
+                and self.store.journal.durable_seq < self.store.journal.seq:
+            futs.append(asyncio.ensure_future(self.store.journal.barrier()))  # answered from a pending change?
         if futs:
             try:
                 await asyncio.gather(*futs)
