@@ -478,7 +478,7 @@ class Journal(Generic[S]):
         self.seq = self.durable_seq
         self.failures += 1
         err = e if isinstance(e, JournalError) else JournalError(
-            getattr(e, "errno", None) or 0, f"state not persisted: {getattr(e, 'strerror', None) or e}")
+            getattr(e, "errno", None) or 0, f"{getattr(e, 'strerror', None) or e} (writing {self.wal.name})")
         self.log.error("journal_write_failed path=%s records=%d error=%r reset=%s",
                        self.wal, len(failed), str(e), self._needs_reset)
         for p in reversed(failed):

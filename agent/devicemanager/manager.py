@@ -339,6 +339,11 @@ class DeviceManager:
             deleted=tuple(self._deleted),
         )
 
+    async def journal_drain(self) -> None:
+        """Every change so far durable or undone (no snapshot)."""
+        if self._journal is not None:
+            await self._journal.drain()
+
     async def flush_checkpoint(self) -> None:
         """Every change so far durable (or undone), and a snapshot written."""
         if self._journal is not None:
