@@ -163,6 +163,8 @@ def _decode_entry(e: dict) -> Allocation:
             raise CheckpointCorrupt(f"DeviceIDs key {key!r} is not a NUMA id") from None
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise CheckpointCorrupt("DeviceIDs values must be lists of strings")
+        if len(set(ids)) != len(ids):
+            raise CheckpointCorrupt(f"DeviceIDs of NUMA {key} lists a device twice")
         for dev in ids:
             nodes = nodes_of.setdefault(dev, set())
             if node != NO_TOPOLOGY:
