@@ -152,7 +152,7 @@ class DeviceManager:
             if data.allocations or data.registered or data.deleted:
                 self.restore(data)
             self._journaled_sockets = {e.resource: e.socket for e in data.endpoints}
-            await loop.run_in_executor(None, self._journal.start, self.snapshot(), self.snapshot)
+            await loop.run_in_executor(None, self._journal.resume, self.snapshot)
         self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop(), name="devicemanager-expiry")
 
     async def stop(self) -> None:
