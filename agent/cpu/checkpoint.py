@@ -45,7 +45,16 @@ from pathlib import Path
 from typing import Any
 
 from agent.cpu.pools import sync_sidecars
-from agent.cpu.state import AllocationInfo, Change, Key, PolicyState, repoint_followers, validate_entry, validate_state
+from agent.cpu.state import (
+    AllocationInfo,
+    Change,
+    Key,
+    PolicyState,
+    _cpuset_json,
+    repoint_followers,
+    validate_entry,
+    validate_state,
+)
 from agent.cpuset import CPUSet
 from agent.journal import Journal, JournalCorrupt, Recovered, StateCorrupt
 from agent.statefile import canonical_str, sha256_checksum, sha256_of
@@ -147,11 +156,12 @@ def encode_change(old: PolicyState, new: PolicyState, change: Change) -> bytes:
     if change.drop_pods:
         parts.append('"drop_pods":' + _dumps(list(change.drop_pods)))
     if new.pools is not old.pools and new.pools != old.pools:
-        parts.append('"pools":' + _dumps({k: str(v) for k, v in new.pools.items()}))
+        parts.append('"pools":{' + ",".join(_dumps(k) + ":" + _cpuset_json(v) for k, v in sorted(new.pools.items()))
+                     + "}")
     if change.adjusted:
         basis = new.index().basis
         assert basis is not None
-        parts.append('"basis":' + _dumps({"ramp": str(basis.ramp), "all": str(basis.all_cpus)}))
+        parts.append('"basis":{"all":' + _cpuset_json(basis.all_cpus) + ',"ramp":' + _cpuset_json(basis.ramp) + "}")
     return ("{" + ",".join(sorted(parts)) + "}").encode()
 
 
