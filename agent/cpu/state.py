@@ -564,8 +564,8 @@ def validate_entry(uid: str, container: str, a: AllocationInfo) -> None:
 def validate_state(st: PolicyState, online: Collection[int] | None = None) -> None:
     """Invariants every state the policy commits holds: valid entries, no CPU
     in two dedicated containers, dedicated CPUs outside the reserve and shared
-    pools, pools and cpusets within ``online`` (when given). ValueError names
-    the first violation."""
+    pools, no pool overlapping the reserve, pools and cpusets within
+    ``online`` (when given). ValueError names the first violation."""
     owner: dict[int, Key] = {}
     for uid, pod in st.entries.items():
         for c, a in pod.items():
@@ -579,11 +579,14 @@ def validate_state(st: PolicyState, online: Collection[int] | None = None) -> No
                         raise ValueError(f"cpu {i} is held by two dedicated containers: {other[0]}/{other[1]} "
                                          f"and {uid}/{c}")
     dedicated = set(owner)
+    reserve = set(st.pools.get(RESERVE_POOL, ()))
     for name, cpus in st.pools.items():
         if not name:
             raise ValueError("a pool with an empty name")
         if online is not None and not set(cpus) <= set(online):
             raise ValueError(f"pool {name}: cpus {cpus - CPUSet(online)} do not exist on this machine")
+        if name != RESERVE_POOL and reserve & set(cpus):
+            raise ValueError(f"pool {name} overlaps the reserve pool on cpus {CPUSet(reserve & set(cpus))}")
         if name != RECLAIM_POOL and dedicated & set(cpus):
             which = "reserve pool" if name == RESERVE_POOL else f"shared pool {name}"
             raise ValueError(f"{which} overlaps dedicated cpus {CPUSet(dedicated & set(cpus))}")

@@ -51,6 +51,8 @@ BAD_STATES = {
     "dedicated inside a shared pool": (_state(_entry("a"), pools={"reserve": CPUSet.parse("0"),
                                                                   "share": CPUSet.parse("2-7")}), "overlaps"),
     "entry under another key": (PolicyState(entries={"x": {"c": _entry("a")}}), "another key"),
+    "a pool inside the reserve": (_state(_entry("a"), pools={"reserve": CPUSet.parse("0,16"),
+                                                             "share": CPUSet.parse("8-12,16")}), "reserve pool"),
 }
 
 
