@@ -495,6 +495,7 @@ class DeviceManager:
             try:
                 await self._journal.append(record_allocate(done), undo=lambda: self._undo_commit(done))
             except JournalError as e:
+                m.CHECKPOINT_ERRORS.labels(kind="write").inc()
                 for a in done:
                     m.ALLOCATIONS.labels(resource_name=a.resource, outcome="error").inc()
                 log.error("allocation_not_persisted pod=%s container=%s error=%r",

@@ -12,6 +12,7 @@ import os
 
 import grpc
 import pytest
+from prometheus_client import REGISTRY
 
 from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb
 from agent.cpu.checkpoint import CheckpointStore
@@ -162,9 +163,12 @@ def test_device_allocate_write_error_changes_nothing(tmp_path, monkeypatch, call
             before, before_files = _held(m), files(tmp_path)
             fail = FailingIO(monkeypatch, tmp_path, call, err)
             fail.active = True
+            writes0 = REGISTRY.get_sample_value("hwagent_device_manager_checkpoint_errors_total", {"kind": "write"}) or 0
             results = await asyncio.gather(
                 *(m.allocate(ContainerRequest(f"p{i}", "c", {RES: 1})) for i in range(4)), return_exceptions=True)
             assert all(isinstance(r, AllocationError) and r.code == "UNAVAILABLE" for r in results), results
+            assert REGISTRY.get_sample_value("hwagent_device_manager_checkpoint_errors_total",
+                                             {"kind": "write"}) == writes0 + 4
             assert _held(m) == before and files(tmp_path) == before_files
             # pod-resources style reads keep working
             assert m.container_allocations("keep")["c"][0].device_ids == before[("keep", "c")]
