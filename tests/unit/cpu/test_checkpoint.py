@@ -101,3 +101,16 @@ def test_incremental_encoding_matches_canonical():
     a.encoded()
     b = a.evolve(cgroup_path="/x")
     assert '"/x"' in b.encoded() and '"/x"' not in a.encoded()
+
+
+def test_version_1_file_is_still_read_as_a_snapshot_without_journal(tmp_path):
+    from agent.cpu.checkpoint import _checksum
+
+    st = _populated().state
+    data = st.to_json()
+    doc = {"version": 1, "policy": "dynamic", "data": data, "checksum": _checksum(1, "dynamic", data)}
+    store = CheckpointStore(tmp_path)
+    store.path.write_text(json.dumps(doc))
+    back = store.load()
+    assert back == st
+    assert store.last_recovery.snapshot_seq == 0

@@ -105,3 +105,15 @@ def test_encoding_is_canonical_json_of_data():
     tampered["Data"]["Deleted"] = ["example.com/other"]
     with pytest.raises(CheckpointCorrupt, match="checksum"):
         decode(json.dumps(tampered).encode())
+
+
+def test_version_1_file_is_still_read():
+    from agent.devicemanager.checkpoint import decode_with_seq
+    from agent.statefile import sha256_checksum
+
+    doc = json.loads(encode(_data()))
+    del doc["Data"]["JournalSeq"]
+    doc["Version"] = 1
+    doc["Checksum"] = sha256_checksum(doc["Data"])
+    back, seq = decode_with_seq(json.dumps(doc).encode())
+    assert back == _data() and seq == 0
