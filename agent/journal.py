@@ -572,4 +572,10 @@ class Journal(Generic[S]):
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+            if self.size == 0 and not self._needs_reset:  # nothing since the snapshot: leave just the snapshot
+                try:
+                    self.wal.unlink()
+                    _fsync_dir(self.path.parent)
+                except OSError:
+                    pass
         self._io.shutdown(wait=False)

@@ -186,6 +186,8 @@ class CPUPolicyComponent:
             with contextlib.suppress(Exception):
                 await self.engine.wait_durable()
             if self.engine.store is not None:
+                with contextlib.suppress(Exception):  # a clean stop leaves one checksummed snapshot, no journal
+                    await self.engine.store.journal.compact_now()
                 with contextlib.suppress(Exception):
                     await self.engine.store.journal.close()
         if self.enforce is not None:
