@@ -222,6 +222,11 @@ def _verified_data(raw: bytes) -> dict:
 
 
 def decode_with_seq(raw: bytes) -> tuple[CheckpointData, int]:
+    cp, seq, _ = _decode_validated(raw)
+    return cp, seq
+
+
+def _decode_validated(raw: bytes) -> tuple[CheckpointData, int, DeviceState]:
     data = _verified_data(raw)
     try:
         allocations = tuple(_decode_entry(e) for e in _req(data, "PodDeviceEntries", list))
@@ -253,7 +258,7 @@ def decode_with_seq(raw: bytes) -> tuple[CheckpointData, int]:
     for name in (*cp.registered, *cp.deleted):
         if not isinstance(name, str) or not name:
             raise CheckpointCorrupt(f"bad resource name {name!r}")
-    return cp, seq
+    return cp, seq, state
 
 
 def decode(raw: bytes) -> CheckpointData:
@@ -275,12 +280,14 @@ class DeviceState:
         if len(set(keys)) != len(keys):
             raise CheckpointCorrupt("an allocation is recorded twice")
         incoming: dict[tuple[str, str], list[Allocation]] = {}
+        ids_of: list[tuple[str, ...]] = []
         for a in allocs:
             if not a.pod_uid or not a.container_name or not a.resource:
                 raise CheckpointCorrupt(f"allocation with an empty pod uid, container or resource: {a.key}")
             if a.container_type not in CONTAINER_TYPES:
                 raise CheckpointCorrupt(f"unknown container type {a.container_type!r}")
             ids = a.device_ids
+            ids_of.append(ids)
             if len(set(ids)) != len(ids) or not all(ids):
                 raise CheckpointCorrupt(f"allocation {a.key} lists a device twice or an empty id")
             for d in ids:
@@ -293,10 +300,11 @@ class DeviceState:
                 raise CheckpointCorrupt(f"device {dev[1]} of {dev[0]} is held by {who}")
         for k in replacing:
             self.drop(k)
-        for a in allocs:
-            self.allocs[a.key] = a
-            for d in a.device_ids:
-                self.holders.setdefault((a.resource, d), set()).add(a.key)
+        for a, ids in zip(allocs, ids_of):
+            key = a.key
+            self.allocs[key] = a
+            for d in ids:
+                self.holders.setdefault((a.resource, d), set()).add(key)
 
     def drop(self, key: tuple[str, str, str]) -> None:
         a = self.allocs.pop(key, None)
@@ -329,10 +337,14 @@ class Recovering:
     deleted: set[str] = field(default_factory=set)
 
     @classmethod
-    def of(cls, cp: CheckpointData) -> Recovering:
+    def of(cls, cp: CheckpointData, devs: DeviceState | None = None) -> Recovering:
+        """``devs``: the allocations of ``cp`` already validated into a DeviceState."""
         r = cls(registered=dict(cp.registered), devices=dict(cp.devices),
                 endpoints={e.resource: e for e in cp.endpoints}, deleted=set(cp.deleted))
-        r.devs.add(cp.allocations)
+        if devs is not None:
+            r.devs = devs
+        else:
+            r.devs.add(cp.allocations)
         return r
 
     def data(self) -> CheckpointData:
@@ -401,8 +413,8 @@ class DeviceCodec:
         return Recovering()
 
     def decode_snapshot(self, raw: bytes) -> tuple[Recovering, int]:
-        cp, seq = decode_with_seq(raw)
-        return Recovering.of(cp), seq
+        cp, seq, devs = _decode_validated(raw)
+        return Recovering.of(cp, devs), seq
 
     def encode_snapshot(self, state: CheckpointData, seq: int) -> bytes:
         return encode(state, seq)
