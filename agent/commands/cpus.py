@@ -47,7 +47,7 @@ def _from_checkpoint(root: Path):
 
     store = CheckpointStore(root / "cpu")
     try:
-        st = store.load()
+        st = store.load(read_only=True)  # the daemon may be writing: change no file
     except CheckpointError as e:
         raise CommandError(str(e)) from None
     except OSError as e:

@@ -1,8 +1,9 @@
 """`hwagent resources`: device-plugin resources, endpoints, health and allocations.
 
-Reads the device manager's checkpoint, which the host rewrites on every
-snapshot, connect/disconnect, allocation and release, so it is current while
-the daemon runs and shows the last state after it stopped (the age is printed).
+Reads the device manager's snapshot and replays its journal (changing no
+file): allocations are current while the daemon runs; device health and
+endpoints are as of the last snapshot, which the host writes in the background
+when they change and when it stops (the age is printed).
 """
 
 from __future__ import annotations
@@ -114,20 +115,25 @@ def render_text(view: dict, path: Path, age: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.devicemanager.checkpoint import CheckpointCorrupt, decode
+    from agent.devicemanager.checkpoint import open_journal
+    from agent.journal import JournalCorrupt
 
     path = checkpoint_path(args)
     try:
-        raw = path.read_bytes()
         age = time.time() - path.stat().st_mtime
     except FileNotFoundError:
         raise CommandError(f"no device-manager checkpoint at {path} (has hwagent run in standalone mode?)") from None
     except OSError as e:
         raise CommandError(f"cannot read {path}: {e.strerror}") from None
+    journal = open_journal(path)
     try:
-        data = decode(raw)
-    except CheckpointCorrupt as e:
-        raise CommandError(f"{path}: corrupt checkpoint: {e}") from None
+        data = journal.recover(read_only=True).state.data()
+    except JournalCorrupt as e:
+        raise CommandError(f"corrupt checkpoint: {e}") from None
+    except OSError as e:
+        raise CommandError(f"cannot read {path}: {e.strerror}") from None
+    finally:
+        journal.close_sync()
     view = as_dict(data)
     if args.format == "json":
         print(json.dumps(view, indent=2, sort_keys=True))
