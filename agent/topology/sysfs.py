@@ -164,6 +164,15 @@ _PACKAGE_FILES = (
 #: package id placeholder until ``_resolve_packages`` decides
 _UNKNOWN = -1
 
+#: what the kernel prints for "no such id": -1 from the generic code, 65535
+#: where an x86 id is derived from an unset u16 APIC field (cluster_id on
+#: parts without L2 clusters), 0xffffffff from an unsigned -1
+_SENTINELS = frozenset({-1, 0xFFFF, 0xFFFFFFFF})
+
+
+def _absent(value: int | None) -> bool:
+    return value is None or value < 0 or value in _SENTINELS
+
 
 def _topology_names(cpu_dir: str, cpus: CPUSet) -> frozenset[str]:
     """File names in the first CPU's topology directory.
@@ -197,23 +206,25 @@ def _read_cpu(
     package = read_int("physical_package_id")
     if package is None and not os.path.isdir(topo):
         return _cpu_from_cpuinfo(cpu, numa, cpuinfo, notes), None
-    if package is None or package < 0:
+    if _absent(package):
         package = _UNKNOWN  # s390, ps3, some arm boards
-    core_id = read_int("core_id")
-    if core_id is None or core_id < 0:
-        notes.cpu(cpu, "no core_id; using the cpu id")
-        core_id = cpu
-    die = read_int("die_id")
-    if die is None or die < 0:
-        notes.cpu(cpu, "no die_id (kernel before 5.2 or not reported); assuming die 0")
-        die = 0
-    cluster = read_int("cluster_id")
-    if cluster is not None and cluster < 0:
-        cluster = None
     siblings = _shared_set(topo, cpu, _SIBLING_FILES, names, known.setdefault("core", {}), notes)
     if siblings is None:
         notes.cpu(cpu, "no usable thread sibling list; treated as a core of its own")
         siblings = CPUSet([cpu])
+    core_id = read_int("core_id")
+    if _absent(core_id):
+        # ps3 and some embedded kernels: the sibling set is the only core
+        # identity, so number the core by its first thread
+        notes.cpu(cpu, "no core_id; core numbered by its first thread sibling")
+        core_id = siblings.first()
+    die = read_int("die_id")
+    if _absent(die):
+        notes.cpu(cpu, "no die_id (kernel before 5.2 or not reported); assuming die 0")
+        die = 0
+    cluster = read_int("cluster_id")
+    if _absent(cluster):
+        cluster = None
     package_cpus = _shared_set(topo, cpu, _PACKAGE_FILES, names, known.setdefault("package", {}), notes)
     cpu_obj = CPU(
         id=cpu,

@@ -309,3 +309,47 @@ def test_warnings_are_logged(machine: FakeMachine, caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING, logger="hwagent.topology"):
         read(machine)
     assert any("topology_warning node1: no distance file" in r.getMessage() for r in caplog.records)
+
+
+# -- kernel "no value" ids and groups ------------------------------------------------
+@pytest.mark.parametrize("sentinel", ["65535", "-1", "4294967295"])
+def test_cluster_sentinel_is_no_cluster(machine: FakeMachine, sentinel: str) -> None:
+    # x86 kernels print 65535 for "no L2 cluster"; the generic code prints -1
+    for c in range(machine.ncpus):
+        machine.write(f"sys/devices/system/cpu/cpu{c}/topology/cluster_id", f"{sentinel}\n")
+    t = read(machine)
+    assert {c.cluster_id for c in t.cpus} == {None}
+    assert t.groups == ()
+
+
+def test_clusters_of_several_cores_are_groups(tmp_path: Path) -> None:
+    m = FakeMachine(tmp_path, packages=1, cores_per_package=4, threads=2).build()
+    for c in range(m.ncpus):
+        m.write(f"sys/devices/system/cpu/cpu{c}/topology/cluster_id", f"{100 + m.core_index(c) // 2}\n")
+    t = read(m)
+    assert [(g.kind, g.id, g.cpus) for g in t.groups] == [
+        ("cluster", 100, CPUSet.parse("0-1,4-5")),
+        ("cluster", 101, CPUSet.parse("2-3,6-7")),
+    ]
+
+
+def test_one_cluster_per_core_adds_no_group(machine: FakeMachine) -> None:
+    for c in range(machine.ncpus):
+        machine.write(f"sys/devices/system/cpu/cpu{c}/topology/cluster_id", f"{machine.core_index(c)}\n")
+    assert read(machine).groups == ()
+
+
+def test_missing_core_id_numbers_the_core_by_its_first_sibling(machine: FakeMachine) -> None:
+    machine.remove("sys/devices/system/cpu/cpu*/topology/core_id")
+    t = read(machine)
+    assert len(t.cores) == 4 and t.siblings(4) == CPUSet([0, 4])
+    assert t.cpu(4).core_id == 0
+    assert warned(t, "cpus 0-7", "no core_id")
+
+
+def test_repeated_core_id_with_distinct_sibling_sets_stays_two_cores(machine: FakeMachine) -> None:
+    # kernels without die_id on two-die packages number cores per die
+    for c in range(machine.ncpus):
+        machine.write(f"sys/devices/system/cpu/cpu{c}/topology/core_id", "0\n")
+    t = read(machine)
+    assert len(t.cores) == 4 and t.threads_per_core == 2
