@@ -353,3 +353,36 @@ def test_repeated_core_id_with_distinct_sibling_sets_stays_two_cores(machine: Fa
         machine.write(f"sys/devices/system/cpu/cpu{c}/topology/core_id", "0\n")
     t = read(machine)
     assert len(t.cores) == 4 and t.threads_per_core == 2
+
+
+# -- caches read once per design --------------------------------------------------------
+def _cache_levels(t, cpu: int) -> list[tuple[int, str, int | None]]:
+    return sorted((c.level, c.type, c.size_bytes) for c in t.caches if cpu in c.cpus)
+
+
+def test_a_core_with_another_cache_design_is_read_in_full(machine: FakeMachine) -> None:
+    # package 1's cores: index2 is a 4 MiB L3-private-to-the-core cache, not a 2 MiB L2
+    for c in machine.package_cpus(1):
+        d = f"sys/devices/system/cpu/cpu{c}/cache/index2"
+        machine.write(f"{d}/level", "3\n")
+        machine.write(f"{d}/size", "4096K\n")
+    t = read(machine)
+    assert (2, "Unified", 2 << 20) in _cache_levels(t, 0)
+    assert (3, "Unified", 4 << 20) in _cache_levels(t, 2)
+    assert (2, "Unified", 2 << 20) not in _cache_levels(t, 2)
+
+
+def test_cpus_with_fewer_or_more_cache_leaves_than_the_first(machine: FakeMachine) -> None:
+    # cpus 1 and 5 (one core) have no L3: package 0's L3 is cpu 0's and 4's only
+    machine.remove("sys/devices/system/cpu/cpu1/cache/index3")
+    machine.remove("sys/devices/system/cpu/cpu5/cache/index3")
+    for c in (0, 4):
+        machine.write(f"sys/devices/system/cpu/cpu{c}/cache/index3/shared_cpu_list", "0,4\n")
+        machine.write(f"sys/devices/system/cpu/cpu{c}/cache/index3/shared_cpu_map", "11\n")
+    d = "sys/devices/system/cpu/cpu2/cache/index4"
+    for name, value in (("level", "4"), ("type", "Unified"), ("size", "65536K"), ("shared_cpu_list", "2")):
+        machine.write(f"{d}/{name}", f"{value}\n")
+    t = read(machine)
+    assert t.warnings == ()
+    assert [c.level for c in t.caches if 1 in c.cpus] == [1, 1, 2]
+    assert (4, "Unified", 64 << 20) in _cache_levels(t, 2)
