@@ -15,6 +15,7 @@ snapshot in the low milliseconds.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, replace
@@ -109,7 +110,18 @@ def _read_cpu_sets(cpu_dir: str, notes: Notes) -> _CpuSets:
     if online is None:
         # Before 2.6.2x there is no cpu/online: a cpuN without an "online" file
         # (usually cpu0, which cannot be unplugged) or with "1" in it is online.
-        online = CPUSet(c for c in dirs if (notes.text(j(cpu_dir, f"cpu{c}", "online")) or "1").strip() != "0")
+        # A kernel without CPU hotplug has no cpuN/online at all: one listing of
+        # a CPU that could have one (not cpu0) spares a failed open per CPU.
+        probe = next((c for c in dirs if c != 0), None)
+        try:
+            hotplug = probe is not None and "online" in os.listdir(j(cpu_dir, f"cpu{probe}"))
+        except OSError:
+            hotplug = True
+        online = (
+            CPUSet(c for c in dirs if (notes.text(j(cpu_dir, f"cpu{c}", "online")) or "1").strip() != "0")
+            if hotplug
+            else dirs
+        )
     present = notes.cpuset(j(cpu_dir, "present")) or dirs
     possible = notes.cpuset(j(cpu_dir, "possible")) or (present | online)
     offline = notes.cpuset(j(cpu_dir, "offline"))
@@ -284,6 +296,14 @@ def _set_id(cpu: int, members: CPUSet | None, name: str, read_int, known: dict) 
     return value
 
 
+@functools.lru_cache(maxsize=32)
+def _candidates(files: tuple[tuple[str, str], ...], names: frozenset[str]) -> tuple[tuple[str, bool], ...]:
+    """(file, is_mask) to try in order: files the first CPU has come first, the others only if those fail."""
+    out = [(name, bool(is_mask)) for pair in files for is_mask, name in enumerate(pair)]
+    out.sort(key=lambda c: c[0] not in names)
+    return tuple(out)
+
+
 def _shared_set(
     topo: str,
     cpu: int,
@@ -296,10 +316,7 @@ def _shared_set(
     found = known.get(cpu)
     if found is not None:
         return found
-    # files the first CPU has come first; the others only if those fail
-    candidates = [(name, is_mask) for pair in files for is_mask, name in enumerate(pair)]
-    candidates.sort(key=lambda c: c[0] not in names)
-    found = notes.first_cpuset(((f"{topo}/{n}", bool(m)) for n, m in candidates), containing=cpu)
+    found = notes.first_cpuset([(f"{topo}/{n}", m) for n, m in _candidates(files, names)], containing=cpu)
     if found is not None:
         for other in found:
             known.setdefault(other, found)
@@ -397,9 +414,13 @@ def _read_numa(
 
     numa_of: dict[int, int] = {}
     nodes: list[NUMANode] = []
+    no_cpulist = False
     for nid in ids:
         d = f"{node_dir}/node{nid}"
-        node_cpus = notes.cpuset(f"{d}/cpulist", f"{d}/cpumap")
+        # kernels before 2.6.2x have only cpumap: once a node lacks cpulist, go to cpumap first
+        node_cpus = notes.cpuset(f"{d}/cpumap", f"{d}/cpulist", first_is_mask=True) if no_cpulist else notes.cpuset(f"{d}/cpulist", f"{d}/cpumap")
+        if not no_cpulist and node_cpus is not None and not os.path.exists(f"{d}/cpulist"):
+            no_cpulist = True
         if node_cpus is None:
             notes.warn(f"node{nid}: no readable cpulist/cpumap; treated as having no cpus")
             node_cpus = CPUSet()
@@ -474,8 +495,10 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
     covered: dict[int, set[int]] = {}
     attrs: frozenset[str] | None = None
     template: list[int] | None = None
-    for cpu in cpus:
+    for n, cpu in enumerate(cpus):
         base = f"{cpu_dir}/cpu{cpu}/cache"
+        if n == 2 and not covered and not os.path.isdir(base):
+            break  # three CPUs without a cache directory: this kernel exports none (ia64, old arm)
         # The first CPU's index list stands for the others (the kernel gives
         # every CPU of a design the same leaves); one stat of the index after
         # the last catches a CPU with more, which is then listed in full.
