@@ -140,11 +140,20 @@ def test_offline_cpus_are_left_out_of_the_cpus(machine: FakeMachine) -> None:
 def test_without_online_file_per_cpu_online_flags_count(machine: FakeMachine) -> None:
     machine.remove("sys/devices/system/cpu/online")
     machine.remove("sys/devices/system/cpu/offline")
-    machine.write("sys/devices/system/cpu/cpu5/online", "0\n")
-    machine.write("sys/devices/system/cpu/cpu4/online", "1\n")
+    # a hotplug kernel gives every CPU but (often) cpu0 an online file
+    for c in range(1, machine.ncpus):
+        machine.write(f"sys/devices/system/cpu/cpu{c}/online", "0\n" if c == 5 else "1\n")
     t = read(machine)
     assert t.online == CPUSet.parse("0-4,6-7")
     assert t.offline == CPUSet([5])  # possible - online
+
+
+def test_without_online_files_at_all_every_cpu_is_online(machine: FakeMachine) -> None:
+    # kernels without CPU hotplug (old ia64): neither cpu/online nor cpuN/online
+    machine.remove("sys/devices/system/cpu/online")
+    machine.remove("sys/devices/system/cpu/offline")
+    t = read(machine)
+    assert t.online == CPUSet.parse("0-7") and t.offline == CPUSet()
 
 
 def test_isolated_cpus_are_read(machine: FakeMachine) -> None:
