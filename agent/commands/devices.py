@@ -15,6 +15,7 @@ import os
 import sys
 
 from agent.cli import CommandError
+from agent.commands._format import add_format_option
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", metavar="FILE", help="TOML config file ([devices] rules, [daemon] sysfs_root)")
     p.add_argument("--sysfs-root", metavar="DIR", help="sysfs tree to read (default: config, /sys)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_format_option(p, ("text", "json"))
     p.add_argument("--offered", action="store_true", help="only devices offered as a resource")
     p.set_defaults(func=run)
 
