@@ -29,7 +29,7 @@ def device_items(devices: Iterable[Device], names: PciNames) -> list[DeviceItem]
         pci = d.pci
         assert pci is not None
         name = names.describe(pci.vendor, pci.device) or f"{pci.vendor}:{pci.device}"
-        cls = names.class_name(pci.class_code) or f"class {pci.class_code}"
+        cls = names.class_name(pci.class_code[:4]) or f"class {pci.class_code}"
         children = ", ".join(d.block_children + d.net_children)
         out.append(DeviceItem(d.id, f"{d.id.removeprefix('0000:')} {name}", children or cls, d.numa_node))
     return out
