@@ -101,7 +101,7 @@ def _picture(args: argparse.Namespace, topo, sysfs_root: str) -> str | bytes:
             raise CommandError(f"cannot read {args.overlay}: {e.strerror}") from None
         except (ValueError, OverlayError) as e:
             raise CommandError(f"{args.overlay}: {e}") from None
-    elif args.no_live or os.path.abspath(sysfs_root) != "/sys" and not args.root_dir:
+    elif args.no_live or (os.path.abspath(sysfs_root) != "/sys" and not args.root_dir):
         overlay = Overlay()  # a snapshot is another machine: this host's daemon state does not belong on it
     else:
         from agent.topology.live import from_daemon
@@ -112,9 +112,8 @@ def _picture(args: argparse.Namespace, topo, sysfs_root: str) -> str | bytes:
         from agent.devices.sysfs import read_inventory
 
         items = device_items(read_inventory(sysfs_root), load_pci_names())
-    title = "Machine" if os.path.abspath(sysfs_root) == "/sys" else f"Machine ({os.path.dirname(os.path.abspath(sysfs_root))})"
-    if os.path.abspath(sysfs_root) == "/sys":
-        title = f"Machine {os.uname().nodename}"
+    live = os.path.abspath(sysfs_root) == "/sys"
+    title = f"Machine {os.uname().nodename}" if live else f"Machine ({os.path.dirname(os.path.abspath(sysfs_root))})"
     root = build(topo, items, overlay, title)
     note = "; ".join(overlay.notes) if overlay.notes else (f"hwagent state: {overlay.source}" if overlay.source else "")
     svg = render_svg(root, overlay, Scale.for_cpus(len(topo.cpus)), note=note)

@@ -16,7 +16,6 @@ import re
 import urllib.request
 from pathlib import Path
 
-from agent.cpuset import CPUSet
 from agent.topology.overlay import AllocationMark, DeviceMark, Overlay, PoolMark
 
 __all__ = ["from_daemon", "parse_pool_pressure"]
@@ -76,9 +75,9 @@ def from_daemon(config: str | None, root_dir: str | None, *, metrics: bool = Tru
             if name != _DEDICATED and cpus
         )
         allocs = tuple(
-            AllocationMark(f"{a.namespace}/{a.pod}" if a.pod else a.pod_uid, a.container, a.cpus, a.pool or _DEDICATED)
+            AllocationMark(f"{a.namespace}/{a.pod}" if a.pod else a.pod_uid, a.container, a.cpus, _DEDICATED)
             for a in cpu_allocs
-            if (a.pool or _DEDICATED) == _DEDICATED and a.cpus
+            if a.cpus and (a.qos_level == "dedicated_cores" or a.pool == _DEDICATED)
         )
     except CommandError as e:
         notes.append(f"no CPU pools: {e}")
@@ -87,7 +86,7 @@ def from_daemon(config: str | None, root_dir: str | None, *, metrics: bool = Tru
 
     try:
         path = resources.checkpoint_path(argparse.Namespace(checkpoint=None, config=config, root_dir=str(root)))
-        view = resources.as_dict(resources_decode(path.read_bytes()))
+        view = resources.as_dict(_decode_device_checkpoint(path.read_bytes()))
         sources.append(f"checkpoint {path}")
         holder: dict[tuple[str, str], str] = {}
         for a in view["allocations"]:
@@ -106,11 +105,7 @@ def from_daemon(config: str | None, root_dir: str | None, *, metrics: bool = Tru
     return Overlay(pools, allocs, devices, "; ".join(sources), tuple(notes))
 
 
-def resources_decode(raw: bytes):
-    from agent.devicemanager.checkpoint import decode
+def _decode_device_checkpoint(raw: bytes):
+    from agent.devicemanager.checkpoint import decode  # pulls in grpc: only when there is a file
 
     return decode(raw)
-
-
-def cpuset_or_empty(text: str | None) -> CPUSet:
-    return CPUSet.parse(text) if text else CPUSet()

@@ -57,6 +57,8 @@ class Box:
     cpu: int | None = None
     device: DeviceItem | None = None
     numa: int | None = None
+    #: the NUMA nodes of a distance group ("dgroup")
+    nodes: CPUSet | None = None
     pool: PoolMark | None = None
     allocation: AllocationMark | None = None
     tooltip: str = ""
@@ -118,12 +120,12 @@ def build(topo: Topology, devices: Sequence[DeviceItem] = (), overlay: Overlay |
 
     levels = distance_levels(topo)
     # outermost level first; a level's groups of one node add nothing
-    for depth, level in enumerate(reversed(levels)):
+    for level in reversed(levels):
         for g in level.groups:
             nodes = [n for n in g if n in topo.numa_ids]
             cpus = CPUSet.union_all(topo.numa_node(n).cpus for n in nodes) & online
             if len(nodes) > 1 and cpus:
-                objects.append(Box("dgroup", f"NUMA nodes {g}", cpus, detail=f"within distance {level.distance}", numa=depth))
+                objects.append(Box("dgroup", f"NUMA nodes {g}", cpus, detail=f"within distance {level.distance}", nodes=g))
     for p in topo.package_ids:
         logical = topo.logical_package[p]
         label = f"Package {logical}" + (f" [{p}]" if p != logical else "")
@@ -166,19 +168,13 @@ def build(topo: Topology, devices: Sequence[DeviceItem] = (), overlay: Overlay |
         if n.cpus & online:
             continue
         box = Box("numa", f"NUMA node {n.id}", CPUSet(), detail=f"{human_bytes(n.memory_bytes)}, memory only", numa=n.id)
-        home = None
-        for b in root.walk():
-            if b.kind == "dgroup" and _group_nodes(b) is not None and n.id in _group_nodes(b):
-                home = b if home is None or len(_group_nodes(b)) < len(_group_nodes(home)) else home
-        (home or root).children.append(box)
+        homes = [b for b in root.walk() if b.nodes is not None and n.id in b.nodes]
+        home = min(homes, key=lambda b: len(b.nodes or ()), default=root)
+        home.children.append(box)
 
     _attach_devices(root, devices, overlay)
     _order(root)
     return root
-
-
-def _group_nodes(b: Box) -> CPUSet | None:
-    return CPUSet.parse(b.label.removeprefix("NUMA nodes ")) if b.kind == "dgroup" else None
 
 
 def _collapse(box: Box) -> None:

@@ -156,6 +156,8 @@ def test_daemon_state_is_read_from_its_root_dir(tmp_path: Path) -> None:
                                   "--config", str(cfg)))
     pods = {int(g.get("data-cpu")) for g in root.iter(f"{SVG}g") if g.get("data-pod") == "ns/name-db"}
     assert pods == set(held) and len(pods) == 2
+    # a shared container holds no CPUs of its own: it is not drawn as an allocation
+    assert {g.get("data-pod") for g in root.iter(f"{SVG}g") if g.get("data-pod")} == {"ns/name-db"}
     pooled = {g.get("data-pool") for g in root.iter(f"{SVG}g") if g.get("class") == "pu"}
     assert set(policy.state.pools) - {"dedicated"} <= pooled | {None}
     note = root.find(f"{SVG}text[@class='note']")
