@@ -173,10 +173,14 @@ def main() -> int:
                 f"goal in-process >= 2x lstopo on every snapshot ({kind}): smallest ratio "
                 f"{worst[5][i] / worst[2][i]:.2f}x ({worst[0]}); {'met' if ok else 'NOT met'} on {len(snaps)} snapshots"
             )
+    # wall time counts waiting for a core: on a loaded shared machine it says
+    # more about the neighbours than about hwagent, so both are judged
+    load = os.getloadavg()[0]
     print(
-        f"goal `hwagent topology` process <= 100 ms on the live machine: {live[3][0]:.1f} ms wall "
-        f"({live[3][1]:.1f} ms CPU; python -c pass {floor[0]:.1f} ms wall); "
-        f"{'met' if live[3][0] <= 100 else 'NOT met'}"
+        f"goal `hwagent topology` process <= 100 ms on the live machine: {live[3][0]:.1f} ms wall, "
+        f"{live[3][1]:.1f} ms CPU (python -c pass: {floor[0]:.1f} ms wall, {floor[1]:.1f} ms CPU; "
+        f"load {load:.1f} on {os.cpu_count()} cpus); "
+        f"wall {'met' if live[3][0] <= 100 else 'NOT met'}, CPU {'met' if live[3][1] <= 100 else 'NOT met'}"
     )
     return 0
 

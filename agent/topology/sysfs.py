@@ -518,7 +518,10 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
                     attrs = frozenset(os.listdir(d))
                 except OSError:
                     attrs = frozenset()
-            shared = notes.cpuset(f"{d}/shared_cpu_list", f"{d}/shared_cpu_map", containing=cpu)
+            if "shared_cpu_list" in attrs:
+                shared = notes.cpuset(f"{d}/shared_cpu_list", f"{d}/shared_cpu_map", containing=cpu)
+            else:  # before 2.6.2x: the mask only
+                shared = notes.cpuset(f"{d}/shared_cpu_map", f"{d}/shared_cpu_list", containing=cpu, first_is_mask=True)
             if shared is None and indexes is template and not os.path.isdir(d):
                 continue  # this CPU has fewer cache leaves than the first
             if shared is None:
