@@ -12,10 +12,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from agent.config import Config
 from agent.topology.model import Topology
+
+if TYPE_CHECKING:
+    from agent.contracts import ServiceKey
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -38,6 +43,17 @@ class DaemonContext:
         p = self.root_dir.joinpath(*parts)
         p.parent.mkdir(parents=True, exist_ok=True)
         return p
+
+    def publish(self, key: ServiceKey[T], handle: T) -> None:
+        """Make a handle available to components started after this one."""
+        if key.name in self.services:
+            raise RuntimeError(f"service {key.name!r} published twice")
+        self.services[key.name] = handle
+
+    def lookup(self, key: ServiceKey[T]) -> T | None:
+        """A handle a component started earlier published, or None (disabled, or not started)."""
+        handle: T | None = self.services.get(key.name)
+        return handle
 
     def remove_on_exit(self, path: Path) -> Path:
         """Register a socket or file the daemon must not leave behind.
