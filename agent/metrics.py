@@ -25,7 +25,9 @@ __all__ = ["BUILD_INFO", "ComponentHealthCollector", "publish_build_info", "publ
 BUILD_INFO = Info("hwagent_build", "Version of hwagent, the Python running it and the kernel it runs on.")
 
 TOPOLOGY_CPUS = Gauge("hwagent_topology_cpus", "Logical CPUs by state, as read at start.", ["state"])
-TOPOLOGY_CORES = Gauge("hwagent_topology_cores", "Physical cores (thread-sibling groups) of online CPUs.")
+TOPOLOGY_CORES = Gauge(
+    "hwagent_topology_cores", "Physical cores (package, die, core id within a sibling set) of online CPUs."
+)
 TOPOLOGY_PACKAGES = Gauge("hwagent_topology_packages", "CPU packages (sockets).")
 TOPOLOGY_NUMA_NODES = Gauge("hwagent_topology_numa_nodes", "NUMA nodes, memory-only nodes included.")
 TOPOLOGY_NUMA_MEMORY = Gauge(

@@ -20,6 +20,8 @@ APT_PACKAGES=(
     linux-perf                           # perf bench sched pipe: probe overhead bench
     iproute2 util-linux kmod udev        # dummy links, loop devices, uevents in hotplug tests
     gcc                                  # builds wheels that have no binary for this python
+    pci.ids                              # PCI vendor/device/class names for the text views (optional at run time)
+    librsvg2-bin                         # rsvg-convert: `hwagent topology --format png` and the picture tests
 )
 
 missing_packages() {

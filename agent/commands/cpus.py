@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from agent.cli import CommandError
+from agent.commands._format import add_format_option
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -24,8 +25,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--root-dir", metavar="DIR", help="hwagent root dir holding cpu/cpu_plugin_state.json")
     p.add_argument("--socket", metavar="PATH", help="query a running cpu plugin on this unix socket instead")
     p.add_argument("--sysfs-root", metavar="DIR", help="sysfs to read the NUMA layout from (default: config)")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
-    p.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
+    add_format_option(p, ("text", "json"), json_alias=True)
     p.set_defaults(func=run)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from agent.cli import CommandError
 from agent.config import ConfigError, load
 from typing import TYPE_CHECKING
+from agent.commands._format import add_format_option
 
 if TYPE_CHECKING:  # the device manager pulls in grpc: loaded only when the command runs
     from agent.devicemanager.checkpoint import CheckpointData
@@ -33,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE", help="TOML config file (default: embedded defaults)")
     p.add_argument("--root-dir", metavar="DIR", help="hwagent's root dir (overrides the config)")
     p.add_argument("--checkpoint", metavar="FILE", help="read this checkpoint file instead")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_format_option(p, ("text", "json"))
     p.set_defaults(func=run)
 
 
