@@ -367,6 +367,14 @@ class WorkloadRuntime:
             raise _StartFailed(f"container {name}: {e}") from None
         files = p.files.container(name)
         files.prepare()
+        rec = p.record.container(name)
+        try:
+            for target in _create_targets(plan.binds):
+                if target not in rec.created:
+                    rec.created.append(target)
+        except OSError as e:
+            await self._teardown(ctr.rel)
+            raise _StartFailed(f"container {name}: mount: cannot create {e.filename}: {e.strerror}") from None
         logs = log_dir(self.root_dir, p.pod.spec.namespace, p.pod.spec.name)
         logs.mkdir(parents=True, exist_ok=True)
         try:
@@ -377,7 +385,6 @@ class WorkloadRuntime:
             await self._teardown(ctr.rel)
             raise _StartFailed(f"container {name}: {e.stage}: {e}") from None
         now = self.clock()
-        rec = p.record.container(name)
         rec.started_at = now
         ctr.started = started
         ctr.status = replace(ctr.status, state=ContainerState.RUNNING, reason="", message="", pid=started.pid,
@@ -488,6 +495,8 @@ class WorkloadRuntime:
             if ctr.bound:
                 await self._bind(p, ctr, None)
         self.cgroups.remove_pod_dir(pod_dir_name(p.uid))
+        for rec in p.record.containers.values():
+            _remove_targets(rec.created)
         p.phase, p.reason, p.message, p.finished_at = phase, reason, message, self.clock()
         log.info("pod_finished pod=%s uid=%s phase=%s reason=%s message=%r", p.pod.spec.key, p.uid, phase.value,
                  reason, message)
@@ -537,3 +546,33 @@ class WorkloadRuntime:
                 return
             payload = PodFiles.encode(p.record)  # on the loop: the record is the loop's
             await asyncio.get_running_loop().run_in_executor(None, p.files.write, payload)
+
+
+def _create_targets(binds: Sequence[tuple[str, str, bool]]) -> list[str]:
+    """Bind targets that do not exist on the host (a device node under another
+    name, a plugin's mount point): created here, empty, so the shim can mount on
+    them; returned so they can be removed when the pod ends. Parents created too
+    are not tracked (left, as empty directories)."""
+    made: list[str] = []
+    for src, dst, _ro in binds:
+        if os.path.lexists(dst):
+            continue
+        os.makedirs(os.path.dirname(dst) or "/", exist_ok=True)
+        if os.path.isdir(src):
+            os.mkdir(dst, 0o755)
+        else:
+            os.close(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        made.append(dst)
+    return made
+
+
+def _remove_targets(paths: Iterable[str]) -> None:
+    for path in paths:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.rmdir(path)
+            elif os.path.isfile(path) and os.path.getsize(path) == 0:
+                os.unlink(path)
+        except OSError as e:
+            log.warning("bind_target_not_removed path=%s error=%s", path, e.strerror)
+

@@ -103,6 +103,34 @@ static void rotate(const char *log, int keep) {
     if (keep >= 1) rename(log, b); else unlink(log);
 }
 
+/* append to the log; a file never grows past log_max: rotate first, cutting a
+ * chunk at its last newline that fits (or at the limit for a longer line) */
+static void log_write(const char *log, int *logfd, long long *size, long long log_max, int keep,
+                      const char *buf, ssize_t n) {
+    while (n > 0 && *logfd >= 0) {
+        ssize_t take = n;
+        if (log_max > 0) {
+            long long room = log_max - *size;
+            if (room <= 0 || (n > room && *size > 0 && !memchr(buf, '\n', (size_t)(room < n ? room : n)))) {
+                close(*logfd);
+                rotate(log, keep);
+                *logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+                *size = 0;
+                continue;
+            }
+            if (n > room) {
+                take = (ssize_t)room;
+                const char *nl = memrchr(buf, '\n', (size_t)take);
+                if (nl) take = nl - buf + 1;
+            }
+        }
+        if (write_all(*logfd, buf, (size_t)take) < 0) return;
+        *size += take;
+        buf += take;
+        n -= take;
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 8) {
         fprintf(stderr, "usage: hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-p PROCS]... [-b SRC DST MODE]... -- ARGV...\n");
@@ -220,15 +248,7 @@ int main(int argc, char **argv) {
         if (out_open && (pf[1].revents & (POLLIN | POLLHUP))) {
             ssize_t n = read(out[0], buf, sizeof buf);
             if (n <= 0) out_open = 0;
-            else if (logfd >= 0) {
-                if (log_max > 0 && size + n > log_max && size > 0) {
-                    close(logfd);
-                    rotate(log, log_keep);
-                    logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-                    size = 0;
-                }
-                if (logfd >= 0 && write_all(logfd, buf, (size_t)n) == 0) size += n;
-            }
+            else log_write(log, &logfd, &size, log_max, log_keep, buf, n);
         }
         if (pf[0].revents & POLLIN) {
             struct signalfd_siginfo si;
@@ -242,8 +262,8 @@ int main(int argc, char **argv) {
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     for (;;) {
         ssize_t n = read(out[0], buf, sizeof buf);
-        if (n <= 0 || logfd < 0) break;
-        write_all(logfd, buf, (size_t)n);
+        if (n <= 0) break;
+        log_write(log, &logfd, &size, log_max, log_keep, buf, n);
     }
     if (WIFEXITED(status)) snprintf(line, sizeof line, "exited %d\n", WEXITSTATUS(status));
     else snprintf(line, sizeof line, "signaled %d\n", WTERMSIG(status));

@@ -174,6 +174,27 @@ def main(argv: list[str]) -> int:
     poller.register(out_r, select.POLLIN)
     out_open = True
     status = 0
+
+    def log_write(data: bytes) -> None:
+        # a file never grows past log_max: rotate first, cutting at the last newline that fits
+        nonlocal logfd, size
+        while data:
+            take = len(data)
+            if log_max > 0:
+                room = log_max - size
+                if room <= 0 or (len(data) > room and size > 0 and b"\n" not in data[:room]):
+                    os.close(logfd)
+                    _rotate(log, log_keep)
+                    logfd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+                    size = 0
+                    continue
+                if len(data) > room:
+                    nl = data.rfind(b"\n", 0, room)
+                    take = nl + 1 if nl >= 0 else room
+            os.write(logfd, data[:take])
+            size += take
+            data = data[take:]
+
     while True:
         events = dict(poller.poll())
         if out_r in events and out_open:
@@ -182,20 +203,14 @@ def main(argv: list[str]) -> int:
                 out_open = False
                 poller.unregister(out_r)
             else:
-                if log_max > 0 and size > 0 and size + len(data) > log_max:
-                    os.close(logfd)
-                    _rotate(log, log_keep)
-                    logfd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
-                    size = 0
-                os.write(logfd, data)
-                size += len(data)
+                log_write(data)
         if pidfd in events:
             _, status = os.waitpid(child, 0)
             break
     os.set_blocking(out_r, False)
     try:
         while data := os.read(out_r, 65536):
-            os.write(logfd, data)
+            log_write(data)
     except BlockingIOError:
         pass
     if os.WIFEXITED(status):

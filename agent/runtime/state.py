@@ -86,6 +86,8 @@ class ContainerRecord:
     last_exit_code: int | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    #: bind targets the runtime had to create on the host (removed when the pod ends)
+    created: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -104,7 +106,7 @@ class PodRecord:
     def to_json(self) -> dict[str, Any]:
         return {"uid": self.uid, "key": self.key, "running": self.running,
                 "stopping": list(self.stopping) if self.stopping else None,
-                "containers": {k: vars(v) for k, v in sorted(self.containers.items())}}
+                "containers": {k: dict(vars(v)) for k, v in sorted(self.containers.items())}}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PodRecord:
