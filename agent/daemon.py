@@ -56,6 +56,8 @@ COMPONENTS: tuple[str, ...] = (
     "agent.deviceplugin.component:factory",
     "agent.cpu.component:create",
     "agent.pressure.component:factory",
+    # after admission (agent.workloads.component:factory): restores the pods its registry holds
+    "agent.runtime.component:factory",
 )
 
 #: directories under the root dir, after the kubelet's own layout
