@@ -279,13 +279,15 @@ class WorkloadCgroups:
             except OSError:
                 pass
         deadline = time.monotonic() + timeout_s
+        pause = 0.0005
         while True:
             if self.signal(rel, signal.SIGKILL) == 0 and not self.pids(rel):
                 return True
             if time.monotonic() > deadline:
                 log.error("workload_kill_incomplete cgroup=%s remaining=%d", rel, len(self.pids(rel)))
                 return False
-            time.sleep(0.01)
+            time.sleep(pause)
+            pause = min(0.02, pause * 2)
 
     def remove(self, rel: str, timeout_s: float = 2.0) -> list[str]:
         """rmdir the cgroup and its children in every hierarchy (deepest first);
@@ -299,6 +301,7 @@ class WorkloadCgroups:
             dirs = sorted((Path(p) for p, _d, _f in os.walk(base)), key=lambda p: -len(p.parts))
             for d in dirs:
                 deadline = time.monotonic() + timeout_s
+                pause = 0.0005
                 while True:
                     try:
                         d.rmdir()
@@ -310,7 +313,8 @@ class WorkloadCgroups:
                         if e.errno != errno.EBUSY or time.monotonic() > deadline:
                             left.append(str(d))
                             break
-                        time.sleep(0.01)
+                        time.sleep(pause)
+                        pause = min(0.02, pause * 2)
         return left
 
     def remove_pod_dir(self, pod: str) -> None:

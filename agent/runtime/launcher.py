@@ -98,7 +98,8 @@ async def spawn(shim: Sequence[str], files: ContainerFiles, log: Path, *, log_ma
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
             (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0),
+            # the shim's own complaints (bad arguments, a Python fallback's traceback)
+            (os.POSIX_SPAWN_OPEN, 2, str(files.path / "shim.err"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
             (os.POSIX_SPAWN_DUP2, w, HANDSHAKE_FD),
         ]
         try:
@@ -126,7 +127,12 @@ async def spawn(shim: Sequence[str], files: ContainerFiles, log: Path, *, log_ma
     if words[0] == "error":
         stage = words[1] if len(words) > 1 else "start"
         raise LaunchError(stage, words[3] if len(words) > 3 else line)
-    raise LaunchError("shim", f"the shim failed before starting the workload ({line or 'no output'})")
+    try:
+        err = (files.path / "shim.err").read_text(errors="replace").strip().splitlines()[-1:]
+    except OSError:
+        err = []
+    raise LaunchError("shim", f"the shim failed before starting the workload ({line or 'no output'}"
+                              f"{': ' + err[0] if err else ''})")
 
 
 def shim_alive(shim_pid: int, files: ContainerFiles) -> bool:

@@ -96,7 +96,6 @@ class _Pod:
     #: set once the first container started or the pod failed to start
     first: asyncio.Event = field(default_factory=asyncio.Event)
     report_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    save_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     app_tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
@@ -368,6 +367,7 @@ class WorkloadRuntime:
         files = p.files.container(name)
         files.prepare()
         rec = p.record.container(name)
+        launched_at = self.clock()
         try:
             for target in _create_targets(plan.binds):
                 if target not in rec.created:
@@ -384,7 +384,7 @@ class WorkloadRuntime:
         except LaunchError as e:
             await self._teardown(ctr.rel)
             raise _StartFailed(f"container {name}: {e.stage}: {e}") from None
-        now = self.clock()
+        now = launched_at
         rec.started_at = now
         ctr.started = started
         ctr.status = replace(ctr.status, state=ContainerState.RUNNING, reason="", message="", pid=started.pid,
@@ -464,6 +464,10 @@ class WorkloadRuntime:
         await self._finish(p, PodPhase.SUCCEEDED if ok else PodPhase.FAILED, reason, message)
 
     async def _teardown(self, rel: str) -> None:
+        if not self.cgroups.exists(rel):  # a few stats: cheaper than the executor hop
+            return
+        if not self.cgroups.pids(rel) and not self.cgroups.remove(rel, timeout_s=0):
+            return  # empty already (the usual case after an exit): rmdir without waiting
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._teardown_sync, rel)
 
@@ -494,14 +498,16 @@ class WorkloadRuntime:
                                      message=message, exit_code=128, finished_at=self.clock())
             if ctr.bound:
                 await self._bind(p, ctr, None)
-        self.cgroups.remove_pod_dir(pod_dir_name(p.uid))
-        for rec in p.record.containers.values():
-            _remove_targets(rec.created)
         p.phase, p.reason, p.message, p.finished_at = phase, reason, message, self.clock()
         log.info("pod_finished pod=%s uid=%s phase=%s reason=%s message=%r", p.pod.spec.key, p.uid, phase.value,
                  reason, message)
         await self._report(p)
-        await asyncio.get_running_loop().run_in_executor(None, p.files.remove)
+        # after the report: a crash in between leaves an orphan that restore() removes
+        targets = [t for rec in p.record.containers.values() for t in rec.created]
+
+        self.cgroups.remove_pod_dir(pod_dir_name(p.uid))
+        _remove_targets(targets)
+        p.files.remove()
         self._pods.pop(p.uid, None)
         p.first.set()
 
@@ -541,11 +547,9 @@ class WorkloadRuntime:
                 log.exception("pod_status_report_failed pod=%s", p.pod.spec.key)
 
     async def _save(self, p: _Pod) -> None:
-        async with p.save_lock:
-            if p.finished:
-                return
-            payload = PodFiles.encode(p.record)  # on the loop: the record is the loop's
-            await asyncio.get_running_loop().run_in_executor(None, p.files.write, payload)
+        # inline: one small write and a rename, no fsync (see agent.runtime.state)
+        if not p.finished:
+            p.files.write(PodFiles.encode(p.record))
 
 
 def _create_targets(binds: Sequence[tuple[str, str, bool]]) -> list[str]:

@@ -139,7 +139,10 @@ def main(argv: list[str]) -> int:
     if not cmd:
         print("shim.py: no command", file=sys.stderr)
         return 2
-    os.setsid()
+    try:
+        os.setsid()
+    except PermissionError:  # already a session leader (the launcher spawns it with setsid)
+        pass
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     blocked = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
     signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
