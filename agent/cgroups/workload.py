@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.cgroups.detect import CgroupError, CgroupLayout
+from agent.cgroups.devbpf import DeviceProgramError, DevicePrograms
 from agent.cgroups.limits import CgroupLimits
 from agent.cgroups.paths import safe_rel
 
@@ -81,8 +82,13 @@ def controller_files(limits: CgroupLimits, controller: str, v2: bool) -> list[tu
 
 
 class WorkloadCgroups:
-    def __init__(self, layout: CgroupLayout, subtree: str = "/hwagent.slice") -> None:
+    def __init__(self, layout: CgroupLayout, subtree: str = "/hwagent.slice",
+                 device_programs: DevicePrograms | None = None) -> None:
+        """``device_programs``: enforce device rules with a BPF program on the v2
+        directory (required on v2, where no devices controller exists; optional on
+        hybrid, where v1's devices controller does the same)."""
         self.layout = layout
+        self.device_programs = device_programs
         self.subtree = safe_rel(subtree)
         if self.subtree == "/":
             raise CgroupError("the workload subtree cannot be the cgroup root")
@@ -118,6 +124,8 @@ class WorkloadCgroups:
         have = {c for h in self.hierarchies for c in h.controllers}
         if self.layout.mode == "v2":
             have |= set(self.layout.v2_controllers) & set(V2_CONTROLLERS)
+        if self.device_programs is not None and self.v2 is not None:
+            have.add("devices")
         return frozenset(have)
 
     # -- paths ------------------------------------------------------------------------
@@ -184,14 +192,22 @@ class WorkloadCgroups:
         rel = self.check(rel)
         missing = sorted(limits.needs - self.available())
         if missing:
+            hint = ""
+            if "devices" in missing and self.v2 is not None:
+                hint = "; on cgroup v2 device access is a BPF program: [runtime] devices_bpf, and bcc"
             raise CgroupSetupError(f"cgroup controller {', '.join(missing)} is not available on this node "
-                                   f"({self.layout.mode} hierarchy at {self.layout.root})")
+                                   f"({self.layout.mode} hierarchy at {self.layout.root}{hint})")
         try:
             for h in self.hierarchies:
                 self._ensure_parents(h, rel)
                 d = self._dir(h, rel)
                 d.mkdir(exist_ok=True)
                 self._write_limits(h, d, limits, only_drift=False)
+                if h.v2 and self.device_programs is not None:
+                    try:
+                        self.device_programs.attach(d, limits)
+                    except DeviceProgramError as e:
+                        raise CgroupSetupError(str(e)) from None
         except (OSError, CgroupSetupError) as e:
             self.remove(rel)
             if isinstance(e, CgroupSetupError):

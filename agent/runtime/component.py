@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups.detect import CgroupError, detect
+from agent.cgroups.devbpf import DevicePrograms
 from agent.cgroups.workload import WorkloadCgroups
 from agent.component import DaemonContext
 from agent.contracts import RUNTIME, WORKLOADS
@@ -54,7 +55,9 @@ class RuntimeComponent:
         self._ctx = ctx
         dcfg = ctx.config["daemon"]
         try:
-            cgroups = WorkloadCgroups(detect(dcfg.cgroup_root), self.cfg.cgroup_subtree)
+            layout = detect(dcfg.cgroup_root)
+            bpf = self.cfg.devices_bpf == "always" or (self.cfg.devices_bpf == "auto" and layout.mode == "v2")
+            cgroups = WorkloadCgroups(layout, self.cfg.cgroup_subtree, DevicePrograms() if bpf else None)
         except (CgroupError, ValueError) as e:
             raise RuntimeError(f"workload runtime cannot start: {e}") from None
         self.runtime = WorkloadRuntime(

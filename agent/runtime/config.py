@@ -27,6 +27,9 @@ class RuntimeConfig:
     backoff_reset_s: float = 600.0
     #: managed: deny only managed, not granted device nodes; strict: deny all, allow defaults + granted
     device_policy: Literal["managed", "strict"] = "managed"
+    #: BPF device programs (bcc) on the v2 cgroup: auto = on a pure v2 host (no devices
+    #: controller there); always = also on hybrid, beside v1's devices controller; never
+    devices_bpf: Literal["auto", "always", "never"] = "auto"
     #: device nodes (globs under /dev) hwagent treats as managed besides those its device plugins hand out
     managed_devices: tuple[str, ...] = ()
     #: the exec shim; empty = hwagent-shim next to the Python interpreter, else the Python fallback

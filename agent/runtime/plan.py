@@ -61,7 +61,6 @@ def plan_container(
     all_mems: CPUSet,
     managed: Iterable[DevNum],
     node_memory: int | None,
-    need_devices_controller: bool = True,
     stat: Callable[[str], os.stat_result] = os.stat,
     exists: Callable[[str], bool] = os.path.exists,
 ) -> LaunchPlan:
@@ -103,7 +102,7 @@ def plan_container(
         needs.add("memory")
     if cfg.pids_max:
         needs.add("pids")
-    if (allow or deny) and need_devices_controller:
+    if allow or deny:
         needs.add("devices")
     limits = CgroupLimits(
         cpus=assignment.cpus,

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent.cgroups.devbpf import DeviceProgramError
 from agent.cgroups.workload import CgroupSetupError, WorkloadCgroups
 from agent.contracts import PodStatusSink
 from agent.cpuset import CPUSet
@@ -354,15 +355,18 @@ class WorkloadRuntime:
         if assignment is None:
             raise PlanError(f"container {ctr.spec.name} has no assignment from admission")
         return plan_container(p.pod, ctr.spec, assignment, self.cfg, all_mems=self.all_mems, managed=self._managed(),
-                              node_memory=self.node_memory,
-                              need_devices_controller=self.cgroups.layout.mode != "v2")
+                              node_memory=self.node_memory)
 
     async def _start(self, p: _Pod, ctr: _Ctr) -> Started:
         name = ctr.spec.name
         try:
             plan = self._plan(p, ctr)
+            progs = self.cgroups.device_programs
+            if progs is not None and not progs.ready(plan.limits):
+                # the first pod with these device rules: compile off the loop (bcc, ~0.5 s)
+                await asyncio.get_running_loop().run_in_executor(None, progs.prepare, plan.limits)
             procs = self.cgroups.create(ctr.rel, plan.limits)
-        except (PlanError, CgroupSetupError) as e:
+        except (PlanError, CgroupSetupError, DeviceProgramError) as e:
             raise _StartFailed(f"container {name}: {e}") from None
         files = p.files.container(name)
         files.prepare()

@@ -246,9 +246,17 @@ def loops(tmp_path):
             subprocess.run(["losetup", "-d", d], check=False)
 
 
-@pytest.mark.parametrize("policy", ["managed", "strict"])
-def test_granted_device_opens_and_managed_ungranted_gives_eperm(env, loops, policy):
+@pytest.mark.parametrize("policy,enforcer", [("managed", "v1"), ("strict", "v1"), ("managed", "bpf"),
+                                             ("strict", "bpf")])
+def test_granted_device_opens_and_managed_ungranted_gives_eperm(env, loops, policy, enforcer):
+    """v1: the devices controller. bpf: the v2 BPF program alone (this hybrid host's
+    unified tree takes cgroup BPF programs; v1's devices controller is left out)."""
+    from agent.cgroups.devbpf import DevicePrograms
+    from agent.cgroups.workload import WorkloadCgroups
     from agent.workloads.model import DeviceGrant, DeviceNode
+
+    if enforcer == "bpf":
+        pytest.importorskip("bcc")
 
     granted, other = loops
     probe = ("import errno, os, sys\n"
@@ -261,6 +269,10 @@ def test_granted_device_opens_and_managed_ungranted_gives_eperm(env, loops, poli
     async def go():
         cfg = RuntimeConfig(**{**vars(FAST), "device_policy": policy})
         rt = env.runtime(cfg, managed_devices=lambda: [granted, other])
+        if enforcer == "bpf":
+            cg = WorkloadCgroups(env.layout, env.subtree, DevicePrograms())
+            cg.hierarchies = [h for h in cg.hierarchies if "devices" not in h.controllers]
+            rt.cgroups = cg
         grant = DeviceGrant(devices=(DeviceNode(granted, granted, "rw"), DeviceNode("/dev/hwagent-test-disk", granted)))
         pod = make_pod("dev", ["/usr/bin/python3", "-S", "-c", probe, granted, other, "/dev/null",
                                "/dev/hwagent-test-disk"], grant=grant)

@@ -122,3 +122,16 @@ def test_exit_records():
     assert not e.started and e.start_error == "exec: /x: No such file or directory"
     with pytest.raises(ValueError):
         parse_exit("garbage")
+
+
+def test_bpf_device_program_source():
+    from agent.cgroups.devbpf import program_source
+
+    managed = program_source("managed", (), (DeviceRule("b", 7, 1), DeviceRule("c", 195, None)))
+    assert "if (type == 1 && ctx->major == 7 && ctx->minor == 1) return 0;" in managed
+    assert "if (type == 2 && ctx->major == 195) return 0;" in managed
+    assert managed.rstrip().endswith("return 1;\n}")
+    strict = program_source("strict", (DeviceRule("c", 1, 3, "rw"),), (DeviceRule("a"),))
+    # rw = READ|WRITE = 6: mknod (1) is refused
+    assert "if (type == 2 && ctx->major == 1 && ctx->minor == 3 && (access & ~6) == 0) return 1;" in strict
+    assert strict.rstrip().endswith("return 0;\n}")
