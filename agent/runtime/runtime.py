@@ -145,8 +145,9 @@ class WorkloadRuntime:
         return None if p is None else self._status(p)
 
     async def run(self, pod: AdmittedPod) -> None:
-        if pod.uid in self._pods:
-            raise ValueError(f"pod {pod.spec.key} ({pod.uid}) is already running")
+        if pod.uid in self._pods:  # idempotent: a second hand-over (e.g. racing restore) changes nothing
+            log.info("pod_already_running pod=%s uid=%s", pod.spec.key, pod.uid)
+            return
         p = self._new_pod(pod, PodRecord(pod.uid, pod.spec.key))
         self._pods[pod.uid] = p
         p.task = asyncio.get_running_loop().create_task(self._main(p, {}), name=f"pod-{pod.spec.key}")
@@ -436,6 +437,12 @@ class WorkloadRuntime:
     async def _stop(self, uid: str, grace_s: float | None, reason: str, message: str) -> None:
         p = self._pods.get(uid)
         if p is None:
+            # nothing of it runs here: say so, so that the registry can end it and release
+            sink = self._sink()
+            if sink is not None:
+                await sink.pod_status_changed(uid, PodStatus(
+                    phase=PodPhase.FAILED, reason=reason, message=message or "not running in the workload runtime",
+                    finished_at=self.clock()))
             return
         self._stop_soon(p, grace_s, reason, message)
         assert p.stop_task is not None

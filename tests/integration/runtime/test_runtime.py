@@ -284,3 +284,20 @@ def test_granted_device_opens_and_managed_ungranted_gives_eperm(env, loops, poli
         assert not Path("/dev/hwagent-test-disk").exists()  # the bind lived in the workload's mount namespace
 
     run(go())
+
+
+def test_stop_of_a_pod_not_running_here_reports_it_terminal_and_run_is_idempotent(env):
+    async def go():
+        rt = env.runtime()
+        await rt.stop("feedface", 0, "Removed")
+        st = env.sink.last("feedface")
+        assert st.phase == PodPhase.FAILED and st.reason == "Removed" and "not running" in st.message
+        pod = make_pod("twice", ["sleep", "30"])
+        await rt.run(pod)
+        pid = rt.status(pod.uid).containers[0].pid
+        await rt.run(pod)  # a second hand-over changes nothing
+        assert rt.status(pod.uid).containers[0].pid == pid
+        await rt.stop(pod.uid, 0)
+        assert env.dirs() == []
+
+    run(go())
