@@ -55,6 +55,8 @@ COMPONENTS: tuple[str, ...] = (
     "agent.devicemanager.component:factory",
     "agent.deviceplugin.component:factory",
     "agent.cpu.component:create",
+    # after the CPU policy: restores the registry, then publishes active_pods (nothing is cleaned up before)
+    "agent.workloads.component:factory",
     "agent.pressure.component:factory",
     # after admission (agent.workloads.component:factory): restores the pods its registry holds
     "agent.runtime.component:factory",
