@@ -130,3 +130,32 @@ def test_launch_runs_pinned_survives_kill9_and_stop_leaves_nothing(tmp_path, sub
     finally:
         for d in daemons:
             d.cleanup()
+
+
+@pytest.mark.slow
+def test_reclaimed_pod_is_evicted_for_real_under_cpu_pressure(tmp_path, subtree):
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    pytest.importorskip("bcc")
+    cfg = tmp_path / "hwagent.toml"
+    cfg.write_text("[pressure]\ninterval_s = 0.5\nwindow_s = 2.0\nsoft_threshold = 0.3\nhard_threshold = 0.6\n"
+                   "met_fraction = 0.75\nnetdev = false\niommu = false\nthermal = false\nblockio = false\n"
+                   f"irq = false\n[devices]\nenabled = false\n[runtime]\ncgroup_subtree = \"{subtree}\"\n")
+    root = tmp_path / "root"
+    d = Daemon(tmp_path / "d", "--config", str(cfg), "--root-dir", str(root))
+    try:
+        until(lambda: "hwagent ready" in d.log(), "the daemon to be ready", d)
+        hogs = 2 * (os.cpu_count() or 1) + 2
+        r = cli(root, "launch", "--name", "rec", "--qos", "reclaimed", "--cpu-request", "100m", "--",
+                "sh", "-c", f"i=0; while [ $i -lt {hogs} ]; do (while :; do :; done) & i=$((i+1)); done; wait")
+        assert r.returncode == 0, r.stderr
+        p = until(lambda: (q := pod(root, "rec")) and q["phase"] == "Failed" and q, "the eviction", d)
+        assert p["reason"] == "Evicted" and "cpu_pressure" in p["message"] and p["released"], p
+        records = [json.loads(line) for line in (root / "pressure" / "evictions.jsonl").read_text().splitlines()]
+        assert [r["pod_uid"] for r in records] == [p["uid"]]
+        assert records[0]["outcome"]["via"] == "runtime"
+        left = [c for c in Path("/sys/fs/cgroup").iterdir() if (c / subtree.lstrip("/") / f"pod{p['uid']}").exists()]
+        assert left == []
+        assert d.stop() == 0
+    finally:
+        d.cleanup()
