@@ -44,9 +44,18 @@ def test_workload_sees_its_cpus_and_memory_nodes(env):
     run(go())
 
 
-def test_process_is_in_its_cgroups_before_it_runs(env):
+@pytest.mark.parametrize("shim", ["c", "python"])
+def test_process_is_in_its_cgroups_before_it_runs(env, shim):
     async def go():
-        rt = env.runtime()
+        rt = env.runtime(RuntimeConfig(**{**vars(FAST), "shim": ""}))
+        if shim == "python":  # the fallback when gcc was missing at set-up
+            import sys
+
+            from agent.runtime import shim as py_shim
+
+            rt.shim = [sys.executable, "-S", py_shim.__file__]
+        else:
+            assert rt.shim[0].endswith("hwagent-shim"), rt.shim
         pod = make_pod("where", ["cat", "/proc/self/cgroup"])
         await rt.run(pod)
         await env.sink.wait(pod.uid, terminal)
