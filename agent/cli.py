@@ -23,6 +23,8 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.resources",
     "agent.commands.doctor",
     "agent.commands.probes",
+    "agent.commands.install_unit",
+    "agent.commands.completion",
 )
 
 

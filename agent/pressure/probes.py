@@ -10,7 +10,6 @@ on and off at run time without recompiling, which the overhead bench relies on.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,11 +84,10 @@ class ProbeLoadError(RuntimeError):
 
 
 def default_probes_dir() -> Path:
-    """probes/ beside the agent package (the checkout layout), or $HWAGENT_PROBES_DIR."""
-    env = os.environ.get("HWAGENT_PROBES_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parent.parent.parent / "probes"
+    """$HWAGENT_PROBES_DIR, the checkout's probes/, or the copy a wheel installed (agent.datafiles)."""
+    from agent.datafiles import probes_dir
+
+    return probes_dir()
 
 
 def tracefs_root() -> Path:
