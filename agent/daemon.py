@@ -294,11 +294,18 @@ class Daemon:
             pidfile.acquire()
             sockets_before = set(_sockets_under(root))
 
+            from agent import __version__
+            from agent.config_checks import config_warnings
+
+            source = str(self.config.path) if self.config.path else "embedded defaults"
+            log.info("hwagent starting", extra={"version": __version__, "config": source, "root_dir": root})
             mode, why = resolve_mode(cfg)
             log.info("mode resolved", extra={"mode": mode, "why": why})
 
             topo = await asyncio.to_thread(self._read_topology)
             _log_topology(topo)
+            for warning in config_warnings(self.config, topo):
+                log.warning("config value cannot apply", extra={"warning": warning})
 
             from agent import metrics  # prometheus_client objects; import only when serving
 
@@ -338,6 +345,7 @@ class Daemon:
                     extra={
                         "mode": mode,
                         "components": len(self._started),
+                        "component_names": ",".join(c.name for c in self._started),
                         "startup_seconds": f"{time.monotonic() - t0:.3f}",
                     },
                 )

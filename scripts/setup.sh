@@ -20,6 +20,7 @@ APT_PACKAGES=(
     linux-perf                           # perf bench sched pipe: probe overhead bench
     iproute2 util-linux kmod udev        # dummy links, loop devices, uevents in hotplug tests
     gcc                                  # builds wheels that have no binary for this python
+    prometheus                           # promtool: checks and unit-tests deploy/prometheus rules
 )
 
 missing_packages() {

@@ -101,7 +101,7 @@ class RegistrationServicer(pb_grpc.RegistrationServicer):
         name = request.resource_name
         name_err = extended_resource_name_error(name)
         # bounded label set: a hostile caller must not mint series with junk names
-        REGISTRATIONS.labels(resource_name=name if name_err is None else "_invalid_").inc()
+        REGISTRATIONS.labels(resource=name if name_err is None else "_invalid_").inc()
         try:
             err = version_error(request.version)
             if err:

@@ -160,7 +160,7 @@ class PluginWatcher:
                 self._failed(path, seen, f"GetInfo failed: {e}")
                 return
             REGISTRATIONS.labels(
-                resource_name=info.name if extended_resource_name_error(info.name) is None else "_invalid_"
+                resource=info.name if extended_resource_name_error(info.name) is None else "_invalid_"
             ).inc()
             try:
                 resource, endpoint = validate_info(info, path)

@@ -206,7 +206,7 @@ def test_run_ready_scrape_sigterm(tmp_path, systemd, daemons):
     assert samples[("hwagent_topology_numa_nodes", ())].value == len(topo.numa_nodes)
     for node in topo.numa_nodes:
         if node.memory_bytes is not None:
-            key = ("hwagent_topology_numa_node_memory_bytes", (("node", str(node.id)),))
+            key = ("hwagent_topology_numa_node_memory_bytes", (("numa_node", str(node.id)),))
             # MemTotal moves a little while the machine runs; the daemon read it moments ago
             assert abs(samples[key].value - node.memory_bytes) <= 0.01 * node.memory_bytes
     assert samples[("process_resident_memory_bytes", ())].value > 0
