@@ -30,6 +30,7 @@ DEFAULT_UNIT_DIR = "/etc/systemd/system"
 DEFAULT_CONFIG = "/etc/hwagent/config.toml"
 _EXEC_START = re.compile(r"^ExecStart=\S+ run\b.*$", re.M)
 _PROTECT_HOME = re.compile(r"^ProtectHome=.*$", re.M)
+_PRIVATE_TMP = re.compile(r"^PrivateTmp=.*$", re.M)
 
 
 def entry_point() -> Path:
@@ -49,6 +50,13 @@ def render_unit(template: str, exe: Path, config_path: str) -> str:
         raise CommandError("the unit template has no 'ExecStart=... run' line")
     exec_start = f"ExecStart={exe} run --config {config_path} $HWAGENT_ARGS"
     text = _EXEC_START.sub(lambda _m: exec_start, template, count=1)
+    if any(exe.is_relative_to(p) for p in (Path("/tmp"), Path("/var/tmp"))):
+        # PrivateTmp=yes gives the service an empty /tmp: ExecStart would not exist
+        text = _PRIVATE_TMP.sub(
+            "# hwagent is installed under a temporary directory: the service must see it\nPrivateTmp=no",
+            text,
+            count=1,
+        )
     if any(exe.is_relative_to(p) for p in (Path("/home"), Path("/root"), Path("/run/user"))):
         # ProtectHome=yes makes these paths invisible to the service: ExecStart would not exist
         text = _PROTECT_HOME.sub(
