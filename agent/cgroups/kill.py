@@ -25,7 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, CgroupPathError, validate_rel_path
+from agent.cgroups.mounts import cgroup_mounts
+from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, validate_rel_path
 
 __all__ = ["KillResult", "kill_cgroup"]
 
@@ -68,19 +69,22 @@ def _procs(dirs: list[Path]) -> set[int]:
 
 def kill_cgroup(
     rel_path: str,
-    mounts: Mapping[str, Path],
+    mounts: Mapping[str, Path] | None = None,
     *,
     allowed_roots: Sequence[str] = DEFAULT_WORKLOAD_ROOTS,
     timeout_s: float = 2.0,
     clock: Callable[[], float] = time.monotonic,
 ) -> KillResult:
     """SIGKILL every process in the cgroup subtree ``rel_path`` in every hierarchy of
-    ``mounts`` (controller or "v2" -> mount point) it exists in.
+    ``mounts`` (controller or "v2" -> mount point; default: this process's mount table)
+    it exists in.
 
     ``rel_path`` may be relative to a controller root or a full path under one of the
     mounts. Raises CgroupPathError (a ValueError) for a path outside ``allowed_roots``
     or otherwise invalid; nothing is read or signalled then.
     """
+    if mounts is None:
+        mounts = cgroup_mounts()
     rel = validate_rel_path(rel_path, allowed_roots, mounts=mounts.values())
     me = os.getpid()
     trees = {name: _subtree(Path(m), rel) for name, m in mounts.items()}

@@ -15,6 +15,7 @@ other component keeps its single owner.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 from prometheus_client import REGISTRY
@@ -22,7 +23,7 @@ from prometheus_client import REGISTRY
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
 from agent.component import DaemonContext
 from agent.pressure.config import PressureConfig
-from agent.pressure.engine import Loaded, PressureEngine, TickResult
+from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult
 from agent.pressure.eviction import Eviction
 from agent.pressure.metrics import PressureCollector
 
@@ -109,6 +110,7 @@ class PressureComponent:
             log.error("pressure_load_failed error=%r", e)
             return
         self.engine.install(loaded)  # on the loop: the readers become the engine's here
+        gc.freeze()  # the BPF tables live as long as the process: out of the collector's walks
         self.load_seconds = loop.time() - t0
         self.state = "running"
         log.info("pressure_ready load_seconds=%.3f", self.load_seconds)
@@ -121,7 +123,7 @@ class PressureComponent:
         assert eng is not None
         while True:
             try:
-                containers = eng._containers()  # the CPU policy's state, read on its loop
+                containers = eng.read_containers()  # the CPU policy's state, read on its loop
                 res = await loop.run_in_executor(None, eng.observe, containers)
                 await self._apply(res)
                 self._failed = False
@@ -149,11 +151,13 @@ class PressureComponent:
         eng.record_eviction(ev, outcome)
 
     # -- control ------------------------------------------------------------------
-    def reconfigure(self, cfg: PressureConfig) -> list[str]:
-        """Live settings from a reloaded config; returns those that need a restart."""
-        if self.engine is None:
-            return []
-        return self.engine.reconfigure(cfg)
+    #: what reconfigure() takes while running; the daemon's reload logs the rest as needing a restart
+    live_settings = LIVE_SETTINGS
+
+    def reconfigure(self, cfg: PressureConfig) -> None:
+        """A reloaded [pressure] section whose changes are all in ``live_settings``."""
+        if self.engine is not None:
+            self.engine.reconfigure(cfg)
 
     async def stop(self) -> None:
         self._abandon.set()

@@ -46,7 +46,7 @@ from agent.pressure.readers import (
 
 log = logging.getLogger("hwagent.pressure")
 
-__all__ = ["PressureEngine", "TickResult", "Loaded", "FALLBACKS"]
+__all__ = ["PressureEngine", "TickResult", "Loaded", "FALLBACKS", "LIVE_SETTINGS"]
 
 #: what runs instead of each probe when it is off or unavailable
 FALLBACKS = {
@@ -57,6 +57,15 @@ FALLBACKS = {
     "thermal": "none (read /sys/class/thermal for temperatures)",
     "irq": "none (/proc/interrupts)",
 }
+
+
+#: [pressure] settings a running engine takes on a config reload (SIGHUP); the rest
+#: (which probes, map sizes, the hierarchy) are compiled in and need a restart
+LIVE_SETTINGS = frozenset({
+    "interval_s", "soft_threshold", "hard_threshold", "window_s", "met_fraction", "cooldown_s", "psi_confirm",
+    "error_threshold", "error_window_s", "recovery_s", "irq_storm_per_s", "eviction_enabled", "health_enabled",
+    "top_cgroups", "eviction_hook",
+})
 
 
 @dataclass
@@ -223,7 +232,8 @@ class PressureEngine:
             self.probes = None
 
     # -- one cycle ---------------------------------------------------------------
-    def _containers(self) -> list[Container]:
+    def read_containers(self) -> list[Container]:
+        """The CPU policy's containers now (on the policy owner's thread: the daemon's loop)."""
         policy = self.services.get("cpu_policy")
         if policy is None:
             return []
@@ -245,7 +255,7 @@ class PressureEngine:
     def tick(self) -> TickResult:
         """One whole cycle on the caller's thread (the CLI and tests; the daemon's
         component runs ``observe`` off its loop and applies the result on it)."""
-        res = self.observe(self._containers())
+        res = self.observe(self.read_containers())
         self.apply_health(res)
         for ev in res.evictions:
             self._evict(ev)
@@ -302,14 +312,9 @@ class PressureEngine:
         for cb in self.on_eviction:
             cb(ev, rec)
 
-    def reconfigure(self, cfg: PressureConfig) -> list[str]:
-        """Take the settings that can change while running (thresholds, windows, health
-        policy); returns the names of changed settings that need a restart instead."""
-        live = {"soft_threshold", "hard_threshold", "window_s", "met_fraction", "cooldown_s", "psi_confirm",
-                "error_threshold", "error_window_s", "recovery_s", "irq_storm_per_s", "eviction_enabled",
-                "health_enabled", "top_cgroups", "eviction_hook"}
-        old = self.cfg
-        changed = [f for f in old.__dataclass_fields__ if getattr(old, f) != getattr(cfg, f)]
+    def reconfigure(self, cfg: PressureConfig) -> None:
+        """Take a config whose changes are all in LIVE_SETTINGS (the daemon's reload
+        sorts the rest out as needing a restart)."""
         self.cfg = cfg
         self.evaluator.policy = EvictionPolicy(
             cfg.soft_threshold, cfg.hard_threshold, cfg.window_s, cfg.interval_s,
@@ -318,7 +323,6 @@ class PressureEngine:
         self.health.tracker.policy = HealthPolicy(cfg.error_threshold, cfg.error_window_s, cfg.recovery_s)
         if isinstance(self.action, ReportEviction):
             self.action.hook = cfg.eviction_hook
-        return [f for f in changed if f not in live]
 
     def _health_readings(self) -> tuple[dict, dict]:
         """(counters that start at zero with the probes, counters since boot)."""

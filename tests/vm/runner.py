@@ -32,6 +32,7 @@ REPO = HERE.parent.parent
 if str(REPO) not in sys.path:  # run as a script: make `tests.vm` importable
     sys.path.insert(0, str(REPO))
 
+from tests.vm.calibrate import loop_seconds  # noqa: E402
 from tests.vm.topologies import TOPOLOGIES, GuestTopology  # noqa: E402
 
 #: build-image.sh's exit status for "prerequisites unavailable" (skip, don't fail)
@@ -299,6 +300,8 @@ def boot(
         "HWAGENT_VM_TOPOLOGY": topo.name,
         "HWAGENT_VM_CGROUP": cgroup,
         "HWAGENT_VM_OUT": "/out",
+        # the guest scales its budgets by its own speed against this (tests/vm/calibrate.py)
+        "HWAGENT_VM_HOST_LOOP_S": f"{loop_seconds():.4f}",
         **(env or {}),
     }
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in guest_env.items())
