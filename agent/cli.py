@@ -30,6 +30,8 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.rm",
     "agent.commands.admit",
     "agent.commands.logs",
+    "agent.commands.install_unit",
+    "agent.commands.completion",
 )
 
 

@@ -4,7 +4,8 @@ Start: lock the root dir, decide the mode, read the topology once, open the
 metrics/health endpoint, start the components of ``COMPONENTS`` in order, tell
 systemd READY. Stop (SIGTERM/SIGINT, or a component asking): STOPPING, stop the
 components in reverse, close the endpoint, remove what the daemon created
-(pid file, registered sockets), exit 0. A component that fails to start stops
+(pid file, registered sockets), exit 0. SIGHUP re-reads the config and applies
+what can change live (agent.config_reload); the rest is logged as needing a restart. A component that fails to start stops
 the ones already started and the daemon exits 1 naming it.
 
 Heavy imports (grpc, bcc) belong inside components' start(), not at module
@@ -30,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.component import Component, ComponentFactory, DaemonContext
-from agent.config import Config
+from agent.config import Config, ConfigError
+from agent.config_reload import DAEMON_LIVE_SETTINGS, plan_reload
 from agent.daemon_config import DaemonConfig, parse_host_port
 from agent.metrics_http import HealthReport, MetricsServer
 from agent.sdnotify import Notifier, watchdog_interval
@@ -222,6 +224,8 @@ class Daemon:
     #: (sysfs_root, procfs_root) -> Topology; the sysfs reader unless a test passes another
     topology_reader: Callable[[str, str], Topology] | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    #: re-reads the config (file, then the same CLI flags) on SIGHUP; None: reload unsupported
+    reload_config: Callable[[], Config] | None = None
 
     #: set once the endpoint is bound: ("127.0.0.1", 9464)
     metrics_address: tuple[str, int] | None = field(default=None, init=False)
@@ -229,6 +233,9 @@ class Daemon:
     _started: list[_Started] = field(default_factory=list, init=False)
     _stop: asyncio.Event | None = field(default=None, init=False)
     _failure: str | None = field(default=None, init=False)
+    _reloading: asyncio.Task[None] | None = field(default=None, init=False)
+    _notifier: Notifier | None = field(default=None, init=False)
+    _running_status: str = field(default="running", init=False)
 
     @property
     def cfg(self) -> DaemonConfig:
@@ -247,13 +254,91 @@ class Daemon:
             out.append((s.name, ok))
         return out
 
+    def component_readiness(self) -> list[tuple[str, bool, str]]:
+        """(name, ready, detail) per started component. A component without ready()
+        is ready once started; one with it (pressure: probes compiling) says so itself."""
+        out = []
+        for s in self._started:
+            ready_fn = getattr(s.component, "ready", None)
+            detail_fn = getattr(s.component, "readiness", None)
+            try:
+                ready = bool(ready_fn()) if callable(ready_fn) else True
+                detail = str(detail_fn()) if callable(detail_fn) else ("ready" if ready else "not ready")
+            except Exception:
+                log.exception("readiness check raised", extra={"component": s.name})
+                ready, detail = False, "readiness check raised"
+            out.append((s.name, ready, detail))
+        return out
+
     def health(self) -> HealthReport:
         if self.phase != "running":
             return HealthReport(False, self.phase)
-        bad = [name for name, ok in self.component_health() if not ok]
+        healthy = dict(self.component_health())
+        lines = tuple(
+            f"{name}: {'healthy' if healthy.get(name, False) else 'UNHEALTHY'}, {'ready' if ready else 'not ready'}"
+            + ("" if detail in ("ready", "not ready") else f": {detail}")
+            for name, ready, detail in self.component_readiness()
+        )
+        bad = [name for name, ok in healthy.items() if not ok]
         if bad:
-            return HealthReport(False, f"unhealthy: {', '.join(bad)}")
-        return HealthReport(True)
+            return HealthReport(False, f"unhealthy: {', '.join(bad)}", lines)
+        return HealthReport(True, "", lines)
+
+    # --- reload -----------------------------------------------------------------------
+
+    def request_reload(self) -> None:
+        """SIGHUP: re-read the config and apply what can change live (on the loop)."""
+        if self.phase != "running":
+            log.info("config reload ignored", extra={"phase": self.phase})
+            return
+        if self._reloading is not None and not self._reloading.done():
+            log.info("config reload already in progress")
+            return
+        self._reloading = asyncio.get_running_loop().create_task(self._reload(), name="config-reload")
+
+    async def _reload(self) -> None:
+        if self.reload_config is None:
+            log.warning("config reload unsupported: the daemon was not started from a config source")
+            return
+        if self._notifier is not None:
+            self._notifier.status("reloading config")
+        try:
+            loaded = await asyncio.to_thread(self.reload_config)
+            live = {"daemon": DAEMON_LIVE_SETTINGS}
+            for s in self._started:
+                settings = getattr(s.component, "live_settings", None)
+                if settings and s.name in self.config.sections:
+                    live[s.name] = frozenset(settings)
+            plan = plan_reload(self.config, loaded, live)
+        except ConfigError as e:
+            log.error("config reload refused; running on with the config in effect", extra={"error": str(e)})
+            self._status_running()
+            return
+        except Exception as e:
+            log.error("config reload failed; running on with the config in effect",
+                      extra={"error": f"{type(e).__name__}: {e}"})
+            self._status_running()
+            return
+        self.config = plan.effective
+        if "daemon.log_level" in plan.applied:
+            from agent.logging_setup import LEVELS
+
+            logging.getLogger("hwagent").setLevel(LEVELS[self.cfg.log_level])
+        for s in self._started:
+            if s.name in plan.live_sections and s.name != "daemon":
+                try:
+                    s.component.reconfigure(self.config[s.name])  # type: ignore[attr-defined]
+                except Exception as e:
+                    log.error("component reconfigure failed", extra={"component": s.name, "error": repr(e)})
+        if plan.needs_restart:
+            log.warning("config changes need a restart", extra={"settings": ",".join(plan.needs_restart)})
+        log.info("config reloaded", extra={"applied": ",".join(plan.applied) or "none",
+                                           "needs_restart": ",".join(plan.needs_restart) or "none"})
+        self._status_running()
+
+    def _status_running(self) -> None:
+        if self._notifier is not None and self.phase == "running":
+            self._notifier.status(self._running_status)
 
     # --- control ------------------------------------------------------------------------
 
@@ -281,9 +366,13 @@ class Daemon:
         unregister: Callable[[], None] | None = None
         ctx: DaemonContext | None = None
         sockets_before: set[Path] = set()
+        self._notifier = notifier
         handled = _stop_signals()
         for sig in handled:
             loop.add_signal_handler(sig, self.request_stop, f"signal {sig.name}", False)
+        if handled:  # main thread: SIGHUP reloads the config, as daemons do
+            loop.add_signal_handler(signal.SIGHUP, self.request_reload)
+            handled = (*handled, signal.SIGHUP)
         t0 = time.monotonic()
         try:
             notifier.status("starting")
@@ -298,11 +387,18 @@ class Daemon:
             pidfile.acquire()
             sockets_before = set(_sockets_under(root))
 
+            from agent import __version__
+            from agent.config_checks import config_warnings
+
+            source = str(self.config.path) if self.config.path else "embedded defaults"
+            log.info("hwagent starting", extra={"version": __version__, "config": source, "root_dir": root})
             mode, why = resolve_mode(cfg)
             log.info("mode resolved", extra={"mode": mode, "why": why})
 
             topo = await asyncio.to_thread(self._read_topology)
             _log_topology(topo)
+            for warning in config_warnings(self.config, topo):
+                log.warning("config value cannot apply", extra={"warning": warning})
 
             from agent import metrics  # prometheus_client objects; import only when serving
 
@@ -335,13 +431,15 @@ class Daemon:
             if await self._start_components(ctx, notifier):
                 self.phase = "running"
                 status = f"running: mode={mode} components={len(self._started)} metrics={server.url}/metrics"
-                freeze_startup_heap()
+                self._running_status = status
                 notifier.ready(status=status)
+                freeze_startup_heap()  # after READY: the collection is no start-up work
                 log.info(
                     "hwagent ready",
                     extra={
                         "mode": mode,
                         "components": len(self._started),
+                        "component_names": ",".join(c.name for c in self._started),
                         "startup_seconds": f"{time.monotonic() - t0:.3f}",
                     },
                 )
@@ -351,6 +449,9 @@ class Daemon:
             self._failure = str(e)
         finally:
             self.phase = "stopping"
+            if self._reloading is not None and not self._reloading.done():
+                self._reloading.cancel()
+                await asyncio.gather(self._reloading, return_exceptions=True)
             notifier.stopping(status="stopping")
             stop_failed = await self._stop_components()
             if server is not None:
@@ -453,19 +554,13 @@ class Daemon:
 
 
 def _stop_signals() -> tuple[signal.Signals, ...]:
-    """The signals that mean "stop cleanly".
-
-    SIGHUP (the terminal went away) stops cleanly too rather than killing the
-    process with its sockets and pid file left behind, unless it is ignored
-    (``nohup``), which is then respected. Signals reach only the main thread; a
-    daemon run in another thread (tests) is stopped with request_stop().
-    """
+    """The signals that mean "stop cleanly" (SIGHUP is not one: it reloads the config;
+    stopping on it left a node without hwagent under Restart=on-failure). Signals
+    reach only the main thread; a daemon run in another thread (tests) is stopped
+    with request_stop()."""
     if threading.current_thread() is not threading.main_thread():
         return ()
-    sigs = [signal.SIGTERM, signal.SIGINT]
-    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
-        sigs.append(signal.SIGHUP)
-    return tuple(sigs)
+    return (signal.SIGTERM, signal.SIGINT)
 
 
 async def _watchdog(notifier: Notifier, interval: float) -> None:

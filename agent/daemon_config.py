@@ -9,6 +9,8 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Literal
 
+from agent.cgroups.paths import CgroupPathError, validate_rel_path
+
 __all__ = ["DEFAULT_METRICS_ADDRESS", "DEFAULT_ROOT_DIR", "DaemonConfig", "parse_host_port"]
 
 DEFAULT_ROOT_DIR = "/var/lib/hwagent"
@@ -59,6 +61,9 @@ class DaemonConfig:
     cgroup_root: str = "/sys/fs/cgroup"
     #: how long one component may take to stop before shutdown moves on without it
     stop_timeout_seconds: float = 10.0
+    #: cgroup subtrees (relative to a controller root) whose cgroups hwagent may bind,
+    #: enforce and kill: its workload runtime's slice and the kubelet's pods
+    workload_cgroup_roots: tuple[str, ...] = ("/hwagent.slice", "/kubepods", "/kubepods.slice")
 
     def validate(self) -> None:
         try:
@@ -72,5 +77,11 @@ class DaemonConfig:
         if self.root_dir.rstrip("/") == "":
             # the daemon walks its root dir at exit to report stray sockets
             raise ValueError("root_dir: must be a directory of its own, not /")
+        for root in self.workload_cgroup_roots:
+            try:
+                if validate_rel_path(root, None) == "/":
+                    raise CgroupPathError("the root cgroup would let eviction kill anything")
+            except CgroupPathError as e:
+                raise ValueError(f"workload_cgroup_roots: {root!r}: {e}") from None
         if not 0 < self.stop_timeout_seconds <= 3600:
             raise ValueError(f"stop_timeout_seconds: must be in (0, 3600], got {self.stop_timeout_seconds}")

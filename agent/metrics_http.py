@@ -8,7 +8,12 @@ chosen from the Accept header) is prometheus_client's ``choose_encoder``.
 
 The server is deliberately small: GET and HEAD, one request per connection,
 bounded request size and read time, so a stuck or hostile client costs one
-coroutine and is dropped.
+coroutine and is dropped. Connections are bounded too (MAX_CONNECTIONS): any
+local user can connect, and idle connections would otherwise hold one file
+descriptor each until the daemon has none left for its checkpoints and gRPC
+sockets. At the bound a new connection displaces the oldest one that has not
+sent its request yet (a scraper sends at once, an idle hog never does), or is
+refused with 503 when every connection is busy being served.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ log = logging.getLogger("hwagent.metrics")
 MAX_REQUEST_BYTES = 16 * 1024
 #: a client that has not sent its full request after this long is dropped
 READ_TIMEOUT_S = 10.0
+#: connections served at once; one more displaces the oldest idle one (see the module doc)
+MAX_CONNECTIONS = 64
+#: listen backlog (and asyncio's accepts per wake-up); scrapers are few, this is plenty
+ACCEPT_BACKLOG = 32
 
 _REASONS = {
     200: "OK",
@@ -50,6 +59,8 @@ class HealthReport:
     ok: bool
     #: one line per problem when not ok ("starting", "unhealthy: a, b")
     detail: str = ""
+    #: one line per component: health and readiness ("pressure: healthy, not ready (loading probes)")
+    components: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,9 +98,10 @@ def handle_request(
         return Response(200, body, content_type, extra)
     if url.path == "/healthz":
         report = health()
+        per_component = "".join(f"{line}\n" for line in report.components)
         if report.ok:
-            return _text(200, "ok\n")
-        return _text(503, f"{report.detail or 'unhealthy'}\n")
+            return _text(200, f"ok\n{per_component}")
+        return _text(503, f"{report.detail or 'unhealthy'}\n{per_component}")
     if url.path == "/":
         return _text(200, "hwagent\n/metrics  Prometheus metrics\n/healthz  health of the daemon's components\n")
     return _text(404, f"no such path {url.path}\n")
@@ -144,6 +156,12 @@ class MetricsServer:
         self.address: tuple[str, int] | None = None
         self._server: asyncio.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
+        #: clients that have not sent a full request yet, oldest first (dict keeps order)
+        self._idle: dict[asyncio.Task[None], None] = {}
+        self.max_connections = MAX_CONNECTIONS
+        #: connections displaced or refused at the bound, for tests and the log
+        self.displaced = 0
+        self.refused = 0
 
     @property
     def url(self) -> str:
@@ -152,8 +170,11 @@ class MetricsServer:
         return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
 
     async def start(self) -> None:
+        # the backlog is also how many connections asyncio accepts per wake-up before our
+        # bound sees them: kept small, descriptors in flight stay a few over the bound
         self._server = await asyncio.start_server(
-            self._on_client, self.host, self.port, limit=MAX_REQUEST_BYTES, reuse_address=True
+            self._on_client, self.host, self.port, limit=MAX_REQUEST_BYTES, reuse_address=True,
+            backlog=ACCEPT_BACKLOG,
         )
         sockname = self._server.sockets[0].getsockname()
         self.address = (sockname[0], sockname[1])
@@ -171,22 +192,55 @@ class MetricsServer:
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if len(self._clients) >= self.max_connections and not self._displace_oldest_idle():
+            self.refused += 1
+            if self.refused == 1 or self.refused % 1000 == 0:
+                log.warning("metrics connections at the bound; refusing", extra={
+                    "max_connections": self.max_connections, "refused_total": self.refused})
+            await self._refuse(reader, writer)
+            return
         self._clients.add(task)
+        self._idle[task] = None
         try:
-            await self._serve_one(reader, writer)
+            await self._serve_one(reader, writer, task)
         except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception:  # never let one request take the endpoint down
             log.exception("metrics request failed")
         finally:
             self._clients.discard(task)
+            self._idle.pop(task, None)
             writer.close()
             try:
                 await writer.wait_closed()
             except (ConnectionError, asyncio.CancelledError):
                 pass
 
-    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _displace_oldest_idle(self) -> bool:
+        """Cancel the oldest client still waiting to send its request; False if none."""
+        for oldest in self._idle:
+            del self._idle[oldest]
+            self._clients.discard(oldest)  # its slot is free now; it closes when it runs next
+            oldest.cancel()
+            self.displaced += 1
+            return True
+        return False
+
+    async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """503 and close, reading what the client sent first for up to a second: closing
+        with its request unread would reset the connection before it saw the answer."""
+        try:
+            writer.write(_serialize(_text(503, "too many connections\n"), False))
+            if writer.can_write_eof():
+                writer.write_eof()
+            await asyncio.wait_for(reader.read(MAX_REQUEST_BYTES), 1.0)
+            writer.close()
+            await asyncio.wait_for(writer.wait_closed(), 1.0)
+        except (ConnectionError, asyncio.TimeoutError, asyncio.CancelledError):
+            writer.transport.abort()
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                         task: asyncio.Task[None] | None = None) -> None:
         try:
             raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
         except asyncio.LimitOverrunError:
@@ -199,6 +253,8 @@ class MetricsServer:
             return
         except asyncio.IncompleteReadError:
             return  # the client went away before finishing its request
+        if task is not None:
+            self._idle.pop(task, None)  # a request came: no longer displaceable
         parsed = _parse_head(raw[:-4])
         if parsed is None:
             writer.write(_serialize(_text(400, "malformed request\n"), False))

@@ -8,6 +8,9 @@
 2. Start to READY=1: ``hwagent run`` with no components and with the built-in
    COMPONENTS, against a floor: a bare interpreter that sends READY=1 itself.
    Each measured as spawn -> READY datagram on a notify socket, then SIGTERM.
+   With the built-in COMPONENTS also spawn -> probes attached (the pressure
+   component compiles them in the background after READY): polled from
+   ``hwagent_pressure_probes_state{state="running"}`` on /metrics.
 
 Run: scripts/dev bench daemon   (or .venv/bin/python bench/daemon.py [--quick])
 """
@@ -95,7 +98,12 @@ def bench_scrape(n: int) -> None:
     print(f"  ratio hwagent/prometheus_client p50: {ma / mb:.2f}x")
 
 
-def _time_to_ready(cmd: list[str], env_extra: dict[str, str]) -> float:
+def _probes_running(metrics_url: str) -> bool:
+    with urllib.request.urlopen(metrics_url, timeout=30) as r:
+        return 'hwagent_pressure_probes_state{state="running"} 1.0' in r.read().decode()
+
+
+def _time_to_ready(cmd: list[str], env_extra: dict[str, str], probes: list[float] | None = None) -> float:
     d = tempfile.mkdtemp(prefix="hwb-", dir="/tmp")
     path = os.path.join(d, "notify")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -107,9 +115,18 @@ def _time_to_ready(cmd: list[str], env_extra: dict[str, str]) -> float:
     t = time.perf_counter()
     proc = subprocess.Popen(full, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        while b"READY=1" not in s.recv(65536):
-            pass
+        msg = b""
+        while b"READY=1" not in msg:
+            msg = s.recv(65536)
         elapsed = time.perf_counter() - t
+        if probes is not None:
+            status = dict(line.split("=", 1) for line in msg.decode().split("\n") if "=" in line).get("STATUS", "")
+            url = next(w.split("=", 1)[1] for w in status.split() if w.startswith("metrics="))
+            while not _probes_running(url):
+                if time.perf_counter() - t > 120:
+                    raise SystemExit("probes not attached after 120 s")
+                time.sleep(0.02)
+            probes.append(time.perf_counter() - t)
         proc.send_signal(signal.SIGTERM)
         if proc.wait(60) != 0:
             raise SystemExit(f"{full[:3]} exited {proc.returncode}")
@@ -131,16 +148,17 @@ def bench_startup(rounds: int) -> None:
     bare = [py, "-c", "import sys, agent.daemon as d; d.COMPONENTS = (); from agent.cli import main;"
             "sys.exit(main(sys.argv[1:]))", *run]
     full = [str(Path(py).parent / "hwagent"), *run]
-    results: dict[str, list[float]] = {"floor": [], "bare": [], "full": []}
+    results: dict[str, list[float]] = {"floor": [], "bare": [], "full": [], "probes": []}
     for _ in range(rounds):  # interleaved, so load on the shared machine hits all three alike
         results["floor"].append(_time_to_ready(floor, {}))
         results["bare"].append(_time_to_ready(bare, {}))
-        results["full"].append(_time_to_ready(full, {}))
-    f, b, c = (statistics.median(results[k]) for k in ("floor", "bare", "full"))
+        results["full"].append(_time_to_ready(full, {}, results["probes"]))
+    f, b, c, p = (statistics.median(results[k]) for k in ("floor", "bare", "full", "probes"))
     print(f"start to READY=1: median of {rounds} rounds")
     print(f"  floor: python sends READY itself          {f * 1e3:8.1f} ms")
     print(f"  hwagent run, no components                {b * 1e3:8.1f} ms  ({b / f:.2f}x floor)")
     print(f"  hwagent run, built-in COMPONENTS          {c * 1e3:8.1f} ms  ({c / f:.2f}x floor)")
+    print(f"  ... and its probes attached (background)  {p * 1e3:8.1f} ms  ({p / f:.2f}x floor)")
 
 
 def main() -> None:

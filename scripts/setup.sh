@@ -22,6 +22,7 @@ APT_PACKAGES=(
     gcc                                  # builds wheels that have no binary for this python, and hwagent-shim
     pci.ids                              # PCI vendor/device/class names for the text views (optional at run time)
     librsvg2-bin                         # rsvg-convert: `hwagent topology --format png` and the picture tests
+    prometheus                           # promtool: checks and unit-tests deploy/prometheus rules
 )
 
 missing_packages() {

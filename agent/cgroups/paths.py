@@ -14,6 +14,7 @@ relative to a controller root and start with "/".
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 __all__ = [
@@ -26,7 +27,18 @@ __all__ = [
     "reclaim_root_candidates",
     "self_cgroups",
     "safe_rel",
+    "validate_rel_path",
+    "CgroupPathError",
+    "DEFAULT_WORKLOAD_ROOTS",
 ]
+
+#: the subtrees hwagent may act on (kill, enforce) when nothing else is configured: its own
+#: workload runtime's slice and the kubelet's pod cgroups under both cgroup drivers
+DEFAULT_WORKLOAD_ROOTS: tuple[str, ...] = ("/hwagent.slice", "/kubepods", "/kubepods.slice")
+
+#: Linux's PATH_MAX and NAME_MAX: no cgroup path can be longer
+_PATH_MAX = 4096
+_NAME_MAX = 255
 
 QOS_CLASSES = ("", "burstable", "besteffort")
 _SCOPE = re.compile(r"^(?:cri-containerd|crio|docker|cri-o)-([0-9a-f]{12,64})\.scope$")
@@ -38,7 +50,15 @@ def _systemd_uid(uid: str) -> str:
     return uid.replace("-", "_")
 
 
+def _one_name(what: str, name: str) -> str:
+    """A pod UID or container id from outside becomes one path component, never more."""
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise CgroupPathError(f"{what} {name!r} cannot name a cgroup")
+    return name
+
+
 def pod_cgroup_candidates(uid: str) -> list[str]:
+    _one_name("pod uid", uid)
     out = []
     for qos in QOS_CLASSES:
         out.append(f"/kubepods/{qos + '/' if qos else ''}pod{uid}")
@@ -52,6 +72,7 @@ def pod_cgroup_candidates(uid: str) -> list[str]:
 
 
 def container_cgroup_candidates(uid: str, container_id: str) -> list[str]:
+    _one_name("container id", container_id)
     names = (container_id, f"crio-{container_id}", f"cri-containerd-{container_id}.scope",
              f"crio-{container_id}.scope", f"docker-{container_id}.scope")  # fmt: skip
     return [f"{pod}/{n}" for pod in pod_cgroup_candidates(uid) for n in names]
@@ -59,7 +80,7 @@ def container_cgroup_candidates(uid: str, container_id: str) -> list[str]:
 
 def find_pod_cgroup(controller_root: Path, uid: str) -> str | None:
     for rel in pod_cgroup_candidates(uid):
-        if (controller_root / rel.lstrip("/")).is_dir():
+        if (controller_root / validate_rel_path(rel).lstrip("/")).is_dir():
             return rel
     return None
 
@@ -69,7 +90,7 @@ def find_container_cgroup(controller_root: Path, uid: str, container_id: str) ->
     if pod is None:
         return None
     for rel in container_cgroup_candidates(uid, container_id):
-        if rel.startswith(pod + "/") and (controller_root / rel.lstrip("/")).is_dir():
+        if rel.startswith(pod + "/") and (controller_root / validate_rel_path(rel).lstrip("/")).is_dir():
             return rel
     return None
 
@@ -122,11 +143,55 @@ def self_cgroups(procfs_root: str | Path = "/proc", pid: str = "self") -> dict[s
     return out
 
 
-def safe_rel(rel: str) -> str:
-    """Normalise a cgroup path; refuses anything that could leave the root."""
-    if not rel.startswith("/"):
-        raise ValueError(f"cgroup path must start with '/': {rel!r}")
-    parts = [p for p in rel.split("/") if p]
+class CgroupPathError(ValueError):
+    """A cgroup path from outside that hwagent will not act on (the message says why)."""
+
+
+def validate_rel_path(
+    path: object,
+    under: Sequence[str] | None = DEFAULT_WORKLOAD_ROOTS,
+    *,
+    mounts: Iterable[str | Path] = (),
+) -> str:
+    """The one gate for cgroup paths that come from outside hwagent.
+
+    gRPC requests, checkpoints, pod-resources answers and launchers name cgroups as
+    strings; before hwagent writes, enforces or kills anything by such a name it comes
+    through here. Returns the path normalised to "/a/b", relative to a controller root.
+    Refused (CgroupPathError): anything not a string, a relative path, "." or ".."
+    components (the kernel would resolve "/kubepods/.." to the root), NUL and control
+    characters, names longer than the kernel allows, and with ``under`` (the default:
+    hwagent's and the kubelet's workload subtrees) anything that is not strictly below
+    one of those roots, the roots themselves included. A path under one of ``mounts``
+    ("/sys/fs/cgroup/cpu/kubepods/x") is taken relative to that mount first.
+    """
+    if not isinstance(path, str):
+        raise CgroupPathError(f"cgroup path must be a string, got {type(path).__name__}")
+    if len(path.encode("utf-8", "surrogateescape")) > _PATH_MAX:
+        raise CgroupPathError(f"cgroup path longer than {_PATH_MAX} bytes")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+        raise CgroupPathError(f"cgroup path must not hold control characters: {path!r}")
+    if not path.startswith("/"):
+        raise CgroupPathError(f"cgroup path must start with '/': {path!r}")
+    parts = [p for p in path.split("/") if p]
     if any(p in (".", "..") for p in parts):
-        raise ValueError(f"cgroup path must not contain '.' or '..': {rel!r}")
-    return "/" + "/".join(parts)
+        raise CgroupPathError(f"cgroup path must not contain '.' or '..': {path!r}")
+    if any(len(p.encode("utf-8", "surrogateescape")) > _NAME_MAX for p in parts):
+        raise CgroupPathError(f"cgroup path has a component longer than {_NAME_MAX} bytes: {path[:80]!r}...")
+    rel = "/" + "/".join(parts)
+    for mnt in sorted((str(m).rstrip("/") for m in mounts), key=len, reverse=True):
+        if mnt and (rel == mnt or rel.startswith(mnt + "/")):
+            rel = rel[len(mnt):] or "/"
+            break
+    if under is not None:
+        roots = [validate_rel_path(r, None) for r in under]
+        if not any(r != "/" and rel.startswith(r + "/") or r == "/" and rel != "/" for r in roots):
+            raise CgroupPathError(
+                f"cgroup path {rel!r} is outside the workload subtrees ({', '.join(roots) or 'none configured'})"
+            )
+    return rel
+
+
+def safe_rel(rel: str) -> str:
+    """Normalise a cgroup path; refuses anything that could leave the root (no subtree rule)."""
+    return validate_rel_path(rel, None)

@@ -18,8 +18,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "run",
         help="run the node agent daemon in the foreground",
-        description="Run the hwagent daemon in the foreground until SIGTERM or SIGINT. "
-        "Without --config the embedded defaults apply (see docs/config.md).",
+        description="Run the hwagent daemon in the foreground until SIGTERM or SIGINT; SIGHUP reloads "
+        "the config. Without --config the embedded defaults apply (see docs/config.md).",
     )
     p.add_argument("--config", metavar="FILE", help="TOML config file (default: embedded defaults)")
     p.add_argument("--root-dir", metavar="DIR", help="where every file and socket hwagent creates lives")
@@ -67,4 +67,5 @@ def run(args: argparse.Namespace) -> int:
 
     from agent.daemon import Daemon
 
-    return asyncio.run(Daemon(config).run())
+    # SIGHUP re-reads the same file with the same flags on top
+    return asyncio.run(Daemon(config, reload_config=lambda: effective_config(args)).run())

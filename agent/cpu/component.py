@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
-from agent.cgroups.paths import reclaim_root_candidates, self_cgroups
+from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups, validate_rel_path
 from agent.component import DaemonContext
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
 from agent.cpu.config import CPUConfig
@@ -94,7 +94,12 @@ class CPUPolicyService:
         return await self._c.engine.allocate(req)
 
     async def bind_cgroup(self, pod_uid: str, container: str, cgroup_path: str | None) -> None:
-        """Tell the policy which cgroup a container runs in (launchers do this)."""
+        """Tell the policy which cgroup a container runs in (launchers do this).
+
+        The path is checked before anything changes (CgroupPathError, a ValueError):
+        only cgroups below the configured workload roots are enforced and killed."""
+        if cgroup_path is not None:
+            cgroup_path = validate_rel_path(cgroup_path, self._c.cgroup_roots)
         await self._c.engine.bind_cgroup(pod_uid, container, cgroup_path)
 
 
@@ -112,6 +117,8 @@ class CPUPolicyComponent:
         self.socket_path: Path | None = None
         self._server: Any = None
         self._reg: Any = None
+        #: where bound cgroups may live (daemon.workload_cgroup_roots, read at start)
+        self.cgroup_roots: tuple[str, ...] = DEFAULT_WORKLOAD_ROOTS
         self._tasks: list[asyncio.Task[None]] = []
         self._ctx: DaemonContext | None = None
         self.last_check: CheckReport | None = None
@@ -119,6 +126,8 @@ class CPUPolicyComponent:
 
     async def start(self, ctx: DaemonContext) -> None:
         from agent.cpu.server import serve  # grpc import stays out of factory import time
+
+        self.cgroup_roots = tuple(ctx.config["daemon"].workload_cgroup_roots)
 
         self._ctx = ctx
         from agent.cpu.calculator import TopoIndex

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent.cgroups.fs import CgroupFS, CgroupVanished
-from agent.cgroups.paths import container_dirs, find_pod_cgroup
+from agent.cgroups.paths import CgroupPathError, container_dirs, find_pod_cgroup
 from agent.cpu.state import PolicyState
 from agent.cpuset import CPUSet
 
@@ -57,7 +57,11 @@ def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | Non
         rest = [a for a in held if not a.cgroup_path]
         if not rest:
             continue
-        pod_rel = find_pod_cgroup(fs.cpuset_root, uid)
+        try:
+            pod_rel = find_pod_cgroup(fs.cpuset_root, uid)
+        except CgroupPathError:  # a UID that cannot name a cgroup has none to enforce
+            plan.unresolved.extend((uid, a.container_name) for a in rest)
+            continue
         if pod_rel is None:
             continue  # not started here yet (or already gone): nothing to enforce
         cpusets = {a.cpuset for a in rest}

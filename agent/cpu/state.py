@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from agent.cgroups.paths import validate_rel_path
 from agent.cpu.calculator import TopoIndex
 from agent.cpu.qos import DEDICATED, RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED, SYSTEM
 from agent.cpuset import CPUSet
@@ -159,7 +160,8 @@ class AllocationInfo:
             pod_role=str(d.get("pod_role", "")),
             pod_type=str(d.get("pod_type", "")),
             native_qos_class=str(d.get("native_qos_class", "")),
-            cgroup_path=d.get("cgroup_path"),
+            # a path from disk is refused like one from a launcher (the loader calls it corrupt)
+            cgroup_path=None if d.get("cgroup_path") is None else validate_rel_path(d["cgroup_path"], None),
         )
 
 

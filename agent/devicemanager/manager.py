@@ -483,7 +483,7 @@ class DeviceManager:
                         "UNAVAILABLE" if e.code() != grpc.StatusCode.INVALID_ARGUMENT else "FAILED_PRECONDITION",
                     ) from None
                 finally:
-                    m.ALLOC_DURATION.labels(resource_name=a.resource).observe(time.perf_counter() - t0)
+                    m.ALLOC_DURATION.labels(resource=a.resource).observe(time.perf_counter() - t0)
                 done.append(dataclasses.replace(a, response=resp.SerializeToString()))
         except BaseException as e:
             for a in reserved:
@@ -491,7 +491,7 @@ class DeviceManager:
                     self._drop(a.key)
                 self._refresh_metrics(a.resource)
             for resource in sorted(r for r, n in req.resources.items() if n > 0):
-                m.ALLOCATIONS.labels(resource_name=resource, outcome="error").inc()
+                m.ALLOCATIONS.labels(resource=resource, outcome="error").inc()
             if isinstance(e, AllocationError):
                 log.warning(
                     "allocation_failed pod=%s container=%s error=%r", req.pod_uid, req.container_name, str(e)
@@ -513,7 +513,7 @@ class DeviceManager:
             except JournalError as e:
                 m.CHECKPOINT_ERRORS.labels(kind="write").inc()
                 for a in done:
-                    m.ALLOCATIONS.labels(resource_name=a.resource, outcome="error").inc()
+                    m.ALLOCATIONS.labels(resource=a.resource, outcome="error").inc()
                 log.error("allocation_not_persisted pod=%s container=%s error=%r",
                           req.pod_uid, req.container_name, str(e))
                 raise AllocationError(
@@ -525,9 +525,9 @@ class DeviceManager:
             except JournalError as e:
                 raise AllocationError(f"device allocation could not be persisted: {e}", "UNAVAILABLE") from None
         for a in done:
-            m.ALLOCATIONS.labels(resource_name=a.resource, outcome="ok").inc()
+            m.ALLOCATIONS.labels(resource=a.resource, outcome="ok").inc()
         for a in kept:
-            m.ALLOCATIONS.labels(resource_name=a.resource, outcome="reused").inc()
+            m.ALLOCATIONS.labels(resource=a.resource, outcome="reused").inc()
         if reserved:
             log.info(
                 "allocated pod=%s container=%s devices=%s", req.pod_uid, req.container_name,
@@ -709,11 +709,11 @@ class DeviceManager:
     def _refresh_metrics(self, resource: str) -> None:
         res = self._devices.get(resource)
         if res is not None:
-            m.CAPACITY.labels(resource_name=resource).set(res.capacity)
-            m.ALLOCATABLE.labels(resource_name=resource).set(res.allocatable)
-        m.ALLOCATED.labels(resource_name=resource).set(len(self._owners.get(resource, {})))
-        m.ENDPOINTS.labels(resource_name=resource, state="connected").set(len(self._endpoints.get(resource, {})))
-        m.ENDPOINTS.labels(resource_name=resource, state="stopped").set(1 if resource in self._stopped else 0)
+            m.CAPACITY.labels(resource=resource).set(res.capacity)
+            m.ALLOCATABLE.labels(resource=resource).set(res.allocatable)
+        m.ALLOCATED.labels(resource=resource).set(len(self._owners.get(resource, {})))
+        m.ENDPOINTS.labels(resource=resource, state="connected").set(len(self._endpoints.get(resource, {})))
+        m.ENDPOINTS.labels(resource=resource, state="stopped").set(1 if resource in self._stopped else 0)
 
 
 def _forget_metrics(resource: str) -> None:

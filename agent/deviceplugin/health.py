@@ -21,7 +21,7 @@ __all__ = ["HealthBoard", "HEALTH_CHANGES"]
 log = logging.getLogger("hwagent.deviceplugin")
 
 HEALTH_CHANGES = Counter(
-    "hwagent_deviceplugin_health_changes_total",
+    "hwagent_builtin_plugin_health_changes_total",
     "Device health verdicts that changed a device's health, by resource and new health",
     ["resource", "health"],
 )

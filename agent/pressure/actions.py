@@ -1,7 +1,8 @@
 """What an eviction does: an interface with a standalone and a kubelet-mode action.
 
 standalone: hwagent owns the node, so it kills the pod's container cgroups'
-processes and releases the pod's CPUs and devices.
+processes (agent.cgroups.kill, inside the workload subtrees only) and releases
+the pod's CPUs and devices.
 kubelet: the kubelet owns pod lifecycle; hwagent reports (log, metrics, record)
 and optionally runs a hook command that can ask the kubelet/API to evict.
 Either way every eviction is appended to a JSON-lines record with its evidence.
@@ -13,79 +14,64 @@ import dataclasses
 import json
 import logging
 import os
-import signal
 import subprocess
 import time
 from collections import deque
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.pressure.cgroupfs import cgroup_dirs, cgroup_mounts, relative_cgroup_path
+from agent.cgroups.kill import kill_cgroup
+from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, CgroupPathError
+from agent.pressure.cgroupfs import cgroup_mounts
 from agent.pressure.eviction import Eviction
 
 log = logging.getLogger("hwagent.pressure")
 
-__all__ = ["EvictionAction", "StandaloneEviction", "ReportEviction", "EvictionRecord", "kill_cgroup"]
+__all__ = ["EvictionAction", "StandaloneEviction", "ReportEviction", "EvictionRecord"]
 
 
 class EvictionAction(Protocol):
     name: str
 
     def execute(self, ev: Eviction, cgroup_paths: list[str]) -> dict[str, Any]:
-        """Carry out the eviction; return what was done (goes into the record)."""
+        """The slow, self-contained part (kill processes, run a hook): may run in a
+        worker thread. Returns what was done (goes into the record)."""
 
-
-def _pids(mount: Path, rel: str) -> set[int]:
-    out: set[int] = set()
-    for d in cgroup_dirs(mount, rel):
-        try:
-            out.update(int(x) for x in (d / "cgroup.procs").read_text().split())
-        except (OSError, ValueError):
-            pass
-    return out
-
-
-def kill_cgroup(rel_path: str, mounts: dict[str, Path], timeout_s: float = 2.0) -> int:
-    """SIGKILL every process in the cgroup subtree (in every hierarchy it exists in).
-
-    Repeats until the subtree is empty or the timeout passes (forks racing the
-    kill land in the same cgroup and are caught by the next round). Returns the
-    number of processes signalled. Never touches a cgroup outside the path.
-    """
-    if rel_path in ("", "/"):
-        raise ValueError("refusing to kill the root cgroup")
-    dirs = {m for m in mounts.values() if (m / rel_path.lstrip("/")).is_dir()}
-    killed: set[int] = set()
-    deadline = time.monotonic() + timeout_s
-    while True:
-        pids = set().union(*(_pids(m, rel_path) for m in dirs)) if dirs else set()
-        pids.discard(os.getpid())
-        if not pids:
-            return len(killed)
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-            except ProcessLookupError:
-                pass
-        if time.monotonic() > deadline:
-            log.error("eviction_kill_incomplete cgroup=%s remaining=%d", rel_path, len(pids))
-            return len(killed)
-        time.sleep(0.02)
+    def finish(self, ev: Eviction, outcome: dict[str, Any]) -> None:
+        """The part that changes other components' state (release CPUs and devices):
+        runs on the thread that owns them, the daemon's loop. Adds to ``outcome``."""
 
 
 class StandaloneEviction:
     name = "standalone"
 
-    def __init__(self, services: dict[str, Any], procfs_root: str = "/proc") -> None:
+    def __init__(
+        self,
+        services: Mapping[str, Any],
+        procfs_root: str = "/proc",
+        cgroup_roots: Sequence[str] = DEFAULT_WORKLOAD_ROOTS,
+    ) -> None:
         self.services = services
         self.procfs_root = procfs_root
+        self.cgroup_roots = tuple(cgroup_roots)
 
     def execute(self, ev: Eviction, cgroup_paths: list[str]) -> dict[str, Any]:
         mounts = cgroup_mounts(self.procfs_root)
         killed = 0
+        refused: list[str] = []
         for p in cgroup_paths:
-            killed += kill_cgroup(relative_cgroup_path(p, mounts), mounts)
+            try:
+                killed += kill_cgroup(p, mounts, allowed_roots=self.cgroup_roots).killed
+            except CgroupPathError as e:
+                log.error("eviction_kill_refused pod=%s path=%r error=%s", ev.pod_uid, p, e)
+                refused.append(p)
+        out: dict[str, Any] = {"killed_processes": killed}
+        if refused:
+            out["refused_paths"] = refused
+        return out
+
+    def finish(self, ev: Eviction, outcome: dict[str, Any]) -> None:
         released = []
         for key, method in (("cpu_policy", "remove_pod"), ("devicemanager", "release_pod")):
             svc = self.services.get(key)
@@ -96,7 +82,7 @@ class StandaloneEviction:
                 released.append(key)
             except Exception as e:  # keep going: the processes are already dead
                 log.error("eviction_release_failed service=%s pod=%s error=%r", key, ev.pod_uid, e)
-        return {"killed_processes": killed, "released": released}
+        outcome["released"] = released
 
 
 class ReportEviction:
@@ -121,6 +107,9 @@ class ReportEviction:
             return {"reported": True, "hook_rc": r.returncode}
         except subprocess.TimeoutExpired:
             return {"reported": True, "hook_rc": None, "hook_error": "timeout"}
+
+    def finish(self, ev: Eviction, outcome: dict[str, Any]) -> None:
+        """Nothing of hwagent's changes: the kubelet owns the pod's life cycle."""
 
 
 class EvictionRecord:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.cgroups.detect import V1_CONTROLLERS
+from agent.cgroups.mounts import cgroup_mounts
 
 __all__ = [
     "Hierarchy",
@@ -35,27 +35,6 @@ class Hierarchy:
     @property
     def is_v2(self) -> bool:
         return self.name == "v2"
-
-
-def cgroup_mounts(procfs_root: str = "/proc") -> dict[str, Path]:
-    """controller name (or "v2") -> mount point, from /proc/self/mounts."""
-    out: dict[str, Path] = {}
-    try:
-        text = (Path(procfs_root) / "self" / "mounts").read_text()
-    except OSError:
-        return out
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) < 4:
-            continue
-        fstype, mnt, opts = parts[2], parts[1], parts[3].split(",")
-        if fstype == "cgroup2":
-            out.setdefault("v2", Path(mnt))
-        elif fstype == "cgroup":
-            for o in opts:
-                if o in V1_CONTROLLERS:
-                    out.setdefault(o, Path(mnt))
-    return out
 
 
 def detect_hierarchy(setting: str = "auto", procfs_root: str = "/proc") -> Hierarchy:

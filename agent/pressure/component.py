@@ -1,22 +1,31 @@
 """The pressure component: probes + health + eviction on the daemon's loop.
 
-The BPF compile (~0.5 s, blocking) and each tick (map reads, file reads, and in
-standalone mode a cgroup kill) run in an executor; the releases that touch
-other components' state (cpu_policy.remove_pod, devicemanager.release_pod) are
-sent back to the loop so those components keep a single owner.
+Start returns at once: the BPF compile (0.5-3 s here, minutes under TCG) runs in a
+thread of its own while the daemon already serves; the component reports
+"loading" until the readers are installed, on the loop. Each tick then reads
+the CPU policy's allocations on the loop, hands them to a worker thread for the
+readings and decisions (map reads, file reads, the pure trackers), and applies
+the result back on the loop: health transitions go to the board (which wakes
+ListAndWatch streams through asyncio primitives), an eviction's kill runs in a
+worker thread (it may wait for processes to die) and its releases
+(cpu_policy.remove_pod, devicemanager.release_pod) run on the loop, so every
+other component keeps its single owner.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
-from typing import Any
-
+import threading
 from prometheus_client import REGISTRY
 
+from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
 from agent.component import DaemonContext
+from agent.pressure.config import PressureConfig
 from agent.pressure.actions import StandaloneEviction
-from agent.pressure.engine import PressureEngine
+from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult
+from agent.pressure.eviction import Eviction
 from agent.pressure.metrics import PressureCollector
 
 log = logging.getLogger("hwagent.pressure")
@@ -24,55 +33,31 @@ log = logging.getLogger("hwagent.pressure")
 __all__ = ["PressureComponent", "factory"]
 
 
-class _LoopServices:
-    """ctx.services, live (components may publish later), with calls run on the loop."""
-
-    def __init__(self, services: dict[str, Any], loop: asyncio.AbstractEventLoop) -> None:
-        self._services = services
-        self._loop = loop
-
-    def get(self, key: str, default: Any = None) -> Any:
-        svc = self._services.get(key, default)
-        return None if svc is None else _OnLoop(svc, self._loop)
-
-
-class _OnLoop:
-    def __init__(self, target: Any, loop: asyncio.AbstractEventLoop) -> None:
-        self._t, self._loop = target, loop
-
-    def __getattr__(self, name: str) -> Any:
-        fn = getattr(self._t, name)
-
-        def call(*a: Any, **kw: Any) -> Any:
-            async def run() -> Any:
-                return fn(*a, **kw)
-
-            return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout=10)
-
-        return call
-
-
 class PressureComponent:
     name = "pressure"
 
     def __init__(self) -> None:
         self.engine: PressureEngine | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._collector: PressureCollector | None = None
         self._failed = False
+        #: "loading" (probes compiling), "running", "failed" (set-up raised: no readings)
+        self.state = "new"
+        self.load_seconds: float | None = None
+        self._abandon = threading.Event()
 
     async def start(self, ctx: DaemonContext) -> None:
         cfg = ctx.config["pressure"]
         dcfg = ctx.config["daemon"]
-        loop = asyncio.get_running_loop()
+        roots = getattr(dcfg, "workload_cgroup_roots", DEFAULT_WORKLOAD_ROOTS)
         action = None
         if ctx.mode == "standalone":
             from agent.contracts import RUNTIME
             from agent.runtime.eviction import RuntimeEviction
 
             # the runtime's pods are evicted through it; without a runtime, the kill-and-release path
-            action = RuntimeEviction(lambda: ctx.lookup(RUNTIME), loop,
-                                     StandaloneEviction(_LoopServices(ctx.services, loop), dcfg.procfs_root))
+            action = RuntimeEviction(lambda: ctx.lookup(RUNTIME), asyncio.get_running_loop(),
+                                     StandaloneEviction(ctx.services, dcfg.procfs_root, roots))
         self.engine = PressureEngine(
             cfg,
             ctx.services,
@@ -80,26 +65,112 @@ class PressureComponent:
             record_path=ctx.path("pressure", "evictions.jsonl"),
             procfs_root=dcfg.procfs_root,
             sysfs_root=dcfg.sysfs_root,
+            cgroup_roots=roots,
             action=action,
         )
-        await loop.run_in_executor(None, self.engine.load)
-        self._collector = PressureCollector(self.engine)
+        self._collector = PressureCollector(self.engine, lambda: self.state)
         REGISTRY.register(self._collector)
-        self._task = asyncio.create_task(self._run(cfg.interval_s), name="pressure")
+        self.state = "loading"
+        self._task = asyncio.create_task(self._load_then_run(), name="pressure")
 
-    async def _run(self, interval: float) -> None:
+    # -- set-up in the background -------------------------------------------------
+    def _prepare_in_thread(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Loaded]) -> None:
+        """Runs in its own daemon thread: a stop during a minutes-long compile under TCG
+        must neither wait for it nor keep the process from exiting."""
+        assert self.engine is not None
+        try:
+            loaded = self.engine.prepare()
+        except BaseException as e:  # noqa: BLE001 - handed to the loop, which decides
+            result: tuple[Loaded | None, BaseException | None] = (None, e)
+        else:
+            result = (loaded, None)
+        if self._abandon.is_set():
+            if result[0] is not None and self.engine._own_probes:
+                result[0].probes.close()  # nobody will install it
+            return
+
+        def deliver() -> None:
+            if fut.done():
+                if result[0] is not None and self.engine is not None and self.engine._own_probes:
+                    result[0].probes.close()
+                return
+            if result[1] is not None:
+                fut.set_exception(result[1])
+            else:
+                fut.set_result(result[0])  # type: ignore[arg-type]
+
+        try:
+            loop.call_soon_threadsafe(deliver)
+        except RuntimeError:  # the loop is gone: the daemon stopped meanwhile
+            if result[0] is not None and self.engine._own_probes:
+                result[0].probes.close()
+
+    async def _load_then_run(self) -> None:
         loop = asyncio.get_running_loop()
         assert self.engine is not None
+        t0 = loop.time()
+        fut: asyncio.Future[Loaded] = loop.create_future()
+        threading.Thread(target=self._prepare_in_thread, args=(loop, fut), name="pressure-load", daemon=True).start()
+        try:
+            loaded = await fut
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self.state = "failed"
+            log.error("pressure_load_failed error=%r", e)
+            return
+        self.engine.install(loaded)  # on the loop: the readers become the engine's here
+        gc.freeze()  # the BPF tables live as long as the process: out of the collector's walks
+        self.load_seconds = loop.time() - t0
+        self.state = "running"
+        log.info("pressure_ready load_seconds=%.3f", self.load_seconds)
+        await self._run()
+
+    # -- the cycle ----------------------------------------------------------------
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        eng = self.engine
+        assert eng is not None
         while True:
             try:
-                await loop.run_in_executor(None, self.engine.tick)
+                containers = eng.read_containers()  # the CPU policy's state, read on its loop
+                res = await loop.run_in_executor(None, eng.observe, containers)
+                await self._apply(res)
                 self._failed = False
             except Exception:
                 self._failed = True
                 log.exception("pressure_tick_failed")
-            await asyncio.sleep(interval)
+            await asyncio.sleep(eng.cfg.interval_s)
+
+    async def _apply(self, res: TickResult) -> None:
+        eng = self.engine
+        assert eng is not None
+        eng.apply_health(res)
+        for ev in res.evictions:
+            await self._evict(ev)
+
+    async def _evict(self, ev: Eviction) -> None:
+        eng = self.engine
+        assert eng is not None
+        loop = asyncio.get_running_loop()
+        try:
+            outcome = await loop.run_in_executor(None, eng.action.execute, ev, eng.eviction_paths(ev))
+            eng.action.finish(ev, outcome)
+        except Exception as e:
+            outcome = {"error": repr(e)}
+        eng.record_eviction(ev, outcome)
+
+    # -- control ------------------------------------------------------------------
+    #: what reconfigure() takes while running; the daemon's reload logs the rest as needing a restart
+    live_settings = LIVE_SETTINGS
+
+    def reconfigure(self, cfg: PressureConfig) -> None:
+        """A reloaded [pressure] section whose changes are all in ``live_settings``."""
+        if self.engine is not None:
+            self.engine.reconfigure(cfg)
 
     async def stop(self) -> None:
+        self._abandon.set()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -109,12 +180,30 @@ class PressureComponent:
         if self._collector is not None:
             REGISTRY.unregister(self._collector)
             self._collector = None
-        if self.engine is not None:
+        if self.engine is not None and self.engine.loaded:
             await asyncio.get_running_loop().run_in_executor(None, self.engine.close)
 
     def healthy(self) -> bool:
-        return self._task is not None and not self._task.done() and not self._failed
+        if self.state == "loading":
+            return True  # working as designed; readiness says it is not there yet
+        return self.state == "running" and self._task is not None and not self._task.done() and not self._failed
+
+    def ready(self) -> bool:
+        return self.state == "running"
+
+    def readiness(self) -> str:
+        """One line for /healthz."""
+        if self.state == "loading":
+            return "loading probes"
+        if self.state == "failed":
+            return "probes failed to load"
+        eng = self.engine
+        if eng is None:
+            return self.state
+        modes = [m for m, _ in eng.status().values()]
+        return f"probes: {modes.count('bpf')} in BPF, {modes.count('fallback')} fallback"
 
 
 def factory(ctx: DaemonContext) -> PressureComponent | None:
     return PressureComponent() if ctx.config["pressure"].enabled else None
+

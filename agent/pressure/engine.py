@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
 from agent.pressure.actions import EvictionAction, EvictionRecord, ReportEviction, StandaloneEviction
 from agent.pressure.cgroupfs import CgroupIndex, Hierarchy, cgroup_mounts, detect_hierarchy, relative_cgroup_path
 from agent.pressure.config import PressureConfig
@@ -45,7 +46,7 @@ from agent.pressure.readers import (
 
 log = logging.getLogger("hwagent.pressure")
 
-__all__ = ["PressureEngine", "TickResult", "FALLBACKS"]
+__all__ = ["PressureEngine", "TickResult", "Loaded", "FALLBACKS", "LIVE_SETTINGS"]
 
 #: what runs instead of each probe when it is off or unavailable
 FALLBACKS = {
@@ -56,6 +57,31 @@ FALLBACKS = {
     "thermal": "none (read /sys/class/thermal for temperatures)",
     "irq": "none (/proc/interrupts)",
 }
+
+
+#: [pressure] settings a running engine takes on a config reload (SIGHUP); the rest
+#: (which probes, map sizes, the hierarchy) are compiled in and need a restart
+LIVE_SETTINGS = frozenset({
+    "interval_s", "soft_threshold", "hard_threshold", "window_s", "met_fraction", "cooldown_s", "psi_confirm",
+    "error_threshold", "error_window_s", "recovery_s", "irq_storm_per_s", "eviction_enabled", "health_enabled",
+    "top_cgroups", "eviction_hook",
+})
+
+
+@dataclass
+class Loaded:
+    """What ``prepare`` found and built, handed to ``install``."""
+
+    mounts: dict[str, Path]
+    hierarchy: Hierarchy | None
+    probes: ProbeSet
+    index: CgroupIndex | None
+    runqueue: Any
+    block: Any
+    net: Any
+    extras: BpfExtras
+    #: first readings of a probe set someone else loaded (its counters hold history)
+    baseline: tuple[BlockReading, dict[str, NetCounters], Extras] | None = None
 
 
 @dataclass
@@ -78,6 +104,7 @@ class PressureEngine:
         probes: ProbeSet | None = None,
         clock: Callable[[], float] = time.monotonic,
         action: EvictionAction | None = None,
+        cgroup_roots: Sequence[str] = DEFAULT_WORKLOAD_ROOTS,
     ) -> None:
         self.cfg = cfg
         self.services = services if services is not None else {}
@@ -87,6 +114,10 @@ class PressureEngine:
         self.clock = clock
         self.probes = probes
         self._own_probes = probes is None
+        #: set once install() ran: readers picked, probes attached or fallen back
+        self.loaded = False
+        #: the subtrees an eviction may kill in (agent.cgroups.kill refuses the rest)
+        self.cgroup_roots = tuple(cgroup_roots)
         self.hierarchy: Hierarchy | None = None
         self.index: CgroupIndex | None = None
         self.mounts: dict[str, Path] = {}
@@ -105,8 +136,10 @@ class PressureEngine:
             )
         )
         if action is None:
-            action = StandaloneEviction(self.services, procfs_root) if mode == "standalone" else ReportEviction(
-                cfg.eviction_hook
+            action = (
+                StandaloneEviction(self.services, procfs_root, cgroup_roots)
+                if mode == "standalone"
+                else ReportEviction(cfg.eviction_hook)
             )
         self.action = action
         self.record = EvictionRecord(record_path)
@@ -124,46 +157,66 @@ class PressureEngine:
 
     # -- set-up ------------------------------------------------------------------
     def load(self) -> None:
-        self.mounts = cgroup_mounts(self.procfs_root)
+        """Compile/attach and pick the readers, all at once (the CLI and tests)."""
+        self.install(self.prepare())
+
+    def prepare(self) -> Loaded:
+        """The slow half of set-up (the BPF compile, a cgroup walk): touches nothing of
+        the engine's, so the daemon runs it in a worker thread and installs the result
+        on its loop."""
+        mounts = cgroup_mounts(self.procfs_root)
         try:
-            self.hierarchy = detect_hierarchy(self.cfg.cgroup_hierarchy, self.procfs_root)
+            hierarchy: Hierarchy | None = detect_hierarchy(self.cfg.cgroup_hierarchy, self.procfs_root)
         except ValueError as e:
             log.warning("cgroup_hierarchy_unavailable error=%s", e)
-            self.hierarchy = None
-        if self.probes is None:
-            self.probes = ProbeSet(
+            hierarchy = None
+        p = self.probes
+        if p is None:
+            p = ProbeSet(
                 self.cfg.enabled_probes(),
-                hierarchy=self.hierarchy.name if self.hierarchy else "v2",
+                hierarchy=hierarchy.name if hierarchy else "v2",
                 probes_dir=Path(self.cfg.probes_dir) if self.cfg.probes_dir else None,
                 btf_path=self.cfg.btf_path,
                 max_tasks=self.cfg.max_tasks,
                 max_cgroups=self.cfg.max_cgroups,
             )
-            if self.hierarchy is None and "runqlat" in self.probes.wanted:
-                self.probes.wanted.remove("runqlat")
-            self.probes.load()
-        p = self.probes
-        if self.hierarchy is not None:
-            self.index = CgroupIndex(self.hierarchy.mount)
-            self.index.refresh()
-        if p.active("runqlat") and self.index is not None:
-            self.runqueue = BpfRunqueue(p, self.index)
-        elif self.hierarchy is not None:
-            self.runqueue = SchedstatRunqueue(self.hierarchy.mount, self.procfs_root)
-        self.block = BpfBlock(p) if p.active("blockio") else DiskstatsBlock(self.procfs_root)
-        self.net = BpfNet(p) if p.active("netdev") else SysfsNet(self.sysfs_root)
-        self.extras = BpfExtras(p)
+            if hierarchy is None and "runqlat" in p.wanted:
+                p.wanted.remove("runqlat")
+            p.load()
+        index = None
+        if hierarchy is not None:
+            index = CgroupIndex(hierarchy.mount)
+            index.refresh()
+        runqueue: Any = None
+        if p.active("runqlat") and index is not None:
+            runqueue = BpfRunqueue(p, index)
+        elif hierarchy is not None:
+            runqueue = SchedstatRunqueue(hierarchy.mount, self.procfs_root)
+        block = BpfBlock(p) if p.active("blockio") else DiskstatsBlock(self.procfs_root)
+        net = BpfNet(p) if p.active("netdev") else SysfsNet(self.sysfs_root)
+        loaded = Loaded(mounts, hierarchy, p, index, runqueue, block, net, BpfExtras(p))
         if not self._own_probes:
             # a probe set loaded by someone else holds history: count from here on
-            self.last_block, self.last_net = self.block.read(), self.net.read()
-            self.last_extras = self.extras.read()
+            loaded.baseline = (block.read(), net.read(), loaded.extras.read())
+        return loaded
+
+    def install(self, loaded: Loaded) -> None:
+        """The quick half: make the prepared readers the engine's (on the owner's thread)."""
+        self.mounts, self.hierarchy, self.probes = loaded.mounts, loaded.hierarchy, loaded.probes
+        self.index, self.runqueue, self.block, self.net = loaded.index, loaded.runqueue, loaded.block, loaded.net
+        self.extras = loaded.extras
+        if loaded.baseline is not None:
+            self.last_block, self.last_net, self.last_extras = loaded.baseline
             self._base = self._health_readings()[0]
+        self.loaded = True
         for name, st in self.status().items():
             log.info("probe name=%s mode=%s detail=%r", name, st[0], st[1])
 
     def status(self) -> dict[str, tuple[str, str]]:
-        """probe -> (mode, detail): mode "bpf", "fallback" or "off"."""
+        """probe -> (mode, detail): mode "bpf", "fallback", or "loading" before install()."""
         out = {}
+        if not self.loaded:
+            return {name: ("loading", "probes are being compiled and attached") for name in PROBES}
         for name in PROBES:
             st = self.probes.states[name] if self.probes else None
             if st is not None and st.state == "bpf":
@@ -179,7 +232,8 @@ class PressureEngine:
             self.probes = None
 
     # -- one cycle ---------------------------------------------------------------
-    def _containers(self) -> list[Container]:
+    def read_containers(self) -> list[Container]:
+        """The CPU policy's containers now (on the policy owner's thread: the daemon's loop)."""
         policy = self.services.get("cpu_policy")
         if policy is None:
             return []
@@ -199,9 +253,21 @@ class PressureEngine:
         return out
 
     def tick(self) -> TickResult:
+        """One whole cycle on the caller's thread (the CLI and tests; the daemon's
+        component runs ``observe`` off its loop and applies the result on it)."""
+        res = self.observe(self.read_containers())
+        self.apply_health(res)
+        for ev in res.evictions:
+            self._evict(ev)
+        return res
+
+    def observe(self, containers: list[Container]) -> TickResult:
+        """Readings and decisions: changes only the engine's own readings and trackers,
+        never another component's state, so it may run in a worker thread. What to do
+        about the result (push health, evict) is ``apply_health`` and the eviction action."""
         now = self.clock()
         res = TickResult(now)
-        self.containers = self._containers()
+        self.containers = containers
         watch = [relative_cgroup_path(c.cgroup_path, self.mounts) for c in self.containers if c.cgroup_path]
         if self.runqueue is not None:
             self.last_runqueue = self.runqueue.read(watch)
@@ -212,24 +278,29 @@ class PressureEngine:
             self._irq_rates(now)
         if self.cfg.eviction_enabled and self.containers:
             psi = read_psi(Path(self.procfs_root) / "pressure" / "cpu")
-            evs = self.evaluator.evaluate(
+            res.evictions = self.evaluator.evaluate(
                 now, self.containers, self.container_wait_ns(self.last_runqueue), psi.some_total_us if psi else None
             )
-            for ev in evs:
-                self._evict(ev)
-            res.evictions = evs
         if self.cfg.health_enabled:
-            res.health_changes = self.health.update(now, *self._health_readings())
+            res.health_changes = self.health.decide(now, *self._health_readings())
         return res
 
+    def apply_health(self, res: TickResult) -> None:
+        """Push the tick's health transitions to the board (on the board owner's thread)."""
+        self.health.apply(res.health_changes)
+
+    def eviction_paths(self, ev: Eviction) -> list[str]:
+        return [c.cgroup_path for c in self.containers if c.pod_uid == ev.pod_uid and c.cgroup_path]
+
     def _evict(self, ev: Eviction) -> None:
-        paths = [
-            c.cgroup_path for c in self.containers if c.pod_uid == ev.pod_uid and c.cgroup_path
-        ]
         try:
-            outcome = self.action.execute(ev, paths)
+            outcome = self.action.execute(ev, self.eviction_paths(ev))
+            self.action.finish(ev, outcome)
         except Exception as e:
             outcome = {"error": repr(e)}
+        self.record_eviction(ev, outcome)
+
+    def record_eviction(self, ev: Eviction, outcome: dict[str, Any]) -> None:
         rec = self.record.add(ev, self.action.name, outcome)
         key = (ev.reason, ev.signal)
         self.evictions_total[key] = self.evictions_total.get(key, 0) + 1
@@ -240,6 +311,18 @@ class PressureEngine:
         )
         for cb in self.on_eviction:
             cb(ev, rec)
+
+    def reconfigure(self, cfg: PressureConfig) -> None:
+        """Take a config whose changes are all in LIVE_SETTINGS (the daemon's reload
+        sorts the rest out as needing a restart)."""
+        self.cfg = cfg
+        self.evaluator.policy = EvictionPolicy(
+            cfg.soft_threshold, cfg.hard_threshold, cfg.window_s, cfg.interval_s,
+            cfg.met_fraction, cfg.cooldown_s, cfg.psi_confirm,
+        )
+        self.health.tracker.policy = HealthPolicy(cfg.error_threshold, cfg.error_window_s, cfg.recovery_s)
+        if isinstance(self.action, ReportEviction):
+            self.action.hook = cfg.eviction_hook
 
     def _health_readings(self) -> tuple[dict, dict]:
         """(counters that start at zero with the probes, counters since boot)."""

@@ -140,8 +140,21 @@ class HealthDriver:
         readings: Mapping[DeviceKey, Mapping[str, tuple[int, str]]],
         since_boot: Mapping[DeviceKey, Mapping[str, tuple[int, str]]] | None = None,
     ) -> list[HealthChange]:
-        """device -> counter -> (cumulative value, description).
+        """``decide`` and ``apply`` in one step, on the caller's thread."""
+        changes = self.decide(now, readings, since_boot)
+        self.apply(changes)
+        return changes
 
+    def decide(
+        self,
+        now: float,
+        readings: Mapping[DeviceKey, Mapping[str, tuple[int, str]]],
+        since_boot: Mapping[DeviceKey, Mapping[str, tuple[int, str]]] | None = None,
+    ) -> list[HealthChange]:
+        """device -> counter -> (cumulative value, description) -> the transitions.
+
+        Only the tracker changes, so this may run off the board owner's thread;
+        ``apply`` pushes the transitions and must run on it.
         ``readings`` are counters that started at zero with the agent (BPF maps);
         ``since_boot`` ones (sysfs) take their first value as a baseline.
         """
@@ -149,6 +162,4 @@ class HealthDriver:
             for dev, counters in group.items():
                 for counter, (value, what) in counters.items():
                     self.tracker.observe(now, dev, counter, value, what, count_first)
-        changes = self.tracker.tick(now)
-        self.apply(changes)
-        return changes
+        return self.tracker.tick(now)

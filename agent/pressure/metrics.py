@@ -9,7 +9,7 @@ cgroup="other", so a node with thousands of cgroups still exports a bounded set.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -39,8 +39,10 @@ def _hist(fam: HistogramMetricFamily, labels: list[str], h: Histogram) -> None:
 
 
 class PressureCollector:
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Any, state: Callable[[], str] | None = None) -> None:
         self.engine = engine
+        #: the component's set-up state ("loading", "running", "failed"); None outside the daemon
+        self.state = state
 
     def describe(self) -> list:
         return []  # dynamic: don't let the registry call collect() at registration
@@ -55,6 +57,15 @@ class PressureCollector:
         for name, (mode, _detail) in e.status().items():
             attached.add_metric([name, mode], 1.0 if mode == "bpf" else 0.0)
         yield attached
+
+        if self.state is not None:
+            now = self.state()
+            st = GaugeMetricFamily(f"{NS}_probes_state",
+                                   "1 for the probes' current set-up state (loading: compiling in the background)",
+                                   labels=["state"])
+            for name in ("loading", "running", "failed"):
+                st.add_metric([name], 1.0 if now == name else 0.0)
+            yield st
 
         rq = HistogramMetricFamily(
             f"{NS}_runqueue_delay_seconds",

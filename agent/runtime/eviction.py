@@ -70,6 +70,14 @@ class RuntimeEviction:
         return {"evicted": True, "via": "runtime", "cgroups": cgroup_paths}
 
 
+    def finish(self, ev: Eviction, outcome: dict[str, Any]) -> None:
+        """On the loop, after ``execute``: a pod the runtime evicts releases its CPUs and
+        devices through admission when it reaches its terminal phase, so nothing to do
+        here; a pod the fallback killed is released by the fallback."""
+        if outcome.get("via") != "runtime" and self._fallback is not None and self._runtime() is None:
+            self._fallback.finish(ev, outcome)
+
+
 def _owned(rt: PodRuntime, path: str) -> bool:
     """Whether a cgroup path (relative, or absolute under a controller mount) is the runtime's."""
     if rt.owns_cgroup(path):

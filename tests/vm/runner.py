@@ -32,11 +32,23 @@ REPO = HERE.parent.parent
 if str(REPO) not in sys.path:  # run as a script: make `tests.vm` importable
     sys.path.insert(0, str(REPO))
 
+from tests.vm.calibrate import loop_seconds  # noqa: E402
 from tests.vm.topologies import TOPOLOGIES, GuestTopology  # noqa: E402
 
 #: build-image.sh's exit status for "prerequisites unavailable" (skip, don't fail)
 UNAVAILABLE = 3
 DEFAULT_TIMEOUT_S = int(os.environ.get("HWAGENT_VM_TIMEOUT", "600"))
+#: the CPU model under TCG (see accel_args); $HWAGENT_VM_CPU overrides it
+TCG_CPU = os.environ.get("HWAGENT_VM_CPU", "Nehalem-v1")
+#: a guest that has printed no VMTEST line this long after qemu started is taken for wedged;
+#: the budget itself comes from measured boots (boot_budget_s), never below the floor
+BOOT_BUDGET_FLOOR_S = 30.0
+#: measured boot x this factor = the budget (boots vary about 2x on a shared machine)
+BOOT_BUDGET_FACTOR = 4.0
+#: budget before any boot was measured on this machine
+BOOT_BUDGET_UNMEASURED_S = 120.0
+#: boots remembered per image for the budget
+BOOT_HISTORY = 20
 #: the guest test suite, run by `runner.py test` and the host-side wrapper
 GUEST_TESTS = "tests/vm/guest"
 
@@ -79,6 +91,15 @@ def accel_args() -> list[str]:
 
     PVM's /dev/kvm cannot run a stock kernel; TCG with an Intel-vendor CPU model is what
     gives correct SMT siblings and packages (the AMD-vendor models lose SMT under TCG).
+
+    Why a named model and not ``max``: Debian's qemu 7.2 is the first release whose TCG
+    emulates AVX/AVX2, and ``-cpu max`` turns on everything TCG can do (AVX2, LA57
+    five-level paging, PKU, ...), the least exercised paths of the emulator; the tier saw
+    qemu segfault at start and a guest wedged silently before its first console line with
+    it. Nehalem is Intel (SMT siblings and packages come out right through CPUID leaf 0xB),
+    x86-64-v2 (SSE4.2/POPCNT: all Debian userland, bcc's LLVM and the wheels run), every
+    feature it names is one TCG implements (qemu warns about none), and nothing the guest
+    tests need is missing: BPF, cgroups and NUMA are the kernel's, not the CPU's.
     """
     want = os.environ.get("HWAGENT_VM_ACCEL", "auto")
     if want == "auto":
@@ -95,7 +116,25 @@ def accel_args() -> list[str]:
         want = "kvm" if real_kvm else "tcg"
     if want == "kvm":
         return ["-accel", "kvm", "-cpu", "host"]
-    return ["-accel", "tcg", "-cpu", "max,vendor=GenuineIntel"]
+    return ["-accel", "tcg", "-cpu", TCG_CPU]
+
+
+@dataclass(frozen=True)
+class StartFailure:
+    """One attempt that never got the guest going: qemu died first, or the guest stayed silent."""
+
+    #: "crash" (qemu died before the guest's first VMTEST line) or "silent" (no such line in budget)
+    kind: str
+    #: qemu's exit status for a crash (negative = signal); None for a silent guest (we killed it)
+    qemu_rc: int | None
+    after_s: float
+    budget_s: float
+
+    def describe(self) -> str:
+        if self.kind == "crash":
+            how = f"signal {-self.qemu_rc}" if self.qemu_rc is not None and self.qemu_rc < 0 else f"rc {self.qemu_rc}"
+            return f"qemu died at start ({how}) after {self.after_s:.0f}s"
+        return f"guest silent for {self.after_s:.0f}s (boot budget {self.budget_s:.0f}s), killed"
 
 
 @dataclass(frozen=True)
@@ -110,6 +149,12 @@ class GuestRun:
     qemu_rc: int | None = None
     #: qemu crashes before the guest started that were retried (see boot)
     crashes: tuple[int, ...] = ()
+    #: every attempt that did not get the guest started, crashes and silent guests alike
+    start_failures: tuple[StartFailure, ...] = ()
+    #: the last attempt, too, never got the guest started (after its retry): no result at all
+    never_started: bool = False
+    #: seconds from qemu's start to the guest's first VMTEST line in the attempt that ran
+    boot_s: float | None = None
 
     @property
     def serial_log(self) -> Path:
@@ -127,7 +172,9 @@ class GuestRun:
         return "\n".join(text.splitlines()[-lines:])
 
     def describe(self) -> str:
-        retried = f", after qemu crashed at start (signal {-self.crashes[0]}) and was retried" if self.crashes else ""
+        retried = "".join(f", after {f.describe()} and a retry" for f in self.start_failures[:1])
+        if self.never_started and self.start_failures:
+            return "never started: " + "; then ".join(f.describe() for f in self.start_failures)
         if self.timed_out:
             return f"TIMED OUT after {self.wall_s:.0f}s (guest killed){retried}"
         if self.rc is None:
@@ -146,6 +193,54 @@ class GuestRun:
         return f"rc={self.rc} in {self.wall_s:.0f}s{retried}"
 
 
+# --- boot budget: measured boots on this machine ------------------------------------------
+
+
+def _load_per_cpu() -> float:
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        return 1.0
+
+
+def _history_file(image_dir: Path) -> Path:
+    return Path(os.environ.get("HWAGENT_VM_BOOT_HISTORY", str(image_dir / "boot-times")))
+
+
+def record_boot(image_dir: Path, seconds: float, load_per_cpu: float) -> None:
+    """Remember one boot (seconds to the first VMTEST line, and the load it ran under)."""
+    path = _history_file(image_dir)
+    try:
+        lines = path.read_text().splitlines()[-(BOOT_HISTORY - 1):] if path.exists() else []
+        path.write_text("".join(f"{ln}\n" for ln in lines) + f"{seconds:.2f} {load_per_cpu:.2f}\n")
+    except OSError:
+        pass  # a read-only cache: the budget stays at its unmeasured default
+
+
+def boot_budget_s(image_dir: Path, load_per_cpu: float | None = None) -> float:
+    """How long a guest may stay silent before it is taken for wedged.
+
+    $HWAGENT_VM_BOOT_BUDGET if set; else the slowest remembered boot, normalised by the
+    load it ran under (run-queue length per CPU, at least 1) and scaled to the load now,
+    times BOOT_BUDGET_FACTOR, never below BOOT_BUDGET_FLOOR_S. No boot measured yet:
+    BOOT_BUDGET_UNMEASURED_S.
+    """
+    env = os.environ.get("HWAGENT_VM_BOOT_BUDGET")
+    if env:
+        return float(env)
+    per_unit_load: list[float] = []
+    try:
+        for line in _history_file(image_dir).read_text().splitlines():
+            secs, load = (float(x) for x in line.split())
+            per_unit_load.append(secs / max(1.0, load))
+    except (OSError, ValueError):
+        pass
+    if not per_unit_load:
+        return BOOT_BUDGET_UNMEASURED_S
+    now = _load_per_cpu() if load_per_cpu is None else load_per_cpu
+    return max(BOOT_BUDGET_FLOOR_S, BOOT_BUDGET_FACTOR * max(per_unit_load) * max(1.0, now))
+
+
 def qemu_command(image: Image, topo: GuestTopology, cgroup: str, out_dir: Path, cwd: Path) -> list[str]:
     for path in (image.path, cwd, out_dir):
         if any(ch.isspace() for ch in str(path)):
@@ -156,6 +251,10 @@ def qemu_command(image: Image, topo: GuestTopology, cgroup: str, out_dir: Path, 
             f"vmtest.cgroup={cgroup}",
             f"vmtest.modules={image.modules}",
             f"vmtest.cwd={cwd}",
+            f"vmtest.init={topo.init}",
+            # systemd as PID 1: unified hierarchy, only the tier's own target, quiet console
+            *(["systemd.unified_cgroup_hierarchy=1", "systemd.unit=vmtest.target", "systemd.show_status=0"]
+              if topo.init == "systemd" else []),
         ]
     )
     return [
@@ -194,13 +293,15 @@ def boot(
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("rc", "junit.xml", "serial.log", "init-failed", "qemu.log", "serial.log.crashed",
-                  "qemu.log.crashed"):
+                  "qemu.log.crashed", "serial.log.silent", "qemu.log.silent"):
         (out_dir / stale).unlink(missing_ok=True)
     guest_env = {
         "HWAGENT_VM_GUEST": "1",
         "HWAGENT_VM_TOPOLOGY": topo.name,
         "HWAGENT_VM_CGROUP": cgroup,
         "HWAGENT_VM_OUT": "/out",
+        # the guest scales its budgets by its own speed against this (tests/vm/calibrate.py)
+        "HWAGENT_VM_HOST_LOOP_S": f"{loop_seconds():.4f}",
         **(env or {}),
     }
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in guest_env.items())
@@ -208,38 +309,82 @@ def boot(
     argv = qemu_command(image, topo, cgroup, out_dir, cwd)
     (out_dir / "qemu-argv.txt").write_text(shlex.join(argv) + "\n")
     t0 = time.monotonic()
-    crashes: list[int] = []
+    failures: list[StartFailure] = []
     while True:
-        qemu_rc, timed_out = _run_qemu(argv, out_dir, timeout_s - (time.monotonic() - t0))
-        # qemu itself dying before the guest's /init ran (qemu 7.2 TCG has segfaulted at start
-        # now and then here) is no result of the command: one fresh try, and it is reported
-        if timed_out or qemu_rc >= 0 or _guest_started(out_dir) or crashes:
+        budget = boot_budget_s(image.path)
+        load = _load_per_cpu()
+        attempt = _run_qemu(argv, out_dir, timeout_s - (time.monotonic() - t0), budget)
+        if attempt.boot_s is not None and not attempt.silent:
+            record_boot(image.path, attempt.boot_s, load)
+        # qemu dying before the guest's /init ran (qemu 7.2's TCG segfaulted at start now and
+        # then with -cpu max), or a guest silent past its boot budget, is no result of the
+        # command: one fresh try in all, and both attempts are reported
+        if attempt.silent:
+            failure = StartFailure("silent", None, attempt.wall_s, budget)
+        elif not attempt.timed_out and attempt.qemu_rc < 0 and attempt.boot_s is None:
+            failure = StartFailure("crash", attempt.qemu_rc, attempt.wall_s, budget)
+        else:
             break
-        crashes.append(qemu_rc)
+        failures.append(failure)
+        suffix = "crashed" if failure.kind == "crash" else "silent"
         for name in ("serial.log", "qemu.log"):
             if (out_dir / name).exists():
-                (out_dir / name).rename(out_dir / f"{name}.crashed")
+                (out_dir / name).rename(out_dir / f"{name}.{suffix}")
+        if len(failures) > 1 or timeout_s - (time.monotonic() - t0) < 1:
+            break
     wall = time.monotonic() - t0
+    never_started = bool(failures) and (attempt.silent or attempt.boot_s is None and not attempt.timed_out
+                                        and attempt.qemu_rc < 0)
     rc: int | None = None
     rc_file = out_dir / "rc"
-    if not timed_out and rc_file.exists():
+    if not attempt.timed_out and not never_started and rc_file.exists():
         try:
             rc = int(rc_file.read_text().strip())
         except ValueError:
             rc = None
-    return GuestRun(topo.name, cgroup, rc, timed_out, wall, out_dir, qemu_rc, tuple(crashes))
+    crashes = tuple(f.qemu_rc for f in failures if f.kind == "crash" and f.qemu_rc is not None)
+    return GuestRun(topo.name, cgroup, rc, attempt.timed_out, wall, out_dir, attempt.qemu_rc, crashes,
+                    tuple(failures), never_started, attempt.boot_s)
 
 
-def _run_qemu(argv: list[str], out_dir: Path, timeout_s: float) -> tuple[int, bool]:
-    """qemu's exit status (negative: killed by that signal) and whether it was timed out."""
+@dataclass(frozen=True)
+class _Attempt:
+    qemu_rc: int
+    timed_out: bool
+    #: killed for printing no VMTEST line within the boot budget
+    silent: bool
+    wall_s: float
+    #: seconds to the first VMTEST line; None when it never came
+    boot_s: float | None
+
+
+#: how often the runner looks at the serial log while a guest runs
+_POLL_S = 0.25
+
+
+def _run_qemu(argv: list[str], out_dir: Path, timeout_s: float, boot_budget_s: float) -> _Attempt:
+    """Run qemu once, watching its serial log: killed at the timeout, or at the boot budget
+    while the guest has printed no VMTEST line yet."""
+    t0 = time.monotonic()
+    deadline = t0 + max(timeout_s, 1)
+    boot_s: float | None = None
     with open(out_dir / "qemu.log", "wb") as qlog:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-        try:
-            return proc.wait(timeout=max(timeout_s, 1)), False
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            return proc.wait(), True
+        while True:
+            try:
+                rc = proc.wait(timeout=_POLL_S)
+            except subprocess.TimeoutExpired:
+                rc = None
+            now = time.monotonic()
+            if boot_s is None and _guest_started(out_dir):
+                boot_s = now - t0
+            if rc is not None:
+                return _Attempt(rc, False, False, now - t0, boot_s)
+            silent = boot_s is None and now - t0 >= boot_budget_s
+            if silent or now >= deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                return _Attempt(proc.wait(), not silent, silent, time.monotonic() - t0, boot_s)
 
 
 def _guest_started(out_dir: Path) -> bool:
@@ -249,11 +394,12 @@ def _guest_started(out_dir: Path) -> bool:
         return False
 
 
-def guest_pytest_command(pytest_args: list[str] | None = None) -> str:
-    """The guest side of the tier: pytest over tests/vm/guest with the checkout's venv."""
+def guest_pytest_command(pytest_args: list[str] | None = None, tests: tuple[str, ...] = ()) -> str:
+    """The guest side of the tier: pytest over tests/vm/guest (or the named files of it) with the checkout's venv."""
     python = REPO / ".venv" / "bin" / "python"
     py = str(python) if python.exists() else "python3"
-    args = ["-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", GUEST_TESTS,
+    paths = [f"{GUEST_TESTS}/{t}" for t in tests] or [GUEST_TESTS]
+    args = ["-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", *paths,
             "--junitxml=/out/junit.xml", "-o", "junit_family=xunit1", "-o", "junit_logging=system-out",
             *(pytest_args or [])]
     return f"exec {shlex.quote(py)} {shlex.join(args)}"
@@ -331,7 +477,7 @@ def _cmd_test(args: argparse.Namespace) -> int:
     for name in args.topology or list(TOPOLOGIES):
         topo = TOPOLOGIES[name]
         out = out_root / name
-        run = boot(image, topo, guest_pytest_command(args.pytest_args), out, timeout_s=args.timeout)
+        run = boot(image, topo, guest_pytest_command(args.pytest_args, topo.guest_tests), out, timeout_s=args.timeout)
         summary = read_junit(run.junit) if run.junit.exists() else None
         counts = (
             f"{summary.passed} passed, {summary.failures + summary.errors} failed, {summary.skipped} skipped"

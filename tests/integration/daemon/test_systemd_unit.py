@@ -51,6 +51,20 @@ def test_unit_is_a_notify_service_with_watchdog_and_restart():
     assert f"/var/lib/{svc['StateDirectory']}" == DaemonConfig().root_dir
 
 
+def test_unit_reloads_bounds_descriptors_and_does_not_retry_config_errors():
+    from agent.daemon import EXIT_CONFIG
+    from agent.metrics_http import MAX_CONNECTIONS
+
+    unit = unit_directives()
+    svc = unit["Service"]
+    assert svc["ExecReload"] == "/bin/kill -HUP $MAINPID"
+    assert svc["RestartPreventExitStatus"].split() == [str(EXIT_CONFIG)]
+    # ten times the descriptors the daemon expects to hold (the unit's comment counts them)
+    assert int(svc["LimitNOFILE"]) >= 10 * (MAX_CONNECTIONS + 64 + 100 + 100 + 20)
+    for dep in ("kubelet.service", "containerd.service"):
+        assert dep in unit["Unit"]["After"].split() and dep in unit["Unit"]["Wants"].split()
+
+
 def _unit_for_this_machine(tmp_path: Path) -> Path:
     """The unit with ExecStart pointing at this venv's console script.
 

@@ -65,7 +65,7 @@ def test_hard_pressure_evicts_reclaimed_pod_and_kills_it(probe_set, hierarchy, c
     cfg = PressureConfig(soft_threshold=0.3, hard_threshold=0.6, window_s=2.0, interval_s=0.5,
                          met_fraction=0.75, cooldown_s=60)
     eng = PressureEngine(cfg, {"cpu_policy": policy, "devicemanager": devices}, probes=probe_set,
-                         record_path=tmp_path / "evictions.jsonl")
+                         record_path=tmp_path / "evictions.jsonl", cgroup_roots=(cgroup_tree.rel(""),))
     eng.load()
     eng.tick()
     victims = [cgroup_tree.spawn([dirs["reclaimed"]]) for _ in range(2 * ncpu)]

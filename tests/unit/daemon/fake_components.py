@@ -119,3 +119,20 @@ def needs_services(ctx: DaemonContext) -> Fake:
     # no active-pods source until admission registers one: absence means "unknown", never "none active"
     assert "active_pods" not in ctx.services
     return Fake("needs_services")
+
+
+class Warming(Fake):
+    """A component that is serving but still setting up in the background (as the
+    pressure component is while its probes compile): ready() says so."""
+
+    warm = False
+
+    def ready(self) -> bool:
+        return Warming.warm
+
+    def readiness(self) -> str:
+        return "warm" if Warming.warm else "loading tables"
+
+
+def warming(ctx: DaemonContext) -> Warming:
+    return Warming("warming")

@@ -102,7 +102,8 @@ def test_components_start_in_order_and_stop_in_reverse(tmp_path):
         ("start", "alpha"), ("start", "beta"), ("start", "needs_services"),
         ("stop", "needs_services"), ("stop", "beta"), ("stop", "alpha"),
     ]
-    assert (hz_status, hz_body) == (200, "ok\n")
+    # one line per component after the verdict: health and readiness
+    assert (hz_status, hz_body) == (200, "ok\nalpha: healthy, ready\nbeta: healthy, ready\nneeds_services: healthy, ready\n")
     assert m_status == 200
     assert 'hwagent_component_healthy{component="alpha"} 1.0' in m_body
     assert 'hwagent_topology_cpus{state="online"} 4.0' in m_body
@@ -163,9 +164,9 @@ def test_unhealthy_component_makes_healthz_503(tmp_path):
 
     code, (bad, metrics_body, good) = run_daemon(d, probe)
     assert code == EXIT_OK
-    assert bad == (503, "unhealthy: beta\n")
+    assert bad == (503, "unhealthy: beta\nalpha: healthy, ready\nbeta: UNHEALTHY, ready\n")
     assert 'hwagent_component_healthy{component="beta"} 0.0' in metrics_body
-    assert good == (200, "ok\n")
+    assert good == (200, "ok\nalpha: healthy, ready\nbeta: healthy, ready\n")
 
 
 def test_health_is_503_outside_running(tmp_path):
@@ -327,3 +328,22 @@ def test_resolve_mode(tmp_path):
         assert resolve_mode(forced)[0] == "standalone"
     finally:
         s.close()
+
+
+def test_healthz_lists_readiness_and_a_warming_component_does_not_hold_ready(tmp_path):
+    """READY=1 and a healthy /healthz come before a component's background set-up ends."""
+    d = make_daemon(tmp_path, (f"{M}:alpha", f"{M}:warming"))
+    fc.Warming.warm = False
+
+    def probe(d):
+        first = http_get(d, "/healthz")
+        fc.Warming.warm = True
+        return first, http_get(d, "/healthz")
+
+    try:
+        code, (loading, warm) = run_daemon(d, probe)
+    finally:
+        fc.Warming.warm = False
+    assert code == EXIT_OK
+    assert loading == (200, "ok\nalpha: healthy, ready\nwarming: healthy, not ready: loading tables\n")
+    assert warm == (200, "ok\nalpha: healthy, ready\nwarming: healthy, ready: warm\n")

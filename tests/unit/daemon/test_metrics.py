@@ -33,11 +33,11 @@ def test_topology_gauges_follow_the_topology():
     assert v("hwagent_topology_cores") == 12
     assert v("hwagent_topology_packages") == 2
     assert v("hwagent_topology_numa_nodes") == 5
-    assert v("hwagent_topology_numa_node_memory_bytes", {"node": "4"}) == 8 << 30
+    assert v("hwagent_topology_numa_node_memory_bytes", {"numa_node": "4"}) == 8 << 30
     # a smaller machine afterwards (tests, re-read) leaves no stale node series
     metrics.publish_topology(synthetic(sockets=1, numa_per_socket=1, cores_per_numa=1, threads_per_core=1))
-    assert v("hwagent_topology_numa_node_memory_bytes", {"node": "4"}) is None
-    assert v("hwagent_topology_numa_node_memory_bytes", {"node": "0"}) == 8 << 30
+    assert v("hwagent_topology_numa_node_memory_bytes", {"numa_node": "4"}) is None
+    assert v("hwagent_topology_numa_node_memory_bytes", {"numa_node": "0"}) == 8 << 30
     assert v("hwagent_topology_cpus", {"state": "online"}) == 1
 
 
@@ -159,3 +159,39 @@ def test_port_in_use_raises(registry):
             await a.stop()
 
     asyncio.run(main())
+
+
+def test_connections_are_bounded_idle_ones_displaced_busy_ones_refused(registry):
+    """Idle connections beyond the bound cost no descriptors: the oldest idle one gives
+    way to a newcomer; when every slot is a request being served, the newcomer gets 503."""
+
+    async def main():
+        server = MetricsServer("127.0.0.1", 0, OK, registry)
+        server.max_connections = 4
+        await server.start()
+        try:
+            idle = [await asyncio.open_connection(*server.address) for _ in range(4)]
+            await asyncio.sleep(0.05)
+            answer = await _raw(server.address, b"GET /healthz HTTP/1.0\r\n\r\n")
+            closed = await asyncio.wait_for(idle[0][0].read(), 10)  # the oldest idle one, closed for room
+            still_open = [r.at_eof() for r, _ in idle[1:]]
+            displaced = server.displaced
+            for _, w in idle:
+                w.close()
+            await asyncio.sleep(0.05)
+            # every slot held by a request being served (stand-ins: tasks that are not idle)
+            busy = [asyncio.create_task(asyncio.sleep(60)) for _ in range(4)]
+            server._clients.update(busy)
+            refused = await _raw(server.address, b"GET /healthz HTTP/1.0\r\n\r\n")
+            for t in busy:
+                server._clients.discard(t)
+                t.cancel()
+            return answer, closed, still_open, displaced, refused, server.refused
+        finally:
+            await server.stop()
+
+    answer, closed, still_open, displaced, refused, refused_n = asyncio.run(main())
+    assert answer.startswith(b"HTTP/1.1 200 OK") and b"ok\n" in answer
+    assert closed == b"" and displaced == 1 and still_open == [False, False, False]
+    assert refused.startswith(b"HTTP/1.1 503 ") and refused.endswith(b"too many connections\n")
+    assert refused_n == 1

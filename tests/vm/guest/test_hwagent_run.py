@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc
 from agent.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_KEY
 from agent.cpuset import CPUSet
 from agent.topology.sysfs import read_topology
+from tests.vm import calibrate
 
 REPO = Path(__file__).resolve().parents[3]
 PROVISION = REPO / "vagrant" / "provision.sh"
@@ -35,6 +37,10 @@ ROOT = Path("/var/lib/hwagent")
 CPU_SOCKET = ROOT / "cpu" / "qrm_cpu_plugin_dynamic.sock"  # standalone mode
 METRICS = "http://127.0.0.1:9464"
 LOG = Path("/var/log/hwagent.log")
+#: how much slower this guest is than its host, measured once (tests/vm/calibrate.py)
+SLOWDOWN = calibrate.slowdown()
+#: the probes attach within 3 s on the host: ten times that, scaled to this guest
+PROBES_BUDGET_S = calibrate.budget(3.0 * 10, SLOWDOWN)
 
 
 def provision(*args: str) -> subprocess.CompletedProcess:
@@ -56,6 +62,18 @@ def daemon_pid() -> int | None:
         return int((ROOT / "hwagent.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def wait_for_probes(budget_s: float) -> dict[str, list]:
+    """The daemon is READY before its probes compile (they load in the background): poll
+    the probes' state metric within a budget calibrated against the host."""
+    deadline = time.monotonic() + budget_s
+    while True:
+        m = scrape()
+        state = {s.labels["state"]: s.value for s in m.get("hwagent_pressure_probes_state", [])}
+        if state.get("running") == 1 or time.monotonic() > deadline:
+            return m
+        time.sleep(1)
 
 
 def scrape() -> dict[str, list]:
@@ -97,6 +115,7 @@ def allocations() -> dict[str, str]:
             for u, v in resp.pod_resources.items()}  # fmt: skip
 
 
+@pytest.mark.timeout(int(300 + PROBES_BUDGET_S))
 def test_start_serve_restart_stop(installed: None) -> None:
     topo = read_topology()
     far = [n for n in topo.numa_ids if topo.cpus_of_numa(n)][-1]
@@ -109,7 +128,12 @@ def test_start_serve_restart_stop(installed: None) -> None:
     argv = Path(f"/proc/{first_pid}/cmdline").read_bytes().split(b"\0")
     assert b"--config" in argv and b"/etc/hwagent/config.toml" in argv, argv
     assert urllib.request.urlopen(f"{METRICS}/healthz", timeout=10).status == 200
-    m = scrape()
+    # READY came before the compile; the probes follow within a budget scaled by measured speed
+    m = wait_for_probes(PROBES_BUDGET_S)
+    states = {s.labels["state"]: s.value for s in m["hwagent_pressure_probes_state"]}
+    assert states.get("running") == 1, (
+        f"probes not loaded within {PROBES_BUDGET_S:.0f}s (guest {SLOWDOWN:.1f}x slower than the host): "
+        f"{states}\n{log_tail()}")
     unhealthy = [s.labels for s in m["hwagent_component_healthy"] if s.value != 1]
     assert not unhealthy, f"unhealthy components: {unhealthy}\n{log_tail()}"
     assert {s.labels["state"]: s.value for s in m["hwagent_topology_cpus"]}.get("online") == len(topo.online)
