@@ -29,6 +29,7 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.stop",
     "agent.commands.rm",
     "agent.commands.admit",
+    "agent.commands.logs",
 )
 
 

@@ -33,6 +33,7 @@ SECTIONS: dict[str, str] = {
     "pressure": "agent.pressure.config:PressureConfig",
     "topology_manager": "agent.topologymanager.config:TopologyManagerConfig",
     "workloads": "agent.workloads.config:WorkloadsConfig",
+    "runtime": "agent.runtime.config:RuntimeConfig",
 }
 
 

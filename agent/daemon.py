@@ -58,6 +58,8 @@ COMPONENTS: tuple[str, ...] = (
     # after the CPU policy: restores the registry, then publishes active_pods (nothing is cleaned up before)
     "agent.workloads.component:factory",
     "agent.pressure.component:factory",
+    # after admission (agent.workloads.component:factory): restores the pods its registry holds
+    "agent.runtime.component:factory",
 )
 
 #: directories under the root dir, after the kubelet's own layout

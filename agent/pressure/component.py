@@ -67,7 +67,12 @@ class PressureComponent:
         loop = asyncio.get_running_loop()
         action = None
         if ctx.mode == "standalone":
-            action = StandaloneEviction(_LoopServices(ctx.services, loop), dcfg.procfs_root)
+            from agent.contracts import RUNTIME
+            from agent.runtime.eviction import RuntimeEviction
+
+            # the runtime's pods are evicted through it; without a runtime, the kill-and-release path
+            action = RuntimeEviction(lambda: ctx.lookup(RUNTIME), loop,
+                                     StandaloneEviction(_LoopServices(ctx.services, loop), dcfg.procfs_root))
         self.engine = PressureEngine(
             cfg,
             ctx.services,
