@@ -39,7 +39,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     cpu.add_argument("--cpus", metavar="N", type=int, help="whole CPUs (request = limit)")
     cpu.add_argument("--cpu-request", metavar="Q", help="a CPU request as a quantity (e.g. 500m), no limit")
     p.add_argument("--qos", choices=tuple(QOS_LEVELS), help="Katalyst QoS level (default: shared)")
-    p.add_argument("--numa-binding", action="store_true", help="bind the CPUs (and memory) to NUMA node(s)")
+    p.add_argument("--numa-binding", action="store_true",
+                   help="bind the CPUs (and memory) to NUMA node(s); implied by --qos dedicated")
     p.add_argument("--memory", metavar="SIZE", help="memory limit (= request), e.g. 2Gi")
     p.add_argument("--device", metavar="RESOURCE=COUNT", action="append", default=[],
                    help="extended resource count (repeatable)")
@@ -61,7 +62,8 @@ def manifest_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     annotations: dict[str, str] = {}
     if args.qos:
         annotations[QOS_KEY] = QOS_LEVELS[args.qos]
-    if args.numa_binding:
+    # the CPU policy serves dedicated cores only NUMA-bound: `--qos dedicated` alone means that
+    if args.numa_binding or args.qos == "dedicated":
         annotations[ENHANCEMENT_KEY] = json.dumps({"numa_binding": "true"})
     requests: dict[str, str] = {}
     limits: dict[str, str] = {}
