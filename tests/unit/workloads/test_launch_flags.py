@@ -1,0 +1,34 @@
+"""`hwagent launch` flags -> the Pod manifest they mean (no daemon needed)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from agent.commands.launch import ENHANCEMENT_KEY, QOS_KEY, add_parser, manifest_from_flags
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    return parser.parse_args(["launch", *argv])
+
+
+@pytest.mark.parametrize("extra", [(), ("--numa-binding",)], ids=["implied", "explicit"])
+def test_dedicated_is_numa_bound_with_or_without_the_flag(extra: tuple[str, ...]) -> None:
+    # the CPU policy serves dedicated cores only NUMA-bound (issue 13's `launch --cpus 1 --qos dedicated`)
+    m = manifest_from_flags(parse("--name", "hog", "--cpus", "1", "--qos", "dedicated", *extra, "--", "sh"))
+    ann = m["metadata"]["annotations"]
+    assert ann[QOS_KEY] == "dedicated_cores"
+    assert json.loads(ann[ENHANCEMENT_KEY]) == {"numa_binding": "true"}
+    assert m["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
+
+
+@pytest.mark.parametrize("qos", ["shared", "reclaimed", "system", None])
+def test_other_qos_levels_are_not_bound_unless_asked(qos: str | None) -> None:
+    argv = ["--name", "w", "--cpu-request", "500m", *(["--qos", qos] if qos else []), "--", "sh"]
+    assert ENHANCEMENT_KEY not in manifest_from_flags(parse(*argv))["metadata"].get("annotations", {})
+    bound = manifest_from_flags(parse(*argv[:-2], "--numa-binding", "--", "sh"))
+    assert json.loads(bound["metadata"]["annotations"][ENHANCEMENT_KEY]) == {"numa_binding": "true"}
