@@ -243,12 +243,12 @@ class WorkloadRuntime:
             loop = asyncio.get_running_loop()
             p.app_tasks = [loop.create_task(self._run_app(p, p.ctrs[c.name], resume.pop(c.name, None)))
                            for c in spec.containers]
-            results = await asyncio.gather(*p.app_tasks, return_exceptions=True)
-            for r in results:
-                if isinstance(r, _StartFailed):
-                    raise r
-                if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
-                    raise r
+            # the first container that cannot start fails the pod at once, even while others run
+            done, _pending = await asyncio.wait(p.app_tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for t in done:
+                if not t.cancelled() and t.exception() is not None:
+                    raise t.exception()  # type: ignore[misc]
+            await asyncio.gather(*p.app_tasks, return_exceptions=True)
             if p.stopping:
                 return
             phase = app_phase(spec.restart_policy, [p.ctrs[c.name].status for c in spec.containers])

@@ -51,11 +51,13 @@ async def main(root: Path, subtree: str, mode: str) -> None:
         pods = [
             make_pod("runner", ["sleep", "300"], restart="Always"),
             make_pod("quitter", ["sh", "-c", f"while [ ! -e {root}/quit ]; do sleep 0.05; done; exit 3"]),
-            make_pod("polite", ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 0.05; done"]),
+            make_pod("polite", ["sh", "-c", f"trap 'exit 0' TERM; touch {root}/polite; while :; do sleep 0.05; done"]),
         ]
         for p in pods:
             sink.admit(p)
             await rt.run(p)
+        while not (root / "polite").exists():  # its trap is set
+            await asyncio.sleep(0.02)
         print("ready", flush=True)
         await asyncio.Event().wait()
     i = 0

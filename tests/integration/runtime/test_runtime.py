@@ -151,14 +151,24 @@ def test_logs_rotate_by_size(env):
 
 
 def test_stop_sends_sigterm_then_kills_after_grace(env, tmp_path):
+    async def until(path: Path) -> None:
+        for _ in range(1200):  # the shells set their traps first, then say so
+            if path.exists():
+                return
+            await asyncio.sleep(0.025)
+        raise AssertionError(f"{path} never appeared")
+
     async def go():
         rt = env.runtime()
         marker = tmp_path / "term"
-        polite = make_pod("polite", ["sh", "-c", f"trap 'echo term > {marker}; exit 0' TERM; while :; do sleep 0.05; done"])
-        stubborn = make_pod("stubborn", ["sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"], grace=1)
+        polite = make_pod("polite", ["sh", "-c", f"trap 'echo term > {marker}; exit 0' TERM; touch {tmp_path}/p; "
+                                                 "while :; do sleep 0.05; done"])
+        stubborn = make_pod("stubborn", ["sh", "-c", f"trap '' TERM; touch {tmp_path}/s; while :; do sleep 0.05; done"],
+                            grace=1)
         await rt.run(polite)
         await rt.run(stubborn)
-        await asyncio.sleep(0.3)  # let the shells install their traps
+        await until(tmp_path / "p")
+        await until(tmp_path / "s")
         await rt.stop(polite.uid)
         st = env.sink.last(polite.uid)
         assert marker.read_text().strip() == "term"
@@ -298,6 +308,19 @@ def test_stop_of_a_pod_not_running_here_reports_it_terminal_and_run_is_idempoten
         await rt.run(pod)  # a second hand-over changes nothing
         assert rt.status(pod.uid).containers[0].pid == pid
         await rt.stop(pod.uid, 0)
+        assert env.dirs() == []
+
+    run(go())
+
+
+def test_one_container_that_cannot_start_fails_the_pod_and_stops_the_others(env):
+    async def go():
+        rt = env.runtime()
+        pod = make_pod("half", ["sleep", "60"], restart="Always", extra=[("broken", ["/no/such/binary"])])
+        await rt.run(pod)
+        st = await env.sink.wait(pod.uid, terminal)
+        assert st.phase == PodPhase.FAILED and st.reason == "StartError" and "broken" in st.message
+        assert all(c.state == ContainerState.TERMINATED for c in st.containers)
         assert env.dirs() == []
 
     run(go())
