@@ -74,11 +74,6 @@ policy = "single-numa-node"
 
 [workloads]
 manifest_poll_seconds = 0.2
-
-# admission only: the fixture machine's CPUs are not this host's, so nothing may run on
-# them (tests/integration/e2e runs launched pods for real)
-[runtime]
-enabled = false
 """
     )
     return cfg
