@@ -36,7 +36,9 @@ from tests.vm.topologies import TOPOLOGIES, GuestTopology  # noqa: E402
 
 #: build-image.sh's exit status for "prerequisites unavailable" (skip, don't fail)
 UNAVAILABLE = 3
-DEFAULT_TIMEOUT_S = int(os.environ.get("HWAGENT_VM_TIMEOUT", "600"))
+#: numa2 runs the admission + runtime proof (tests/vm/guest/test_workloads.py): ~20 min under
+#: TCG on a loaded 2-core host
+DEFAULT_TIMEOUT_S = int(os.environ.get("HWAGENT_VM_TIMEOUT", "2400"))
 #: the guest test suite, run by `runner.py test` and the host-side wrapper
 GUEST_TESTS = "tests/vm/guest"
 

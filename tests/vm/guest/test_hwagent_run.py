@@ -97,6 +97,8 @@ def allocations() -> dict[str, str]:
             for u, v in resp.pod_resources.items()}  # fmt: skip
 
 
+# two daemon starts, each compiling the probes under TCG (~90 s on a loaded host), plus the install
+@pytest.mark.timeout(900)
 def test_start_serve_restart_stop(installed: None) -> None:
     topo = read_topology()
     far = [n for n in topo.numa_ids if topo.cpus_of_numa(n)][-1]
