@@ -18,6 +18,7 @@ import grpc
 from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.devicemanager.metrics import POD_RESOURCES_ERRORS, POD_RESOURCES_REQUESTS
+from agent.limits import LimitError, check_name
 
 log = logging.getLogger("hwagent.podresources")
 API_VERSION = "v1"
@@ -122,6 +123,12 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
 
     async def Get(self, request: pr.GetPodResourcesRequest, context) -> pr.GetPodResourcesResponse:
         POD_RESOURCES_REQUESTS.labels(API_VERSION, "get").inc()
+        try:
+            check_name("pod_name", request.pod_name)
+            check_name("pod_namespace", request.pod_namespace)
+        except LimitError as e:
+            POD_RESOURCES_ERRORS.labels(API_VERSION, "get").inc()
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         for p in self._pods().values():
             if p.name == request.pod_name and p.namespace == request.pod_namespace:
                 return pr.GetPodResourcesResponse(pod_resources=self._message(p))

@@ -156,7 +156,17 @@ def attach(files: ContainerFiles) -> Started | None:
     if not shim_alive(pids[0], files):  # exited (and its pid reused) between the check and the open
         os.close(pidfd)
         return None
-    return Started(pids[0], pids[1], pidfd, child=False)
+    return Started(pids[0], pids[1], pidfd, child=_parent_of(pids[0]) == os.getpid())
+
+
+def _parent_of(pid: int) -> int | None:
+    """A re-attached shim is still our child when the runtime restarted inside the
+    same process (then we must reap it); after a daemon restart its parent is init."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 async def wait_exit(started: Started, files: ContainerFiles) -> ExitInfo:

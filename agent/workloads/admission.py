@@ -249,13 +249,13 @@ class Workloads:
                 for c in spec.all_containers():
                     if c.resources.extended:
                         await dm.pre_start(spec.uid, c.name)
+            return self._build(spec, qos, hints)
         except AllocationError as e:
             await self._rollback(spec)
             raise admission_error_from_devices(None, e) from None
         except BaseException:
             await self._rollback(spec)
             raise
-        return self._build(spec, qos, hints)
 
     async def _rollback(self, spec: PodSpec) -> None:
         for p in (self.devices, self.cpu):

@@ -55,9 +55,8 @@ class WorkloadsComponent:
         self._ctx: DaemonContext | None = None
 
     async def start(self, ctx: DaemonContext) -> None:
-        import grpc
-
         from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
+        from agent.grpcguard import new_server
         from agent.topologymanager import TopologyManager
         from agent.unixsock import serve_unix
         from agent.workloads.admission import Workloads
@@ -91,7 +90,7 @@ class WorkloadsComponent:
             manifest_dir_for(self.cfg, ctx.root_dir), self.workloads,
             poll_seconds=self.cfg.manifest_poll_seconds, ignore_unknown=self.cfg.manifest_ignore_unknown_fields,
         )
-        self._server = grpc.aio.server()
+        self._server = new_server("admission")
         pb_grpc.add_AdmissionServicer_to_server(AdmissionServicer(self.workloads, self.manifests.errors), self._server)
         self.socket_path = socket_path_for(self.cfg, ctx.root_dir)
         await serve_unix(self._server, self.socket_path)

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from agent.limits import UID_MAX
 from agent.workloads.model import (
     APP,
     INIT,
@@ -57,7 +58,8 @@ MAX_STRING = 64 << 10
 #: the API server's TotalAnnotationSizeLimitB
 MAX_ANNOTATIONS_BYTES = 256 << 10
 MAX_DEPTH = 32
-MAX_UID_LEN = 128
+#: agent.limits' bound (a UUID's 36 characters), which the device host and CPU plugin enforce too
+MAX_UID_LEN = UID_MAX
 MAX_GRACE_S = 24 * 3600
 
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

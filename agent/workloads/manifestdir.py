@@ -11,7 +11,7 @@ content's SHA-256 only when those moved, so an idle directory costs one
 skipped (editors' swap files, partial copies).
 
 The pod's UID is derived from the path and the content when the manifest has
-none, and the content digest is kept in the registry (``PodSpec.source_digest``),
+none (a UUID-shaped hash, as the kubelet derives static pods' UIDs from theirs), and the content digest is kept in the registry (``PodSpec.source_digest``),
 so after a restart an unchanged file is recognised as already admitted.
 """
 
@@ -23,6 +23,7 @@ import hashlib
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,11 +188,12 @@ class ManifestDir:
         self._files[path] = f
 
     async def _apply(self, path: Path, st: tuple[int, int], raw: bytes, digest: str) -> None:
-        ident = hashlib.sha256(os.fsencode(path) + b"\0" + raw).hexdigest()[:32]
+        # UUID-shaped (36 characters, the UID bound everywhere) and stable for a path + content
+        ident = str(uuid.UUID(hex=hashlib.sha256(os.fsencode(path) + b"\0" + raw).hexdigest()[:32]))
         try:
             parsed = await asyncio.to_thread(
                 parse_manifest, raw, ignore_unknown=self.ignore_unknown, source=source_of(path),
-                new_uid=lambda: f"static-{ident}",
+                new_uid=lambda: ident,
             )
         except ManifestError as e:
             # the pod admitted from the previous content stays: a bad edit does not take it away

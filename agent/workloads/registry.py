@@ -48,19 +48,24 @@ class Registry:
         self._reserved_uids: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
         self.listeners: list[Callable[[RegistryEvent], None]] = []
+        #: active_pod_uids(), rebuilt after a change (the device manager asks on every hint and allocation)
+        self._active: frozenset[str] | None = None
 
     # --- start ----------------------------------------------------------------------
 
     def restore(self, records: list[PodRecord]) -> None:
         for r in records:
             self._records[r.uid] = r
+            self._active = None
             self._by_key[r.key] = r.uid
 
     # --- reading (the WorkloadRegistry / ActivePods side) -----------------------------
 
     def active_pod_uids(self) -> frozenset[str]:
-        live = {u for u, r in self._records.items() if not r.status.phase.terminal}
-        return frozenset(live | self._reserved_uids)
+        if self._active is None:
+            live = {u for u, r in self._records.items() if not r.status.phase.terminal}
+            self._active = frozenset(live | self._reserved_uids)
+        return self._active
 
     def get(self, uid: str) -> AdmittedPod | None:
         r = self._records.get(uid)
@@ -105,11 +110,13 @@ class Registry:
             raise KeyError(why)
         self._reserved_keys[key] = uid
         self._reserved_uids.add(uid)
+        self._active = None
 
     def unreserve(self, key: str, uid: str) -> None:
         if self._reserved_keys.get(key) == uid:
             del self._reserved_keys[key]
         self._reserved_uids.discard(uid)
+        self._active = None
 
     # --- changes (persisted before they return) ----------------------------------------
 
@@ -141,12 +148,20 @@ class Registry:
         rec = self._event(PodRecord(pod, PodStatus(reason="Admitted")), line)
         self._records[uid] = rec
         self._by_key[key] = uid
+        self._active = None
         try:
             await self._write(uid)
         except BaseException:
             self._records.pop(uid, None)
+            self._active = None
             if self._by_key.get(key) == uid:
                 del self._by_key[key]
+            # the rename may have happened before a later step failed (the directory fsync):
+            # a record the caller is told does not exist must not come back at the next start
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self.store.delete, uid)
+            except Exception:  # noqa: BLE001 - best effort; the disk is failing already
+                pass
             raise
         self._emit(ADDED, rec)
         return rec
@@ -168,12 +183,14 @@ class Registry:
         if line:
             new = self._event(new, line)
         self._records[uid] = new
+        self._active = None
         await self._write(uid)
         self._emit(MODIFIED, new)
         return new
 
     async def delete(self, uid: str) -> PodRecord | None:
         rec = self._records.pop(uid, None)
+        self._active = None
         if rec is None:
             return None
         if self._by_key.get(rec.key) == uid:
@@ -183,6 +200,7 @@ class Registry:
         except BaseException:
             self._records[uid] = rec
             self._by_key[rec.key] = uid
+            self._active = None
             raise
         self._emit(DELETED, rec)
         return rec

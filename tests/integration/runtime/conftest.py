@@ -33,7 +33,16 @@ class Sink:
 
     def __init__(self) -> None:
         self.history: dict[str, list[PodStatus]] = {}
-        self.changed = asyncio.Event()
+        self._changed: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def changed(self) -> asyncio.Event:
+        """One event per loop: a test may run several asyncio.run() rounds."""
+        loop = asyncio.get_running_loop()
+        if self._changed is None or self._loop is not loop:
+            self._changed, self._loop = asyncio.Event(), loop
+        return self._changed
 
     async def pod_status_changed(self, uid: str, status: PodStatus) -> None:
         self.history.setdefault(uid, []).append(status)
@@ -43,7 +52,8 @@ class Sink:
         h = self.history.get(uid)
         return h[-1] if h else None
 
-    async def wait(self, uid: str, pred, timeout: float = 30.0) -> PodStatus:
+    async def wait(self, uid: str, pred, timeout: float = 120.0) -> PodStatus:
+        """Generous: two shared cores under a full suite; never a timing assertion."""
         async def loop() -> PodStatus:
             while True:
                 st = self.last(uid)

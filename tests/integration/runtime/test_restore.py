@@ -111,7 +111,11 @@ def test_kill9_during_launch_and_stop_churn_leaks_nothing(env):
             rt = env.runtime()
             env.sink.history.clear()
             await rt.restore(registry)
-            await asyncio.sleep(0.5)
+            # a launch the kill cut short starts again: wait until every pod has settled
+            for p in registry:
+                st = rt.status(p.uid)
+                if st is not None and st.phase == PodPhase.PENDING:
+                    await env.sink.wait(p.uid, lambda s: s.phase != PodPhase.PENDING)
             alive = workload_pids(every)
             known = {p.uid for p in registry}
             # never a process without an admitted pod

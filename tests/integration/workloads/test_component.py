@@ -75,13 +75,14 @@ def test_unchanged_static_manifest_is_not_readmitted_after_a_restart(sockdir):
     async def main():
         mdir = sockdir / "manifests"
         mdir.mkdir()
-        (mdir / "a.yaml").write_text(pod_yaml("a", cpus=1, devices=0))
+        (mdir / "a.yaml").write_text(pod_yaml("a", cpus=1, devices=1))  # a device: its UID is within the host's bound
         (mdir / "b.yml").write_text("metadata: {name: b}\nspec: {containers: [{name: c, command: [x], image: i}]}\n")
         async with pipeline(sockdir) as env:
             first = ManifestDir(mdir, env.workloads)
             await first.sync_once()
             (rec,) = env.registry.records()
-            assert rec.pod.spec.name == "a" and rec.pod.spec.source_digest
+            assert rec.pod.spec.name == "a" and rec.pod.spec.source_digest and len(rec.uid) == 36
+            assert rec.pod.assignments["main"].devices
             ((path, err),) = first.errors()
             assert path.endswith("b.yml") and "spec.containers[0].image" in err
             events: list[str] = []
@@ -97,5 +98,39 @@ def test_unchanged_static_manifest_is_not_readmitted_after_a_restart(sockdir):
             lenient = ManifestDir(mdir, env.workloads, ignore_unknown=True)
             await lenient.sync_once()
             assert [r.pod.spec.name for r in env.registry.records()] == ["b"] and lenient.errors() == []
+
+    run(main())
+
+
+def test_a_refused_static_manifest_is_retried_with_back_off(sockdir):
+    async def main():
+        mdir = sockdir / "manifests"
+        mdir.mkdir()
+        (mdir / "gpu.yaml").write_text(pod_yaml("gpu", cpus=1, resource="example.com/late"))
+        now = [1000.0]
+        async with pipeline(sockdir) as env:
+            calls: list[str] = []
+            real = env.workloads.admit
+
+            async def counting(spec):
+                calls.append(spec.name)
+                return await real(spec)
+
+            env.workloads.admit = counting  # type: ignore[method-assign]
+            md = ManifestDir(mdir, env.workloads, clock=lambda: now[0])
+            await md.sync_once()
+            ((_, err),) = md.errors()
+            assert "RESOURCE_EXHAUSTED" in err and "example.com/late" in err
+            await md.sync_once()
+            assert calls == ["gpu"]  # not before the back-off
+            now[0] += 10.5
+            await md.sync_once()
+            assert calls == ["gpu", "gpu"]
+            now[0] += 10.5  # the back-off doubled to 20 s
+            await md.sync_once()
+            assert calls == ["gpu", "gpu"]
+            now[0] += 10
+            await md.sync_once()
+            assert calls == ["gpu", "gpu", "gpu"] and len(env.registry) == 0
 
     run(main())

@@ -23,6 +23,9 @@ from tests.integration.devicemanager.fakeplugin import FakePlugin, dev
 from tests.unit.topology.fake_sysfs import FakeMachine
 
 RES = "example.com/fake"
+#: the real components admission needs, and only those: the fixture machine's CPUs are not this
+#: machine's, so a workload runtime (when one is in COMPONENTS) could not run what is admitted here
+COMPONENTS = ("agent.devicemanager.component:factory", "agent.cpu.component:create", "agent.workloads.component:factory")
 START_TIMEOUT_S = 90  # two shared cores under a full suite: generous, never a timing assertion
 
 
@@ -107,7 +110,7 @@ def node(sockdir):
         root = sockdir / "root"
 
         def start(self) -> Daemon:
-            d = Daemon(sockdir, "--config", str(cfg))
+            d = Daemon(sockdir, "--config", str(cfg), components=COMPONENTS)
             started.append(d)
             _wait(lambda: (self.root / "hwagent.sock").is_socket() and
                   (self.root / "device-plugins" / "hwagent.sock").is_socket(), "admission socket", proc=d.proc)
@@ -252,7 +255,7 @@ def test_static_manifests_and_bad_files(node, capsys):
     (err,) = ps()["manifest_errors"]
     assert err["path"].endswith("bad.yaml") and "metadata.name" in err["error"]
     (pod,) = ps()["pods"]
-    assert pod["source"] == f"file:{mdir / 'good.yaml'}" and pod["uid"].startswith("static-")
+    assert pod["source"] == f"file:{mdir / 'good.yaml'}" and len(pod["uid"]) == 36
     # changed: replaced (new content, new uid); removed: removed
     (mdir / "good.yaml").write_text("metadata: {name: good}\nspec: {containers: [{name: c, command: [sleep, '2']}]}\n")
     _wait(lambda: [p["uid"] for p in ps()["pods"]] not in ([pod["uid"]], []), "replaced", 30)

@@ -100,6 +100,8 @@ BASE = "metadata: {name: a}\nspec:\n  containers:\n  - name: c\n    command: [x]
         ("metadata: {name: a, namespace: A_B}\nspec: {containers: [{name: c, command: [x]}]}",
          "metadata.namespace", "DNS-1123"),
         ("metadata: {name: a, uid: ../../etc}\nspec: {containers: [{name: c, command: [x]}]}", "metadata.uid", "only"),
+        ("metadata: {name: a, uid: " + "u" * 37 + "}\nspec: {containers: [{name: c, command: [x]}]}",
+         "metadata.uid", "longer than 36"),
         ("spec: {containers: [{name: c, command: [x]}]}", "metadata.name", "required"),
         ("metadata: {name: a}", "spec", "required"),
         ("metadata: {name: a}\nspec: {containers: []}", "spec.containers", "at least one"),

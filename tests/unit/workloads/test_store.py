@@ -127,3 +127,19 @@ def test_a_failed_write_records_nothing(tmp_path):
         assert len(reg) == 0 and reg.by_key("default/web") is None
 
     asyncio.run(main())
+
+
+def test_a_write_that_fails_after_the_rename_leaves_no_record_behind(tmp_path):
+    class LateFailure(PodFileStore):
+        def put(self, record):
+            super().put(record)
+            raise OSError(5, "Input/output error")  # e.g. the directory fsync
+
+    async def main():
+        reg = Registry(LateFailure(tmp_path))
+        with pytest.raises(OSError):
+            await reg.add(_pod())
+        assert len(reg) == 0
+        assert PodFileStore(tmp_path).load() == []
+
+    asyncio.run(main())
