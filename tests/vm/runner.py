@@ -37,7 +37,9 @@ from tests.vm.topologies import TOPOLOGIES, GuestTopology  # noqa: E402
 
 #: build-image.sh's exit status for "prerequisites unavailable" (skip, don't fail)
 UNAVAILABLE = 3
-DEFAULT_TIMEOUT_S = int(os.environ.get("HWAGENT_VM_TIMEOUT", "600"))
+#: numa2 runs the admission + runtime proof (tests/vm/guest/test_workloads.py): ~9 min under
+#: TCG on a quiet 2-core host, ~20 on a loaded one
+DEFAULT_TIMEOUT_S = int(os.environ.get("HWAGENT_VM_TIMEOUT", "1500"))
 #: the CPU model under TCG (see accel_args); $HWAGENT_VM_CPU overrides it
 TCG_CPU = os.environ.get("HWAGENT_VM_CPU", "Nehalem-v1")
 #: a guest that has printed no VMTEST line this long after qemu started is taken for wedged;
