@@ -23,6 +23,7 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.resources",
     "agent.commands.doctor",
     "agent.commands.probes",
+    "agent.commands.status",
 )
 
 

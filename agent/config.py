@@ -31,6 +31,7 @@ SECTIONS: dict[str, str] = {
     "devicemanager": "agent.devicemanager.config:DeviceManagerConfig",
     "devices": "agent.devices.config:DevicesConfig",
     "pressure": "agent.pressure.config:PressureConfig",
+    "kubelet": "agent.kubelet.config:KubeletConfig",
 }
 
 

@@ -55,7 +55,12 @@ COMPONENTS: tuple[str, ...] = (
     "agent.devicemanager.component:factory",
     "agent.deviceplugin.component:factory",
     "agent.cpu.component:create",
+    # kubelet mode: who runs in which cgroup, before pressure labels its signals with it
+    "agent.kubelet.component:factory",
     "agent.pressure.component:factory",
+    "agent.kubelet.evictionplugin:factory",
+    # last: answers `hwagent status` about everything above
+    "agent.status.component:factory",
 )
 
 #: directories under the root dir, after the kubelet's own layout
@@ -327,6 +332,8 @@ class Daemon:
                 # would make the first allocation release every checkpointed pod.
                 services={},
                 on_stop_request=lambda reason, failed=True: self.request_stop(reason, failed),
+                mode_reason=why,
+                component_health=self.component_health,
             )
             if await self._start_components(ctx, notifier):
                 self.phase = "running"

@@ -78,6 +78,7 @@ class PressureComponent:
             action=action,
         )
         await loop.run_in_executor(None, self.engine.load)
+        ctx.services["pressure"] = self.engine  # read by the eviction plugin (kubelet mode) and status
         self._collector = PressureCollector(self.engine)
         REGISTRY.register(self._collector)
         self._task = asyncio.create_task(self._run(cfg.interval_s), name="pressure")
