@@ -101,6 +101,8 @@ class PodDirectory:
             hit = by.get(p)
             if hit is not None:
                 return hit
+            if "/" not in p:
+                return None  # a key that is no path (e.g. the BPF reader's "(other)" row)
             p = p.rsplit("/", 1)[0]
         return None
 

@@ -60,6 +60,8 @@ def _owner(index: dict[str, tuple[str, str, str, str]], path: str) -> tuple[str,
         hit = index.get(p)
         if hit is not None:
             return hit
+        if "/" not in p:
+            return None  # a key that is no path (e.g. the BPF reader's "(other)" row)
         p = p.rsplit("/", 1)[0]
     return None
 
