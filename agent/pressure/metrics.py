@@ -49,8 +49,10 @@ def _container_index(containers: Any, mounts: dict) -> dict[str, tuple[str, str,
     out = {}
     for c in containers or ():
         if c.cgroup_path:
-            out[relative_cgroup_path(c.cgroup_path, mounts).rstrip("/")] = (
-                c.pod_namespace, c.pod_name or c.pod_uid, c.container_name, c.qos)
+            rel = relative_cgroup_path(c.cgroup_path, mounts).rstrip("/")
+            # a container nobody named is keyed by its cgroup's name; that is no label value
+            name = "" if c.container_name == rel.rsplit("/", 1)[-1] else c.container_name
+            out[rel] = (c.pod_namespace, c.pod_name or c.pod_uid, name, c.qos)
     return out
 
 

@@ -98,3 +98,10 @@ def test_soft_met_offers_only_reclaimed():
     t = _feed(w, cs, {"s": 1.0}, 4)
     assert w.verdict().level == SOFT_MET
     assert [c.pod_uid for c in w.candidates(t, 5)] == ["r"]
+
+
+def test_unnamed_container_gets_an_empty_label_not_its_id():
+    cid = "f" * 64
+    c = Container("u", cid, "shared", CPUSet.parse("0"), f"/kubepods/podu/{cid}", "ns", "p")
+    per, _ = container_series({f"/kubepods/podu/{cid}": Histogram((1,), 10)}, [c], 5)
+    assert list(per) == [("ns", "p", "", "shared")]
