@@ -23,6 +23,12 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.resources",
     "agent.commands.doctor",
     "agent.commands.probes",
+    "agent.commands.launch",
+    "agent.commands.ps",
+    "agent.commands.describe",
+    "agent.commands.stop",
+    "agent.commands.rm",
+    "agent.commands.admit",
     "agent.commands.status",
 )
 

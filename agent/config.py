@@ -31,6 +31,8 @@ SECTIONS: dict[str, str] = {
     "devicemanager": "agent.devicemanager.config:DeviceManagerConfig",
     "devices": "agent.devices.config:DevicesConfig",
     "pressure": "agent.pressure.config:PressureConfig",
+    "topology_manager": "agent.topologymanager.config:TopologyManagerConfig",
+    "workloads": "agent.workloads.config:WorkloadsConfig",
     "kubelet": "agent.kubelet.config:KubeletConfig",
 }
 

@@ -55,6 +55,8 @@ COMPONENTS: tuple[str, ...] = (
     "agent.devicemanager.component:factory",
     "agent.deviceplugin.component:factory",
     "agent.cpu.component:create",
+    # after the CPU policy: restores the registry, then publishes active_pods (nothing is cleaned up before)
+    "agent.workloads.component:factory",
     # kubelet mode: who runs in which cgroup, before pressure labels its signals with it
     "agent.kubelet.component:factory",
     "agent.pressure.component:factory",

@@ -10,6 +10,12 @@ message written in the project's ``"event key=%s"`` convention. Under journald (
 the stream named by ``$JOURNAL_STREAM``) the timestamp is dropped, since journald
 stamps each line itself, and each line starts with a ``<N>`` syslog priority so
 ``journalctl -p warning`` works.
+
+Warnings and errors are rate-limited per message (:class:`RepeatLimiter`): a
+client that sends the same bad request a thousand times a second must not turn
+the journal into a copy of its traffic. A few lines per message pass in each
+window; the rest are counted in ``hwagent_log_lines_suppressed_total`` and the
+first line of the next window says ``suppressed=N``.
 """
 
 from __future__ import annotations
@@ -20,9 +26,27 @@ import os
 import re
 import sys
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import IO, Any
 
-__all__ = ["LEVELS", "LogfmtFormatter", "logfmt_value", "setup_logging", "split_event", "stream_is_journald"]
+from prometheus_client import Counter
+
+__all__ = [
+    "LEVELS",
+    "LogfmtFormatter",
+    "RepeatLimiter",
+    "logfmt_value",
+    "setup_logging",
+    "split_event",
+    "stream_is_journald",
+]
+
+SUPPRESSED = Counter(
+    "hwagent_log_lines_suppressed_total",
+    "Warning and error log lines dropped as repeats of the same message, by logger and level",
+    ["logger", "level"],
+)
 
 #: the names accepted by --log-level and [daemon] log_level
 LEVELS: dict[str, int] = {
@@ -140,6 +164,54 @@ class LogfmtFormatter(logging.Formatter):
         return line
 
 
+class RepeatLimiter(logging.Filter):
+    """Lets ``burst`` records of one message through per ``interval`` seconds.
+
+    "One message" is the logger, the level and the unformatted template (the
+    project logs ``"event key=%s"``), so a flood of one refusal with varying
+    arguments counts as one. Debug and info records always pass.
+    """
+
+    DEFAULT_BURST = 5
+    DEFAULT_INTERVAL = 10.0
+    #: distinct messages remembered; the least recently seen is forgotten first
+    MAX_KEYS = 1024
+
+    def __init__(self, burst: int = DEFAULT_BURST, interval: float = DEFAULT_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.burst = burst
+        self.interval = interval
+        self._clock = clock
+        #: key -> [window start, passed in window, suppressed since the last pass]
+        self._state: OrderedDict[tuple[Any, ...], list[float]] = OrderedDict()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        exc = record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else None
+        key = (record.name, record.levelno, str(record.msg), exc)
+        now = self._clock()
+        st = self._state.get(key)
+        if st is None:
+            st = self._state[key] = [now, 0, 0]
+            if len(self._state) > self.MAX_KEYS:
+                self._state.popitem(last=False)
+        else:
+            self._state.move_to_end(key)
+        if now - st[0] >= self.interval:
+            st[0], st[1] = now, 0
+        if st[1] < self.burst:
+            st[1] += 1
+            if st[2]:
+                record.suppressed = int(st[2])
+                st[2] = 0
+            return True
+        st[2] += 1
+        SUPPRESSED.labels(record.name, record.levelname.lower()).inc()
+        return False
+
+
 def stream_is_journald(stream: IO[str], environ: dict[str, str] | None = None) -> bool:
     """Whether ``stream`` is the journald stream systemd announced in $JOURNAL_STREAM.
 
@@ -168,6 +240,7 @@ def setup_logging(level: str = "info", stream: IO[str] | None = None, journald: 
         journald = stream_is_journald(stream)
     handler = logging.StreamHandler(stream)
     handler.setFormatter(LogfmtFormatter(journald=journald))
+    handler.addFilter(RepeatLimiter())
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, "_hwagent", False)]:
         root.removeHandler(old)

@@ -1,8 +1,8 @@
 """Who is running: the active-pods interface shared by the device manager, the
 CPU policy and eviction.
 
-The admission path (roadmap step 2) will supply the real source; until then the
-daemon and the tests use ``StaticActivePods``. Consumers ask only "which pod
+In standalone mode the workload registry (``agent.workloads``) is the source,
+published as ``ctx.services["active_pods"]``; tests use ``StaticActivePods``. Consumers ask only "which pod
 UIDs are active now", the one question both the kubelet device manager and
 Katalyst's residual cleanup ask.
 """

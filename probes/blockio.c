@@ -8,8 +8,8 @@
 // the key so that stray completion cannot match a pending flush.
 // The issue stamp is the one map update per I/O (prealloc hash, no allocation);
 // errors come from block_rq_error (only fires on error) when the kernel has it.
+// Attach points: blockio.toml.
 
-#define BLK_SLOTS 32
 #ifndef BLK_MAX_INFLIGHT
 #define BLK_MAX_INFLIGHT 16384
 #endif
@@ -27,11 +27,6 @@ struct blk_key {
     u32 op;
 };
 
-struct blk_lat {
-    u64 slots[BLK_SLOTS];  // log2(latency in us)
-    u64 sum_ns;
-};
-
 struct blk_err_key {
     u32 dev;
     u32 op;
@@ -40,7 +35,7 @@ struct blk_err_key {
 };
 
 BPF_HASH(blk_start, struct blk_start_key, u64, BLK_MAX_INFLIGHT);
-BPF_HASH(blk_lat, struct blk_key, struct blk_lat, 1024);
+BPF_HASH(blk_lat, struct blk_key, struct log2_hist, 1024);
 BPF_HASH(blk_errors, struct blk_err_key, u64, 1024);
 
 static __always_inline u32 blk_op(const char *rwbs)
@@ -74,13 +69,8 @@ int blk_on_issue(struct tracepoint__block__block_rq_issue *args)
 static __always_inline void blk_count_error(u32 dev, u32 op, int error)
 {
     struct blk_err_key ek = {.dev = dev, .op = op, .error = error};
-    u64 *c = blk_errors.lookup(&ek);
-    if (c) {
-        __sync_fetch_and_add(c, 1);
-    } else {
-        u64 one = 1;
-        blk_errors.insert(&ek, &one);
-    }
+    u64 zero = 0;
+    count_add(blk_errors.lookup_or_try_init(&ek, &zero), 1);
 }
 
 int blk_on_complete(struct tracepoint__block__block_rq_complete *args)
@@ -99,19 +89,10 @@ int blk_on_complete(struct tracepoint__block__block_rq_complete *args)
     u64 delta = bpf_ktime_get_ns() - *tsp;
     blk_start.delete(&k);
     struct blk_key lk = {.dev = k.dev, .op = k.op};
-    struct blk_lat *l = blk_lat.lookup(&lk);
-    if (!l) {
-        struct blk_lat zero = {};
-        blk_lat.insert(&lk, &zero);
-        l = blk_lat.lookup(&lk);
-        if (!l)
-            return 0;
-    }
-    u64 slot = bpf_log2l(delta / 1000);
-    if (slot >= BLK_SLOTS)
-        slot = BLK_SLOTS - 1;
-    __sync_fetch_and_add(&l->slots[slot], 1);
-    __sync_fetch_and_add(&l->sum_ns, delta);
+    struct log2_hist zero = {};
+    struct log2_hist *l = blk_lat.lookup_or_try_init(&lk, &zero);
+    if (l)
+        log2_hist_add(l, delta);
     return 0;
 }
 

@@ -1,4 +1,5 @@
 // DMA faults reported by the IOMMU, per device (PCI address or device name).
+// Attach points: iommu.toml.
 
 struct iommu_key {
     char device[32];
@@ -10,12 +11,7 @@ int iommu_on_fault(struct tracepoint__iommu__io_page_fault *args)
 {
     struct iommu_key k = {};
     TP_DATA_LOC_READ_STR(k.device, device, sizeof(k.device));
-    u64 *c = iommu_faults.lookup(&k);
-    if (c) {
-        __sync_fetch_and_add(c, 1);
-    } else {
-        u64 one = 1;
-        iommu_faults.insert(&k, &one);
-    }
+    u64 zero = 0;
+    count_add(iommu_faults.lookup_or_try_init(&k, &zero), 1);
     return 0;
 }

@@ -1,6 +1,6 @@
 // Hard-IRQ counts and unhandled (IRQ_NONE) returns per IRQ number. A storm is a
 // rate over a threshold, decided in userspace. Array indexed by IRQ: the hot
-// path is one array lookup and an add, never a map update.
+// path is one array lookup and an add, never a map update. Attach points: irq.toml.
 
 #define IRQ_MAX 1024
 
@@ -19,8 +19,8 @@ int irq_on_exit(struct tracepoint__irq__irq_handler_exit *args)
     struct irq_val *v = irq_stats.lookup(&irq);
     if (!v)
         return 0;
-    __sync_fetch_and_add(&v->count, 1);
+    count_add(&v->count, 1);
     if (args->ret == 0)
-        __sync_fetch_and_add(&v->unhandled, 1);
+        count_add(&v->unhandled, 1);
     return 0;
 }

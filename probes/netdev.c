@@ -1,6 +1,7 @@
 // Net TX watchdog timeouts and transmit failures per interface.
 // net_dev_xmit fires for every packet: the program returns after one compare
 // unless the driver returned non-zero, so the per-packet cost is the dispatch.
+// Attach points: netdev.toml.
 
 #define NETDEV_TX_BUSY 0x10
 
@@ -18,12 +19,8 @@ BPF_HASH(net_stats, struct net_key, struct net_val, 256);
 
 static __always_inline struct net_val *net_row(struct net_key *k)
 {
-    struct net_val *v = net_stats.lookup(k);
-    if (v)
-        return v;
     struct net_val zero = {};
-    net_stats.insert(k, &zero);
-    return net_stats.lookup(k);
+    return net_stats.lookup_or_try_init(k, &zero);
 }
 
 int net_on_xmit(struct tracepoint__net__net_dev_xmit *args)
@@ -36,10 +33,7 @@ int net_on_xmit(struct tracepoint__net__net_dev_xmit *args)
     struct net_val *v = net_row(&k);
     if (!v)
         return 0;
-    if (rc == NETDEV_TX_BUSY)
-        __sync_fetch_and_add(&v->tx_busy, 1);
-    else
-        __sync_fetch_and_add(&v->tx_errors, 1);
+    count_add(rc == NETDEV_TX_BUSY ? &v->tx_busy : &v->tx_errors, 1);
     return 0;
 }
 
@@ -49,6 +43,6 @@ int net_on_timeout(struct tracepoint__net__net_dev_xmit_timeout *args)
     TP_DATA_LOC_READ_STR(k.name, name, sizeof(k.name));
     struct net_val *v = net_row(&k);
     if (v)
-        __sync_fetch_and_add(&v->tx_timeouts, 1);
+        count_add(&v->tx_timeouts, 1);
     return 0;
 }

@@ -1,161 +1,107 @@
 // Run-queue delay per task, rolled up per cgroup (one hierarchy: v2 or one v1 controller).
 //
-// Tracepoint format fields only, plus a task -> cgroup id walk through offsets the
-// loader reads from the running kernel's BTF (OFF_* macros); the kernel headers
-// on the build machine may not match the running kernel, so no struct is
-// dereferenced through them.
+// The scheduler already measures every run-queue wait: sched_info.run_delay of
+// each task (CONFIG_SCHED_INFO, what /proc/<tid>/schedstat reports) grows by
+// the wait at each switch-in, and sched_info.pcount counts the switch-ins. So
+// the probe needs one program, on sched_switch, looking only at `prev` (the
+// current task, its cache lines hot): the growth of prev's run_delay since it
+// was last switched out is the wait that preceded the run now ending, booked to
+// the cgroup prev ran in. No clock read, no wakeup programs, and the sums are
+// the kernel's own, to the nanosecond.
 //
-// The cgroup id is read only where `current` is the task itself: at sched_switch
-// (current == prev, cached in the task slot) and at sched_wakeup_new (current ==
-// parent, which the child inherits). Delay is attributed at switch-in to the id
-// cached in next's slot. Hot path: hash lookups and in-place writes; a map update
-// happens only the first time a task or a cgroup is seen.
+// BTF tracepoint (tp_btf): the program gets TP_PROTO's arguments (task
+// pointers, not a formatted record with comm strings), and fields are plain
+// loads the verifier checks against the running kernel's BTF. The kernel
+// headers on the build machine may not match the running kernel, so no struct
+// is dereferenced through them: the loader passes the offsets (OFF_* macros)
+// from /sys/kernel/btf/vmlinux and checks the argument order.
+//
+// Per task state (the last run_delay and pcount seen) is in task-local storage:
+// no pid-keyed hash to fill up, nothing to delete at exit. A task's first
+// switch-out after attach only takes its baseline.
+//
+// Constants from runqlat.toml: RQ_OVERFLOW_CGID. From the config: RQ_MAX_CGROUPS.
 
-#include <uapi/linux/ptrace.h>
-
-#ifndef RQ_MAX_TASKS
-#define RQ_MAX_TASKS 32768
-#endif
 #ifndef RQ_MAX_CGROUPS
 #define RQ_MAX_CGROUPS 4096
 #endif
-#define RQ_SLOTS 32
-#define RQ_OVERFLOW_CGID 0xffffffffffffffffULL
 
 struct rq_task {
-    u64 ts;    // ns when it became runnable; 0 while running or sleeping
-    u64 cgid;  // cgroup id as of its last switch-out (or its parent's at fork)
+    u64 run_delay;  // prev's sched_info.run_delay at its last switch-out
+    u64 pcount;     // and its sched_info.pcount then; 0: no baseline yet
 };
 
-struct rq_cgroup {
-    u64 slots[RQ_SLOTS];  // log2(delay in us) histogram
-    u64 sum_ns;
-};
-
-BPF_HASH(rq_tasks, u32, struct rq_task, RQ_MAX_TASKS);
-BPF_HASH(rq_cgroups, u64, struct rq_cgroup, RQ_MAX_CGROUPS);
-// 0: task slots unavailable (map full), 1: cgroup rows unavailable (folded into overflow)
+BPF_TASK_STORAGE(rq_tasks, struct rq_task);
+BPF_HASH(rq_cgroups, u64, struct log2_hist, RQ_MAX_CGROUPS);
+// 0: task slot unavailable (storage allocation failed), 1: cgroup row unavailable (folded into overflow)
 BPF_PERCPU_ARRAY(rq_drops, u64, 2);
 
-static __always_inline u64 rq_current_cgid(void)
+#define RQ_FIELD(type, p, off) (*(type *)((char *)(p) + (off)))
+
+// ctx index of TP_PROTO's `prev` (runqlat.toml `args`, checked by the loader):
+// sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+#define RQ_SWITCH_ARG_PREV 1
+
+static __always_inline u64 rq_cgroup_id(void *task)
 {
-    struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-    void *cset = 0, *cgrp = 0, *kn = 0;
-    u64 id = 0;
-    bpf_probe_read_kernel(&cset, sizeof(cset), (char *)t + OFF_TASK_CGROUPS);
+    void *cset = RQ_FIELD(void *, task, OFF_TASK_CGROUPS);
     if (!cset)
         return 0;
 #ifdef CGROUP_V2
-    bpf_probe_read_kernel(&cgrp, sizeof(cgrp), (char *)cset + OFF_CSS_SET_DFL_CGRP);
+    void *cgrp = RQ_FIELD(void *, cset, OFF_CSS_SET_DFL_CGRP);
 #else
-    void *css = 0;
-    bpf_probe_read_kernel(&css, sizeof(css), (char *)cset + OFF_CSS_SET_SUBSYS + 8 * CGROUP_SUBSYS_ID);
+    void *css = RQ_FIELD(void *, cset, OFF_CSS_SET_SUBSYS + 8 * CGROUP_SUBSYS_ID);
     if (!css)
         return 0;
-    bpf_probe_read_kernel(&cgrp, sizeof(cgrp), (char *)css + OFF_CSS_CGROUP);
+    void *cgrp = RQ_FIELD(void *, css, OFF_CSS_CGROUP);
 #endif
     if (!cgrp)
         return 0;
-    bpf_probe_read_kernel(&kn, sizeof(kn), (char *)cgrp + OFF_CGROUP_KN);
+    void *kn = RQ_FIELD(void *, cgrp, OFF_CGROUP_KN);
     if (!kn)
         return 0;
-    bpf_probe_read_kernel(&id, sizeof(id), (char *)kn + OFF_KN_ID);
-    return id;
+    return RQ_FIELD(u64, kn, OFF_KN_ID);
 }
 
 static __always_inline void rq_drop(int which)
 {
-    u64 *c = rq_drops.lookup(&which);
-    if (c)
-        (*c)++;
-}
-
-// Stamp a task as runnable unless it already is (a wakeup of a queued task must
-// not restart its wait).
-static __always_inline void rq_stamp_wakeup(u32 pid, u64 cgid_if_new)
-{
-    if (!pid)
-        return;
-    struct rq_task *s = rq_tasks.lookup(&pid);
-    if (s) {
-        if (!s->ts)
-            s->ts = bpf_ktime_get_ns();
-        return;
-    }
-    struct rq_task fresh = {.ts = bpf_ktime_get_ns(), .cgid = cgid_if_new};
-    if (rq_tasks.insert(&pid, &fresh))
-        rq_drop(0);
-}
-
-int rq_on_wakeup(struct tracepoint__sched__sched_wakeup *args)
-{
-    rq_stamp_wakeup(args->pid, 0);
-    return 0;
-}
-
-int rq_on_wakeup_new(struct tracepoint__sched__sched_wakeup_new *args)
-{
-    // current is the parent; the child starts in the parent's cgroup.
-    rq_stamp_wakeup(args->pid, rq_current_cgid());
-    return 0;
+    percpu_count_add(rq_drops.lookup(&which), 1);
 }
 
 static __always_inline void rq_account(u64 cgid, u64 delta_ns)
 {
-    struct rq_cgroup *c = rq_cgroups.lookup(&cgid);
-    if (!c) {
-        struct rq_cgroup zero = {};
-        rq_cgroups.insert(&cgid, &zero);
-        c = rq_cgroups.lookup(&cgid);
-        if (!c) {
-            u64 over = RQ_OVERFLOW_CGID;
-            rq_drop(1);
-            c = rq_cgroups.lookup(&over);  // pre-inserted by the loader
-            if (!c)
-                return;
-        }
+    struct log2_hist zero = {};
+    struct log2_hist *row = rq_cgroups.lookup_or_try_init(&cgid, &zero);
+    if (!row) {
+        u64 over = RQ_OVERFLOW_CGID;
+        rq_drop(1);
+        row = rq_cgroups.lookup(&over);  // seeded by the loader
+        if (!row)
+            return;
     }
-    u64 slot = bpf_log2l(delta_ns / 1000);
-    if (slot >= RQ_SLOTS)
-        slot = RQ_SLOTS - 1;
-    __sync_fetch_and_add(&c->slots[slot], 1);
-    __sync_fetch_and_add(&c->sum_ns, delta_ns);
+    log2_hist_add(row, delta_ns);
 }
 
-int rq_on_switch(struct tracepoint__sched__sched_switch *args)
+int rq_on_switch(u64 *ctx)
 {
-    u64 now = bpf_ktime_get_ns();
-    u32 prev = args->prev_pid;
-    if (prev) {
-        // Runnable (preempted) prev: state 0 or TASK_REPORT_MAX ("R+").
-        int runnable = (args->prev_state & 0xff) == 0;
-        u64 cgid = rq_current_cgid();
-        struct rq_task *s = rq_tasks.lookup(&prev);
-        if (s) {
-            s->ts = runnable ? now : 0;
-            s->cgid = cgid;
-        } else if (runnable) {
-            struct rq_task fresh = {.ts = now, .cgid = cgid};
-            if (rq_tasks.insert(&prev, &fresh))
-                rq_drop(0);
-        }
+    void *prev = (void *)ctx[RQ_SWITCH_ARG_PREV];
+    // the idle tasks (pid 0) never wait in a run queue
+    if (!RQ_FIELD(int, prev, OFF_TASK_PID))
+        return 0;
+    u64 run_delay = RQ_FIELD(u64, prev, OFF_TASK_RUN_DELAY);
+    u64 pcount = RQ_FIELD(u64, prev, OFF_TASK_PCOUNT);
+    struct rq_task zero = {};
+    struct rq_task *s = rq_tasks.task_storage_get(prev, &zero, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (!s) {
+        rq_drop(0);
+        return 0;
     }
-    u32 next = args->next_pid;
-    if (!next)
-        return 0;
-    struct rq_task *n = rq_tasks.lookup(&next);
-    if (!n || !n->ts)
-        return 0;
-    u64 ts = n->ts;
-    n->ts = 0;
-    if (now > ts)
-        rq_account(n->cgid, now - ts);
-    return 0;
-}
-
-int rq_on_free(struct tracepoint__sched__sched_process_free *args)
-{
-    u32 pid = args->pid;
-    rq_tasks.delete(&pid);
+    u64 was = s->run_delay;
+    int seen = s->pcount != 0;
+    int ran = pcount != s->pcount;
+    s->run_delay = run_delay;
+    s->pcount = pcount;
+    if (seen && ran && run_delay >= was)
+        rq_account(rq_cgroup_id(prev), run_delay - was);
     return 0;
 }

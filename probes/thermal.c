@@ -3,6 +3,7 @@
 // The generated tracepoint struct would need the kernel's enum thermal_trip_type
 // from headers that may not match; the record is declared here from the format
 // file instead (offsets 8/12/16/20 in events/thermal/thermal_zone_trip/format).
+// Attach points: thermal.toml.
 
 struct thermal_trip_args {
     u64 common;
@@ -26,12 +27,7 @@ int thermal_on_trip(void *ctx)
     struct thermal_key k = {};
     TP_DATA_LOC_READ_STR(k.zone, thermal_zone, sizeof(k.zone));
     k.trip_type = args->trip_type;
-    u64 *c = thermal_trips.lookup(&k);
-    if (c) {
-        __sync_fetch_and_add(c, 1);
-    } else {
-        u64 one = 1;
-        thermal_trips.insert(&k, &one);
-    }
+    u64 zero = 0;
+    count_add(thermal_trips.lookup_or_try_init(&k, &zero), 1);
     return 0;
 }

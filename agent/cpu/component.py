@@ -82,6 +82,10 @@ class CPUPolicyService:
     def remove_pod(self, pod_uid: str) -> None:
         self._c.engine.policy.remove_pod(pod_uid)
 
+    async def release_pod(self, pod_uid: str) -> bool:
+        """RemovePod, with the checkpoint written before it returns (admission's release path)."""
+        return await self._c.engine.remove_pod(pod_uid)
+
     # standalone in-process calls, same path as gRPC (persisted before returning)
     async def get_topology_hints(self, req: Request) -> HintsResult:
         return await self._c.engine.hints(req)

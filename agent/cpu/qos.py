@@ -76,6 +76,9 @@ def _enhancements(annotations: Mapping[str, str]) -> dict[str, str]:
             obj = json.loads(raw)
         except (TypeError, ValueError) as e:
             raise invalid("bad_annotation", f"annotation {key} is not valid JSON: {e}") from None
+        except RecursionError:
+            # json's decoder recurses per nesting level; a flat object of strings never nests
+            raise invalid("bad_annotation", f"annotation {key} is nested too deeply to be a JSON object of strings") from None
         if not isinstance(obj, dict):
             raise invalid("bad_annotation", f"annotation {key} must be a JSON object, got {type(obj).__name__}")
         for k, v in obj.items():

@@ -19,6 +19,8 @@ from agent.cpu.errors import PolicyError, invalid
 from agent.cpu.hints import Hint
 from agent.cpu.policy import RESOURCE_NAME, AllocateResult, Request
 from agent.cpu.state import AllocationInfo
+from agent.grpcguard import new_server
+from agent.limits import LimitError, check_annotations, check_labels, check_name, check_qualified_name, shown
 from agent.unixsock import serve_unix
 
 __all__ = ["ResourcePluginService", "RegistrationService", "serve", "to_request"]
@@ -29,7 +31,23 @@ PLUGIN_TYPE = "ResourcePlugin"
 API_VERSION = "v1alpha1"
 
 
+def check_request_bounds(m: pb.ResourceRequest) -> None:
+    """Kubernetes' size bounds on every string of a request; raises PolicyError."""
+    try:
+        for kind in ("pod_uid", "pod_namespace", "pod_name", "container_name", "pod_role", "pod_type",
+                     "native_qos_class"):
+            check_name(kind, getattr(m, kind))
+        check_qualified_name("resource_name", m.resource_name)
+        for key in m.resource_requests:
+            check_qualified_name("resource_requests key", key)
+        check_annotations(m.annotations)
+        check_labels(m.labels)
+    except LimitError as e:
+        raise invalid("too_long", str(e)) from None
+
+
 def to_request(m: pb.ResourceRequest) -> Request:
+    check_request_bounds(m)
     try:
         ctype = pb.ContainerType.Name(m.container_type)
     except ValueError:
@@ -137,6 +155,7 @@ class ResourcePluginService(pb_grpc.ResourcePluginServicer):
     async def RemovePod(self, request, context):
         if not request.pod_uid:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pod_uid is empty")
+        check_name("pod_uid", request.pod_uid)
         await self.engine.remove_pod(request.pod_uid)
         return pb.RemovePodResponse()
 
@@ -148,6 +167,8 @@ class ResourcePluginService(pb_grpc.ResourcePluginServicer):
         return resp
 
     async def GetTopologyAwareResources(self, request, context):
+        check_name("pod_uid", request.pod_uid)
+        check_name("container_name", request.container_name)
         try:
             a = self.engine.policy.container(request.pod_uid, request.container_name)
         except PolicyError as e:
@@ -215,12 +236,12 @@ class RegistrationService(reg_grpc.RegistrationServicer):
         if request.plugin_registered:
             log.info("plugin_registered name=cpu endpoint=%s", self.endpoint)
         else:
-            log.error("plugin_registration_failed name=cpu error=%r", request.error)
+            log.error("plugin_registration_failed name=cpu error=%s", shown(request.error, 512))
         return reg_pb.RegistrationStatusResponse()
 
 
 async def serve(engine: CPUEngine, socket_path: Path) -> tuple[grpc.aio.Server, RegistrationService]:
-    server = grpc.aio.server()
+    server = new_server("resourceplugin")
     pb_grpc.add_ResourcePluginServicer_to_server(ResourcePluginService(engine), server)
     reg = RegistrationService(str(socket_path))
     reg_grpc.add_RegistrationServicer_to_server(reg, server)

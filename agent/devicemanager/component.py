@@ -23,6 +23,7 @@ from agent.component import DaemonContext
 from agent.devicemanager.config import DeviceManagerConfig
 from agent.devicemanager.manager import DeviceManager
 from agent.devicemanager.registration import RegistrationServer
+from agent.grpcguard import new_server
 from agent.unixsock import ensure_private_dir, serve_unix
 from agent.devicemanager.watcher import PluginWatcher
 from agent.podresources.server import PodResourcesServicer
@@ -98,7 +99,7 @@ class DeviceManagerComponent:
             notify_timeout=cfg.notify_timeout_seconds,
         )
         await self.watcher.start()
-        self._pod_resources = grpc.aio.server()
+        self._pod_resources = new_server("podresources")
         services = ctx.services
         pr_grpc.add_PodResourcesListerServicer_to_server(PodResourcesServicer(lambda: services), self._pod_resources)
         await serve_unix(self._pod_resources, paths.pod_resources_socket)

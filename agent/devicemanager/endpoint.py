@@ -13,6 +13,7 @@ from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from agent.devicemanager.model import Device
 from agent.devicemanager.selection import AllocationError
+from agent.limits import LimitError, check_name
 
 log = logging.getLogger("hwagent.devicemanager")
 
@@ -71,7 +72,7 @@ class Endpoint:
             try:
                 assert self._stub is not None
                 async for resp in self._stub.ListAndWatch(pb.Empty()):
-                    on_snapshot(self, [Device.from_pb(d) for d in resp.devices])
+                    on_snapshot(self, self._bounded([Device.from_pb(d) for d in resp.devices]))
             except asyncio.CancelledError:
                 reason = "stopped by host"
                 raise
@@ -85,6 +86,19 @@ class Endpoint:
                         await result
 
         self._task = asyncio.get_running_loop().create_task(consume(), name=f"listandwatch:{self.socket}")
+
+    def _bounded(self, devices: list[Device]) -> list[Device]:
+        """Devices whose id is over agent.limits' bound are left out (and logged):
+        they would be stored in the checkpoint and echoed to every client."""
+        kept = []
+        for d in devices:
+            try:
+                check_name("device_id", d.id)
+            except LimitError as e:
+                log.warning("device_ignored resource=%s socket=%s error=%r", self.resource, self.socket, str(e))
+                continue
+            kept.append(d)
+        return kept
 
     async def close(self) -> None:
         """Stop the stream (no on_closed callback) and the channel."""

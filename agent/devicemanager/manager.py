@@ -33,14 +33,10 @@ from agent.devicemanager.model import (
     merge_run_options,
 )
 from agent.devicemanager.selection import AllocationError, TopologyHint, container_hints, select_devices
+from agent.limits import LimitError, check_name, check_qualified_name
 from agent.pods import ActivePods
 
 log = logging.getLogger("hwagent.devicemanager")
-
-
-class AlreadyConnected(AllocationError):
-    def __init__(self, resource: str, socket: str) -> None:
-        super().__init__(f"device plugin already connected for {resource} at {socket}", "ALREADY_EXISTS")
 
 
 @dataclass(frozen=True)
@@ -56,6 +52,17 @@ class ContainerRequest:
     container_type: str = "app"
     #: the topology manager's NUMA affinity for this container, if any
     hint: frozenset[int] | None = None
+
+
+def check_request_names(req: ContainerRequest) -> None:
+    """agent.limits' bounds on every name a request would store; raises LimitError."""
+    check_name("pod_uid", req.pod_uid)
+    check_name("container_name", req.container_name)
+    check_name("pod_name", req.pod_name)
+    check_name("pod_namespace", req.pod_namespace)
+    for resource in req.resources:
+        check_name("resource_name", resource)
+        check_qualified_name("resource_name", resource)
 
 
 @dataclass(frozen=True)
@@ -162,9 +169,12 @@ class DeviceManager:
     # ------------------------------------------------------------ registration
 
     async def register(self, resource: str, socket: str) -> Endpoint:
-        """Connect to a plugin (GetDevicePluginOptions) and start consuming ListAndWatch."""
-        if socket in self._endpoints.get(resource, {}):
-            raise AlreadyConnected(resource, socket)
+        """Connect to a plugin (GetDevicePluginOptions) and start consuming ListAndWatch.
+
+        A (resource, socket) already connected is replaced once the new
+        connection answers, as the kubelet does; until then, and if the new one
+        fails, the old endpoint keeps serving.
+        """
         ep = Endpoint(resource, socket, dial_timeout=self.dial_timeout, call_timeout=self.call_timeout)
         try:
             await ep.connect()
@@ -174,22 +184,23 @@ class DeviceManager:
             raise AllocationError(
                 f"failed to get device plugin options: {e.code().name}: {e.details()}", "UNAVAILABLE"
             ) from None
-        if socket in self._endpoints.get(resource, {}):  # lost a race with a twin registration
-            await ep.close()
-            raise AlreadyConnected(resource, socket)
-        self.attach(ep)
+        old = self.attach(ep)
+        if old is not None:
+            await old.close()  # no on_closed: the resource keeps its devices and health
+            log.info("plugin_replaced resource=%s socket=%s", resource, socket)
         return ep
 
-    def attach(self, ep: Endpoint) -> None:
+    def attach(self, ep: Endpoint) -> Endpoint | None:
         """Adopt a connected endpoint and start consuming its device stream.
 
         register() uses it after dialling; a benchmark can pass an in-process
-        endpoint (same interface, no socket) to measure the host alone.
+        endpoint (same interface, no socket) to measure the host alone. Returns
+        the endpoint it replaced on the same (resource, socket), for the caller
+        to close; its late messages and its end are ignored from now on.
         """
         resource, socket = ep.resource, ep.socket
-        if socket in self._endpoints.get(resource, {}):
-            raise AlreadyConnected(resource, socket)
         eps = self._endpoints.setdefault(resource, {})
+        old = eps.pop(socket, None)
         eps[socket] = ep  # insertion order: the last connected is the primary
         self._stopped.pop(resource, None)
         self._deleted.discard(resource)
@@ -201,6 +212,7 @@ class DeviceManager:
         )
         self._refresh_metrics(resource)
         self._schedule_checkpoint()
+        return old
 
     async def deregister(self, resource: str, socket: str) -> None:
         """Drop one endpoint (plugin-watcher socket removed); unknown pairs are a no-op."""
@@ -396,6 +408,10 @@ class DeviceManager:
             raise AllocationError(f"unknown container type {req.container_type!r}", "INVALID_ARGUMENT")
         if not req.pod_uid or not req.container_name:
             raise AllocationError("pod uid and container name are required", "INVALID_ARGUMENT")
+        try:
+            check_request_names(req)
+        except LimitError as e:
+            raise AllocationError(str(e), "INVALID_ARGUMENT") from None
         for resource, count in req.resources.items():
             if not isinstance(count, int) or isinstance(count, bool) or count < 0:
                 raise AllocationError(f"bad device count {count!r} for {resource}", "INVALID_ARGUMENT")

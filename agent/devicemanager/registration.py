@@ -6,8 +6,14 @@ socket itself; then the plugin is dialled and asked for its options before the
 call returns, so a plugin that cannot be reached fails its Register call.
 
 Unlike the kubelet we refuse endpoint names that could leave the
-device-plugins directory (separators, ``..``, NUL, absolute paths) and anything
-that is not a unix socket (a symlink included).
+device-plugins directory (separators, ``..``, NUL, absolute paths), anything
+that is not a unix socket (a symlink included), and a socket with more than one
+hard link: a link made inside the directory to a socket elsewhere would pass
+every name check while the plugin behind it lives outside.
+
+A second Register for a (resource, socket) that is already connected replaces
+the old endpoint once the new one answers, as the kubelet does: plugins
+re-register that way after their own restarts.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from agent.devicemanager.metrics import REGISTRATIONS
 from agent.devicemanager.model import SUPPORTED_VERSIONS
 from agent.devicemanager.selection import AllocationError
 from agent.devices.names import extended_resource_name_error
+from agent.grpcguard import new_server
+from agent.limits import LimitError, check_name, check_qualified_name, shown
 from agent.unixsock import ensure_private_dir, serve_unix
 
 log = logging.getLogger("hwagent.devicemanager")
@@ -59,7 +67,7 @@ def version_error(version: str) -> str | None:
     if version in SUPPORTED_VERSIONS:
         return None
     return (
-        f"requested API version {version!r} is not supported by hwagent. "
+        f"requested API version {shown(version)} is not supported by hwagent. "
         f"Supported version is {SUPPORTED_VERSIONS[0]!r}"
     )
 
@@ -84,7 +92,25 @@ def socket_path_for(directory: Path, endpoint: str, reserved: set[str]) -> Path:
         raise RegistrationRejected(
             f"endpoint {endpoint!r}: {path} is not a unix socket", grpc.StatusCode.FAILED_PRECONDITION
         )
+    if st.st_nlink > 1:
+        raise RegistrationRejected(
+            f"endpoint {endpoint!r}: {path} has {st.st_nlink} hard links; a plugin socket must be created "
+            "in the device-plugins directory, not linked there",
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
     return path
+
+
+def bounded_fields_error(request: pb.RegisterRequest) -> str | None:
+    """The size bounds, checked before any rule that would echo a field back."""
+    try:
+        check_name("version", request.version)
+        check_name("resource_name", request.resource_name)
+        check_qualified_name("resource_name", request.resource_name)
+        check_name("endpoint", request.endpoint)
+    except LimitError as e:
+        return str(e)
+    return None
 
 
 def status_code(err: AllocationError) -> grpc.StatusCode:
@@ -99,10 +125,13 @@ class RegistrationServicer(pb_grpc.RegistrationServicer):
 
     async def Register(self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext) -> pb.Empty:
         name = request.resource_name
-        name_err = extended_resource_name_error(name)
+        too_long = bounded_fields_error(request)
+        name_err = too_long or extended_resource_name_error(name)
         # bounded label set: a hostile caller must not mint series with junk names
         REGISTRATIONS.labels(resource_name=name if name_err is None else "_invalid_").inc()
         try:
+            if too_long:
+                raise RegistrationRejected(too_long)
             err = version_error(request.version)
             if err:
                 raise RegistrationRejected(err)
@@ -111,7 +140,8 @@ class RegistrationServicer(pb_grpc.RegistrationServicer):
             path = socket_path_for(self.plugins_dir, request.endpoint, self.reserved)
             await self.manager.register(name, str(path))
         except RegistrationRejected as e:
-            log.warning("registration_rejected resource=%r endpoint=%r error=%r", name, request.endpoint, str(e))
+            log.warning("registration_rejected resource=%s endpoint=%s error=%r",
+                        shown(name), shown(request.endpoint), str(e))
             await context.abort(e.code, str(e))
         except AllocationError as e:
             log.warning("registration_failed resource=%r endpoint=%r error=%r", name, request.endpoint, str(e))
@@ -154,7 +184,7 @@ class RegistrationServer:
 
     async def start(self) -> None:
         prepare_socket_dir(self.plugins_dir, keep=set())
-        self._server = grpc.aio.server()
+        self._server = new_server("registration")
         pb_grpc.add_RegistrationServicer_to_server(
             RegistrationServicer(self.manager, self.plugins_dir, self.reserved), self._server
         )

@@ -27,7 +27,8 @@ from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.devicemanager.manager import DeviceManager
 from agent.devicemanager.metrics import REGISTRATIONS
 from agent.devicemanager.model import API_VERSION
-from agent.unixsock import ensure_private_dir
+from agent.limits import LimitError, check_name, check_qualified_name
+from agent.unixsock import SUN_PATH_MAX, ensure_private_dir
 from agent.devicemanager.selection import AllocationError
 from agent.devices.names import extended_resource_name_error
 
@@ -42,11 +43,21 @@ class WatcherRejected(Exception):
 
 def validate_info(info: reg_pb.PluginInfo, registration_socket: str) -> tuple[str, str]:
     """(resource, DevicePlugin socket path) from GetInfo, or WatcherRejected."""
+    try:
+        check_name("resource_name", info.name)
+        check_qualified_name("resource_name", info.name)
+        check_name("version", info.type)
+        for v in info.supported_versions[:16]:
+            check_name("version", v)
+        if len(os.fsencode(info.endpoint)) > SUN_PATH_MAX:
+            raise LimitError("endpoint", f"endpoint is longer than the {SUN_PATH_MAX} bytes a socket address holds")
+    except LimitError as e:
+        raise WatcherRejected(str(e)) from None
     if info.type != DEVICE_PLUGIN_TYPE:
         raise WatcherRejected(f"plugin type {info.type!r} is not handled by hwagent (only {DEVICE_PLUGIN_TYPE!r})")
     if API_VERSION not in info.supported_versions:
         raise WatcherRejected(
-            f"none of the plugin's versions {list(info.supported_versions)} is supported (need {API_VERSION!r})"
+            f"none of the plugin's versions {list(info.supported_versions)[:16]} is supported (need {API_VERSION!r})"
         )
     err = extended_resource_name_error(info.name)
     if err:
@@ -151,7 +162,10 @@ class PluginWatcher:
             await self._register(path, seen)
 
     async def _register(self, path: str, seen: _Seen) -> None:
-        async with grpc.aio.insecure_channel(f"unix://{path}") as channel:
+        # a PluginInfo is a few names: a plugin cannot make the host read megabytes
+        async with grpc.aio.insecure_channel(
+            f"unix://{path}", options=[("grpc.max_receive_message_length", 64 * 1024)]
+        ) as channel:
             stub = reg_grpc.RegistrationStub(channel)
             try:
                 await asyncio.wait_for(channel.channel_ready(), self.dial_timeout)
@@ -159,8 +173,9 @@ class PluginWatcher:
             except (asyncio.TimeoutError, grpc.aio.AioRpcError) as e:
                 self._failed(path, seen, f"GetInfo failed: {e}")
                 return
+            bounded = len(info.name) <= 512
             REGISTRATIONS.labels(
-                resource_name=info.name if extended_resource_name_error(info.name) is None else "_invalid_"
+                resource_name=info.name if bounded and extended_resource_name_error(info.name) is None else "_invalid_"
             ).inc()
             try:
                 resource, endpoint = validate_info(info, path)

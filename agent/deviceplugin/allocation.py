@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 
+from agent.limits import LimitError, check_device_ids
+
 __all__ = ["RequestError", "check_ids", "preferred", "NO_NUMA"]
 
 #: group key of devices without NUMA affinity (the kubelet uses -1 likewise)
@@ -26,16 +28,26 @@ class RequestError(ValueError):
         self.code = code
 
 
+def _few(ids: Sequence[str], n: int = 5) -> str:
+    """At most ``n`` ids for a message: an error must not carry a whole request back."""
+    shown = ", ".join(ids[:n])
+    return shown if len(ids) <= n else f"{shown} ... ({len(ids)} in all)"
+
+
 def check_ids(ids: Sequence[str], known: Iterable[str], what: str = "devices_ids") -> None:
-    """Refuse duplicates and ids the plugin does not have."""
+    """Refuse over-long ids, duplicates and ids the plugin does not have."""
+    try:
+        check_device_ids(ids)
+    except LimitError as e:
+        raise RequestError("invalid", f"{what}: {e}") from None
     known = set(known)
     seen: set[str] = set()
     dups = sorted({i for i in ids if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
     if dups:
-        raise RequestError("invalid", f"{what} lists {', '.join(dups)} more than once")
+        raise RequestError("invalid", f"{what} lists {_few(dups)} more than once")
     unknown = [i for i in ids if i not in known]
     if unknown:
-        raise RequestError("not_found", f"{what} names unknown device(s) {', '.join(unknown)}")
+        raise RequestError("not_found", f"{what} names unknown device(s) {_few(unknown)}")
 
 
 def preferred(available: Sequence[str], must_include: Sequence[str], size: int,

@@ -25,6 +25,7 @@ from agent.devices.config import ResourceRule
 from agent.devices.model import Device
 from agent.devices.rules import ContainerGrant, grant
 from agent.deviceplugin.allocation import RequestError, check_ids, preferred
+from agent.grpcguard import new_server
 from agent.unixsock import serve_unix
 
 __all__ = ["PluginDevice", "DevicePluginServer", "HEALTHY", "UNHEALTHY", "socket_name"]
@@ -99,7 +100,7 @@ class DevicePluginServer(pb_grpc.DevicePluginServicer):
         return True
 
     async def start(self) -> None:
-        server = grpc.aio.server()
+        server = new_server("deviceplugin")
         pb_grpc.add_DevicePluginServicer_to_server(self, server)
         await serve_unix(server, self.socket_path)
         self._server = server

@@ -18,6 +18,7 @@ import grpc
 from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.devicemanager.metrics import POD_RESOURCES_ERRORS, POD_RESOURCES_REQUESTS
+from agent.limits import LimitError, check_name
 
 log = logging.getLogger("hwagent.podresources")
 API_VERSION = "v1"
@@ -79,6 +80,13 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
             for r in cpu.allocations():
                 c = pod(r.pod_uid, r.pod_name, r.pod_namespace).container(r.container_name)
                 c.cpu_ids.extend(sorted(r.cpuset))
+        workloads = svc.get("workloads")
+        if workloads is not None:
+            # standalone admission: every admitted pod and app container, also those holding nothing
+            for ap in workloads.admitted():
+                p = pod(ap.uid, ap.spec.name, ap.spec.namespace)
+                for c in ap.spec.containers:
+                    p.container(c.name)
         active = svc.get("active_pods")
         if active is not None:
             uids = active.active_pod_uids()
@@ -101,7 +109,13 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
     async def GetAllocatableResources(self, request, context) -> pr.AllocatableResourcesResponse:
         POD_RESOURCES_REQUESTS.labels(API_VERSION, "get_allocatable").inc()
         resp = pr.AllocatableResourcesResponse()
-        dm = self._services().get("devicemanager")
+        svc = self._services()
+        cpu = svc.get("cpu_policy")
+        if cpu is not None:
+            # as the kubelet's static policy: every online CPU but the reserved ones
+            pol = cpu.policy
+            resp.cpu_ids.extend(sorted(set(pol.idx.all) - set(pol.reserved)))
+        dm = svc.get("devicemanager")
         if dm is not None:
             for resource, devices in sorted(dm.allocatable_devices().items()):
                 resp.devices.extend(container_devices(resource, ((d.id, d.numa) for d in devices)))
@@ -109,6 +123,12 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
 
     async def Get(self, request: pr.GetPodResourcesRequest, context) -> pr.GetPodResourcesResponse:
         POD_RESOURCES_REQUESTS.labels(API_VERSION, "get").inc()
+        try:
+            check_name("pod_name", request.pod_name)
+            check_name("pod_namespace", request.pod_namespace)
+        except LimitError as e:
+            POD_RESOURCES_ERRORS.labels(API_VERSION, "get").inc()
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         for p in self._pods().values():
             if p.name == request.pod_name and p.namespace == request.pod_namespace:
                 return pr.GetPodResourcesResponse(pod_resources=self._message(p))

@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BTF", "BTFError", "load_btf", "cgroup_offsets", "CgroupOffsets"]
+__all__ = ["BTF", "BTFError", "load_btf", "cgroup_offsets", "CgroupOffsets", "offset_macros", "hierarchy_macros"]
 
 BTF_MAGIC = 0xEB9F
 
@@ -65,7 +65,7 @@ class BTF:
         pos = 0
         unpack = struct.unpack_from
         types = self._types
-        named = (STRUCT, UNION, ENUM, ENUM64)
+        named = (STRUCT, UNION, ENUM, ENUM64, TYPEDEF)
         while pos < n:
             name_off, info, st = unpack("<III", blob, pos)
             kind = (info >> 24) & 0x1F
@@ -146,6 +146,24 @@ class BTF:
             raise BTFError(f"{struct_name}.{member} is a bitfield")
         return bit // 8
 
+    def path_offset(self, struct_name: str, path: str) -> tuple[int, int]:
+        """(byte offset, size) of a dotted member path such as ``sched_info.run_delay`` in a struct."""
+        tid = self.struct_id(struct_name)
+        where, off = struct_name, 0
+        for i, member in enumerate(path.split(".")):
+            found = self._find_member(tid, member)
+            if found is None:
+                raise BTFError(f"struct {where} has no member {member} in kernel BTF")
+            bit, mtype = found
+            if bit % 8:
+                raise BTFError(f"{where}.{member} is a bitfield")
+            off += bit // 8
+            where = f"{where}.{member}"
+            tid = self._resolve(mtype)
+            if i < path.count(".") and self._type(tid).kind not in (STRUCT, UNION):
+                raise BTFError(f"{where} is not a struct")
+        return off, self.type_size(tid)
+
     def member_size(self, struct_name: str, member: str) -> int:
         found = self._find_member(self.struct_id(struct_name), member)
         if found is None:
@@ -163,6 +181,46 @@ class BTF:
         if t.kind in (INT, STRUCT, UNION, ENUM, ENUM64, FLOAT):
             return t.size_or_type
         raise BTFError(f"type {tid} (kind {t.kind}) has no size")
+
+    def typedef_id(self, name: str) -> int:
+        """Type id of a typedef: what a BTF tracepoint program names as its attach target."""
+        tid = self._by_name.get((TYPEDEF, name))
+        if not tid:
+            raise BTFError(f"typedef {name} not in kernel BTF")
+        return tid
+
+    def type_name(self, tid: int) -> str:
+        """C spelling of a type, modifiers dropped: "struct task_struct *", "unsigned int", "bool"."""
+        tid = self._resolve(tid)
+        if not tid:
+            return "void"
+        t = self._type(tid)
+        if t.kind == PTR:
+            return self.type_name(t.size_or_type) + " *"
+        name_off = struct.unpack_from("<I", self._types_blob, t.extra - 12)[0]
+        name = self._str(name_off) if name_off else ""
+        prefix = {STRUCT: "struct ", UNION: "union ", ENUM: "enum ", ENUM64: "enum "}.get(t.kind, "")
+        return prefix + name
+
+    def raw_tracepoint_params(self, event: str) -> list[str]:
+        """Argument types of a tracepoint's TP_PROTO, in ctx order, from its btf_trace_<event> typedef.
+
+        The typedef is a pointer to a function whose first parameter is the
+        tracepoint's private data, which a BTF tracepoint program does not see.
+        BTF keeps no parameter names here, so the types are what a probe checks.
+        """
+        tid = self._resolve(self._type(self.typedef_id(f"btf_trace_{event}")).size_or_type)
+        ptr = self._type(tid)
+        if ptr.kind != PTR:
+            raise BTFError(f"btf_trace_{event} is not a function pointer")
+        proto = self._type(ptr.size_or_type)
+        if proto.kind != FUNC_PROTO:
+            raise BTFError(f"btf_trace_{event} does not point to a function prototype")
+        names = []
+        for i in range(proto.vlen):
+            _name_off, ptype = struct.unpack_from("<II", self._types_blob, proto.extra + 8 * i)
+            names.append(self.type_name(ptype))
+        return names[1:]
 
     def enum_value(self, enum_name: str, value_name: str) -> int:
         tid = self._by_name.get((ENUM, enum_name)) or self._by_name.get((ENUM64, enum_name))
@@ -210,13 +268,41 @@ class CgroupOffsets:
             f"-DOFF_CGROUP_KN={self.cgroup_kn}",
             f"-DOFF_KN_ID={self.kn_id}",
         ]
-        if hierarchy == "v2":
-            flags.append("-DCGROUP_V2=1")
-        else:
-            if hierarchy not in self.subsys_ids:
-                raise BTFError(f"kernel has no cgroup controller {hierarchy!r} in enum cgroup_subsys_id")
-            flags.append(f"-DCGROUP_SUBSYS_ID={self.subsys_ids[hierarchy]}")
-        return flags
+        return flags + _hierarchy_flags(self.subsys_ids, hierarchy)
+
+
+def _hierarchy_flags(subsys_ids: dict[str, int], hierarchy: str) -> list[str]:
+    if hierarchy == "v2":
+        return ["-DCGROUP_V2=1"]
+    if hierarchy not in subsys_ids:
+        raise BTFError(f"kernel has no cgroup controller {hierarchy!r} in enum cgroup_subsys_id")
+    return [f"-DCGROUP_SUBSYS_ID={subsys_ids[hierarchy]}"]
+
+
+def hierarchy_macros(btf: BTF, hierarchy: str) -> list[str]:
+    """-D flags selecting the cgroup hierarchy a task -> cgroup walk follows ("v2" or a v1 controller)."""
+    if hierarchy == "v2":
+        return _hierarchy_flags({}, hierarchy)
+    return _hierarchy_flags({hierarchy: btf.enum_value("cgroup_subsys_id", f"{hierarchy}_cgrp_id")}, hierarchy)
+
+
+def offset_macros(btf: BTF, wanted: dict[str, str]) -> list[str]:
+    """-D flags for a probe's ``{MACRO: "struct.member[.member...][:size]"}`` table (its descriptor's btf_offsets).
+
+    A size, where given, is checked, so a member that changed width is refused
+    instead of read half or twice.
+    """
+    flags = []
+    for macro, where in wanted.items():
+        path, _, size = where.partition(":")
+        struct_name, dot, member = path.partition(".")
+        if not dot or not member:
+            raise BTFError(f"{macro}: {where!r} is not struct.member")
+        off, have = btf.path_offset(struct_name, member)
+        if size and have != int(size):
+            raise BTFError(f"{path} is {have} bytes in this kernel; the probe expects {size}")
+        flags.append(f"-D{macro}={off}")
+    return flags
 
 
 def cgroup_offsets(btf: BTF) -> CgroupOffsets:

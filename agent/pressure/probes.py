@@ -1,10 +1,14 @@
-"""Loading the BPF programs in probes/ with bcc: one compile for every enabled probe.
+"""Loading the BPF programs in probes/: one compile for every enabled probe, in a child process.
 
 Each concern (run-queue delay, block I/O, net TX, IOMMU, thermal, IRQ) is its own
-C file and its own set of attach points; the enabled ones are concatenated and
-compiled once, because each bcc compile costs ~0.4 s and ~60 MB that LLVM keeps.
-Programs are attached by hand (not bcc's auto-attach) so a probe can be switched
-on and off at run time without recompiling, which the overhead bench relies on.
+C file with a descriptor beside it (``probes/<name>.toml``: attach points, maps,
+shared constants, BTF offsets, rows to seed), so the C side and this loader
+never restate each other; ``probes/common.h`` holds the helpers the C files share.
+The enabled probes are concatenated and compiled once by bcc in a short-lived
+child (agent.pressure.bpfbuild) that hands back map and program descriptors:
+the daemon keeps no LLVM state. Programs are attached by hand so a probe can be
+switched on and off at run time without recompiling, which the overhead bench
+relies on.
 """
 
 from __future__ import annotations
@@ -12,76 +16,134 @@ from __future__ import annotations
 import logging
 import os
 import time
+import tomllib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.pressure.btf import BTFError, CgroupOffsets, cgroup_offsets, load_btf
+from agent.pressure import bpfsys
+from agent.pressure.bpfbuild import BuildError, BuildRequest, ProgramLoad, build_in_child
+from agent.pressure.bpfmaps import BpfMap, DescError
+from agent.pressure.btf import BTF, BTFError, hierarchy_macros, load_btf, offset_macros
+from agent.pressure.config import ALL_PROBES
 
 log = logging.getLogger("hwagent.pressure")
 
 __all__ = [
     "PROBES",
+    "AttachPoint",
     "ProbeSpec",
+    "ProbeSpecError",
     "ProbeSet",
     "ProbeLoadError",
+    "load_spec",
     "default_probes_dir",
     "tracepoint_exists",
-    "read_table",
 ]
 
-RQ_OVERFLOW_CGID = 0xFFFFFFFFFFFFFFFF
+COMMON_HEADER = "common.h"
+_KINDS = ("tracepoint", "tp_btf")
+
+
+class ProbeSpecError(ValueError):
+    """A probe descriptor (probes/<name>.toml) is missing or malformed; the message names the file."""
+
+
+@dataclass(frozen=True)
+class AttachPoint:
+    #: "tracepoint" (classic, the format record) or "tp_btf" (the raw TP_PROTO arguments, BTF-typed)
+    kind: str
+    point: str  # "category:event"
+    program: str  # function in the .c file
+    #: attached only where the kernel has it, with -D<macro>=1 telling the C source
+    optional: bool = False
+    macro: str = ""
+    #: tp_btf only: the TP_PROTO argument types the program's ctx indices assume
+    args: tuple[str, ...] = ()
+
+    @property
+    def event(self) -> str:
+        return self.point.partition(":")[2]
 
 
 @dataclass(frozen=True)
 class ProbeSpec:
     name: str
     source: str  # file in probes/
-    #: (tracepoint "cat:event", function) pairs; all required ones must exist
-    attach: tuple[tuple[str, str], ...]
-    #: attach points used only when the kernel has them (with a -D macro to say so)
-    optional: tuple[tuple[str, str, str], ...] = ()
+    points: tuple[AttachPoint, ...]
     maps: tuple[str, ...] = ()
+    constants: Mapping[str, int] = field(default_factory=dict)
+    btf_offsets: Mapping[str, str] = field(default_factory=dict)
+    cgroup_hierarchy: bool = False
+    #: (map, constant) zeroed rows inserted before attaching
+    seeds: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def attach(self) -> tuple[tuple[str, str], ...]:
+        """(tracepoint, program) pairs that must all exist for the probe to load."""
+        return tuple((p.point, p.program) for p in self.points if not p.optional)
+
+    @property
+    def needs_btf(self) -> bool:
+        return bool(self.btf_offsets) or self.cgroup_hierarchy or any(p.kind == "tp_btf" for p in self.points)
 
 
-PROBES: dict[str, ProbeSpec] = {
-    p.name: p
-    for p in (
-        ProbeSpec(
-            "runqlat",
-            "runqlat.c",
-            (
-                ("sched:sched_wakeup", "rq_on_wakeup"),
-                ("sched:sched_wakeup_new", "rq_on_wakeup_new"),
-                ("sched:sched_switch", "rq_on_switch"),
-                ("sched:sched_process_free", "rq_on_free"),
-            ),
-            maps=("rq_tasks", "rq_cgroups"),
-        ),
-        ProbeSpec(
-            "blockio",
-            "blockio.c",
-            (("block:block_rq_issue", "blk_on_issue"), ("block:block_rq_complete", "blk_on_complete")),
-            optional=(("block:block_rq_error", "blk_on_error", "BLK_HAVE_RQ_ERROR"),),
-            maps=("blk_start", "blk_lat", "blk_errors"),
-        ),
-        ProbeSpec(
-            "netdev",
-            "netdev.c",
-            (("net:net_dev_xmit", "net_on_xmit"), ("net:net_dev_xmit_timeout", "net_on_timeout")),
-            maps=("net_stats",),
-        ),
-        ProbeSpec("iommu", "iommu.c", (("iommu:io_page_fault", "iommu_on_fault"),), maps=("iommu_faults",)),
-        ProbeSpec(
-            "thermal", "thermal.c", (("thermal:thermal_zone_trip", "thermal_on_trip"),), maps=("thermal_trips",)
-        ),
-        ProbeSpec("irq", "irq.c", (("irq:irq_handler_exit", "irq_on_exit"),), maps=("irq_stats",)),
-    )
-}
+def _str_list(v: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ProbeSpecError(f"{what} must be a list of strings")
+    return tuple(v)
 
 
-class ProbeLoadError(RuntimeError):
-    """bcc is missing or the compile failed; the message says which and why."""
+def load_spec(path: Path) -> ProbeSpec:
+    """Parse one descriptor; every mistake is reported with the file and the key."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise ProbeSpecError(f"cannot read probe descriptor {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ProbeSpecError(f"{path}: {e}") from None
+    name = path.stem
+    try:
+        source = raw["source"]
+        if not isinstance(source, str):
+            raise ProbeSpecError("source must be a file name")
+        points = []
+        for a in raw.get("attach", []):
+            kind = a.get("kind", "tracepoint")
+            if kind not in _KINDS:
+                raise ProbeSpecError(f"attach kind {kind!r} is not one of {', '.join(_KINDS)}")
+            point, program = a["point"], a["program"]
+            if ":" not in point:
+                raise ProbeSpecError(f"attach point {point!r} is not category:event")
+            optional = bool(a.get("optional", False))
+            macro = a.get("macro", "")
+            if optional and not macro:
+                raise ProbeSpecError(f"optional attach point {point} needs a macro")
+            args = _str_list(a.get("args", []), f"args of {point}")
+            if kind == "tp_btf" and not args:
+                raise ProbeSpecError(f"tp_btf point {point} needs its args (the prototype the C source assumes)")
+            points.append(AttachPoint(kind, point, program, optional, macro, args))
+        if not points:
+            raise ProbeSpecError("no [[attach]] points")
+        constants = raw.get("constants", {})
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in constants.values()):
+            raise ProbeSpecError("constants must be integers")
+        offsets = raw.get("btf_offsets", {})
+        if not all(isinstance(v, str) for v in offsets.values()):
+            raise ProbeSpecError("btf_offsets values must be \"struct.member\" strings")
+        seeds = []
+        for s in raw.get("seed", []):
+            if s.get("key") not in constants:
+                raise ProbeSpecError(f"seed key {s.get('key')!r} is not a constant of this probe")
+            seeds.append((str(s["map"]), str(s["key"])))
+        maps = _str_list(raw.get("maps", []), "maps")
+        return ProbeSpec(name, source, tuple(points), maps, dict(constants), dict(offsets),
+                         bool(raw.get("cgroup_hierarchy", False)), tuple(seeds))
+    except KeyError as e:
+        raise ProbeSpecError(f"{path}: missing key {e.args[0]!r}") from None
+    except ProbeSpecError as e:
+        raise ProbeSpecError(f"{path}: {e}") from None
 
 
 def default_probes_dir() -> Path:
@@ -90,6 +152,35 @@ def default_probes_dir() -> Path:
     if env:
         return Path(env)
     return Path(__file__).resolve().parent.parent.parent / "probes"
+
+
+class _Catalog(Mapping[str, ProbeSpec]):
+    """Every known probe (the config's switches), its descriptor read on first use."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self._dir = directory
+        self._specs: dict[str, ProbeSpec] = {}
+
+    def __getitem__(self, name: str) -> ProbeSpec:
+        if name not in ALL_PROBES:
+            raise KeyError(name)
+        if name not in self._specs:
+            self._specs[name] = load_spec((self._dir or default_probes_dir()) / f"{name}.toml")
+        return self._specs[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ALL_PROBES)
+
+    def __len__(self) -> int:
+        return len(ALL_PROBES)
+
+
+#: probe name -> spec, from probes/<name>.toml of the installation
+PROBES: Mapping[str, ProbeSpec] = _Catalog()
+
+
+class ProbeLoadError(RuntimeError):
+    """The probes are not loaded (or the build failed); the message says which and why."""
 
 
 def tracefs_root() -> Path:
@@ -113,8 +204,38 @@ class ProbeState:
     attached: list[str] = field(default_factory=list)
 
 
+@dataclass
+class LoadedObject:
+    """What the build child handed over: program and map descriptors, owned here."""
+
+    programs: dict[str, int]
+    maps: dict[str, BpfMap]
+
+    def close(self) -> None:
+        for fd in self.programs.values():
+            os.close(fd)
+        for m in self.maps.values():
+            m.close()
+        self.programs, self.maps = {}, {}
+
+
+@dataclass
+class _Plan:
+    """One probe as it will be built: its source and flags, and the points this kernel has."""
+
+    spec: ProbeSpec
+    source: str
+    cflags: list[str]
+    points: list[AttachPoint]
+    loads: list[ProgramLoad]
+
+
+def _constant_macro(name: str, value: int) -> str:
+    return f"-D{name}={value:#x}ULL" if value > 0x7FFFFFFF or value < 0 else f"-D{name}={value}"
+
+
 class ProbeSet:
-    """The compiled BPF object holding every enabled probe, with per-probe attach."""
+    """The loaded BPF object holding every enabled probe, with per-probe attach."""
 
     def __init__(
         self,
@@ -125,156 +246,220 @@ class ProbeSet:
         btf_path: str = "/sys/kernel/btf/vmlinux",
         max_tasks: int = 32768,
         max_cgroups: int = 4096,
-        offsets: CgroupOffsets | None = None,
     ) -> None:
         self.hierarchy = hierarchy
         self.probes_dir = probes_dir or default_probes_dir()
+        self.specs = _Catalog(self.probes_dir)
         self.btf_path = btf_path
+        # the run-queue probe keeps its per-task stamp in task-local storage, which
+        # grows with the tasks; max_tasks stays accepted for old configs
         self.max_tasks = max_tasks
         self.max_cgroups = max_cgroups
-        self._offsets = offsets
         self.states: dict[str, ProbeState] = {
-            name: ProbeState(name, "off", "disabled in [pressure] config") for name in PROBES
+            name: ProbeState(name, "off", "disabled in [pressure] config") for name in ALL_PROBES
         }
-        self.wanted = [n for n in enabled if n in PROBES]
-        unknown = [n for n in enabled if n not in PROBES]
+        unknown = [n for n in enabled if n not in ALL_PROBES]
         if unknown:
-            raise ValueError(f"unknown probe {unknown[0]!r} (known: {', '.join(PROBES)})")
-        self.bpf: Any = None
+            raise ValueError(f"unknown probe {unknown[0]!r} (known: {', '.join(ALL_PROBES)})")
+        self.wanted = [n for n in enabled if n in ALL_PROBES]
+        self.bpf: LoadedObject | None = None
         self.compile_s = 0.0
+        self.child_s = 0.0
         self.btf_s = 0.0
-        self._optional_on: dict[str, list[tuple[str, str]]] = {}
+        self._troot = tracefs_root()
+        self._plans: dict[str, _Plan] = {}
+        self._links: dict[str, list[int]] = {}
+        self.last_request: dict[str, Any] = {}
 
     # -- loading ---------------------------------------------------------------------
+    def _plan(self, name: str, btf: BTF | None) -> _Plan:
+        """Raise ProbeLoadError saying why this kernel cannot run the probe."""
+        spec = self.specs[name]
+        cflags = [_constant_macro(k, v) for k, v in spec.constants.items()]
+        points, loads = [], []
+        for p in spec.points:
+            if p.kind == "tracepoint":
+                if not tracepoint_exists(p.point, self._troot):
+                    if p.optional:
+                        continue
+                    raise ProbeLoadError(f"kernel has no tracepoint {p.point}")
+                loads.append(ProgramLoad(name, p.program, bpfsys.BPF_PROG_TYPE_TRACEPOINT))
+            else:
+                assert btf is not None
+                try:
+                    have = tuple(btf.raw_tracepoint_params(p.event))
+                    btf_id = btf.typedef_id(f"btf_trace_{p.event}")
+                except BTFError as e:
+                    if p.optional:
+                        continue
+                    raise ProbeLoadError(f"no BTF tracepoint {p.point}: {e}") from None
+                if have != p.args:
+                    raise ProbeLoadError(f"{p.point} takes ({', '.join(have)}) in this kernel; "
+                                         f"{spec.source} expects ({', '.join(p.args)})")
+                loads.append(ProgramLoad(name, p.program, bpfsys.BPF_PROG_TYPE_TRACING, bpfsys.BPF_TRACE_RAW_TP,
+                                         btf_id))
+            if p.optional:
+                cflags.append(f"-D{p.macro}=1")
+            points.append(p)
+        if btf is not None:
+            try:
+                cflags += offset_macros(btf, dict(spec.btf_offsets))
+                if spec.cgroup_hierarchy:
+                    cflags += hierarchy_macros(btf, self.hierarchy)
+            except BTFError as e:
+                raise ProbeLoadError(str(e)) from None
+        try:
+            source = (self.probes_dir / spec.source).read_text()
+        except OSError as e:
+            raise ProbeLoadError(f"cannot read {spec.source}: {e.strerror}") from None
+        return _Plan(spec, source, cflags, points, loads)
+
+    def _unavailable(self, name: str, why: str) -> None:
+        self.states[name] = ProbeState(name, "unavailable", why)
+
     def load(self) -> None:
-        """Compile and attach every wanted probe that the kernel supports.
+        """Build and attach every wanted probe that the kernel supports.
 
         Never raises for a missing kernel feature: the probe's state says why it is
         unavailable so the caller can fall back and report it.
         """
-        troot = tracefs_root()
-        sources: list[str] = []
-        cflags = [f"-DRQ_MAX_TASKS={self.max_tasks}", f"-DRQ_MAX_CGROUPS={self.max_cgroups}"]
-        included: list[str] = []
+        btf: BTF | None = None
+        btf_error = ""
         for name in self.wanted:
-            spec = PROBES[name]
-            missing = [tp for tp, _ in spec.attach if not tracepoint_exists(tp, troot)]
-            if missing:
-                self.states[name] = ProbeState(name, "unavailable", f"kernel has no tracepoint {missing[0]}")
-                continue
-            if name == "runqlat":
-                try:
-                    t0 = time.perf_counter()
-                    offs = self._offsets or cgroup_offsets(load_btf(self.btf_path))
-                    self.btf_s = time.perf_counter() - t0
-                    cflags += offs.macros(self.hierarchy)
-                except BTFError as e:
-                    self.states[name] = ProbeState(name, "unavailable", str(e))
-                    continue
-            opts = []
-            for tp, fn, macro in spec.optional:
-                if tracepoint_exists(tp, troot):
-                    cflags.append(f"-D{macro}=1")
-                    opts.append((tp, fn))
-            self._optional_on[name] = opts
             try:
-                sources.append((self.probes_dir / spec.source).read_text())
-            except OSError as e:
-                self.states[name] = ProbeState(name, "unavailable", f"cannot read {spec.source}: {e.strerror}")
-                continue
-            included.append(name)
-        if not included:
+                if self.specs[name].needs_btf and btf is None and not btf_error:
+                    t0 = time.perf_counter()
+                    try:
+                        btf = load_btf(self.btf_path)
+                    except BTFError as e:
+                        btf_error = str(e)
+                    self.btf_s = time.perf_counter() - t0
+                if self.specs[name].needs_btf and btf is None:
+                    raise ProbeLoadError(btf_error)
+                self._plans[name] = self._plan(name, btf)
+            except (ProbeLoadError, ProbeSpecError) as e:
+                self._unavailable(name, str(e))
+        del btf  # the parsed type table is ~20 MB of Python objects: not kept
+        if not self._plans:
             return
         try:
-            from bcc import BPF  # noqa: PLC0415 - optional, heavy import
-        except ImportError as e:
-            for n in included:
-                self.states[n] = ProbeState(n, "unavailable", f"bcc not importable: {e}")
+            header = (self.probes_dir / COMMON_HEADER).read_text()
+        except OSError as e:
+            for n in self._plans:
+                self._unavailable(n, f"cannot read {COMMON_HEADER}: {e.strerror}")
+            self._plans = {}
             return
-        t0 = time.perf_counter()
+        cflags = [f"-DRQ_MAX_CGROUPS={self.max_cgroups}"]
+        for plan in self._plans.values():
+            cflags += [f for f in plan.cflags if f not in cflags]
+        req = BuildRequest(
+            header=header,
+            units={n: p.source for n, p in self._plans.items()},
+            cflags=cflags,
+            programs=[ld for p in self._plans.values() for ld in p.loads],
+            maps={n: list(p.spec.maps) for n, p in self._plans.items()},
+        )
+        #: what was sent to the build child (the bench compiles it in-process to compare)
+        self.last_request = {"header": req.header, "units": req.units, "cflags": req.cflags}
         try:
-            self.bpf = BPF(text=_join(sources).encode(), cflags=cflags)
-        except Exception as e:  # bcc raises bare Exception on compile failure
-            reason = f"BPF compile/load failed: {str(e).strip()[:300]}"
-            log.warning("probes_compile_failed probes=%s reason=%r", ",".join(included), reason)
-            if len(included) == 1:
-                self.states[included[0]] = ProbeState(included[0], "unavailable", reason)
-                return
-            # Find the culprit(s) alone so one bad probe does not take the rest down.
-            good_src, good = [], []
-            for n, src in zip(included, sources):
+            res = build_in_child(req)
+        except BuildError as e:
+            log.warning("probes_build_failed probes=%s reason=%r", ",".join(self._plans), str(e))
+            for n in self._plans:
+                self._unavailable(n, str(e))
+            self._plans = {}
+            return
+        self.compile_s, self.child_s = res.compile_s, res.child_s
+        obj = LoadedObject({}, {})
+        for n, why in res.failed.items():
+            log.warning("probe_build_failed probe=%s reason=%r", n, why)
+        for name, plan in list(self._plans.items()):
+            progs = {ld.program: res.programs.pop(ld.program) for ld in plan.loads if ld.program in res.programs}
+            maps = {m: res.maps.pop(m) for m in plan.spec.maps if m in res.maps}
+            why = res.failed.get(name, "")
+            built: dict[str, BpfMap] = {}
+            if not why:
                 try:
-                    BPF(text=_join([src]).encode(), cflags=cflags).cleanup()
-                    good.append(n)
-                    good_src.append(src)
-                except Exception as e1:
-                    self.states[n] = ProbeState(n, "unavailable", f"BPF compile/load failed: {str(e1)[:200]}")
-            included = good
-            if not included:
-                return
-            self.bpf = BPF(text=_join(good_src).encode(), cflags=cflags)
-        self.compile_s = time.perf_counter() - t0
-        if "runqlat" in included:
-            self._seed_overflow_row()
-        for n in included:
-            self.states[n] = ProbeState(n, "off", "compiled, not attached")
-            self.attach(n)
-
-    def _seed_overflow_row(self) -> None:
-        tbl = self.bpf[b"rq_cgroups"]
-        tbl[tbl.Key(RQ_OVERFLOW_CGID)] = tbl.Leaf()
+                    for m, (fd, kdesc, ldesc) in maps.items():
+                        built[m] = BpfMap(m, fd, kdesc, ldesc)
+                except (DescError, OSError, ValueError) as e:
+                    why = f"cannot read map {m}: {e}"
+            if why:
+                for fd in progs.values():
+                    os.close(fd)
+                for m, (fd, _k, _v) in maps.items():
+                    if m not in built:
+                        os.close(fd)
+                for bm in built.values():
+                    bm.close()
+                self._unavailable(name, why)
+                del self._plans[name]
+                continue
+            obj.programs.update(progs)
+            obj.maps.update(built)
+        for fd in res.programs.values():  # loaded but named by no plan: nothing to attach them to
+            os.close(fd)
+        for fd, _k, _v in res.maps.values():
+            os.close(fd)
+        self.bpf = obj
+        for name, plan in self._plans.items():
+            for m, const in plan.spec.seeds:
+                tbl = obj.maps[m]
+                tbl[tbl.Key(plan.spec.constants[const])] = tbl.Leaf()
+            self.states[name] = ProbeState(name, "off", "built, not attached")
+            self.attach(name)
 
     def attach(self, name: str) -> None:
         if self.bpf is None:
             raise ProbeLoadError("no BPF object loaded")
-        spec = PROBES[name]
         st = self.states[name]
-        if st.state == "bpf":
+        plan = self._plans.get(name)
+        if st.state == "bpf" or plan is None:
             return
-        points = list(spec.attach) + self._optional_on.get(name, [])
+        links: list[int] = []
         done: list[str] = []
         try:
-            for tp, fn in points:
-                self.bpf.attach_tracepoint(tp=tp.encode(), fn_name=fn.encode())
-                done.append(tp)
-        except Exception as e:
-            for tp in done:
-                self.bpf.detach_tracepoint(tp=tp.encode())
-            self.states[name] = ProbeState(name, "unavailable", f"attach failed: {e}")
+            for p in plan.points:
+                fd = self.bpf.programs[p.program]
+                if p.kind == "tp_btf":
+                    links.append(bpfsys.raw_tracepoint_open(fd))
+                else:
+                    links.append(bpfsys.tracepoint_open(fd, self._troot, p.point))
+                done.append(p.point)
+        except bpfsys.BpfError as e:
+            for link in links:
+                os.close(link)
+            self._unavailable(name, f"attach failed: {e}")
             return
+        self._links[name] = links
         self.states[name] = ProbeState(name, "bpf", "attached", done)
 
     def detach(self, name: str) -> None:
         st = self.states[name]
-        if st.state != "bpf" or self.bpf is None:
+        if st.state != "bpf":
             return
-        for tp in st.attached:
-            self.bpf.detach_tracepoint(tp=tp.encode())
+        for link in self._links.pop(name, []):
+            os.close(link)
         self.states[name] = ProbeState(name, "off", "detached")
 
     def active(self, name: str) -> bool:
         return self.states[name].state == "bpf"
 
-    def table(self, name: str) -> Any:
+    def table(self, name: str) -> BpfMap:
         if self.bpf is None:
             raise ProbeLoadError("no BPF object loaded")
-        return self.bpf[name.encode()]
+        try:
+            return self.bpf.maps[name]
+        except KeyError:
+            raise ProbeLoadError(f"map {name} is not loaded") from None
+
+    def constant(self, probe: str, name: str) -> int:
+        """A constant shared with the C source, from the probe's descriptor."""
+        return self.specs[probe].constants[name]
 
     def close(self) -> None:
+        for name in list(self.states):
+            self.detach(name)
         if self.bpf is not None:
-            for name in list(self.states):
-                self.detach(name)
-            self.bpf.cleanup()
+            self.bpf.close()
             self.bpf = None
-
-
-def _join(sources: list[str]) -> str:
-    return "#include <uapi/linux/ptrace.h>\n" + "\n".join(sources)
-
-
-def read_table(tbl: Any) -> list[tuple[Any, Any]]:
-    """All (key, value) pairs; the batch syscall where the kernel has it (10x faster)."""
-    try:
-        return list(tbl.items_lookup_batch())
-    except Exception:
-        return list(tbl.items())

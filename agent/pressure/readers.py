@@ -13,7 +13,7 @@ from typing import Any
 
 from agent.pressure.cgroupfs import CgroupIndex, cgroup_thread_ids
 from agent.pressure.hist import Histogram
-from agent.pressure.probes import RQ_OVERFLOW_CGID, ProbeSet, read_table
+from agent.pressure.probes import ProbeSet
 from agent.pressure.procfs import read_diskstats, read_net_errors, run_delay_ns
 
 __all__ = [
@@ -37,7 +37,7 @@ __all__ = [
 
 #: rows the probe could not give their own cgroup (map full)
 OTHER_CGROUP = "(other)"
-#: delay of tasks seen before their first switch-out after attach
+#: delay of tasks whose cgroup could not be read at switch-in (cgroup id 0)
 UNKNOWN_CGROUP = "(unknown)"
 BLOCK_OPS = ("read", "write", "flush", "discard", "other")
 
@@ -68,12 +68,13 @@ class BpfRunqueue:
 
     def read(self, watch: Iterable[str] = ()) -> dict[str, Histogram]:
         tbl = self.probes.table("rq_cgroups")
+        overflow = self.probes.constant("runqlat", "RQ_OVERFLOW_CGID")
         out: dict[str, Histogram] = {}
         gone = []
-        for k, v in read_table(tbl):
+        for k, v in tbl.items():
             cgid = _int(k)
             h = Histogram.from_slots(v.slots, v.sum_ns)
-            if cgid == RQ_OVERFLOW_CGID:
+            if cgid == overflow:
                 path = OTHER_CGROUP
             elif cgid == 0:
                 path = UNKNOWN_CGROUP
@@ -165,10 +166,10 @@ class BpfBlock:
 
     def read(self) -> BlockReading:
         lat = {}
-        for k, v in read_table(self.probes.table("blk_lat")):
+        for k, v in self.probes.table("blk_lat").items():
             lat[(dev_key(k.dev), BLOCK_OPS[min(k.op, 4)])] = Histogram.from_slots(v.slots, v.sum_ns)
         errs: dict[tuple[str, str, int], int] = {}
-        for k, v in read_table(self.probes.table("blk_errors")):
+        for k, v in self.probes.table("blk_errors").items():
             key = (dev_key(k.dev), BLOCK_OPS[min(k.op, 4)], -int(k.error))
             errs[key] = errs.get(key, 0) + _int(v)
         return BlockReading(lat, errs, "bpf")
@@ -205,7 +206,7 @@ class BpfNet:
 
     def read(self) -> dict[str, NetCounters]:
         out = {}
-        for k, v in read_table(self.probes.table("net_stats")):
+        for k, v in self.probes.table("net_stats").items():
             name = bytes(k.name).split(b"\0", 1)[0].decode(errors="replace")
             out[name] = NetCounters(int(v.tx_errors), int(v.tx_busy), int(v.tx_timeouts))
         return out
@@ -238,14 +239,14 @@ class BpfExtras:
         thermal: dict[tuple[str, int], int] = {}
         irqs: dict[int, tuple[int, int]] = {}
         if self.probes.active("iommu"):
-            for k, v in read_table(self.probes.table("iommu_faults")):
+            for k, v in self.probes.table("iommu_faults").items():
                 iommu[bytes(k.device).split(b"\0", 1)[0].decode(errors="replace")] = _int(v)
         if self.probes.active("thermal"):
-            for k, v in read_table(self.probes.table("thermal_trips")):
+            for k, v in self.probes.table("thermal_trips").items():
                 zone = bytes(k.zone).split(b"\0", 1)[0].decode(errors="replace")
                 thermal[(zone, int(k.trip_type))] = _int(v)
         if self.probes.active("irq"):
-            for k, v in read_table(self.probes.table("irq_stats")):
+            for k, v in self.probes.table("irq_stats").items():
                 if v.count:
                     irqs[_int(k)] = (int(v.count), int(v.unhandled))
         return Extras(iommu, thermal, irqs)

@@ -109,6 +109,9 @@ class PodSpec:
     termination_grace_period_s: int = 30
     #: where the pod came from: "api" (Admit over the socket / CLI) or "file:<path>" (static manifest)
     source: str = "api"
+    #: static manifests: sha256 of the file's bytes when it was admitted ("" for "api"),
+    #: so a restart or a poll can tell an unchanged file from an edited one
+    source_digest: str = ""
 
     @property
     def key(self) -> str:

@@ -19,8 +19,8 @@ APIS = ("deviceplugin/v1beta1", "pluginregistration/v1", "podresources/v1", "res
         "evictionplugin/v1alpha1")
 #: upstream files of which we re-author only some messages: ours must be a subset of upstream's lines
 SUBSET_APIS = ("k8s/core/v1", "k8s/meta/v1")
-#: hwagent's own APIs: no upstream to pin, but generated the same way
-OWN_APIS = ("status/v1",)
+#: hwagent's own APIs (proto/hwagent/... and proto/agent/api/status): no upstream to pin, but generated the same way
+OWN_APIS = ("admission/v1", "status/v1")
 GENERATED = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py")
 
 

@@ -389,3 +389,34 @@ def test_release_during_preferred_rpc_does_not_break_the_allocation(sockdir):
                 await p.stop()
 
     run(main())
+
+
+def test_names_over_kubernetes_bounds_are_refused_and_long_device_ids_ignored(sockdir):
+    """agent.limits applies to the host's own entry point as to the gRPC ones."""
+    from agent.limits import MAX_BYTES
+
+    async def main():
+        async with host(sockdir) as h:
+            p = FakePlugin(h.sock("p.sock"), [dev("a"), dev("b"), dev("z" * 254)])
+            await p.start()
+            try:
+                await p.register(h.socket, RES)
+                await until(lambda: h.cap() == (2, 2), what="the over-long id left out")
+                bad = [
+                    ContainerRequest("u" * (MAX_BYTES["pod_uid"] + 1), "c", {RES: 1}),
+                    ContainerRequest("pod", "c" * 64, {RES: 1}),
+                    ContainerRequest("pod", "c", {RES: 1}, pod_name="n" * 254),
+                    ContainerRequest("pod", "c", {RES: 1}, pod_namespace="s" * 64),
+                    ContainerRequest("pod", "c", {"example.com/" + "r" * 64: 1}),
+                ]
+                for req in bad:
+                    with pytest.raises(AllocationError) as e:
+                        await h.manager.allocate(req)
+                    assert e.value.code == "INVALID_ARGUMENT" and len(str(e.value)) < 300
+                assert h.manager.allocations() == [] and p.calls.allocate == []
+                ok = await h.manager.allocate(ContainerRequest("pod", "c", {RES: 1}))
+                assert ok.devices(RES)
+            finally:
+                await p.stop()
+
+    run(main())

@@ -116,6 +116,7 @@ def test_hostile_endpoint_names_are_rejected(sockdir):
             (h.plugins_dir / "regular").write_text("x")
             (h.plugins_dir / "subdir").mkdir()
             os.symlink(outside, h.plugins_dir / "link.sock")
+            os.link(outside, h.plugins_dir / "hard.sock")  # a hard link to a socket outside the dir
             cases = {
                 "../outside.sock": grpc.StatusCode.INVALID_ARGUMENT,
                 str(outside): grpc.StatusCode.INVALID_ARGUMENT,
@@ -128,6 +129,7 @@ def test_hostile_endpoint_names_are_rejected(sockdir):
                 "checkpoint": grpc.StatusCode.INVALID_ARGUMENT,
                 "x" * 300: grpc.StatusCode.INVALID_ARGUMENT,
                 "link.sock": grpc.StatusCode.FAILED_PRECONDITION,  # a symlink out of the dir
+                "hard.sock": grpc.StatusCode.FAILED_PRECONDITION,  # the same inode as outside.sock
                 "regular": grpc.StatusCode.FAILED_PRECONDITION,
                 "subdir": grpc.StatusCode.FAILED_PRECONDITION,
                 "missing.sock": grpc.StatusCode.FAILED_PRECONDITION,
@@ -165,8 +167,86 @@ def test_registration_socket_is_owner_only_and_stale_sockets_are_cleaned(sockdir
     run(main())
 
 
-def test_same_socket_rejected_other_sockets_coexist_last_snapshot_wins(sockdir):
-    """TestDevicePluginReRegistration (2 -> 2 -> 1) and the same-socket rejection."""
+def test_hard_link_is_refused_with_a_message_and_bounded_fields_are_checked_first(sockdir):
+    outside = sockdir / "outside.sock"
+
+    async def main():
+        async with host(sockdir) as h:
+            real = FakePlugin(str(outside), [dev("a")])
+            await real.start()
+            os.link(outside, h.plugins_dir / "hard.sock")
+            try:
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await real.register(h.socket, RES, endpoint="hard.sock")
+                assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+                assert "hard link" in e.value.details()
+                # oversized fields are refused without being echoed back
+                for kw in ({"version": "v" * 10_000}, {"endpoint": "e" * 10_000}):
+                    with pytest.raises(grpc.aio.AioRpcError) as e:
+                        await real.register(h.socket, RES, **kw)
+                    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                    assert len(e.value.details()) < 300, e.value.details()
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await real.register(h.socket, "example.com/" + "r" * 10_000)
+                assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and len(e.value.details()) < 300
+                # a body over the Registration server's limit never reaches the servicer
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await real.register(h.socket, RES, endpoint="e" * 1_000_000)
+                assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert h.manager.endpoints() == [] and real.calls.list_and_watch == 0
+            finally:
+                await real.stop()
+
+    run(main())
+
+
+def test_live_reregistration_replaces_the_endpoint_like_the_kubelet(sockdir):
+    """A plugin that registers again on the same socket (after its own restart, or
+    just twice) gets the new registration; the old stream is closed, health is kept."""
+
+    async def main():
+        async with host(sockdir) as h:
+            p1 = FakePlugin(h.sock("p1.sock"), [dev("a"), dev("b")])
+            await p1.start()
+            try:
+                await p1.register(h.socket, RES)
+                await until(lambda: h.cap() == (2, 2) and len(p1._streams) == 1)
+                await p1.register(h.socket, RES)  # accepted, not ALREADY_EXISTS
+                await until(lambda: p1.calls.list_and_watch == 2 and len(p1._streams) == 1,
+                            what="old stream closed, new one open")
+                assert [(e.socket.rsplit("/", 1)[1], e.state) for e in h.manager.endpoints()] == [
+                    ("p1.sock", "connected")]
+                assert h.cap() == (2, 2)
+                p1.update([dev("a"), dev("b"), dev("c")])  # the new stream is the one listened to
+                await until(lambda: h.cap() == (3, 3))
+                await h.manager.allocate(ContainerRequest("pod", "c", {RES: 1}))
+                assert len(p1.calls.allocate) == 1
+                # the plugin restarts its server on the same path and registers again
+                await p1.stop()
+                p1b = FakePlugin(h.sock("p1.sock"), [dev("a"), dev("b"), dev("c")])
+                await p1b.start()
+                try:
+                    await p1b.register(h.socket, RES)
+                    await until(lambda: h.cap() == (3, 3) and p1b.calls.list_and_watch == 1)
+                    assert [e.state for e in h.manager.endpoints()] == ["connected"]
+                    # a failed re-registration changes nothing: the endpoint stays
+                    p1b.fail.options = grpc.StatusCode.UNAVAILABLE
+                    with pytest.raises(grpc.aio.AioRpcError) as e:
+                        await p1b.register(h.socket, RES)
+                    assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+                    assert [e.state for e in h.manager.endpoints()] == ["connected"] and h.cap() == (3, 3)
+                    await h.manager.allocate(ContainerRequest("pod2", "c", {RES: 1}))
+                    assert len(p1b.calls.allocate) == 1
+                finally:
+                    await p1b.stop()
+            finally:
+                await p1.stop()
+
+    run(main())
+
+
+def test_same_socket_replaced_other_sockets_coexist_last_snapshot_wins(sockdir):
+    """TestDevicePluginReRegistration (2 -> 2 -> 1) and the same-socket replacement."""
 
     async def main():
         async with host(sockdir) as h:
@@ -178,10 +258,8 @@ def test_same_socket_rejected_other_sockets_coexist_last_snapshot_wins(sockdir):
             try:
                 await p1.register(h.socket, RES)
                 await until(lambda: h.cap() == (2, 2))
-                with pytest.raises(grpc.aio.AioRpcError) as e:
-                    await p1.register(h.socket, RES)
-                assert e.value.code() == grpc.StatusCode.ALREADY_EXISTS
-                assert "already connected" in e.value.details() and "p1.sock" in e.value.details()
+                await p1.register(h.socket, RES)  # the same pair again replaces, as the kubelet does
+                await until(lambda: p1.calls.list_and_watch == 2)
                 await p2.register(h.socket, RES)
                 await until(lambda: p2.calls.list_and_watch == 1)
                 assert h.cap() == (2, 2)

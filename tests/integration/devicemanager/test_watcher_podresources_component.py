@@ -149,6 +149,14 @@ def test_pod_resources_list_get_allocatable(sockdir):
                     await stub.Get(pr.GetPodResourcesRequest(pod_name="nope", pod_namespace="ns"))
                 assert e.value.code() == grpc.StatusCode.NOT_FOUND
                 assert "pod nope in namespace ns not found" in e.value.details()
+                # over-long names are invalid, not echoed back as "not found"; bodies over the limit never decode
+                for kw in ({"pod_name": "n" * 254, "pod_namespace": "ns"}, {"pod_name": "w", "pod_namespace": "s" * 64}):
+                    with pytest.raises(grpc.aio.AioRpcError) as e:
+                        await stub.Get(pr.GetPodResourcesRequest(**kw))
+                    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and len(e.value.details()) < 300
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await stub.Get(pr.GetPodResourcesRequest(pod_name="n" * 100_000))
+                assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
                 alloc = await stub.GetAllocatableResources(pr.AllocatableResourcesRequest())
                 # every healthy device, allocated or not; never the unhealthy one
                 assert sorted({d.device_ids[0] for d in alloc.devices}) == ["a", "b", "c"]

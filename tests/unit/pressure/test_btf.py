@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.pressure.btf import BTF, BTFError, cgroup_offsets, load_btf
+from agent.pressure.btf import BTF, BTFError, cgroup_offsets, hierarchy_macros, load_btf, offset_macros
 
 
 class Blob:
@@ -92,3 +92,62 @@ def test_running_kernel_btf_agrees_with_itself():
     assert off.task_cgroups == btf.member_offset("task_struct", "cgroups")
     assert btf.member_size("kernfs_node", "id") == 8
     assert "cpu" in off.subsys_ids
+
+
+def tracepointish() -> bytes:
+    """kernelish() plus btf_trace_sched_switch: typedef -> pointer -> func proto (void *, bool, task *, task *, u32)."""
+    b = Blob()
+    u32 = b.add("unsigned int", 1, 0, 4, struct.pack("<I", 32))  # 1
+    boolean = b.add("_Bool", 1, 0, 1, struct.pack("<I", 8))  # 2
+    void_ptr = b.add("", 2, 0, 0)  # 3
+    task = b.struct("task_struct", 64, [("pid", u32, 0)])  # 4
+    task_ptr = b.add("", 2, 0, task)  # 5
+    const_task = b.add("", 10, 0, task)  # 6: const struct task_struct
+    const_task_ptr = b.add("", 2, 0, const_task)  # 7
+    params = [(0, void_ptr), (b.s("preempt"), boolean), (0, task_ptr), (0, const_task_ptr), (0, u32)]
+    proto = b.add("", 13, len(params), 0, b"".join(struct.pack("<II", n, t) for n, t in params))  # 8
+    fn_ptr = b.add("", 2, 0, proto)  # 9
+    b.add("btf_trace_sched_switch", 8, 0, fn_ptr)  # 10
+    b.add("btf_trace_broken", 8, 0, u32)  # 11: not a function pointer
+    return b.bytes()
+
+
+def test_tracepoint_prototypes_and_typedef_ids():
+    btf = BTF(tracepointish())
+    assert btf.typedef_id("btf_trace_sched_switch") == 10
+    # the tracepoint's private data (first parameter) is not the program's; modifiers are dropped
+    assert btf.raw_tracepoint_params("sched_switch") == [
+        "_Bool", "struct task_struct *", "struct task_struct *", "unsigned int"]
+    with pytest.raises(BTFError, match="typedef btf_trace_nope"):
+        btf.raw_tracepoint_params("nope")
+    with pytest.raises(BTFError, match="not a function pointer"):
+        btf.raw_tracepoint_params("broken")
+
+
+def test_offset_macros_check_sizes_and_name_the_member():
+    btf = BTF(kernelish())
+    assert offset_macros(btf, {"OFF_KN_ID": "kernfs_node.id:8", "OFF_CGROUP_KN": "cgroup.kn"}) == [
+        "-DOFF_KN_ID=96", "-DOFF_CGROUP_KN=256"]
+    with pytest.raises(BTFError, match="kernfs_node.id is 8 bytes in this kernel; the probe expects 4"):
+        offset_macros(btf, {"OFF_KN_ID": "kernfs_node.id:4"})
+    with pytest.raises(BTFError, match="not struct.member"):
+        offset_macros(btf, {"OFF_X": "kernfs_node"})
+    with pytest.raises(BTFError, match="has no member nope"):
+        offset_macros(btf, {"OFF_X": "cgroup.nope"})
+
+
+def test_hierarchy_macros():
+    btf = BTF(kernelish())
+    assert hierarchy_macros(btf, "v2") == ["-DCGROUP_V2=1"]
+    assert hierarchy_macros(btf, "cpu") == ["-DCGROUP_SUBSYS_ID=1"]
+    with pytest.raises(BTFError, match="memory"):
+        hierarchy_macros(btf, "memory")
+
+
+@pytest.mark.skipif(not Path("/sys/kernel/btf/vmlinux").exists(), reason="kernel without BTF")
+def test_running_kernel_has_the_prototypes_the_run_queue_probe_assumes():
+    from agent.pressure.probes import PROBES
+
+    btf = load_btf()
+    for p in PROBES["runqlat"].points:
+        assert tuple(btf.raw_tracepoint_params(p.event)) == p.args, p.point

@@ -1,0 +1,54 @@
+"""`hwagent admit [--dry-run] FILE`: admit a manifest, or say what it would get and why."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from agent.commands.launch import read_manifest
+from agent.workloads.client import EXIT_REFUSED, _nodes, add_common, call, container_line, dumps, format_pod_line, pod_dict
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("admit", help="admit a Pod manifest, or --dry-run: what would it get, and why",
+                              description="Send a Pod manifest (YAML or JSON, - for stdin) to the daemon. With "
+                              "--dry-run nothing is allocated: the topology manager's decision per container and "
+                              "what is free per NUMA node are printed; the exit status is 1 when it would be refused.")
+    add_common(p)
+    p.add_argument("file")
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--ignore-unknown-fields", action="store_true")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.api.admission.v1 import api_pb2 as pb
+
+    req = pb.AdmitRequest(manifest=read_manifest(args.file), dry_run=args.dry_run,
+                          ignore_unknown_fields=args.ignore_unknown_fields)
+    resp = call(args, lambda stub: stub.Admit(req, timeout=120))
+    for w in resp.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if not args.dry_run:
+        if args.format == "json":
+            print(dumps(pod_dict(resp.pod)))
+        else:
+            print(f"admitted {format_pod_line(resp.pod)}")
+            for c in resp.pod.containers:
+                print(container_line(c))
+        return 0
+    if args.format == "json":
+        print(dumps({
+            "would_admit": resp.would_admit, "reason": resp.reason, "free": resp.free,
+            "containers": [{"name": d.name, "numa_nodes": None if d.any_node else list(d.numa_nodes),
+                            "preferred": d.preferred, "admit": d.admit, "reason": d.reason} for d in resp.decisions],
+        }))
+    else:
+        print("would be admitted" if resp.would_admit else f"would be refused: {resp.reason}")
+        for d in resp.decisions:
+            where = "any NUMA node" if d.any_node else f"NUMA {_nodes(d.numa_nodes)}"
+            pref = "preferred" if d.preferred else "not preferred"
+            print(f"  {d.name}: {where} ({pref}){'' if d.admit else ' refused: ' + d.reason}")
+        print(resp.free)
+    return 0 if resp.would_admit else EXIT_REFUSED

@@ -1,0 +1,53 @@
+"""`hwagent ps`: the admitted pods, their CPUs, devices and phase, and bad static manifests."""
+
+from __future__ import annotations
+
+import argparse
+
+from agent.workloads.client import _nodes, add_common, age, call, dumps, pod_dict
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "ps",
+        help="list admitted pods",
+        description="List the pods the daemon admitted: QoS, phase, CPUs, NUMA nodes and devices per "
+        "container, and static manifest files that are not admitted (with why).",
+    )
+    add_common(p)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=run)
+
+
+def rows(resp) -> list[list[str]]:
+    out = [["NAMESPACE", "NAME", "QOS", "PHASE", "CONTAINER", "CPUS", "NUMA", "DEVICES", "AGE"]]
+    for pod in resp.pods:
+        phase = pod.phase + (f" ({pod.reason})" if pod.reason else "")
+        for i, c in enumerate(pod.containers):
+            devs = ",".join(f"{d.resource}={d.id}" for d in c.devices) or "-"
+            numa = "any" if c.any_node else _nodes(c.numa_affinity)
+            first = i == 0
+            out.append([
+                pod.namespace if first else "", pod.name if first else "", pod.qos if first else "",
+                phase if first else "", c.name, _nodes(c.cpu_ids), numa, devs, age(pod.admitted_at) if first else "",
+            ])
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.api.admission.v1 import api_pb2 as pb
+
+    resp = call(args, lambda stub: stub.List(pb.ListRequest(), timeout=30))
+    if args.format == "json":
+        print(dumps({
+            "pods": [pod_dict(p) for p in resp.pods],
+            "manifest_errors": [{"path": e.path, "error": e.error} for e in resp.manifest_errors],
+        }))
+        return 0
+    table = rows(resp)
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    for r in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+    for e in resp.manifest_errors:
+        print(f"manifest error: {e.path}: {e.error}")
+    return 0

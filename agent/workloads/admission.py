@@ -1,0 +1,511 @@
+"""The admission pipeline and the ``WORKLOADS`` service.
+
+validate → topology manager (hints of the CPU policy and the device manager,
+merged; each provider's Allocate with the merged affinity, rolled back on a
+later failure) → the device plugins' PreStartContainer → persist → answer →
+hand the pod to the runtime, when one is published.
+
+One admission at a time: the topology manager decides on hints computed from
+the state it sees, so a second admission interleaving between hints and
+allocation would be refused for resources the first one had not taken yet
+(the kubelet admits pods one by one for the same reason). Release paths
+(status changes, Remove) do not take the lock: they only give resources back.
+
+Everything runs on the daemon's loop. A refused admission leaves the CPU
+policy, the device manager and the registry as they were, and says why in
+one line: which resource, and what was free per NUMA node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.contracts import RUNTIME, PodRuntime
+from agent.cpu.errors import PolicyError
+from agent.cpu.qos import DEDICATED, RECLAIMED, SHARED, SYSTEM, parse_qos
+from agent.cpuset import CPUSet
+from agent.devicemanager.selection import AllocationError
+from agent.topologymanager import TopologyAffinityError, TopologyHint, TopologyManager
+from agent.workloads import metrics as m
+from agent.workloads.errors import AdmissionError
+from agent.workloads.manifest import ManifestError, parse_manifest
+from agent.workloads.model import (
+    QOS_DEDICATED,
+    QOS_RECLAIMED,
+    QOS_SHARED,
+    QOS_SYSTEM,
+    AdmittedPod,
+    ContainerAssignment,
+    DeviceGrant,
+    DeviceNode,
+    Mount,
+    PodPhase,
+    PodSpec,
+    PodStatus,
+)
+from agent.workloads.providers import (
+    CPU_RESOURCE,
+    CPUProvider,
+    DeviceProvider,
+    admission_error_from_devices,
+    release_cpus,
+)
+from agent.workloads.registry import Registry
+from agent.workloads.store import PodRecord
+
+__all__ = ["Workloads", "AdmitResult", "ContainerDecision"]
+
+log = logging.getLogger("hwagent.workloads")
+
+#: manifests up to this size are parsed on the loop (about a millisecond; larger ones
+#: cost ~5 ms per KiB in the pure-Python reader)
+INLINE_PARSE_BYTES = 4 << 10
+
+_SHORT_QOS = {SHARED: QOS_SHARED, DEDICATED: QOS_DEDICATED, RECLAIMED: QOS_RECLAIMED, SYSTEM: QOS_SYSTEM}
+
+
+@dataclass(frozen=True)
+class ContainerDecision:
+    """Dry run: what the topology manager would decide for one container."""
+
+    name: str
+    affinity: frozenset[int] | None
+    preferred: bool
+    admit: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class AdmitResult:
+    pod: AdmittedPod | None
+    warnings: tuple[str, ...] = ()
+    dry_run: bool = False
+    #: dry run only
+    decisions: tuple[ContainerDecision, ...] = ()
+    would_admit: bool = True
+    reason: str = ""
+    free: str = ""
+    spec: PodSpec | None = None
+
+
+@dataclass
+class Workloads:
+    """The admission service: registry + pipeline. Published as ``WORKLOADS``."""
+
+    registry: Registry
+    topology_manager: TopologyManager
+    #: the daemon's services dict (late lookups: cpu_policy, devicemanager, runtime)
+    services: Callable[[], Mapping[str, Any]]
+    numa_ids: Sequence[int]
+    machine_memory_bytes: int | None = None
+    clock: Callable[[], float] = time.time
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _releasing: set[str] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        self.cpu = CPUProvider(lambda: self.services().get("cpu_policy"))
+        self.devices = DeviceProvider(lambda: self.services().get("devicemanager"))
+        self._publish()
+
+    # --- WorkloadRegistry -----------------------------------------------------------
+
+    def active_pod_uids(self) -> frozenset[str]:
+        return self.registry.active_pod_uids()
+
+    def get(self, uid: str) -> AdmittedPod | None:
+        return self.registry.get(uid)
+
+    def admitted(self) -> Sequence[AdmittedPod]:
+        return self.registry.admitted()
+
+    def status(self, uid: str) -> PodStatus | None:
+        return self.registry.status(uid)
+
+    def runtime(self) -> PodRuntime | None:
+        handle: PodRuntime | None = self.services().get(RUNTIME.name)
+        return handle
+
+    # --- admission --------------------------------------------------------------------
+
+    async def admit_manifest(
+        self, raw: bytes | str, *, dry_run: bool = False, ignore_unknown: bool = False, source: str = "api"
+    ) -> AdmitResult:
+        parse = functools.partial(parse_manifest, raw, ignore_unknown=ignore_unknown, source=source)
+        try:
+            # the YAML reader is pure Python (it has to be, to refuse aliases and duplicate keys):
+            # a large manifest is parsed off the loop so it never stalls the daemon
+            parsed = parse() if len(raw) <= INLINE_PARSE_BYTES else await asyncio.to_thread(parse)
+        except ManifestError as e:
+            m.ADMISSIONS.labels("refused", "INVALID_ARGUMENT").inc()
+            raise AdmissionError("INVALID_ARGUMENT", f"invalid manifest: {e}", reason="manifest") from None
+        for w in parsed.warnings:
+            log.warning("manifest_field_ignored pod=%s warning=%r", parsed.pod.key, w)
+        result = await (self.dry_run(parsed.pod) if dry_run else self.admit(parsed.pod))
+        return AdmitResult(**{**result.__dict__, "warnings": parsed.warnings})
+
+    def qos_of(self, spec: PodSpec) -> str:
+        try:
+            return _SHORT_QOS[parse_qos(spec.annotations, spec.labels).level]
+        except PolicyError as e:
+            raise AdmissionError("INVALID_ARGUMENT", f"invalid manifest: metadata.annotations: {e}", "qos") from None
+
+    def _precheck(self, spec: PodSpec) -> None:
+        """Refusals that need no hints: resources this node does not have at all."""
+        dm = self.services().get("devicemanager")
+        known = set(dm.resources()) if dm is not None else set()
+        for c in spec.all_containers():
+            for r in sorted(c.resources.extended):
+                if r not in known:
+                    have = ", ".join(sorted(known)) or "none"
+                    raise AdmissionError(
+                        "RESOURCE_EXHAUSTED",
+                        f"{r}: no device plugin has registered this resource on this node (registered: {have})",
+                        reason="unknown_resource",
+                    )
+        mem = self.machine_memory_bytes
+        if mem:
+            for c in spec.all_containers():
+                want = c.resources.memory_request_bytes or 0
+                if want > mem:
+                    raise AdmissionError(
+                        "RESOURCE_EXHAUSTED",
+                        f"memory: container {c.name} requests {want} bytes, the node has {mem}",
+                        reason="memory",
+                    )
+
+    async def admit(self, spec: PodSpec) -> AdmitResult:
+        # shielded: a caller that goes away (a cancelled RPC) does not interrupt an
+        # admission half way; it completes (and reaches the runtime) or rolls back on its own
+        task = asyncio.ensure_future(self._admit_and_report(spec))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even if nobody waits
+        return await asyncio.shield(task)
+
+    async def _admit_and_report(self, spec: PodSpec) -> AdmitResult:
+        t0 = time.perf_counter()
+        try:
+            result = await self._admit(spec)
+        except AdmissionError as e:
+            m.ADMISSIONS.labels("refused", e.code).inc()
+            log.warning("admission_refused pod=%s code=%s reason=%r", spec.key, e.code, e.message)
+            raise
+        m.ADMISSIONS.labels("admitted", "OK").inc()
+        m.ADMIT_DURATION.observe(time.perf_counter() - t0)
+        assert result.pod is not None
+        self._hand_to_runtime(result.pod)
+        return result
+
+    async def _admit(self, spec: PodSpec) -> AdmitResult:
+        qos = self.qos_of(spec)
+        async with self._lock:
+            why = self.registry.taken(spec.key, spec.uid)
+            if why is not None:
+                raise AdmissionError("ALREADY_EXISTS", why, reason="exists")
+            self._precheck(spec)
+            self.registry.reserve(spec.key, spec.uid)
+            try:
+                pod = await self._allocate(spec, qos)
+                try:
+                    await self.registry.add(pod)
+                except BaseException as e:
+                    # a failed write records nothing (Registry.add): roll the allocations back too
+                    await self._rollback(spec)
+                    if not isinstance(e, Exception):
+                        raise
+                    raise AdmissionError("INTERNAL", f"cannot persist the admission: {e}", "persist") from None
+            finally:
+                self.registry.unreserve(spec.key, spec.uid)
+        self._publish()
+        log.info("pod_admitted pod=%s uid=%s qos=%s %s", spec.key, spec.uid, qos, _describe_assignments(pod))
+        return AdmitResult(pod=pod)
+
+    async def _allocate(self, spec: PodSpec, qos: str) -> AdmittedPod:
+        names = [c.name for c in spec.all_containers()]
+        try:
+            hints = await self.topology_manager.admit(spec, names, [self.cpu, self.devices])
+        except TopologyAffinityError as e:
+            raise AdmissionError(
+                "RESOURCE_EXHAUSTED", f"{e}; {self.free_summary(spec)}", reason="topology_affinity"
+            ) from None
+        except AdmissionError as e:
+            if e.code == "RESOURCE_EXHAUSTED":
+                raise AdmissionError(e.code, f"{e.message}; {self.free_summary(spec)}", e.reason) from None
+            raise
+        except AllocationError as e:
+            raise admission_error_from_devices(None, e) from None
+        except PolicyError as e:
+            from agent.workloads.providers import admission_error_from_policy
+
+            raise admission_error_from_policy(e) from None
+        dm = self.services().get("devicemanager")
+        try:
+            if dm is not None:
+                for c in spec.all_containers():
+                    if c.resources.extended:
+                        await dm.pre_start(spec.uid, c.name)
+            return self._build(spec, qos, hints)
+        except AllocationError as e:
+            await self._rollback(spec)
+            raise admission_error_from_devices(None, e) from None
+        except BaseException:
+            await self._rollback(spec)
+            raise
+
+    async def _rollback(self, spec: PodSpec) -> None:
+        for p in (self.devices, self.cpu):
+            try:
+                await p.release(spec)
+            except Exception:  # noqa: BLE001 - keep rolling back the other provider
+                log.exception("rollback_failed pod=%s provider=%s", spec.key, p.name)
+
+    def _build(self, spec: PodSpec, qos: str, hints: Mapping[str, TopologyHint]) -> AdmittedPod:
+        cpu_results = self.cpu.results.pop(spec.uid, {})
+        dev_results = self.devices.results.pop(spec.uid, {})
+        svc = self.services().get("cpu_policy")
+        shared_pool = CPUSet()
+        numa_of: Callable[[int], int] | None = None
+        if svc is not None:
+            from agent.cpu.pools import shared_available
+
+            pol = svc.policy
+            # init containers get no cpus from the policy: they run where shared pods may
+            shared_pool = pol.state.pools.get("share") or shared_available(pol.idx, pol.state, pol.reserved)
+            numa_of = pol.idx.numa_of.get
+        assignments: dict[str, ContainerAssignment] = {}
+        for c in spec.all_containers():
+            res = cpu_results.get(c.name)
+            alloc = res.allocation if res is not None else None
+            cpus = alloc.cpuset if alloc is not None else shared_pool
+            mems = None
+            if alloc is not None and alloc.numa_binding and numa_of is not None and alloc.cpuset:
+                mems = CPUSet(n for n in (numa_of(cpu) for cpu in alloc.cpuset) if n is not None)
+            hint = hints.get(c.name)
+            dev = dev_results.get(c.name)
+            devices: dict[str, tuple[str, ...]] = {}
+            grant = DeviceGrant()
+            if dev is not None:
+                devices = {a.resource: a.device_ids for a in dev.allocations if a.device_ids}
+                grant = _grant(dev.run_options())
+            assignments[c.name] = ContainerAssignment(
+                name=c.name,
+                cpus=cpus,
+                mems=mems,
+                numa_affinity=hint.affinity if hint is not None else None,
+                devices=devices,
+                grant=grant,
+            )
+        return AdmittedPod(spec=spec, qos=qos, assignments=assignments, admitted_at=self.clock())
+
+    def _hand_to_runtime(self, pod: AdmittedPod) -> None:
+        rt = self.runtime()
+        if rt is None:
+            return
+
+        async def run() -> None:
+            try:
+                await rt.run(pod)
+            except Exception as e:  # noqa: BLE001 - the runtime reports failures as status; this is a bug path
+                log.exception("runtime_run_failed pod=%s", pod.spec.key)
+                await self.pod_status_changed(
+                    pod.uid, PodStatus(phase=PodPhase.FAILED, reason="StartError", message=str(e))
+                )
+
+        task = asyncio.get_running_loop().create_task(run(), name=f"run-{pod.spec.key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- dry run ------------------------------------------------------------------------
+
+    async def dry_run(self, spec: PodSpec) -> AdmitResult:
+        """What admission would decide now, allocating nothing."""
+        self.qos_of(spec)  # refuses bad QoS annotations as admit would
+        why = self.registry.taken(spec.key, spec.uid)
+        if why is not None:
+            raise AdmissionError("ALREADY_EXISTS", why, reason="exists")
+        self._precheck(spec)
+        tm = self.topology_manager
+        decisions: list[ContainerDecision] = []
+        try:
+            if tm.scope == "pod":
+                hints = [await self.cpu.pod_hints(spec), await self.devices.pod_hints(spec)]
+                d = tm.merge(hints)
+                for c in spec.all_containers():
+                    decisions.append(_decision(c.name, d))
+            else:
+                for c in spec.all_containers():
+                    hints = [await self.cpu.container_hints(spec, c.name), await self.devices.container_hints(spec, c.name)]
+                    decisions.append(_decision(c.name, tm.merge(hints)))
+        except AdmissionError as e:
+            if e.code != "RESOURCE_EXHAUSTED":
+                raise
+            m.ADMISSIONS.labels("dry_run", e.code).inc()
+            return AdmitResult(
+                pod=None, dry_run=True, would_admit=False, reason=e.message, free=self.free_summary(spec), spec=spec
+            )
+        ok = all(d.admit for d in decisions)
+        reason = "; ".join(f"{d.name}: {d.reason}" for d in decisions if not d.admit)
+        m.ADMISSIONS.labels("dry_run", "OK" if ok else "RESOURCE_EXHAUSTED").inc()
+        return AdmitResult(
+            pod=None, dry_run=True, decisions=tuple(decisions), would_admit=ok, reason=reason,
+            free=self.free_summary(spec), spec=spec,
+        )
+
+    def free_summary(self, spec: PodSpec | None = None) -> str:
+        """``free per NUMA node: cpu 0=3 1=4; example.com/dev 0=0 1=2``: dedicatable CPUs
+        (not held by NUMA-bound containers, reserved excluded) and free healthy devices."""
+        parts: list[str] = []
+        svc = self.services().get("cpu_policy")
+        if svc is not None:
+            from agent.cpu.state import machine_state
+
+            pol = svc.policy
+            ms = machine_state(pol.idx, pol.state)
+            free = {n: len(ms[n].default_cpuset - pol.reserved) for n in pol.idx.numa_ids}
+            parts.append(f"{CPU_RESOURCE} " + " ".join(f"{n}={k}" for n, k in sorted(free.items())))
+        dm = self.services().get("devicemanager")
+        wanted = sorted({r for c in spec.all_containers() for r in c.resources.extended}) if spec else []
+        if dm is not None and wanted:
+            held = {(a.resource, d) for a in dm.allocations() for d in a.device_ids}
+            healthy = dm.allocatable_devices()
+            for r in wanted:
+                per: dict[int, int] = dict.fromkeys(self.numa_ids, 0)
+                unaligned = 0
+                for d in healthy.get(r, []):
+                    if (r, d.id) in held:
+                        continue
+                    if not d.numa:
+                        unaligned += 1
+                    for n in d.numa:
+                        per[n] = per.get(n, 0) + 1
+                text = " ".join(f"{n}={k}" for n, k in sorted(per.items()))
+                if unaligned:
+                    text += f" none={unaligned}"
+                parts.append(f"{r} {text}")
+        return "free per NUMA node: " + ("; ".join(parts) if parts else "unknown")
+
+    # --- status and removal ---------------------------------------------------------------
+
+    async def pod_status_changed(self, uid: str, status: PodStatus) -> None:
+        rec = self.registry.record(uid)
+        if rec is None:
+            log.warning("status_for_unknown_pod uid=%s phase=%s", uid, status.phase.value)
+            return
+        line = None
+        if status.phase != rec.status.phase or status.reason != rec.status.reason:
+            line = f"{status.phase.value}" + (f" ({status.reason})" if status.reason else "")
+            if status.message:
+                line += f": {status.message}"
+        await self.registry.update(uid, status=status, line=line)
+        if status.phase.terminal:
+            await self.release(uid, why=status.reason or status.phase.value)
+        self._publish()
+
+    async def release(self, uid: str, why: str) -> None:
+        """Give a pod's CPUs and devices back (idempotent); the record stays."""
+        rec = self.registry.record(uid)
+        if rec is None or rec.released or uid in self._releasing:
+            return
+        self._releasing.add(uid)
+        try:
+            svc = self.services().get("cpu_policy")
+            if svc is not None:
+                await release_cpus(svc, uid)
+            dm = self.services().get("devicemanager")
+            if dm is not None:
+                dm.release_pod(uid)
+                await dm.flush_checkpoint()
+            await self.registry.update(uid, released=True, line=f"resources released ({why})")
+        finally:
+            self._releasing.discard(uid)
+        m.RELEASES.labels("terminal" if why != "removed" else "removed").inc()
+        log.info("pod_released pod=%s uid=%s why=%s", rec.key, uid, why)
+
+    def find(self, name: str, namespace: str = "default") -> PodRecord:
+        rec = self.registry.by_key(f"{namespace}/{name}")
+        if rec is None:
+            raise AdmissionError("NOT_FOUND", f"no pod {namespace}/{name}", reason="not_found")
+        return rec
+
+    async def remove(self, name: str, namespace: str = "default") -> PodRecord:
+        """Stop the pod (when a runtime runs it), release its resources, forget it."""
+        rec = self.find(name, namespace)
+        rt = self.runtime()
+        if rt is not None and not rec.status.phase.terminal:
+            await rt.stop(rec.uid, None, "Removed")
+        await self.release(rec.uid, why="removed")
+        gone = await self.registry.delete(rec.uid)
+        self._publish()
+        log.info("pod_removed pod=%s uid=%s", rec.key, rec.uid)
+        return gone or rec
+
+    async def stop(self, name: str, namespace: str = "default", grace_s: float | None = None) -> PodRecord:
+        rec = self.find(name, namespace)
+        rt = self.runtime()
+        if rt is None:
+            raise AdmissionError(
+                "FAILED_PRECONDITION",
+                f"pod {rec.key} is admitted but no workload runtime runs in this daemon; "
+                "nothing to stop (hwagent rm releases its resources)",
+                reason="no_runtime",
+            )
+        await rt.stop(rec.uid, grace_s, "Stopped")
+        return self.registry.record(rec.uid) or rec
+
+    # --- start-up -----------------------------------------------------------------------
+
+    async def reconcile_after_restore(self) -> None:
+        """Pods that ended while their release was in flight get it now; pods that
+        look alive but that the CPU policy lost (a checkpoint given up) are reported."""
+        svc = self.services().get("cpu_policy")
+        held = {a.pod_uid for a in svc.allocations()} if svc is not None else None
+        for rec in self.registry.records():
+            if rec.status.phase.terminal and not rec.released:
+                await self.release(rec.uid, why="terminal before restart")
+            elif held is not None and not rec.status.phase.terminal and rec.uid not in held:
+                needs_cpu = any(a.cpus and a.mems is not None for a in rec.pod.assignments.values())
+                if needs_cpu:
+                    log.warning("pod_cpus_unknown pod=%s uid=%s: the cpu policy holds no cpus for it", rec.key, rec.uid)
+        self._publish()
+
+    async def drain(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _publish(self) -> None:
+        m.publish_admitted(r.pod.qos for r in self.registry.records() if not r.status.phase.terminal)
+
+
+def _decision(name: str, d: Any) -> ContainerDecision:
+    hint = d.hint
+    return ContainerDecision(
+        name=name,
+        affinity=hint.affinity if hint is not None else None,
+        preferred=bool(hint.preferred) if hint is not None else False,
+        admit=bool(d.admit),
+        reason=d.reason or "",
+    )
+
+
+def _grant(opts: Any) -> DeviceGrant:
+    return DeviceGrant(
+        envs=dict(opts.envs),
+        mounts=tuple(Mount(mt.container_path, mt.host_path, bool(mt.read_only)) for mt in opts.mounts),
+        devices=tuple(DeviceNode(d.container_path, d.host_path, d.permissions or "rw") for d in opts.devices),
+        annotations=dict(opts.annotations),
+        cdi_devices=tuple(opts.cdi_devices),
+    )
+
+
+def _describe_assignments(pod: AdmittedPod) -> str:
+    out = []
+    for a in pod.assignments.values():
+        devs = ",".join(f"{r}={'+'.join(ids)}" for r, ids in a.devices.items())
+        aff = "any" if a.numa_affinity is None else ",".join(map(str, sorted(a.numa_affinity)))
+        out.append(f"{a.name}:cpus={a.cpus or '-'}:numa={aff}" + (f":devices={devs}" if devs else ""))
+    return "containers=" + ";".join(out)

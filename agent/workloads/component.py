@@ -1,0 +1,135 @@
+"""Standalone admission as a daemon component.
+
+Start order matters: the registry is restored from disk first, then published
+as ``WORKLOADS`` and as the ``active_pods`` source. Until that moment nothing
+is released by the device manager's or the CPU policy's clean-ups (they do
+nothing while no source is published), and from that moment the source lists
+every pod that was admitted before the restart, so a restart never releases a
+live pod. Then terminal pods whose release was interrupted are released, the
+admission API is served on ``<root>/hwagent.sock`` (owner-only) and the static
+manifest directory is watched.
+
+Runs after the CPU policy (``COMPONENTS``), so ``cpu_policy`` is there; the
+device manager started earlier still. The runtime, started after this, is
+looked up at each admission.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from agent.component import DaemonContext
+from agent.contracts import WORKLOADS
+from agent.workloads.config import WorkloadsConfig
+
+__all__ = ["WorkloadsComponent", "factory", "socket_path_for", "manifest_dir_for", "STATE_DIR"]
+
+log = logging.getLogger("hwagent.workloads")
+
+#: under the root dir: one file per admitted pod
+STATE_DIR = ("workloads", "pods")
+SOCKET_NAME = "hwagent.sock"
+
+
+def socket_path_for(cfg: WorkloadsConfig, root_dir: Path) -> Path:
+    return Path(cfg.socket_path) if cfg.socket_path else Path(root_dir) / SOCKET_NAME
+
+
+def manifest_dir_for(cfg: WorkloadsConfig, root_dir: Path) -> Path:
+    return Path(cfg.manifest_dir) if cfg.manifest_dir else Path(root_dir) / "manifests"
+
+
+class WorkloadsComponent:
+    name = "workloads"
+
+    def __init__(self, cfg: WorkloadsConfig) -> None:
+        self.cfg = cfg
+        self.workloads: Any = None
+        self.manifests: Any = None
+        self.socket_path: Path | None = None
+        self._server: Any = None
+        self._ctx: DaemonContext | None = None
+
+    async def start(self, ctx: DaemonContext) -> None:
+        from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
+        from agent.grpcguard import new_server
+        from agent.topologymanager import TopologyManager
+        from agent.unixsock import serve_unix
+        from agent.workloads.admission import Workloads
+        from agent.workloads.manifestdir import ManifestDir
+        from agent.workloads.registry import Registry
+        from agent.workloads.server import AdmissionServicer
+        from agent.workloads.store import PodFileStore, RegistryStateError
+
+        self._ctx = ctx
+        store = PodFileStore(ctx.root_dir.joinpath(*STATE_DIR))
+        loop = asyncio.get_running_loop()
+        try:
+            records = await loop.run_in_executor(None, store.load, self.cfg.accept_state_loss)
+        except RegistryStateError as e:
+            raise RuntimeError(str(e)) from None
+        registry = Registry(store)
+        registry.restore(records)
+        topo = ctx.topology
+        try:
+            tm = TopologyManager.for_topology(ctx.config["topology_manager"], topo)
+        except ValueError as e:
+            raise RuntimeError(f"topology manager: {e}") from None
+        memory = sum(n.memory_bytes or 0 for n in topo.numa_nodes) or None
+        services = ctx.services
+        self.workloads = Workloads(registry, tm, lambda: services, topo.numa_ids, machine_memory_bytes=memory)
+        ctx.publish(WORKLOADS, self.workloads)
+        ctx.services["active_pods"] = self.workloads
+        await self.workloads.reconcile_after_restore()
+
+        self.manifests = ManifestDir(
+            manifest_dir_for(self.cfg, ctx.root_dir), self.workloads,
+            poll_seconds=self.cfg.manifest_poll_seconds, ignore_unknown=self.cfg.manifest_ignore_unknown_fields,
+        )
+        self._server = new_server("admission")
+        pb_grpc.add_AdmissionServicer_to_server(AdmissionServicer(self.workloads, self.manifests.errors), self._server)
+        self.socket_path = socket_path_for(self.cfg, ctx.root_dir)
+        await serve_unix(self._server, self.socket_path)
+        ctx.remove_on_exit(self.socket_path)
+        await self.manifests.start()
+        log.info(
+            "workloads_started socket=%s manifests=%s pods=%d policy=%s scope=%s",
+            self.socket_path, self.manifests.dir, len(registry), tm.policy, tm.scope,
+        )
+
+    async def stop(self) -> None:
+        if self.manifests is not None:
+            await self.manifests.stop()
+        if self._server is not None:
+            await self._server.stop(0.5)
+            self._server = None
+        if self.socket_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.socket_path.unlink()
+        if self.workloads is not None:
+            await self.workloads.drain()
+        if self._ctx is not None:
+            # the registry stays on disk; with it gone from services the clean-ups go inert again
+            self._ctx.services.pop("active_pods", None)
+            self._ctx.services.pop(WORKLOADS.name, None)
+
+    def healthy(self) -> bool:
+        return bool(
+            self._server is not None and self.socket_path is not None and self.socket_path.is_socket()
+            and self.manifests is not None and self.manifests.running
+        )
+
+
+def factory(ctx: DaemonContext) -> WorkloadsComponent | None:
+    cfg: WorkloadsConfig = ctx.config["workloads"]
+    if not cfg.enabled:
+        log.info("workloads_disabled reason=config")
+        return None
+    if ctx.mode != "standalone":
+        log.info("workloads_disabled reason=mode mode=%s (the kubelet admits pods)", ctx.mode)
+        return None
+    return WorkloadsComponent(cfg)

@@ -1,0 +1,31 @@
+"""The [workloads] config section: standalone admission (docs/admission.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["WorkloadsConfig"]
+
+
+@dataclass(frozen=True)
+class WorkloadsConfig:
+    #: serve standalone admission (standalone mode only; the kubelet admits in kubelet mode)
+    enabled: bool = True
+    #: the admission API socket; "" = <root_dir>/hwagent.sock
+    socket_path: str = ""
+    #: static pod manifests; "" = <root_dir>/manifests
+    manifest_dir: str = ""
+    #: how often the manifest directory is compared with what is admitted from it
+    manifest_poll_seconds: float = 2.0
+    #: static manifests: ignore unknown fields with a warning instead of refusing the file
+    manifest_ignore_unknown_fields: bool = False
+    #: a corrupt registry record is kept aside and skipped instead of stopping start
+    accept_state_loss: bool = False
+
+    def validate(self) -> None:
+        for key in ("socket_path", "manifest_dir"):
+            value = getattr(self, key)
+            if value and not value.startswith("/"):
+                raise ValueError(f"{key}: must be an absolute path, got {value!r}")
+        if not 0.05 <= self.manifest_poll_seconds <= 3600:
+            raise ValueError(f"manifest_poll_seconds: must be in [0.05, 3600], got {self.manifest_poll_seconds}")

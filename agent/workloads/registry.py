@@ -1,0 +1,206 @@
+"""The workload registry: every admitted pod, its status, and the ActivePods answer.
+
+It is memory plus a ``RegistryStore``: each change is written (in an executor,
+one write at a time per pod, always the latest record) before the awaiting
+caller returns, so an answer the API gave is on disk. Pods being admitted are
+*reserved* here first (their key and UID), so a concurrent admission of the
+same name is refused, and the device manager's and CPU policy's clean-ups
+(which release whatever ``active_pod_uids`` does not list) never take
+resources from a pod in the middle of its admission.
+
+All methods run on the daemon's loop; nothing here is thread-safe by design.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from agent.workloads.model import AdmittedPod, PodStatus
+from agent.workloads.store import PodRecord, RegistryStore
+
+__all__ = ["Registry", "RegistryEvent", "ADDED", "MODIFIED", "DELETED", "MAX_EVENTS"]
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+#: events kept per pod for ``describe``
+MAX_EVENTS = 20
+
+
+@dataclass(frozen=True)
+class RegistryEvent:
+    type: str
+    record: PodRecord
+    at: float
+
+
+class Registry:
+    def __init__(self, store: RegistryStore, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.clock = clock
+        self._records: dict[str, PodRecord] = {}
+        self._by_key: dict[str, str] = {}
+        self._reserved_keys: dict[str, str] = {}
+        self._reserved_uids: set[str] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.listeners: list[Callable[[RegistryEvent], None]] = []
+        #: active_pod_uids(), rebuilt after a change (the device manager asks on every hint and allocation)
+        self._active: frozenset[str] | None = None
+
+    # --- start ----------------------------------------------------------------------
+
+    def restore(self, records: list[PodRecord]) -> None:
+        for r in records:
+            self._records[r.uid] = r
+            self._active = None
+            self._by_key[r.key] = r.uid
+
+    # --- reading (the WorkloadRegistry / ActivePods side) -----------------------------
+
+    def active_pod_uids(self) -> frozenset[str]:
+        if self._active is None:
+            live = {u for u, r in self._records.items() if not r.status.phase.terminal}
+            self._active = frozenset(live | self._reserved_uids)
+        return self._active
+
+    def get(self, uid: str) -> AdmittedPod | None:
+        r = self._records.get(uid)
+        return None if r is None else r.pod
+
+    def record(self, uid: str) -> PodRecord | None:
+        return self._records.get(uid)
+
+    def by_key(self, key: str) -> PodRecord | None:
+        uid = self._by_key.get(key)
+        return None if uid is None else self._records.get(uid)
+
+    def admitted(self) -> list[AdmittedPod]:
+        return [r.pod for r in self._records.values() if not r.status.phase.terminal]
+
+    def status(self, uid: str) -> PodStatus | None:
+        r = self._records.get(uid)
+        return None if r is None else r.status
+
+    def records(self) -> list[PodRecord]:
+        return list(self._records.values())
+
+    def __iter__(self) -> Iterator[PodRecord]:
+        return iter(list(self._records.values()))
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    # --- reservations (admission in flight) ------------------------------------------
+
+    def taken(self, key: str, uid: str) -> str | None:
+        """Why a new pod with this key/UID cannot be admitted now, or None."""
+        if key in self._by_key or key in self._reserved_keys:
+            return f"a pod named {key} already exists"
+        if uid in self._records or uid in self._reserved_uids:
+            return f"a pod with uid {uid} already exists"
+        return None
+
+    def reserve(self, key: str, uid: str) -> None:
+        why = self.taken(key, uid)
+        if why is not None:
+            raise KeyError(why)
+        self._reserved_keys[key] = uid
+        self._reserved_uids.add(uid)
+        self._active = None
+
+    def unreserve(self, key: str, uid: str) -> None:
+        if self._reserved_keys.get(key) == uid:
+            del self._reserved_keys[key]
+        self._reserved_uids.discard(uid)
+        self._active = None
+
+    # --- changes (persisted before they return) ----------------------------------------
+
+    def _event(self, r: PodRecord, line: str) -> PodRecord:
+        events = (r.events + ((self.clock(), line),))[-MAX_EVENTS:]
+        return dataclasses.replace(r, events=events)
+
+    def _emit(self, kind: str, r: PodRecord) -> None:
+        ev = RegistryEvent(kind, r, self.clock())
+        for cb in list(self.listeners):
+            cb(ev)
+
+    async def _write(self, uid: str) -> None:
+        """Write the *current* record of ``uid`` (or its deletion)."""
+        lock = self._locks.setdefault(uid, asyncio.Lock())
+        loop = asyncio.get_running_loop()
+        async with lock:
+            rec = self._records.get(uid)
+            if rec is None:
+                await loop.run_in_executor(None, self.store.delete, uid)
+            else:
+                await loop.run_in_executor(None, self.store.put, rec)
+        if uid not in self._records and not lock.locked():
+            self._locks.pop(uid, None)
+
+    async def add(self, pod: AdmittedPod, line: str = "admitted") -> PodRecord:
+        """Record an admission. On a write failure nothing is recorded and the error propagates."""
+        key, uid = pod.spec.key, pod.uid
+        rec = self._event(PodRecord(pod, PodStatus(reason="Admitted")), line)
+        self._records[uid] = rec
+        self._by_key[key] = uid
+        self._active = None
+        try:
+            await self._write(uid)
+        except BaseException:
+            self._records.pop(uid, None)
+            self._active = None
+            if self._by_key.get(key) == uid:
+                del self._by_key[key]
+            # the rename may have happened before a later step failed (the directory fsync):
+            # a record the caller is told does not exist must not come back at the next start
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self.store.delete, uid)
+            except Exception:  # noqa: BLE001 - best effort; the disk is failing already
+                pass
+            raise
+        self._emit(ADDED, rec)
+        return rec
+
+    async def update(
+        self, uid: str, *, status: PodStatus | None = None, released: bool | None = None, line: str | None = None
+    ) -> PodRecord | None:
+        """Change a record (None when the pod is unknown). Memory is authoritative:
+        a failed write is raised but the change stays, and the next write carries it."""
+        rec = self._records.get(uid)
+        if rec is None:
+            return None
+        changes: dict[str, object] = {}
+        if status is not None:
+            changes["status"] = status
+        if released is not None:
+            changes["released"] = released
+        new = dataclasses.replace(rec, **changes)  # type: ignore[arg-type]
+        if line:
+            new = self._event(new, line)
+        self._records[uid] = new
+        self._active = None
+        await self._write(uid)
+        self._emit(MODIFIED, new)
+        return new
+
+    async def delete(self, uid: str) -> PodRecord | None:
+        rec = self._records.pop(uid, None)
+        self._active = None
+        if rec is None:
+            return None
+        if self._by_key.get(rec.key) == uid:
+            del self._by_key[rec.key]
+        try:
+            await self._write(uid)
+        except BaseException:
+            self._records[uid] = rec
+            self._by_key[rec.key] = uid
+            self._active = None
+            raise
+        self._emit(DELETED, rec)
+        return rec

@@ -1,0 +1,207 @@
+"""The admission API (hwagent.admission.v1) over the ``Workloads`` service.
+
+Every handler maps ``AdmissionError`` to its status code and anything else to
+INTERNAL with the exception named, so our own code never answers UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+
+from agent.api.admission.v1 import api_pb2 as pb
+from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
+from agent.workloads.admission import AdmitResult, Workloads
+from agent.workloads.errors import AdmissionError
+from agent.workloads.registry import ADDED, RegistryEvent
+from agent.workloads.store import PodRecord, record_to_json
+
+__all__ = ["AdmissionServicer", "pod_message", "WATCH_QUEUE"]
+
+log = logging.getLogger("hwagent.workloads")
+T = TypeVar("T")
+#: events a Watch stream may fall behind by before it is ended (ABORTED: re-list and watch again)
+WATCH_QUEUE = 4096
+
+
+def _nodes(nodes: Any) -> list[int]:
+    return sorted(int(n) for n in nodes)
+
+
+def pod_message(
+    rec: PodRecord, numa_of_device: Callable[[str, str, str, str], Sequence[int]] | None = None
+) -> pb.Pod:
+    pod, st = rec.pod, rec.status
+    statuses = {c.name: c for c in st.containers}
+    containers = []
+    for c in pod.spec.all_containers():
+        a = pod.assignments.get(c.name)
+        cs = statuses.get(c.name)
+        msg = pb.Container(name=c.name, kind=c.kind)
+        if a is not None:
+            msg.cpu_ids.extend(sorted(a.cpus))
+            if a.mems is not None:
+                msg.mems.extend(sorted(a.mems))
+            if a.numa_affinity is None:
+                msg.any_node = True
+            else:
+                msg.numa_affinity.extend(sorted(a.numa_affinity))
+            for resource, ids in sorted(a.devices.items()):
+                for i in ids:
+                    nodes = numa_of_device(pod.uid, c.name, resource, i) if numa_of_device else ()
+                    msg.devices.append(pb.Device(resource=resource, id=i, numa_nodes=_nodes(nodes)))
+        if cs is not None:
+            msg.state = cs.state.value
+            msg.reason = cs.reason
+            msg.restart_count = cs.restart_count
+            msg.pid = cs.pid or 0
+            if cs.exit_code is not None:
+                msg.exit_code = cs.exit_code
+        containers.append(msg)
+    return pb.Pod(
+        name=pod.spec.name,
+        namespace=pod.spec.namespace,
+        uid=pod.uid,
+        qos=pod.qos,
+        phase=st.phase.value,
+        reason=st.reason,
+        message=st.message,
+        source=pod.spec.source,
+        admitted_at=pod.admitted_at,
+        released=rec.released,
+        containers=containers,
+        events=[pb.Event(time=t, message=m) for t, m in rec.events],
+        record_json=json.dumps(record_to_json(rec), sort_keys=True),
+    )
+
+
+def _guard(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    @functools.wraps(fn)
+    async def wrapper(self: AdmissionServicer, request: Any, context: grpc.aio.ServicerContext) -> T:
+        try:
+            return await fn(self, request, context)
+        except AdmissionError as e:
+            await context.abort(getattr(grpc.StatusCode, e.code), e.message)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as e:  # noqa: BLE001 - never UNKNOWN from our own code
+            log.exception("admission_api_failed method=%s", fn.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, f"{fn.__name__} failed: {type(e).__name__}: {e}")
+        raise AssertionError("unreachable")  # abort() raises
+
+    return wrapper
+
+
+def _ref(ref: pb.PodRef) -> tuple[str, str]:
+    if not ref.name:
+        raise AdmissionError("INVALID_ARGUMENT", "pod name is required", "bad_request")
+    return ref.name, ref.namespace or "default"
+
+
+class AdmissionServicer(pb_grpc.AdmissionServicer):
+    def __init__(
+        self,
+        workloads: Workloads,
+        manifest_errors: Callable[[], Sequence[tuple[str, str]]] = lambda: (),
+    ) -> None:
+        self.w = workloads
+        self.manifest_errors = manifest_errors
+
+    def _device_numa(self, uid: str, container: str, resource: str, dev_id: str) -> Sequence[int]:
+        """The device's NUMA nodes as the device manager recorded them at allocation
+        (known after a restart too, before the plugin has registered again)."""
+        dm = self.w.services().get("devicemanager")
+        if dm is None:
+            return ()
+        for a in dm.container_allocations(uid).get(container, ()):
+            if a.resource == resource:
+                for i, nodes in a.devices:
+                    if i == dev_id:
+                        return nodes
+        return ()
+
+    def _pod(self, rec: PodRecord) -> pb.Pod:
+        return pod_message(rec, self._device_numa)
+
+    def _admit_response(self, r: AdmitResult) -> pb.AdmitResponse:
+        resp = pb.AdmitResponse(warnings=list(r.warnings), dry_run=r.dry_run, would_admit=r.would_admit,
+                                reason=r.reason, free=r.free)
+        if r.pod is not None:
+            rec = self.w.registry.record(r.pod.uid)
+            if rec is not None:
+                resp.pod.CopyFrom(self._pod(rec))
+        for d in r.decisions:
+            resp.decisions.append(
+                pb.ContainerDecision(
+                    name=d.name, numa_nodes=_nodes(d.affinity or ()), any_node=d.affinity is None,
+                    preferred=d.preferred, admit=d.admit, reason=d.reason,
+                )
+            )
+        return resp
+
+    @_guard
+    async def Admit(self, request: pb.AdmitRequest, context: Any) -> pb.AdmitResponse:
+        result = await self.w.admit_manifest(
+            request.manifest, dry_run=request.dry_run, ignore_unknown=request.ignore_unknown_fields
+        )
+        return self._admit_response(result)
+
+    @_guard
+    async def Remove(self, request: pb.RemoveRequest, context: Any) -> pb.RemoveResponse:
+        name, ns = _ref(request.pod)
+        rec = await self.w.remove(name, ns)
+        return pb.RemoveResponse(pod=self._pod(rec))
+
+    @_guard
+    async def Stop(self, request: pb.StopRequest, context: Any) -> pb.StopResponse:
+        name, ns = _ref(request.pod)
+        grace = request.grace_seconds if request.HasField("grace_seconds") else None
+        if grace is not None and not 0 <= grace <= 86400:
+            raise AdmissionError("INVALID_ARGUMENT", f"grace_seconds must be in 0..86400, got {grace:g}", "bad_request")
+        rec = await self.w.stop(name, ns, grace)
+        return pb.StopResponse(pod=self._pod(rec))
+
+    @_guard
+    async def List(self, request: pb.ListRequest, context: Any) -> pb.ListResponse:
+        recs = sorted(self.w.registry.records(), key=lambda r: (r.pod.spec.namespace, r.pod.spec.name))
+        return pb.ListResponse(
+            pods=[self._pod(r) for r in recs],
+            manifest_errors=[pb.ManifestFileError(path=p, error=e) for p, e in self.manifest_errors()],
+        )
+
+    @_guard
+    async def Get(self, request: pb.GetRequest, context: Any) -> pb.GetResponse:
+        name, ns = _ref(request.pod)
+        return pb.GetResponse(pod=self._pod(self.w.find(name, ns)))
+
+    async def Watch(self, request: pb.WatchRequest, context: Any):  # type: ignore[override]
+        queue: asyncio.Queue[RegistryEvent | None] = asyncio.Queue(WATCH_QUEUE)
+        overflow = False
+
+        def listener(ev: RegistryEvent) -> None:
+            nonlocal overflow
+            try:
+                queue.put_nowait(ev)
+            except asyncio.QueueFull:
+                overflow = True
+
+        registry = self.w.registry
+        registry.listeners.append(listener)
+        try:
+            if request.initial:
+                for rec in registry.records():
+                    yield pb.WatchEvent(type=ADDED, pod=self._pod(rec), time=rec.pod.admitted_at)
+            while True:
+                ev = await queue.get()
+                if overflow:
+                    await context.abort(grpc.StatusCode.ABORTED, "watch fell behind; list again and re-watch")
+                assert ev is not None
+                yield pb.WatchEvent(type=ev.type, pod=self._pod(ev.record), time=ev.at)
+        finally:
+            registry.listeners.remove(listener)

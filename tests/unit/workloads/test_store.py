@@ -1,0 +1,145 @@
+"""The registry's records on disk: atomic, checksummed, and a bad file stops start
+unless the loss is accepted (then it is kept aside, never overwritten)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from agent.cpuset import CPUSet
+from agent.workloads.manifest import parse_manifest
+from agent.workloads.model import (
+    AdmittedPod,
+    ContainerAssignment,
+    ContainerState,
+    ContainerStatus,
+    DeviceGrant,
+    DeviceNode,
+    Mount,
+    PodPhase,
+    PodStatus,
+)
+from agent.workloads.registry import ADDED, DELETED, MODIFIED, Registry
+from agent.workloads.store import PodFileStore, PodRecord, RegistryStateError, decode, encode
+
+TEXT = """
+metadata: {name: web, uid: u-1, annotations: {katalyst.kubewharf.io/qos_level: dedicated_cores}}
+spec:
+  initContainers: [{name: init, command: [/bin/true]}]
+  containers:
+  - {name: main, command: [sleep], args: ['1'], env: [{name: A, value: "é"}], resources: {limits: {cpu: 2, x.io/d: 1}}}
+"""
+
+
+def _pod(uid: str = "u-1", name: str = "web", at: float = 1.0) -> AdmittedPod:
+    spec = parse_manifest(TEXT.replace("u-1", uid).replace("name: web", f"name: {name}")).pod
+    grant = DeviceGrant(
+        envs={"X": "1"}, mounts=(Mount("/c", "/h", True),), devices=(DeviceNode("/dev/d", "/dev/d", "rw"),),
+        annotations={"a": "b"}, cdi_devices=("v/c=d",),
+    )
+    return AdmittedPod(
+        spec=spec,
+        qos="dedicated",
+        assignments={
+            "init": ContainerAssignment("init", CPUSet.parse("0-7")),
+            "main": ContainerAssignment("main", CPUSet.parse("1,5"), CPUSet([0]), frozenset({0}), {"x.io/d": ("d0",)}, grant),
+        },
+        admitted_at=at,
+    )
+
+
+def test_a_record_round_trips_exactly():
+    status = PodStatus(
+        PodPhase.RUNNING, "", "", (ContainerStatus("main", ContainerState.RUNNING, pid=42, started_at=2.5),), 2.0
+    )
+    rec = PodRecord(_pod(), status, released=False, events=((1.0, "admitted"),))
+    assert decode(encode(rec)) == rec
+
+
+def test_tampering_is_detected(tmp_path):
+    store = PodFileStore(tmp_path)
+    store.put(PodRecord(_pod()))
+    p = tmp_path / "u-1.json"
+    doc = json.loads(p.read_bytes())
+    doc["record"]["pod"]["assignments"][1]["cpus"] = "0-7"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(RegistryStateError) as ei:
+        store.load()
+    assert "checksum mismatch" in str(ei.value) and "accept_state_loss" in str(ei.value)
+    assert p.exists()  # untouched without the option
+
+
+def test_accepting_the_loss_keeps_the_bad_file_aside_and_loads_the_rest(tmp_path):
+    store = PodFileStore(tmp_path)
+    store.put(PodRecord(_pod("u-1", "a", 1.0)))
+    store.put(PodRecord(_pod("u-2", "b", 2.0)))
+    (tmp_path / "u-1.json").write_bytes(b"{torn")
+    (tmp_path / ".u-3.json.tmp-123").write_bytes(b"half")  # an interrupted write is ignored
+    recs = store.load(accept_loss=True)
+    assert [r.uid for r in recs] == ["u-2"]
+    aside = [p.name for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert len(aside) == 1 and aside[0].startswith("u-1.json.corrupt-")
+    assert not (tmp_path / "u-1.json").exists()
+
+
+def test_a_record_under_the_wrong_name_is_refused(tmp_path):
+    store = PodFileStore(tmp_path)
+    store.put(PodRecord(_pod()))
+    (tmp_path / "u-1.json").rename(tmp_path / "other.json")
+    with pytest.raises(RegistryStateError, match="not the one its name says"):
+        store.load()
+
+
+def test_registry_persists_each_change_and_emits_events(tmp_path):
+    async def main():
+        reg = Registry(PodFileStore(tmp_path))
+        seen: list[str] = []
+        reg.listeners.append(lambda ev: seen.append(ev.type))
+        reg.reserve("default/web", "u-1")
+        assert reg.taken("default/web", "u-9") and reg.taken("default/x", "u-1")
+        assert reg.active_pod_uids() == {"u-1"}  # in flight counts as active
+        await reg.add(_pod())
+        reg.unreserve("default/web", "u-1")
+        await reg.update("u-1", status=PodStatus(PodPhase.SUCCEEDED), line="done")
+        assert reg.active_pod_uids() == frozenset()
+        again = Registry(PodFileStore(tmp_path))
+        again.restore(PodFileStore(tmp_path).load())
+        assert again.record("u-1") == reg.record("u-1")
+        assert [m for _, m in again.record("u-1").events] == ["admitted", "done"]
+        await reg.delete("u-1")
+        assert seen == [ADDED, MODIFIED, DELETED]
+        assert PodFileStore(tmp_path).load() == []
+
+    asyncio.run(main())
+
+
+def test_a_failed_write_records_nothing(tmp_path):
+    class Broken(PodFileStore):
+        def put(self, record):
+            raise OSError(28, "No space left on device")
+
+    async def main():
+        reg = Registry(Broken(tmp_path))
+        with pytest.raises(OSError):
+            await reg.add(_pod())
+        assert len(reg) == 0 and reg.by_key("default/web") is None
+
+    asyncio.run(main())
+
+
+def test_a_write_that_fails_after_the_rename_leaves_no_record_behind(tmp_path):
+    class LateFailure(PodFileStore):
+        def put(self, record):
+            super().put(record)
+            raise OSError(5, "Input/output error")  # e.g. the directory fsync
+
+    async def main():
+        reg = Registry(LateFailure(tmp_path))
+        with pytest.raises(OSError):
+            await reg.add(_pod())
+        assert len(reg) == 0
+        assert PodFileStore(tmp_path).load() == []
+
+    asyncio.run(main())
