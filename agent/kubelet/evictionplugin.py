@@ -211,7 +211,9 @@ class EvictionPluginComponent:
         pc = ctx.config["pressure"]
         self.watch = PoolWatch(EvictionPolicy(pc.soft_threshold, pc.hard_threshold, pc.window_s, pc.interval_s,
                                               pc.met_fraction, pc.cooldown_s, pc.psi_confirm))
-        server = grpc.aio.server()
+        from agent.grpcguard import new_server
+
+        server = new_server("evictionplugin")
         ep_grpc.add_EvictionPluginServicer_to_server(EvictionPluginServicer(self), server)
         reg_grpc.add_RegistrationServicer_to_server(RegistrationServicer(self), server)
         await serve_unix(server, self.socket_path)

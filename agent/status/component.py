@@ -154,7 +154,9 @@ class StatusComponent:
 
         self._ctx = ctx
         self.socket_path = status_socket(ctx.root_dir)
-        server = grpc.aio.server()
+        from agent.grpcguard import new_server
+
+        server = new_server("status")
         pb_grpc.add_DaemonStatusServicer_to_server(Servicer(), server)
         await serve_unix(server, self.socket_path)
         ctx.remove_on_exit(self.socket_path)
