@@ -32,6 +32,7 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.logs",
     "agent.commands.install_unit",
     "agent.commands.completion",
+    "agent.commands.status",
 )
 
 

@@ -34,6 +34,7 @@ SECTIONS: dict[str, str] = {
     "topology_manager": "agent.topologymanager.config:TopologyManagerConfig",
     "workloads": "agent.workloads.config:WorkloadsConfig",
     "runtime": "agent.runtime.config:RuntimeConfig",
+    "kubelet": "agent.kubelet.config:KubeletConfig",
 }
 
 

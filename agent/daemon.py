@@ -59,9 +59,14 @@ COMPONENTS: tuple[str, ...] = (
     "agent.cpu.component:create",
     # after the CPU policy: restores the registry, then publishes active_pods (nothing is cleaned up before)
     "agent.workloads.component:factory",
+    # kubelet mode: who runs in which cgroup, before pressure labels its signals with it
+    "agent.kubelet.component:factory",
     "agent.pressure.component:factory",
     # after admission (agent.workloads.component:factory): restores the pods its registry holds
     "agent.runtime.component:factory",
+    "agent.kubelet.evictionplugin:factory",
+    # last: answers `hwagent status` about everything above
+    "agent.status.component:factory",
 )
 
 #: directories under the root dir, after the kubelet's own layout
@@ -427,6 +432,8 @@ class Daemon:
                 # would make the first allocation release every checkpointed pod.
                 services={},
                 on_stop_request=lambda reason, failed=True: self.request_stop(reason, failed),
+                mode_reason=why,
+                component_health=self.component_health,
             )
             if await self._start_components(ctx, notifier):
                 self.phase = "running"

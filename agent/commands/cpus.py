@@ -1,8 +1,10 @@
 """`hwagent cpus`: CPU pools and allocations per NUMA node, as a table or JSON.
 
-Reads the CPU policy's checkpoint under the root dir (works while the daemon
-is down), or asks a running plugin over its socket (``--socket``), which is
-what the kubelet sees; pools are not part of that API and show as n/a.
+Asks the running daemon first (``<root>/status.sock``, live state with pools);
+without one it reads the CPU policy's checkpoint under the root dir. With
+``--socket`` it asks a running plugin over the ResourcePlugin API instead, which
+is what the kubelet sees; pools are not part of that API and show as n/a. The
+output's ``source`` says which.
 """
 
 from __future__ import annotations
@@ -89,6 +91,22 @@ def _from_socket(sock: str):
     return None, allocs, f"socket {sock}"
 
 
+def _live(root_dir: str) -> dict | None:
+    """The running daemon's CPU view, or None when no daemon (or no CPU policy in it) answers."""
+    import grpc
+
+    from agent.status.client import DaemonNotRunning, get_view
+
+    try:
+        return get_view(root_dir, "cpus")
+    except DaemonNotRunning:
+        return None
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.FAILED_PRECONDITION:
+            return None
+        raise CommandError(f"status socket: {e.code().name}: {e.details()}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from agent.config import ConfigError, load
     from agent.cpu.view import render_table, summarize
@@ -98,6 +116,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         raise CommandError(str(e)) from None
     d = cfg["daemon"]
+    if not args.socket:
+        live = _live(args.root_dir or d.root_dir)
+        if live is not None:
+            print(json.dumps(live, indent=2) if args.format == "json" else render_table(live))
+            return 0
     if args.socket:
         pools, allocs, source = _from_socket(args.socket)
     else:

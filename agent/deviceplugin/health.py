@@ -75,3 +75,7 @@ class HealthBoard:
         keep = set(keep)
         for d in [d for d in self._marks if d not in keep]:
             del self._marks[d]
+
+    def targets(self, kind: str, key: str) -> list[tuple[str, str]]:
+        """(resource, device id) of the plugin devices ``kind``/``key`` refers to (no marks set)."""
+        return list(self._resolve(kind, key))

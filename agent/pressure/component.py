@@ -68,6 +68,7 @@ class PressureComponent:
             cgroup_roots=roots,
             action=action,
         )
+        ctx.services["pressure"] = self.engine  # read by the eviction plugin (kubelet mode) and status
         self._collector = PressureCollector(self.engine, lambda: self.state)
         REGISTRY.register(self._collector)
         self.state = "loading"
