@@ -29,6 +29,10 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.stop",
     "agent.commands.rm",
     "agent.commands.admit",
+    "agent.commands.logs",
+    "agent.commands.install_unit",
+    "agent.commands.completion",
+    "agent.commands.status",
 )
 
 
@@ -40,20 +44,35 @@ class CommandError(Exception):
         self.code = code
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with ``only`` the one subcommand module named so.
+
+    ``hwagent topology`` should not pay for importing the daemon's, the
+    probes' and the config loader's dependencies just to build help text it
+    will not print; ``--help`` and unknown names still get the full parser.
+    """
     parser = argparse.ArgumentParser(
         prog="hwagent",
         description="Node agent for bare-metal machines: topology, devices, CPU policy, pressure.",
     )
     parser.add_argument("--version", action="version", version=f"hwagent {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         importlib.import_module(name).add_parser(sub)
     return parser
 
 
+def _single_command(argv: Sequence[str]) -> str | None:
+    """The module of the subcommand ``argv`` starts with, when one module is named after it."""
+    if not argv or argv[0].startswith("-"):
+        return None
+    name = f"agent.commands.{argv[0]}"
+    return name if name in COMMANDS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_single_command(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

@@ -37,6 +37,10 @@ class DaemonContext:
     on_stop_request: Callable[[str, bool], None] | None = field(default=None, repr=False)
     #: files the daemon unlinks at exit if their owner did not (see remove_on_exit)
     exit_paths: list[Path] = field(default_factory=list, repr=False)
+    #: why ``mode`` was chosen, as the daemon logged it
+    mode_reason: str = ""
+    #: set by the daemon: (component name, healthy) of every started component, for status
+    component_health: Callable[[], list[tuple[str, bool]]] | None = field(default=None, repr=False)
 
     def path(self, *parts: str) -> Path:
         """A path under the root dir, created as a directory chain for the parent."""

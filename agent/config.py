@@ -33,6 +33,8 @@ SECTIONS: dict[str, str] = {
     "pressure": "agent.pressure.config:PressureConfig",
     "topology_manager": "agent.topologymanager.config:TopologyManagerConfig",
     "workloads": "agent.workloads.config:WorkloadsConfig",
+    "runtime": "agent.runtime.config:RuntimeConfig",
+    "kubelet": "agent.kubelet.config:KubeletConfig",
 }
 
 

@@ -60,7 +60,14 @@ COMPONENTS: tuple[str, ...] = (
     "agent.cpu.component:create",
     # after the CPU policy: restores the registry, then publishes active_pods (nothing is cleaned up before)
     "agent.workloads.component:factory",
+    # kubelet mode: who runs in which cgroup, before pressure labels its signals with it
+    "agent.kubelet.component:factory",
     "agent.pressure.component:factory",
+    # after admission (agent.workloads.component:factory): restores the pods its registry holds
+    "agent.runtime.component:factory",
+    "agent.kubelet.evictionplugin:factory",
+    # last: answers `hwagent status` about everything above
+    "agent.status.component:factory",
 )
 
 #: directories under the root dir, after the kubelet's own layout
@@ -386,11 +393,18 @@ class Daemon:
             pidfile.acquire()
             sockets_before = set(_sockets_under(root))
 
+            from agent import __version__
+            from agent.config_checks import config_warnings
+
+            source = str(self.config.path) if self.config.path else "embedded defaults"
+            log.info("hwagent starting", extra={"version": __version__, "config": source, "root_dir": root})
             mode, why = resolve_mode(cfg)
             log.info("mode resolved", extra={"mode": mode, "why": why})
 
             topo = await asyncio.to_thread(self._read_topology)
             _log_topology(topo)
+            for warning in config_warnings(self.config, topo):
+                log.warning("config value cannot apply", extra={"warning": warning})
 
             from agent import metrics  # prometheus_client objects; import only when serving
 
@@ -419,6 +433,8 @@ class Daemon:
                 # would make the first allocation release every checkpointed pod.
                 services={},
                 on_stop_request=lambda reason, failed=True: self.request_stop(reason, failed),
+                mode_reason=why,
+                component_health=self.component_health,
             )
             if await self._start_components(ctx, notifier):
                 self.phase = "running"
@@ -431,6 +447,7 @@ class Daemon:
                     extra={
                         "mode": mode,
                         "components": len(self._started),
+                        "component_names": ",".join(c.name for c in self._started),
                         "startup_seconds": f"{time.monotonic() - t0:.3f}",
                     },
                 )

@@ -185,4 +185,8 @@ GRPC_MESSAGE_LIMITS: Mapping[str, MessageLimits] = {
     "resourceplugin": MessageLimits(receive=1 * MiB, send=16 * MiB),
     # hwagent's admission API: a manifest of up to 1 MiB in; List answers every pod
     "admission": MessageLimits(receive=2 * MiB, send=16 * MiB),
+    # Katalyst's eviction manager sends every active pod, whole (spec and status included)
+    "evictionplugin": MessageLimits(receive=32 * MiB, send=16 * MiB),
+    # hwagent's status API: empty requests; answers name every pod
+    "status": MessageLimits(receive=64 * KiB, send=16 * MiB),
 }

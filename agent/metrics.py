@@ -13,7 +13,7 @@ import os
 import platform
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client import REGISTRY, Gauge, Info
+from prometheus_client import REGISTRY, Gauge, Info, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -22,14 +22,21 @@ from agent.topology.model import Topology
 
 __all__ = ["BUILD_INFO", "ComponentHealthCollector", "publish_build_info", "publish_topology"]
 
+# `<counter>_created` doubles every counter's series for a timestamp nobody
+# queries (the process start time says the same); the library checks this flag
+# when it renders samples, so it holds for counters defined before this import too.
+disable_created_metrics()
+
 BUILD_INFO = Info("hwagent_build", "Version of hwagent, the Python running it and the kernel it runs on.")
 
 TOPOLOGY_CPUS = Gauge("hwagent_topology_cpus", "Logical CPUs by state, as read at start.", ["state"])
-TOPOLOGY_CORES = Gauge("hwagent_topology_cores", "Physical cores (thread-sibling groups) of online CPUs.")
+TOPOLOGY_CORES = Gauge(
+    "hwagent_topology_cores", "Physical cores (package, die, core id within a sibling set) of online CPUs."
+)
 TOPOLOGY_PACKAGES = Gauge("hwagent_topology_packages", "CPU packages (sockets).")
 TOPOLOGY_NUMA_NODES = Gauge("hwagent_topology_numa_nodes", "NUMA nodes, memory-only nodes included.")
 TOPOLOGY_NUMA_MEMORY = Gauge(
-    "hwagent_topology_numa_node_memory_bytes", "Memory of one NUMA node (node meminfo MemTotal).", ["node"]
+    "hwagent_topology_numa_node_memory_bytes", "Memory of one NUMA node (node meminfo MemTotal).", ["numa_node"]
 )
 TOPOLOGY_WARNINGS = Gauge(
     "hwagent_topology_warnings", "Oddities met while reading the topology (each one is logged at start)."
@@ -66,7 +73,7 @@ def publish_topology(topo: Topology) -> None:
     TOPOLOGY_NUMA_MEMORY.clear()
     for node in topo.numa_nodes:
         if node.memory_bytes is not None:
-            TOPOLOGY_NUMA_MEMORY.labels(node=str(node.id)).set(node.memory_bytes)
+            TOPOLOGY_NUMA_MEMORY.labels(numa_node=str(node.id)).set(node.memory_bytes)
     TOPOLOGY_WARNINGS.set(len(topo.warnings))
 
 

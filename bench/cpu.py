@@ -10,10 +10,15 @@ the population stays at 1,000. Two kinds:
 - shared: shared_cores joining a running pool (pool re-sizing).
 
 Paths, all in this run:
+- floor: a no-op ResourcePlugin answering the same two RPCs with empty messages;
+- durable floor: the same, whose Allocate also appends a 1 KiB record to a
+  file and fdatasyncs it (the physical floor of a durable allocation);
 - in-process: DynamicPolicy calls (the pure policy);
-- gRPC: the real ResourcePlugin server on a unix socket, checkpoint off;
-- gRPC+ckpt: the same with the atomic checkpoint write (fsync) per change;
-- floor: a no-op ResourcePlugin answering the same two RPCs with empty messages.
+- gRPC: the real ResourcePlugin server on a unix socket, no persistence;
+- gRPC+journal: the same with the policy's journal (one record + fdatasync per
+  change, ``agent.journal``), as the daemon runs it.
+The goal (issue 15): gRPC+journal p50 and p99 <= 1.5x the durable floor's.
+Files go to /var/tmp (a real disk here; /tmp may be tmpfs elsewhere).
 
 Run: .venv/bin/python bench/cpu.py [--quick]
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -46,6 +52,7 @@ from agent.daemon import freeze_startup_heap  # noqa: E402
 from agent.topology.model import synthetic  # noqa: E402
 
 BIND = json.dumps({"numa_binding": "true", "numa_exclusive": "false"})
+RECORD = b"r" * 1024
 
 
 class Clock:
@@ -109,10 +116,17 @@ def bench_inprocess(p: DynamicPolicy, kind: str, n: int) -> list[float]:
 
 
 class Noop(pb_grpc.ResourcePluginServicer):
+    def __init__(self, fd: int | None = None) -> None:
+        self.fd = fd
+        self.off = 0
+
     async def GetTopologyHints(self, request, context):
         return pb.ResourceHintsResponse()
 
     async def Allocate(self, request, context):
+        if self.fd is not None:  # the durable floor: one small record appended and synced
+            self.off += os.pwrite(self.fd, RECORD, self.off)
+            os.fdatasync(self.fd)
         return pb.ResourceAllocationResponse()
 
     async def RemovePod(self, request, context):
@@ -155,16 +169,29 @@ def bench_grpc(sock: Path, kind: str, n: int, real: bool) -> list[float]:
 
 
 async def start_real(p: DynamicPolicy, ckpt_dir: Path | None):
-    engine = CPUEngine(p, CheckpointStore(ckpt_dir) if ckpt_dir else None)
+    store = CheckpointStore(ckpt_dir) if ckpt_dir else None
+    engine = CPUEngine(p, store)
+    if store is not None:
+        store.save(p.state)
     sock = Path(tempfile.mkdtemp(prefix="hwcpub-")) / "cpu.sock"
     server, _ = await serve(engine, sock)
     return server, sock, engine
 
 
-async def start_noop():
+async def stop_real(server, engine: CPUEngine) -> None:
+    await server.stop(0)
+    if hasattr(engine, "wait_durable"):
+        await engine.wait_durable()
+    else:  # the engine before the journal (bench run against an older tree for before/after figures)
+        await engine.persist.wait()
+    if engine.store is not None and hasattr(engine.store, "journal"):
+        await engine.store.journal.close()
+
+
+async def start_noop(fd: int | None = None):
     sock = Path(tempfile.mkdtemp(prefix="hwcpub-")) / "noop.sock"
     server = grpc.aio.server()
-    pb_grpc.add_ResourcePluginServicer_to_server(Noop(), server)
+    pb_grpc.add_ResourcePluginServicer_to_server(Noop(fd), server)
     server.add_insecure_port(f"unix://{sock}")
     await server.start()
     return server, sock
@@ -183,30 +210,43 @@ def main() -> int:
     freeze_startup_heap()  # as the daemon does once its components are up
     srv = ServerThread()
     results: dict[tuple[str, str], list[float]] = {}
-    try:
-        noop_server, noop_sock = srv.run(start_noop())
-        for kind in ("dedicated", "shared"):
-            results[("floor", kind)] = bench_grpc(noop_sock, kind, n, real=False)
-            results[("in-process", kind)] = bench_inprocess(p, kind, n)
-            server, sock, engine = srv.run(start_real(p, None))
-            results[("gRPC", kind)] = bench_grpc(sock, kind, n, real=True)
-            srv.run(server.stop(0))
-            p.listeners.clear()
-            with tempfile.TemporaryDirectory(prefix="hwcpuck-", dir="/var/tmp") as d:
-                server, sock, engine = srv.run(start_real(p, Path(d)))
-                results[("gRPC+ckpt", kind)] = bench_grpc(sock, kind, n, real=True)
-                srv.run(server.stop(0))
-                p.listeners.clear()
-        srv.run(noop_server.stop(0))
-    finally:
-        srv.close()
+    paths = ("floor", "durable floor", "in-process", "gRPC", "gRPC+journal")
+    with tempfile.TemporaryDirectory(prefix="hwcpuck-", dir="/var/tmp") as d:
+        fd = os.open(Path(d) / "floor.wal", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            noop_server, noop_sock = srv.run(start_noop())
+            durable_server, durable_sock = srv.run(start_noop(fd))
+            for kind in ("dedicated", "shared"):
+                for rnd in range(2):  # interleaved rounds: load drifts on a shared machine
+                    def add(path: str, xs: list[float]) -> None:
+                        results.setdefault((path, kind), []).extend(xs)
+
+                    add("floor", bench_grpc(noop_sock, kind, n, real=False))
+                    add("durable floor", bench_grpc(durable_sock, kind, n, real=False))
+                    add("in-process", bench_inprocess(p, kind, n))
+                    server, sock, engine = srv.run(start_real(p, None))
+                    add("gRPC", bench_grpc(sock, kind, n, real=True))
+                    srv.run(stop_real(server, engine))
+                    p.listeners.clear()
+                    server, sock, engine = srv.run(start_real(p, Path(d) / f"j-{kind}-{rnd}"))
+                    add("gRPC+journal", bench_grpc(sock, kind, n, real=True))  # (whole-file checkpoint before)
+                    srv.run(stop_real(server, engine))
+                    p.listeners.clear()
+            srv.run(noop_server.stop(0))
+            srv.run(durable_server.stop(0))
+        finally:
+            os.close(fd)
+            srv.close()
     assert len(p.state.containers()) == 1000
-    print(f"hints+Allocate, {n} ops per row, p50/p99 in microseconds; ratio = p50 / no-op gRPC floor p50")
+    print(f"hints+Allocate, {2 * n} ops per row, p50/p99 in microseconds; "
+          f"ratio = against the no-op floor | against the durable floor (p50, p99)")
     for kind in ("dedicated", "shared"):
-        floor50, _ = pct(results[("floor", kind)])
-        for path in ("floor", "in-process", "gRPC", "gRPC+ckpt"):
+        f50, f99 = pct(results[("floor", kind)])
+        d50, d99 = pct(results[("durable floor", kind)])
+        for path in paths:
             p50, p99 = pct(results[(path, kind)])
-            print(f"  {kind:9s} {path:10s} p50 {p50:9.0f} us  p99 {p99:9.0f} us  ratio {p50 / floor50:6.2f}x")
+            print(f"  {kind:9s} {path:13s} p50 {p50:9.0f} us  p99 {p99:9.0f} us  "
+                  f"ratio {p50 / f50:5.2f}x | durable {p50 / d50:5.2f}x p50 {p99 / d99:5.2f}x p99")
     return 0
 
 

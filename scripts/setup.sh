@@ -19,7 +19,10 @@ APT_PACKAGES=(
     hwloc-nox                            # lstopo-no-graphics: the peer for topology tests and bench
     linux-perf                           # perf bench sched pipe: probe overhead bench
     iproute2 util-linux kmod udev        # dummy links, loop devices, uevents in hotplug tests
-    gcc                                  # builds wheels that have no binary for this python
+    gcc                                  # builds wheels that have no binary for this python, and hwagent-shim
+    pci.ids                              # PCI vendor/device/class names for the text views (optional at run time)
+    librsvg2-bin                         # rsvg-convert: `hwagent topology --format png` and the picture tests
+    prometheus                           # promtool: checks and unit-tests deploy/prometheus rules
 )
 
 missing_packages() {
@@ -77,6 +80,18 @@ build_venv() {
     echo "$want" > "$stamp"
 }
 
+# The workload runtime's exec shim (agent/runtime/shim.c), beside the venv's python
+# where the runtime looks first. Without gcc the runtime uses its Python fallback.
+build_shim() {
+    local src=agent/runtime/shim.c out=.venv/bin/hwagent-shim
+    [ -x "$out" ] && [ "$out" -nt "$src" ] && return 0
+    if ! command -v gcc >/dev/null; then
+        log "warning: no gcc; the workload runtime will use its Python shim (slower launches)"
+        return 0
+    fi
+    gcc -O2 -Wall -o "$out.tmp" "$src" && mv "$out.tmp" "$out" && log "built $out"
+}
+
 if [ "$(id -u)" = 0 ]; then
     install_apt
     link_headers
@@ -85,3 +100,4 @@ else
     log "warning: not root; skipping apt packages, header links and tracefs"
 fi
 build_venv
+build_shim

@@ -1,8 +1,10 @@
 """`hwagent cpus`: CPU pools and allocations per NUMA node, as a table or JSON.
 
-Reads the CPU policy's checkpoint under the root dir (works while the daemon
-is down), or asks a running plugin over its socket (``--socket``), which is
-what the kubelet sees; pools are not part of that API and show as n/a.
+Asks the running daemon first (``<root>/status.sock``, live state with pools);
+without one it reads the CPU policy's checkpoint under the root dir. With
+``--socket`` it asks a running plugin over the ResourcePlugin API instead, which
+is what the kubelet sees; pools are not part of that API and show as n/a. The
+output's ``source`` says which.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 from pathlib import Path
 
 from agent.cli import CommandError
+from agent.commands._format import add_format_option
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -24,8 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--root-dir", metavar="DIR", help="hwagent root dir holding cpu/cpu_plugin_state.json")
     p.add_argument("--socket", metavar="PATH", help="query a running cpu plugin on this unix socket instead")
     p.add_argument("--sysfs-root", metavar="DIR", help="sysfs to read the NUMA layout from (default: config)")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
-    p.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
+    add_format_option(p, ("text", "json"), json_alias=True)
     p.set_defaults(func=run)
 
 
@@ -47,7 +49,7 @@ def _from_checkpoint(root: Path):
 
     store = CheckpointStore(root / "cpu")
     try:
-        st = store.load()
+        st = store.load(read_only=True)  # the daemon may be writing: change no file
     except CheckpointError as e:
         raise CommandError(str(e)) from None
     except OSError as e:
@@ -89,6 +91,22 @@ def _from_socket(sock: str):
     return None, allocs, f"socket {sock}"
 
 
+def _live(root_dir: str) -> dict | None:
+    """The running daemon's CPU view, or None when no daemon (or no CPU policy in it) answers."""
+    import grpc
+
+    from agent.status.client import DaemonNotRunning, get_view
+
+    try:
+        return get_view(root_dir, "cpus")
+    except DaemonNotRunning:
+        return None
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.FAILED_PRECONDITION:
+            return None
+        raise CommandError(f"status socket: {e.code().name}: {e.details()}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from agent.config import ConfigError, load
     from agent.cpu.view import render_table, summarize
@@ -98,6 +116,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         raise CommandError(str(e)) from None
     d = cfg["daemon"]
+    if not args.socket:
+        live = _live(args.root_dir or d.root_dir)
+        if live is not None:
+            print(json.dumps(live, indent=2) if args.format == "json" else render_table(live))
+            return 0
     if args.socket:
         pools, allocs, source = _from_socket(args.socket)
     else:

@@ -5,6 +5,11 @@ resource rules exactly as the daemon does, so an operator can check a rules
 change before restarting. Health here is what the rules alone say (a device
 whose driver does not match is not offered); probe verdicts live in the
 running daemon.
+
+The default text view groups devices by NUMA node and resource, with PCI
+vendor/device/class names from pci.ids (optional; hex ids without it), and
+sums up the devices no rule offers by class, so a 150-function machine reads
+in a screen; ``--all`` (or ``--offered``) prints one row per device.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import os
 import sys
 
 from agent.cli import CommandError
+from agent.commands._format import add_format_option
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -26,12 +32,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", metavar="FILE", help="TOML config file ([devices] rules, [daemon] sysfs_root)")
     p.add_argument("--sysfs-root", metavar="DIR", help="sysfs tree to read (default: config, /sys)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--offered", action="store_true", help="only devices offered as a resource")
+    add_format_option(p, ("text", "json"))
+    p.add_argument("--offered", action="store_true", help="only devices offered as a resource (one row each)")
+    p.add_argument("--all", action="store_true", help="one row per device instead of the grouped view")
     p.set_defaults(func=run)
 
 
-def _rows(inv, assignment) -> list[dict]:
+def _rows(inv, assignment, names=None) -> list[dict]:
     owner = assignment.owner_map()
     rows = []
     for d in inv:
@@ -49,6 +56,9 @@ def _rows(inv, assignment) -> list[dict]:
             "vendor": d.pci.vendor if d.pci else None,
             "device": d.pci.device if d.pci else None,
             "class": d.pci.class_code if d.pci else None,
+            "vendor_name": names.vendor(d.pci.vendor) if names and d.pci else None,
+            "device_name": names.device(d.pci.vendor, d.pci.device) if names and d.pci else None,
+            "class_name": names.class_name(d.pci.class_code[:4]) if names and d.pci else None,
             "driver": d.driver,
             "numa_node": d.numa_node,
             "local_cpus": str(d.local_cpus) if d.local_cpus is not None else None,
@@ -67,7 +77,7 @@ def _rows(inv, assignment) -> list[dict]:
 
 
 def _text(rows: list[dict]) -> str:
-    head = ("ID", "KIND", "IDS", "CLASS", "DRIVER", "NUMA", "RESOURCE", "HEALTH", "NODES/CHILDREN")
+    head = ("ID", "KIND", "IDS", "CLASS", "DRIVER", "NUMA", "RESOURCE", "HEALTH", "NAME", "NODES/CHILDREN")
     table = [head]
     for r in rows:
         res = r["resource"] or ("CONFLICT:" + "+".join(r["conflict"]) if r["conflict"] else "-")
@@ -77,10 +87,59 @@ def _text(rows: list[dict]) -> str:
             r["class"] or "-", r["driver"] or "-",
             "-" if r["numa_node"] is None else str(r["numa_node"]),
             res, r["health"],
+            " ".join(x for x in (_short(r["vendor_name"]), r["device_name"] or r["class_name"]) if x) or "-",
             ",".join(r["dev_nodes"] + r["children"]) or "-",
         ))
     widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in table)
+
+
+def _name(r: dict) -> str:
+    if r["kind"] != "pci":
+        return r["kind"]
+    ids = f"{r['vendor']}:{r['device']}"
+    named = " ".join(x for x in (_short(r["vendor_name"]), r["device_name"]) if x)
+    return f"{named} [{ids}]" if named else ids
+
+
+def _short(vendor: str | None) -> str | None:
+    from agent.devices.pciids import _short_vendor
+
+    return _short_vendor(vendor) if vendor else None
+
+
+def _grouped(rows: list[dict]) -> str:
+    """By NUMA node, then resource; what no rule offers summed up by class."""
+    by_node: dict[int | None, list[dict]] = {}
+    for r in rows:
+        by_node.setdefault(r["numa_node"], []).append(r)
+    lines: list[str] = []
+    for node in sorted(by_node, key=lambda n: (n is None, n if n is not None else 0)):
+        members = by_node[node]
+        lines.append(f"NUMA node {node}" if node is not None else "no NUMA node")
+        by_res: dict[str, list[dict]] = {}
+        for r in members:
+            res = r["resource"] or ("CONFLICT " + "+".join(r["conflict"]) if r["conflict"] else "")
+            by_res.setdefault(res, []).append(r)
+        for res in sorted(k for k in by_res if k):
+            devs = by_res[res]
+            bad = sum(1 for r in devs if r["health"] == "Unhealthy")
+            lines.append(f"  {res}: {len(devs)} device{'s' if len(devs) != 1 else ''}" + (f", {bad} unhealthy" if bad else ""))
+            for r in devs:
+                nodes = ",".join(r["dev_nodes"] + r["children"])
+                reason = f" ({r['reason']})" if r["reason"] else ""
+                lines.append(f"    {r['id']:<14} {r['health']:<9} {_name(r)}  {r['driver'] or '-'}  {nodes}{reason}".rstrip())
+        rest = by_res.get("", [])
+        if rest:
+            kinds: dict[str, int] = {}
+            for r in rest:
+                what = r["class_name"] or (f"class {r['class']}" if r["class"] else r["kind"])
+                kinds[what] = kinds.get(what, 0) + 1
+            summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+            lines.append(f"  not offered: {len(rest)} ({summary})")
+    lines.append("")
+    lines.append("--all lists every device; --format json has every field")
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,15 +157,19 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{sysfs_root} does not look like a sysfs tree (no bus/ or class/)")
     inv = discover(sysfs_root, cfg.dev_root)
     assignment = assign(inv, effective_rules(cfg))
-    rows = _rows(inv, assignment)
+    from agent.devices.pciids import load as load_pci_names
+
+    rows = _rows(inv, assignment, load_pci_names())
     if args.offered:
         rows = [r for r in rows if r["resource"] or r["conflict"]]
     if args.format == "json":
         print(json.dumps({"sysfs_root": sysfs_root, "devices": rows,
                           "resources": {k: list(v) for k, v in assignment.members.items()},
                           "warnings": list(inv.warnings)}, indent=2))
-    else:
+    elif args.all or args.offered:
         print(_text(rows))
+    else:
+        print(_grouped(rows))
     if assignment.conflicts:
         for dev, rs in sorted(assignment.conflicts.items()):
             print(f"hwagent devices: error: {dev} is matched by {' and '.join(rs)}; "

@@ -7,6 +7,7 @@ import json
 import os
 
 from agent.pressure.doctor import run_checks
+from agent.commands._format import add_format_option
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -16,7 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Check what the eBPF probes and pressure signals need; print each missing piece with its fix. "
         "Exit status 1 when an error-level check fails.",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_format_option(p, ("text", "json"), json_alias=True)
     p.add_argument("--procfs-root", default="/proc", help=argparse.SUPPRESS)
     p.add_argument("--sysfs-root", default="/sys", help=argparse.SUPPRESS)
     p.add_argument("--modules-root", default="/lib/modules", help=argparse.SUPPRESS)
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         args.release or os.uname().release, args.procfs_root, args.sysfs_root, args.modules_root, args.boot_root
     )
     failed = [c for c in checks if not c.ok and c.severity == "error"]
-    if args.json:
+    if args.format == "json":
         print(json.dumps([c.__dict__ for c in checks], indent=2))
     else:
         for c in checks:

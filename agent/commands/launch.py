@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     cpu.add_argument("--cpus", metavar="N", type=int, help="whole CPUs (request = limit)")
     cpu.add_argument("--cpu-request", metavar="Q", help="a CPU request as a quantity (e.g. 500m), no limit")
     p.add_argument("--qos", choices=tuple(QOS_LEVELS), help="Katalyst QoS level (default: shared)")
-    p.add_argument("--numa-binding", action="store_true", help="bind the CPUs (and memory) to NUMA node(s)")
+    p.add_argument("--numa-binding", action="store_true",
+                   help="bind the CPUs (and memory) to NUMA node(s); implied by --qos dedicated, "
+                   "which the CPU policy serves only NUMA-bound")
     p.add_argument("--memory", metavar="SIZE", help="memory limit (= request), e.g. 2Gi")
     p.add_argument("--device", metavar="RESOURCE=COUNT", action="append", default=[],
                    help="extended resource count (repeatable)")
@@ -50,18 +53,32 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def generated_name(command: str) -> str:
+    """A pod name from the command, like ``systemd-run``'s unit names: ``stress-k3x9q``.
+
+    Lower-cased, reduced to DNS-1123 label characters, with a random suffix so two
+    launches of one command do not collide; ``--name`` picks a name instead.
+    """
+    import re
+    import secrets
+    import string
+
+    base = re.sub(r"[^a-z0-9-]+", "-", os.path.basename(command).lower()).strip("-")[:40] or "pod"
+    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+    return f"{base}-{suffix}"
+
+
 def manifest_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    if not args.name:
-        raise CommandError("--name is required (or give a manifest with -f)")
     if not cmd:
-        raise CommandError("the command to run is missing: hwagent launch --name N [...] -- CMD ARGS")
+        raise CommandError("the command to run is missing: hwagent launch [--name N] [...] -- CMD ARGS")
+    name = args.name or generated_name(cmd[0])
     annotations: dict[str, str] = {}
     if args.qos:
         annotations[QOS_KEY] = QOS_LEVELS[args.qos]
-    if args.numa_binding:
+    if args.numa_binding or args.qos == "dedicated":
         annotations[ENHANCEMENT_KEY] = json.dumps({"numa_binding": "true"})
     requests: dict[str, str] = {}
     limits: dict[str, str] = {}
@@ -82,7 +99,7 @@ def manifest_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
     if resources:
         container["resources"] = resources
-    meta: dict[str, Any] = {"name": args.name, "namespace": args.namespace}
+    meta: dict[str, Any] = {"name": name, "namespace": args.namespace}
     if annotations:
         meta["annotations"] = annotations
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [container]}}

@@ -14,6 +14,7 @@ import time
 
 from agent.cli import CommandError
 from agent.config import ConfigError, load
+from agent.commands._format import add_format_option
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--once", action="store_true", help="print one snapshot after one interval and exit")
     g.add_argument("--duration", type=float, help="run this many seconds, then exit")
-    p.add_argument("--json", action="store_true", help="one JSON object per refresh")
+    add_format_option(p, ("text", "json"), json_alias=True)  # json: one object per refresh
     p.set_defaults(func=run)
 
 
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(max(0.0, min(args.interval, end - t0)))
             engine.tick()
             s = snapshot(engine, prev_rq, prev_blk, max(1e-6, time.monotonic() - t0), args.top)
-            if args.json:
+            if args.format == "json":
                 print(json.dumps(s), flush=True)
             else:
                 if not args.once and args.duration is None and sys.stdout.isatty():

@@ -1,8 +1,12 @@
 """`hwagent resources`: device-plugin resources, endpoints, health and allocations.
 
-Reads the device manager's checkpoint, which the host rewrites on every
-snapshot, connect/disconnect, allocation and release, so it is current while
-the daemon runs and shows the last state after it stopped (the age is printed).
+Asks the running daemon first (``<root>/status.sock``): in standalone mode its
+device-plugin host, in kubelet mode its built-in plugins with the pod holding
+each device. When no daemon answers it reads the device manager's snapshot and
+replays its journal (changing no file): allocations are as the daemon last made
+them durable; device health and endpoints are as of the last snapshot, which the
+host writes in the background when they change and when it stops (the age is
+printed). The first line says which.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 from agent.cli import CommandError
 from agent.config import ConfigError, load
 from typing import TYPE_CHECKING
+from agent.commands._format import add_format_option
 
 if TYPE_CHECKING:  # the device manager pulls in grpc: loaded only when the command runs
     from agent.devicemanager.checkpoint import CheckpointData
@@ -32,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE", help="TOML config file (default: embedded defaults)")
     p.add_argument("--root-dir", metavar="DIR", help="hwagent's root dir (overrides the config)")
     p.add_argument("--checkpoint", metavar="FILE", help="read this checkpoint file instead")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_format_option(p, ("text", "json"))
     p.set_defaults(func=run)
 
 
@@ -85,8 +90,9 @@ def as_dict(data: CheckpointData) -> dict:
     }
 
 
-def render_text(view: dict, path: Path, age: float) -> str:
-    lines = [f"checkpoint {path} (written {age:.0f}s ago)", ""]
+def render_text(view: dict, path: Path | None, age: float) -> str:
+    head = f"live daemon: {view.get('source', '')}" if path is None else f"checkpoint {path} (written {age:.0f}s ago)"
+    lines = [head, ""]
     if not view["resources"]:
         lines.append("no device-plugin resources")
     for name, r in view["resources"].items():
@@ -96,6 +102,8 @@ def render_text(view: dict, path: Path, age: float) -> str:
         for d in r["devices"]:
             numa = ",".join(map(str, d["numa"])) or "-"
             used = " allocated" if d["allocated"] else ""
+            holder = d.get("holder")
+            used = f" held by {holder['namespace']}/{holder['pod']}/{holder['container']}" if holder else used
             lines.append(f"  device {d['id']:<24} {d['health']:<9} numa={numa}{used}")
     if view["deleted_resources"]:
         lines.append(f"deleted after grace period: {', '.join(view['deleted_resources'])}")
@@ -113,22 +121,56 @@ def render_text(view: dict, path: Path, age: float) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    from agent.devicemanager.checkpoint import CheckpointCorrupt, decode
+def _live(args: argparse.Namespace) -> tuple[dict | None, str]:
+    """The live daemon's view, or (None, why not)."""
+    import grpc
 
+    from agent.status.client import DaemonNotRunning, get_view
+
+    try:
+        config = load(args.config)
+    except ConfigError as e:
+        raise CommandError(str(e)) from None
+    root = os.path.abspath(args.root_dir) if args.root_dir else config["daemon"].root_dir
+    try:
+        return get_view(root, "resources"), ""
+    except DaemonNotRunning as e:
+        return None, str(e)
+    except grpc.RpcError as e:
+        return None, f"the daemon has no device-plugin part ({e.details()})"
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.devicemanager.checkpoint import open_journal
+    from agent.journal import JournalCorrupt
+
+    live, why_not = (None, "--checkpoint given") if args.checkpoint else _live(args)
+    if live is not None:
+        live["source_kind"] = "live"
+        print(json.dumps(live, indent=2, sort_keys=True) if args.format == "json" else render_text(live, None, 0.0))
+        return 0
     path = checkpoint_path(args)
     try:
-        raw = path.read_bytes()
         age = time.time() - path.stat().st_mtime
     except FileNotFoundError:
-        raise CommandError(f"no device-manager checkpoint at {path} (has hwagent run in standalone mode?)") from None
+        raise CommandError(
+            f"no running daemon ({why_not}) and no device-manager checkpoint at {path} "
+            "(the checkpoint exists only after hwagent ran in standalone mode)"
+        ) from None
     except OSError as e:
         raise CommandError(f"cannot read {path}: {e.strerror}") from None
+    journal = open_journal(path)
     try:
-        data = decode(raw)
-    except CheckpointCorrupt as e:
-        raise CommandError(f"{path}: corrupt checkpoint: {e}") from None
+        data = journal.recover(read_only=True).state.data()
+    except JournalCorrupt as e:
+        raise CommandError(f"corrupt checkpoint: {e}") from None
+    except OSError as e:
+        raise CommandError(f"cannot read {path}: {e.strerror}") from None
+    finally:
+        journal.close_sync()
     view = as_dict(data)
+    view["source"] = f"checkpoint {path}"
+    view["source_kind"] = "checkpoint"
     if args.format == "json":
         print(json.dumps(view, indent=2, sort_keys=True))
     else:

@@ -130,7 +130,9 @@ class CPUPolicyComponent:
         self.cgroup_roots = tuple(ctx.config["daemon"].workload_cgroup_roots)
 
         self._ctx = ctx
-        store = CheckpointStore(ctx.root_dir / "cpu")
+        from agent.cpu.calculator import TopoIndex
+
+        store = CheckpointStore(ctx.root_dir / "cpu", online=TopoIndex(ctx.topology).all)
         loop = asyncio.get_running_loop()
         try:
             state = await loop.run_in_executor(None, store.load, self.cfg.accept_state_loss)
@@ -151,7 +153,7 @@ class CPUPolicyComponent:
             else:
                 self._log_own_cgroup(ctx)
         self.engine = CPUEngine(policy, store, on_enforce=self._kick_enforce)
-        await loop.run_in_executor(None, store.save, policy.state)
+        await loop.run_in_executor(None, store.save, policy.state, lambda: self.engine.policy.state)
         self.socket_path = socket_path_for(ctx, self.cfg)
         self._server, self._reg = await serve(self.engine, self.socket_path)
         ctx.services["cpu_policy"] = CPUPolicyService(self)
@@ -195,7 +197,12 @@ class CPUPolicyComponent:
             self._server = None
         if hasattr(self, "engine"):
             with contextlib.suppress(Exception):
-                await self.engine.persist.wait()
+                await self.engine.wait_durable()
+            if self.engine.store is not None:
+                with contextlib.suppress(Exception):  # a clean stop leaves one checksummed snapshot, no journal
+                    await self.engine.store.journal.compact_now()
+                with contextlib.suppress(Exception):
+                    await self.engine.store.journal.close()
         if self.enforce is not None:
             with contextlib.suppress(Exception):
                 await self.enforce.drain()
@@ -235,7 +242,7 @@ class CPUPolicyComponent:
     async def check_once(self) -> CheckReport | None:
         """Ramp-up completion, then a full cpuset check (detect + repair)."""
         self.engine.policy.complete_ramp_up()
-        await self.engine.persist.wait()
+        await self.engine.wait_durable()
         if self.enforce is None:
             return None
         self.enforce.submit(self.engine.policy.state)
@@ -255,7 +262,7 @@ class CPUPolicyComponent:
             self.residual.forget(uid)
             RESIDUAL_REMOVED.inc()
         if due:
-            await self.engine.persist.wait()
+            await self.engine.wait_durable()
         return due
 
     def reclaim_cgroup(self) -> str | None:

@@ -6,12 +6,14 @@ it and metrics can count failures by a bounded ``reason``.
 
 from __future__ import annotations
 
-__all__ = ["PolicyError", "INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED"]
+__all__ = ["PolicyError", "INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED", "UNAVAILABLE"]
 
 INVALID_ARGUMENT = "INVALID_ARGUMENT"
 NOT_FOUND = "NOT_FOUND"
 FAILED_PRECONDITION = "FAILED_PRECONDITION"
 RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+#: the change could not be made durable (disk full, I/O error): nothing changed, retry later
+UNAVAILABLE = "UNAVAILABLE"
 
 
 class PolicyError(Exception):

@@ -7,7 +7,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from agent.cpu.state import PolicyState
 
 POOL_SIZE = Gauge("hwagent_cpu_pool_size_cpus", "CPUs in each pool.", ["pool"])
-ALLOCATIONS = Gauge("hwagent_cpu_allocations", "Containers holding a cpuset, by QoS level.", ["qos_level"])
+ALLOCATIONS = Gauge("hwagent_cpu_allocations", "Containers holding a cpuset, by QoS level.", ["qos"])
 FAILURES = Counter(
     "hwagent_cpu_failures_total", "Refused or failed policy calls, by call and reason.", ["op", "reason"]
 )
@@ -25,7 +25,7 @@ CGROUP_UNRESOLVED = Gauge(
 )
 RESIDUAL_REMOVED = Counter("hwagent_cpu_residual_pods_removed_total", "Pods forgotten after leaving the active set.")
 CHECKPOINT_WRITES = Counter("hwagent_cpu_checkpoint_writes_total", "Checkpoint files written.")
-CPU_IDLE_WRITES = Counter("hwagent_cpu_cpu_idle_writes_total", "cpu.idle writes on the reclaimed root cgroup.")
+CPU_IDLE_WRITES = Counter("hwagent_cpu_idle_writes_total", "cpu.idle writes on the reclaimed root cgroup.")
 
 _ALL_QOS = ("shared_cores", "dedicated_cores", "reclaimed_cores", "system_cores")
 _seen_pools: set[str] = set()

@@ -28,7 +28,7 @@ from agent.cpu.qos import (
     parse_qos,
 )
 from agent.cpu.quantity import RESOURCE_RECLAIMED_MILLICPU, ceil_cpus, parse_request
-from agent.cpu.state import INIT, MAIN, SIDECAR, AllocationInfo, PolicyState, machine_state
+from agent.cpu.state import INIT, MAIN, SIDECAR, AllocationInfo, Change, PolicyState, machine_state
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 
@@ -123,6 +123,8 @@ class DynamicPolicy:
         self._state = self._restore(state or PolicyState())
         #: called with the new state after every committed change
         self.listeners: list[Callable[[PolicyState], None]] = []
+        #: what the last committed change did (read by listeners that journal it)
+        self.last_change = Change()
 
     # -- state ------------------------------------------------------------------
     @property
@@ -139,13 +141,22 @@ class DynamicPolicy:
                 )
         return sync_sidecars(init_pools(self.idx, st, self.reserved, self.pool_opts))
 
-    def _commit(self, st: PolicyState) -> None:
+    def _commit(self, st: PolicyState, put: tuple[tuple[str, str], ...] = (), drop_pods: tuple[str, ...] = ()) -> None:
+        old = self._state
         st = sync_sidecars(st)
-        if st is self._state:
+        if st is old:
             return
+        ob, nb = old.__dict__.get("_ix"), st.__dict__.get("_ix")
+        adjusted = nb is not None and nb.basis is not None and (ob is None or nb.basis is not ob.basis)
+        self.last_change = Change(put=put, drop_pods=drop_pods, adjusted=adjusted)
         self._state = st
         for cb in list(self.listeners):
             cb(st)
+
+    def reset_state(self, st: PolicyState) -> None:
+        """Put back an earlier state (a change that could not be made durable
+        is undone); listeners are not called: the caller knows."""
+        self._state = st
 
     # -- request parsing --------------------------------------------------------
     def _qos(self, req: Request) -> QoS:
@@ -242,7 +253,7 @@ class DynamicPolicy:
             st = base.with_entry(replace(entry, cpuset=CPUSet(self.idx.all)))
         else:  # pragma: no cover - parse_qos rejects anything else
             raise invalid("unknown_qos", f"unknown QoS level {qos.level!r}")
-        self._commit(st)
+        self._commit(st, put=((req.pod_uid, req.container_name),))
         got = self._state.get(req.pod_uid, req.container_name)
         assert got is not None
         return AllocateResult(got, qos.labels, qos.annotations, hint=req.hint)
@@ -311,7 +322,8 @@ class DynamicPolicy:
         """Forget a pod; True when it was known."""
         if pod_uid not in self._state.entries:
             return False
-        self._commit(adjust(self.idx, self._state.without_pod(pod_uid), self.reserved, self.pool_opts))
+        self._commit(adjust(self.idx, self._state.without_pod(pod_uid), self.reserved, self.pool_opts),
+                     drop_pods=(pod_uid,))
         return True
 
     def set_cgroup_path(self, pod_uid: str, container: str, path: str | None) -> None:
@@ -319,7 +331,7 @@ class DynamicPolicy:
         if cur is None:
             raise PolicyError(NOT_FOUND, "not_found", f"container {pod_uid}/{container} is not in cpu plugin state")
         if cur.cgroup_path != path:
-            self._commit(self._state.with_entry(replace(cur, cgroup_path=path)))
+            self._commit(self._state.with_entry(replace(cur, cgroup_path=path)), put=((pod_uid, container),))
 
     # -- ramp-up ------------------------------------------------------------------
     def complete_ramp_up(self) -> bool:
@@ -341,7 +353,7 @@ class DynamicPolicy:
                 st = st.with_entry(replace(a, ramp_up=False))
         if any(a.qos_level == SHARED for a in due):
             st = adjust(self.idx, st, self.reserved, self.pool_opts)
-        self._commit(st)
+        self._commit(st, put=tuple((a.pod_uid, a.container_name) for a in due))
         return True
 
     # -- queries ------------------------------------------------------------------

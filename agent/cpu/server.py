@@ -156,7 +156,10 @@ class ResourcePluginService(pb_grpc.ResourcePluginServicer):
         if not request.pod_uid:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pod_uid is empty")
         check_name("pod_uid", request.pod_uid)
-        await self.engine.remove_pod(request.pod_uid)
+        try:
+            await self.engine.remove_pod(request.pod_uid)
+        except PolicyError as e:  # state not persisted: UNAVAILABLE, nothing removed
+            await _abort(context, e)
         return pb.RemovePodResponse()
 
     async def GetResourcesAllocation(self, request, context):

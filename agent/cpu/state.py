@@ -10,16 +10,28 @@ is never stored as truth — it is always regenerated from the entries
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agent.cgroups.paths import validate_rel_path
 from agent.cpu.calculator import TopoIndex
-from agent.cpu.qos import DEDICATED, RECLAIMED, SHARED, SYSTEM
+from agent.cpu.qos import DEDICATED, RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED, SYSTEM
 from agent.cpuset import CPUSet
 
-__all__ = ["AllocationInfo", "PolicyState", "StateIndex", "Basis", "NUMAState", "machine_state"]
+__all__ = [
+    "AllocationInfo",
+    "Basis",
+    "Change",
+    "NUMAState",
+    "PolicyState",
+    "StateIndex",
+    "machine_state",
+    "repoint_followers",
+    "validate_entry",
+    "validate_state",
+]
 
 T = TypeVar("T")
 
@@ -86,7 +98,7 @@ class AllocationInfo:
         if enc is None:
             parts = self.__dict__.get("_encp")
             if parts is None:
-                parts = _split_encoding(self.to_json())
+                parts = _split_encoding(self.to_json(with_cpuset=False))
                 object.__setattr__(self, "_encp", parts)
             enc = parts[0] + _cpuset_json(self.cpuset) + parts[1]
             object.__setattr__(self, "_enc", enc)
@@ -100,7 +112,9 @@ class AllocationInfo:
     def is_sidecar(self) -> bool:
         return self.container_type == SIDECAR
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, with_cpuset: bool = True) -> dict[str, Any]:
+        """``with_cpuset=False``: the cpuset's value is left out (None), for
+        encoders that format it apart (a 256-CPU list costs ~100 us)."""
         return {
             "pod_uid": self.pod_uid,
             "pod_namespace": self.pod_namespace,
@@ -110,7 +124,7 @@ class AllocationInfo:
             "container_index": self.container_index,
             "qos_level": self.qos_level,
             "request_quantity": self.request_quantity,
-            "cpuset": str(self.cpuset),
+            "cpuset": str(self.cpuset) if with_cpuset else None,
             "owner_pool_name": self.owner_pool_name,
             "ramp_up": self.ramp_up,
             "numa_binding": self.numa_binding,
@@ -506,3 +520,114 @@ def _machine_state(idx: TopoIndex, state: PolicyState, with_entries: bool) -> di
 
 
 _EMPTY = CPUSet()
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one committed policy call did, as the journal records it: the
+    entries it wrote (their values are taken from the new state), the ones it
+    removed, and whether pools were re-sized (``adjusted``: then every pool
+    follower holds its pool's new cpuset, every ramp-up container the ramp
+    set, every system container all CPUs, as ``pools.adjust`` guarantees)."""
+
+    put: tuple[Key, ...] = ()
+    drop: tuple[Key, ...] = ()
+    drop_pods: tuple[str, ...] = ()
+    adjusted: bool = False
+
+
+QOS_LEVELS = (SHARED, DEDICATED, RECLAIMED, SYSTEM)
+CONTAINER_TYPES = (MAIN, SIDECAR)
+
+
+def validate_entry(uid: str, container: str, a: AllocationInfo) -> None:
+    """Meaning of one stored entry (a checksum only proves the bytes are the
+    ones written): ValueError when it could not have come from the policy."""
+    where = f"entry {uid}/{container}"
+    if a.pod_uid != uid or a.container_name != container:
+        raise ValueError(f"{where} is filed under another key ({a.pod_uid}/{a.container_name})")
+    if not uid or not container:
+        raise ValueError(f"{where}: empty pod uid or container name")
+    if a.qos_level not in QOS_LEVELS:
+        raise ValueError(f"{where}: unknown QoS level {a.qos_level!r}")
+    if a.container_type not in CONTAINER_TYPES:
+        raise ValueError(f"{where}: unknown container type {a.container_type!r}")
+    for name, v in (("request_quantity", a.request_quantity), ("init_timestamp", a.init_timestamp)):
+        if not math.isfinite(v) or v < 0:
+            raise ValueError(f"{where}: {name} {v!r} is negative or not finite")
+    if a.container_index < 0:
+        raise ValueError(f"{where}: negative container_index {a.container_index}")
+    if a.qos_level == DEDICATED and not a.is_sidecar and not a.cpuset:
+        raise ValueError(f"{where}: dedicated container without cpus")
+    if a.cgroup_path is not None and not isinstance(a.cgroup_path, str):
+        raise ValueError(f"{where}: cgroup_path is not a string")
+
+
+def validate_state(st: PolicyState, online: Collection[int] | None = None) -> None:
+    """Invariants every state the policy commits holds: valid entries, no CPU
+    in two dedicated containers, dedicated CPUs outside the reserve and shared
+    pools, no pool overlapping the reserve, pools and cpusets within
+    ``online`` (when given). ValueError names the first violation."""
+    owner: dict[int, Key] = {}
+    for uid, pod in st.entries.items():
+        for c, a in pod.items():
+            validate_entry(uid, c, a)
+            if online is not None and not set(a.cpuset) <= set(online):
+                raise ValueError(f"entry {uid}/{c}: cpus {a.cpuset - CPUSet(online)} do not exist on this machine")
+            if a.is_dedicated_binding and not a.is_sidecar:
+                for i in a.cpuset:
+                    other = owner.setdefault(i, (uid, c))
+                    if other != (uid, c):
+                        raise ValueError(f"cpu {i} is held by two dedicated containers: {other[0]}/{other[1]} "
+                                         f"and {uid}/{c}")
+    dedicated = set(owner)
+    reserve = set(st.pools.get(RESERVE_POOL, ()))
+    for name, cpus in st.pools.items():
+        if not name:
+            raise ValueError("a pool with an empty name")
+        if online is not None and not set(cpus) <= set(online):
+            raise ValueError(f"pool {name}: cpus {cpus - CPUSet(online)} do not exist on this machine")
+        if name != RESERVE_POOL and reserve & set(cpus):
+            raise ValueError(f"pool {name} overlaps the reserve pool on cpus {CPUSet(reserve & set(cpus))}")
+        if name != RECLAIM_POOL and dedicated & set(cpus):
+            which = "reserve pool" if name == RESERVE_POOL else f"shared pool {name}"
+            raise ValueError(f"{which} overlaps dedicated cpus {CPUSet(dedicated & set(cpus))}")
+
+
+def repoint_followers(st: PolicyState, pools: dict[str, CPUSet], ramp: CPUSet, all_cpus: CPUSet,
+                      keep: Collection[Key] = ()) -> PolicyState:
+    """The pool adjustment's effect on followers, without the sizing: every
+    follower of a pool gets the pool's cpuset, every ramp-up container
+    ``ramp`` (and no owner pool), every system container ``all_cpus``;
+    entries in ``keep`` (written explicitly since) are left as they are.
+    Journal replay uses it to rebuild what an ``adjusted`` change did."""
+    ix = st.index()
+    entries = dict(st.entries)
+    fresh: set[str] = set()
+
+    def put(key: Key, a: AllocationInfo) -> None:
+        uid, c = key
+        if uid not in fresh:
+            entries[uid] = dict(entries[uid])
+            fresh.add(uid)
+        entries[uid][c] = a
+
+    for name, members in ix.follow.items():
+        target = pools.get(name)
+        if target is None:
+            continue
+        for key in members:
+            a = entries[key[0]][key[1]]
+            if key not in keep and a.cpuset != target:
+                put(key, a.with_cpuset(target))
+    for key in ix.ramp:
+        a = entries[key[0]][key[1]]
+        if key not in keep and (a.cpuset != ramp or a.owner_pool_name):
+            put(key, a.evolve(cpuset=ramp, owner_pool_name=""))
+    for key in ix.system:
+        a = entries[key[0]][key[1]]
+        if key not in keep and a.cpuset != all_cpus:
+            put(key, a.with_cpuset(all_cpus))
+    if not fresh:
+        return st
+    return PolicyState(pools=st.pools, entries=entries).with_index(ix)

@@ -1,8 +1,9 @@
-"""The device manager's checkpoint: what survives a restart.
+"""The device manager's durable state: a snapshot (the checkpoint file) plus
+its journal ``<checkpoint>.wal`` (``agent.journal``).
 
-Format (JSON, one object)::
+Snapshot format (JSON, one object)::
 
-    {"Version": 1,
+    {"Version": 2,
      "Checksum": "sha256:<hex of the canonical JSON of Data>",
      "Data": {
        "PodDeviceEntries": [{"PodUID", "PodNamespace", "PodName", "ContainerName",
@@ -12,7 +13,29 @@ Format (JSON, one object)::
        "RegisteredDevices": {"<resource>": ["healthy id", ...]},
        "Devices": {"<resource>": [["id", "Healthy|Unhealthy", [numa ids]], ...]},
        "Endpoints": [{"Resource", "Socket", "State", "StopTime"}],
-       "Deleted": ["<resource>", ...]}}
+       "Deleted": ["<resource>", ...],
+       "JournalSeq": <last journal record the snapshot holds>}}
+
+Version 1 (no ``JournalSeq``) is still read, as a snapshot holding no record.
+What is state: the allocations, the resources known (so a restart waits for
+their plugins) and the deleted ones. Device health and NUMA placement are not
+state (the plugins tell them again on re-registration): ``Devices`` and
+``Endpoints`` are what the host last knew when the snapshot was written, for
+``hwagent resources``; their changes write a snapshot in the background and
+never delay a call.
+
+Journal records (canonical JSON, one per change)::
+
+    {"Op": "Allocate", "Entries": [<PodDeviceEntries entry>...]}   one container's allocation
+    {"Op": "Release", "PodUID": uid}                                 every allocation of a pod
+    {"Op": "Register", "Resource": r, "Socket": s}                   a resource known from now on
+    {"Op": "Delete", "Resource": r}                                  deleted after its grace period
+
+Meaning is checked on load, snapshot and every record: no device held by two
+containers unless the init-container reuse rule allows it (init containers of
+one pod, and at most one other container of that same pod), known container
+types, no empty names, no entry twice. A violation is corruption like a bad
+checksum.
 
 How it differs from the kubelet's ``kubelet_internal_checkpoint``: the
 ``PodDeviceEntries``/``RegisteredDevices`` shapes and key names are the
@@ -39,20 +62,23 @@ import json
 import logging
 import re
 import weakref
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.devicemanager.metrics import CHECKPOINT_ERRORS
 from agent.devicemanager.model import CONTAINER_TYPES, HEALTHY, NO_TOPOLOGY, UNHEALTHY, Allocation, Device
-from agent.statefile import Coalescer, canonical_str, set_aside, sha256_checksum, sha256_of, write_atomic
+from agent.journal import Journal, StateCorrupt
+from agent.statefile import canonical_str, sha256_checksum, sha256_of
 
 log = logging.getLogger("hwagent.devicemanager")
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: versions this hwagent reads (1: before the journal)
+READS = (1, 2)
 
 
-class CheckpointCorrupt(ValueError):
+class CheckpointCorrupt(StateCorrupt):
     """The checkpoint cannot be trusted (syntax, shape, version or checksum)."""
 
 
@@ -98,7 +124,7 @@ def _entry_json(a: Allocation) -> str:
     return text
 
 
-def encode(cp: CheckpointData) -> bytes:
+def encode(cp: CheckpointData, seq: int = 0) -> bytes:
     entries = "[" + ",".join(_entry_json(a) for a in cp.allocations if a.committed) + "]"
     data = {
         "PodDeviceEntries": None,  # spliced in below, already canonical
@@ -112,6 +138,7 @@ def encode(cp: CheckpointData) -> bytes:
             for e in cp.endpoints
         ],
         "Deleted": sorted(cp.deleted),
+        "JournalSeq": seq,
     }
     body = canonical_str(data).replace('"PodDeviceEntries":null', '"PodDeviceEntries":' + entries, 1).encode()
     return b'{"Version":%d,"Checksum":"%s","Data":%s}\n' % (FORMAT_VERSION, sha256_of(body).encode(), body)
@@ -136,6 +163,8 @@ def _decode_entry(e: dict) -> Allocation:
             raise CheckpointCorrupt(f"DeviceIDs key {key!r} is not a NUMA id") from None
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise CheckpointCorrupt("DeviceIDs values must be lists of strings")
+        if len(set(ids)) != len(ids):
+            raise CheckpointCorrupt(f"DeviceIDs of NUMA {key} lists a device twice")
         for dev in ids:
             nodes = nodes_of.setdefault(dev, set())
             if node != NO_TOPOLOGY:
@@ -167,23 +196,23 @@ def _verified_data(raw: bytes) -> dict:
     writes them: hash the Data bytes as they are, parse once. Anything else
     (re-indented by hand, keys reordered) is parsed and re-canonicalised."""
     head = _WRITTEN_LAYOUT.match(raw)
-    if head and raw.endswith(b"}\n") and int(head.group(1)) == FORMAT_VERSION:
+    if head and raw.endswith(b"}\n") and int(head.group(1)) in READS:
         body = raw[head.end():-2]
         expected = head.group(2).decode()
         if sha256_of(body) == expected:
             try:
                 data = json.loads(body)
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
                 raise CheckpointCorrupt(f"not JSON: {e}") from None
             if isinstance(data, dict):
                 return data
     try:
         doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise CheckpointCorrupt(f"not JSON: {e}") from None
     version = _req(doc, "Version", int)
-    if version != FORMAT_VERSION:
-        raise CheckpointCorrupt(f"format version {version} (this hwagent reads {FORMAT_VERSION})")
+    if version not in READS:
+        raise CheckpointCorrupt(f"format version {version} (this hwagent reads {', '.join(map(str, READS))})")
     data = _req(doc, "Data", dict)
     expected = _req(doc, "Checksum", str)
     actual = sha256_checksum(data)
@@ -192,7 +221,12 @@ def _verified_data(raw: bytes) -> dict:
     return data
 
 
-def decode(raw: bytes) -> CheckpointData:
+def decode_with_seq(raw: bytes) -> tuple[CheckpointData, int]:
+    cp, seq, _ = _decode_validated(raw)
+    return cp, seq
+
+
+def _decode_validated(raw: bytes) -> tuple[CheckpointData, int, DeviceState]:
     data = _verified_data(raw)
     try:
         allocations = tuple(_decode_entry(e) for e in _req(data, "PodDeviceEntries", list))
@@ -211,51 +245,209 @@ def decode(raw: bytes) -> CheckpointData:
             for e in _req(data, "Endpoints", list)
         )
         deleted = tuple(_req(data, "Deleted", list))
+        seq = data.get("JournalSeq", 0)
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            raise CheckpointCorrupt(f"JournalSeq {seq!r} is not a sequence number")
     except (TypeError, ValueError) as e:
         if isinstance(e, CheckpointCorrupt):
             raise
         raise CheckpointCorrupt(f"bad shape: {e}") from None
-    return CheckpointData(allocations, registered, devices, endpoints, deleted)
+    cp = CheckpointData(allocations, registered, devices, endpoints, deleted)
+    state = DeviceState()
+    state.add(cp.allocations)  # validates the allocations' meaning
+    for name in (*cp.registered, *cp.deleted):
+        if not isinstance(name, str) or not name:
+            raise CheckpointCorrupt(f"bad resource name {name!r}")
+    return cp, seq, state
 
 
-def load(path: Path) -> CheckpointData | None:
-    """Read the checkpoint; None when absent or when it was corrupt (and set aside)."""
+def decode(raw: bytes) -> CheckpointData:
+    return decode_with_seq(raw)[0]
+
+
+class DeviceState:
+    """Allocations by key with a device -> holders index, for validating and
+    replaying: ``add`` refuses (before changing anything) what no run of the
+    host could have produced."""
+
+    def __init__(self) -> None:
+        self.allocs: dict[tuple[str, str, str], Allocation] = {}
+        self.holders: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
+
+    def add(self, allocs: Iterable[Allocation]) -> None:
+        allocs = list(allocs)
+        keys = [a.key for a in allocs]
+        if len(set(keys)) != len(keys):
+            raise CheckpointCorrupt("an allocation is recorded twice")
+        incoming: dict[tuple[str, str], list[Allocation]] = {}
+        ids_of: list[tuple[str, ...]] = []
+        for a in allocs:
+            if not a.pod_uid or not a.container_name or not a.resource:
+                raise CheckpointCorrupt(f"allocation with an empty pod uid, container or resource: {a.key}")
+            if a.container_type not in CONTAINER_TYPES:
+                raise CheckpointCorrupt(f"unknown container type {a.container_type!r}")
+            ids = a.device_ids
+            ids_of.append(ids)
+            if len(set(ids)) != len(ids) or not all(ids):
+                raise CheckpointCorrupt(f"allocation {a.key} lists a device twice or an empty id")
+            for d in ids:
+                incoming.setdefault((a.resource, d), []).append(a)
+        replacing = set(keys)
+        for dev, new in incoming.items():
+            holders = [self.allocs[k] for k in self.holders.get(dev, ()) if k not in replacing] + new
+            if len(holders) > 1 and not _reuse_allows(holders):
+                who = ", ".join(f"{h.pod_uid}/{h.container_name}" for h in holders)
+                raise CheckpointCorrupt(f"device {dev[1]} of {dev[0]} is held by {who}")
+        for k in replacing:
+            self.drop(k)
+        for a, ids in zip(allocs, ids_of):
+            key = a.key
+            self.allocs[key] = a
+            for d in ids:
+                self.holders.setdefault((a.resource, d), set()).add(key)
+
+    def drop(self, key: tuple[str, str, str]) -> None:
+        a = self.allocs.pop(key, None)
+        if a is None:
+            return
+        for d in a.device_ids:
+            hs = self.holders.get((a.resource, d))
+            if hs is not None:
+                hs.discard(key)
+                if not hs:
+                    del self.holders[(a.resource, d)]
+
+
+def _reuse_allows(holders: list[Allocation]) -> bool:
+    """Init containers of one pod may share a device with each other and with
+    at most one later container of the same pod (the kubelet's reuse)."""
+    if len({h.pod_uid for h in holders}) > 1:
+        return False
+    return sum(1 for h in holders if h.container_type != "init") <= 1
+
+
+@dataclass
+class Recovering:
+    """Replay state of the device host (mutable: records are applied in place)."""
+
+    devs: DeviceState = field(default_factory=DeviceState)
+    registered: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    devices: dict[str, tuple[Device, ...]] = field(default_factory=dict)
+    endpoints: dict[str, EndpointRecord] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, cp: CheckpointData, devs: DeviceState | None = None) -> Recovering:
+        """``devs``: the allocations of ``cp`` already validated into a DeviceState."""
+        r = cls(registered=dict(cp.registered), devices=dict(cp.devices),
+                endpoints={e.resource: e for e in cp.endpoints}, deleted=set(cp.deleted))
+        if devs is not None:
+            r.devs = devs
+        else:
+            r.devs.add(cp.allocations)
+        return r
+
+    def data(self) -> CheckpointData:
+        return CheckpointData(
+            allocations=tuple(self.devs.allocs.values()), registered=dict(self.registered),
+            devices=dict(self.devices), endpoints=tuple(self.endpoints.values()), deleted=tuple(sorted(self.deleted)),
+        )
+
+
+def record_allocate(allocs: Iterable[Allocation]) -> bytes:
+    return ('{"Entries":[' + ",".join(_entry_json(a) for a in allocs) + '],"Op":"Allocate"}').encode()
+
+
+def record_release(pod_uid: str) -> bytes:
+    return canonical_str({"Op": "Release", "PodUID": pod_uid}).encode()
+
+
+def record_register(resource: str, socket: str) -> bytes:
+    return canonical_str({"Op": "Register", "Resource": resource, "Socket": socket}).encode()
+
+
+def record_delete(resource: str) -> bytes:
+    return canonical_str({"Op": "Delete", "Resource": resource}).encode()
+
+
+def apply_record(r: Recovering, payload: bytes) -> Recovering:
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
+        d = json.loads(payload)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise CheckpointCorrupt("record is not JSON") from None
+    op = _req(d, "Op", str)
+    if op == "Allocate":
+        try:
+            allocs = [_decode_entry(e) for e in _req(d, "Entries", list)]
+        except (TypeError, ValueError) as e:
+            if isinstance(e, CheckpointCorrupt):
+                raise
+            raise CheckpointCorrupt(f"bad entry: {e}") from None
+        r.devs.add(allocs)
+    elif op == "Release":
+        uid = _req(d, "PodUID", str)
+        for key in [k for k in r.devs.allocs if k[0] == uid]:
+            r.devs.drop(key)
+    elif op == "Register":
+        name, sock = _req(d, "Resource", str), _req(d, "Socket", str)
+        if not name:
+            raise CheckpointCorrupt("Register of an empty resource name")
+        r.registered.setdefault(name, ())
+        r.deleted.discard(name)
+        r.endpoints[name] = EndpointRecord(name, sock, "stopped")
+    elif op == "Delete":
+        name = _req(d, "Resource", str)
+        r.registered.pop(name, None)
+        r.devices.pop(name, None)
+        r.endpoints.pop(name, None)
+        r.deleted.add(name)
+    else:
+        raise CheckpointCorrupt(f"unknown record op {op!r}")
+    return r
+
+
+class DeviceCodec:
+    """``agent.journal.JournalCodec`` of the device host's state."""
+
+    def empty(self) -> Recovering:
+        return Recovering()
+
+    def decode_snapshot(self, raw: bytes) -> tuple[Recovering, int]:
+        cp, seq, devs = _decode_validated(raw)
+        return Recovering.of(cp, devs), seq
+
+    def encode_snapshot(self, state: CheckpointData, seq: int) -> bytes:
+        return encode(state, seq)
+
+    def apply(self, state: Recovering, payload: bytes) -> Recovering:
+        return apply_record(state, payload)
+
+
+def open_journal(path: Path) -> Journal:
+    return Journal(path, DeviceCodec(), logger=log)
+
+
+def load(path: Path, read_only: bool = False) -> CheckpointData | None:
+    """Snapshot + journal; None when there is none or the snapshot was corrupt
+    (then it is set aside, with its journal, and counted). A torn or corrupt
+    journal tail is kept aside and counted too (unless ``read_only``)."""
+    journal = open_journal(path)
+    try:
+        if not path.exists() and not journal.wal.exists() and not journal.old.exists():
+            if not read_only:
+                journal.recover()
+            return None
+        rec = journal.recover(accept_loss=True, read_only=read_only)
     except OSError as e:
         CHECKPOINT_ERRORS.labels(kind="read").inc()
         log.error("checkpoint_read_failed path=%s error=%s", path, e)
         return None
-    try:
-        return decode(raw)
-    except CheckpointCorrupt as e:
-        aside = set_aside(path)
+    finally:
+        journal.close_sync()
+    if rec.problems:
         CHECKPOINT_ERRORS.labels(kind="corrupt").inc()
-        log.error("checkpoint_corrupt path=%s moved_to=%s reason=%s action=start_empty", path, aside, e)
+    if rec.snapshot_discarded:
+        log.error("checkpoint_corrupt path=%s moved_to=%s reason=%s action=start_empty",
+                  path, rec.kept_aside[0] if rec.kept_aside else None, rec.problems[0])
         return None
-
-
-class CheckpointWriter:
-    """Coalesces writes: ``await flush()`` returns once a write that began after
-    the call has finished. The snapshot is taken on the loop (cheap, immutable
-    pieces), once per write however many flushes asked; encoding and fsync run
-    in the default executor. A failed write is counted, logged and does not
-    fail the flush: memory stays authoritative and the next change rewrites."""
-
-    def __init__(self, path: Path, snapshot: Callable[[], CheckpointData]) -> None:
-        self.path = path
-        self.failures = 0
-        self._writes = Coalescer(self._write, "checkpoint_write", snapshot=snapshot, logger=log)
-
-    async def flush(self) -> None:
-        await self._writes.flush()
-
-    def _write(self, snap: CheckpointData) -> None:
-        try:
-            write_atomic(self.path, encode(snap))
-        except Exception as e:  # noqa: BLE001 - a failed write is reported, memory stays authoritative
-            self.failures += 1
-            CHECKPOINT_ERRORS.labels(kind="write").inc()
-            log.error("checkpoint_write_failed path=%s error=%s", self.path, e)
+    return rec.state.data()

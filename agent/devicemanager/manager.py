@@ -7,11 +7,25 @@ RPCs (GetPreferredAllocation, Allocate); device *choice* for a resource runs
 under that resource's asyncio.Lock, and chosen devices are reserved before the
 lock is released, so concurrent allocations can never pick the same device.
 The Allocate RPC runs outside the lock; a failure rolls the reservation back.
+
+Durability: every change of state (an allocation committed, a pod released, a
+resource registered or deleted) appends one record to the host's journal
+(``agent.journal``) in the loop step that made it. ``allocate`` answers only
+after the fdatasync holding its record; when the record cannot be made durable
+the allocation is undone and the call fails with ``UNAVAILABLE`` (memory and
+disk as before). Releases, registrations and deletions are not awaited by
+anyone: if their record fails they stay in memory and the journal rewrites its
+snapshot before the next record (a crash in between brings a released pod
+back, and the active-pods source releases it again). Device health and NUMA
+placement are not state: a change of them writes a snapshot in the background
+(for ``hwagent resources``), never delaying a call. Reads (hints, pod-resources,
+capacity) never wait for a write.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -22,7 +36,15 @@ from pathlib import Path
 import grpc
 
 from agent.devicemanager import metrics as m
-from agent.devicemanager.checkpoint import CheckpointData, CheckpointWriter, EndpointRecord, load
+from agent.devicemanager.checkpoint import (
+    CheckpointData,
+    EndpointRecord,
+    open_journal,
+    record_allocate,
+    record_delete,
+    record_register,
+    record_release,
+)
 from agent.devicemanager.endpoint import Endpoint, EndpointStopped
 from agent.devicemanager.model import (
     CONTAINER_TYPES,
@@ -33,6 +55,7 @@ from agent.devicemanager.model import (
     merge_run_options,
 )
 from agent.devicemanager.selection import AllocationError, TopologyHint, container_hints, select_devices
+from agent.journal import JournalError
 from agent.limits import LimitError, check_name, check_qualified_name
 from agent.pods import ActivePods
 
@@ -114,19 +137,29 @@ class DeviceManager:
         self._owners: dict[str, dict[str, set[tuple[str, str]]]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._pending: set[asyncio.Task] = set()
-        self._writer = CheckpointWriter(checkpoint_path, self.snapshot) if checkpoint_path else None
+        self._journal = open_journal(checkpoint_path) if checkpoint_path else None
         self._checkpoint_path = checkpoint_path
+        #: resource -> socket as last journaled (a Register record only when it changes)
+        self._journaled_sockets: dict[str, str] = {}
         self._expiry_task: asyncio.Task | None = None
         self._stopping = False
 
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        if self._checkpoint_path is not None:
+        if self._journal is not None:
             loop = asyncio.get_running_loop()
-            data = await loop.run_in_executor(None, load, self._checkpoint_path)
-            if data is not None:
+            rec = await loop.run_in_executor(None, self._journal.recover, True)
+            if rec.problems:
+                m.CHECKPOINT_ERRORS.labels(kind="corrupt").inc()
+                log.error("checkpoint_corrupt path=%s kept_aside=%s reason=%s action=%s", self._checkpoint_path,
+                          [str(p) for p in rec.kept_aside], "; ".join(rec.problems),
+                          "start_empty" if rec.snapshot_discarded else "replay_stopped_before_it")
+            data = rec.state.data()
+            if data.allocations or data.registered or data.deleted:
                 self.restore(data)
+            self._journaled_sockets = {e.resource: e.socket for e in data.endpoints}
+            await loop.run_in_executor(None, self._journal.resume, self.snapshot)
         self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop(), name="devicemanager-expiry")
 
     async def stop(self) -> None:
@@ -142,8 +175,10 @@ class DeviceManager:
                 await ep.close()
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
-        if self._writer is not None:
-            await self._writer.flush()
+        if self._journal is not None:
+            with contextlib.suppress(Exception):
+                await self._journal.compact_now()  # the last device/endpoint view for `hwagent resources`
+            await self._journal.close()
 
     def restore(self, data: CheckpointData) -> None:
         """Take allocations and known resources from a checkpoint.
@@ -206,6 +241,9 @@ class DeviceManager:
         self._deleted.discard(resource)
         self._devices.setdefault(resource, ResourceDevices())
         ep.run(self._on_snapshot, self._on_closed)
+        if self._journaled_sockets.get(resource) != socket:
+            self._journaled_sockets[resource] = socket
+            self._append_background(record_register(resource, socket))
         log.info(
             "plugin_connected resource=%s socket=%s pre_start_required=%s preferred_allocation=%s",
             resource, socket, ep.options.pre_start_required, ep.options.get_preferred_allocation_available,
@@ -313,9 +351,15 @@ class DeviceManager:
             deleted=tuple(self._deleted),
         )
 
+    async def journal_drain(self) -> None:
+        """Every change so far durable or undone (no snapshot)."""
+        if self._journal is not None:
+            await self._journal.drain()
+
     async def flush_checkpoint(self) -> None:
-        if self._writer is not None:
-            await self._writer.flush()
+        """Every change so far durable (or undone), and a snapshot written."""
+        if self._journal is not None:
+            await self._journal.compact_now()
 
     # --------------------------------------------------------------- allocation
 
@@ -375,7 +419,7 @@ class DeviceManager:
             log.info("pod_released pod=%s allocations=%d", pod_uid, len(keys))
             for r in resources:
                 self._refresh_metrics(r)
-            self._schedule_checkpoint()
+            self._append_background(record_release(pod_uid))
 
     def gc_inactive(self, exempt: str | None = None) -> list[str]:
         """Release pods the active-pods source no longer lists (kubelet UpdateAllocatedDevices)."""
@@ -439,7 +483,7 @@ class DeviceManager:
                         "UNAVAILABLE" if e.code() != grpc.StatusCode.INVALID_ARGUMENT else "FAILED_PRECONDITION",
                     ) from None
                 finally:
-                    m.ALLOC_DURATION.labels(resource_name=a.resource).observe(time.perf_counter() - t0)
+                    m.ALLOC_DURATION.labels(resource=a.resource).observe(time.perf_counter() - t0)
                 done.append(dataclasses.replace(a, response=resp.SerializeToString()))
         except BaseException as e:
             for a in reserved:
@@ -447,26 +491,48 @@ class DeviceManager:
                     self._drop(a.key)
                 self._refresh_metrics(a.resource)
             for resource in sorted(r for r, n in req.resources.items() if n > 0):
-                m.ALLOCATIONS.labels(resource_name=resource, outcome="error").inc()
+                m.ALLOCATIONS.labels(resource=resource, outcome="error").inc()
             if isinstance(e, AllocationError):
                 log.warning(
                     "allocation_failed pod=%s container=%s error=%r", req.pod_uid, req.container_name, str(e)
                 )
             raise
-        for a, committed in zip(reserved, done):
+        for a in reserved:
             if self._allocs.get(a.key) is not a:
+                for b in reserved:  # all or nothing: the others go back too
+                    if self._allocs.get(b.key) is b:
+                        self._drop(b.key)
+                    self._refresh_metrics(b.resource)
                 raise AllocationError(f"pod {req.pod_uid} was released during its allocation", "ABORTED")
-            self._allocs[a.key] = committed
-            m.ALLOCATIONS.labels(resource_name=a.resource, outcome="ok").inc()
-            self._refresh_metrics(a.resource)
+        for committed in done:
+            self._allocs[committed.key] = committed
+            self._refresh_metrics(committed.resource)
+        if done and self._journal is not None:
+            try:
+                await self._journal.append(record_allocate(done), undo=lambda: self._undo_commit(done))
+            except JournalError as e:
+                m.CHECKPOINT_ERRORS.labels(kind="write").inc()
+                for a in done:
+                    m.ALLOCATIONS.labels(resource=a.resource, outcome="error").inc()
+                log.error("allocation_not_persisted pod=%s container=%s error=%r",
+                          req.pod_uid, req.container_name, str(e))
+                raise AllocationError(
+                    f"device allocation could not be persisted, nothing was allocated: {e}", "UNAVAILABLE"
+                ) from None
+        elif kept and self._journal is not None:
+            try:  # a repeated Allocate answers from a commit whose record may still be syncing
+                await self._journal.barrier()
+            except JournalError as e:
+                raise AllocationError(f"device allocation could not be persisted: {e}", "UNAVAILABLE") from None
+        for a in done:
+            m.ALLOCATIONS.labels(resource=a.resource, outcome="ok").inc()
         for a in kept:
-            m.ALLOCATIONS.labels(resource_name=a.resource, outcome="reused").inc()
+            m.ALLOCATIONS.labels(resource=a.resource, outcome="reused").inc()
         if reserved:
             log.info(
                 "allocated pod=%s container=%s devices=%s", req.pod_uid, req.container_name,
                 ";".join(f"{a.resource}={','.join(a.device_ids)}" for a in done),
             )
-            await self.flush_checkpoint()
         return ContainerAllocation(req.pod_uid, req.container_name, tuple(kept) + tuple(done))
 
     async def _choose(self, req: ContainerRequest, resource: str, count: int) -> tuple[Allocation, bool]:
@@ -609,8 +675,8 @@ class DeviceManager:
             self._deleted.add(r)
             log.warning("resource_deleted resource=%s reason=stop_grace_expired grace_seconds=%g", r, self.stop_grace)
             _forget_metrics(r)
-        if gone:
-            self._schedule_checkpoint()
+            self._journaled_sockets.pop(r, None)
+            self._append_background(record_delete(r))
         return gone
 
     async def _expiry_loop(self) -> None:
@@ -620,20 +686,34 @@ class DeviceManager:
             self._expire()
 
     def _schedule_checkpoint(self) -> None:
-        if self._writer is None:
+        """Device health or endpoints changed: not state, but ``hwagent
+        resources`` shows them; a snapshot in the background, coalesced."""
+        if self._journal is not None:
+            self._journal.request_snapshot()
+
+    def _append_background(self, record: bytes) -> None:
+        """A change no caller waits for; if it cannot be made durable it stays
+        in memory and the journal rewrites its snapshot before the next record."""
+        if self._journal is None:
             return
-        task = asyncio.get_running_loop().create_task(self._writer.flush())
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        journal = self._journal
+        fut = journal.append(record, undo=journal.request_reset)
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    def _undo_commit(self, done: list[Allocation]) -> None:
+        for a in done:
+            if self._allocs.get(a.key) is a:
+                self._drop(a.key)
+            self._refresh_metrics(a.resource)
 
     def _refresh_metrics(self, resource: str) -> None:
         res = self._devices.get(resource)
         if res is not None:
-            m.CAPACITY.labels(resource_name=resource).set(res.capacity)
-            m.ALLOCATABLE.labels(resource_name=resource).set(res.allocatable)
-        m.ALLOCATED.labels(resource_name=resource).set(len(self._owners.get(resource, {})))
-        m.ENDPOINTS.labels(resource_name=resource, state="connected").set(len(self._endpoints.get(resource, {})))
-        m.ENDPOINTS.labels(resource_name=resource, state="stopped").set(1 if resource in self._stopped else 0)
+            m.CAPACITY.labels(resource=resource).set(res.capacity)
+            m.ALLOCATABLE.labels(resource=resource).set(res.allocatable)
+        m.ALLOCATED.labels(resource=resource).set(len(self._owners.get(resource, {})))
+        m.ENDPOINTS.labels(resource=resource, state="connected").set(len(self._endpoints.get(resource, {})))
+        m.ENDPOINTS.labels(resource=resource, state="stopped").set(1 if resource in self._stopped else 0)
 
 
 def _forget_metrics(resource: str) -> None:

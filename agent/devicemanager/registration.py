@@ -128,7 +128,7 @@ class RegistrationServicer(pb_grpc.RegistrationServicer):
         too_long = bounded_fields_error(request)
         name_err = too_long or extended_resource_name_error(name)
         # bounded label set: a hostile caller must not mint series with junk names
-        REGISTRATIONS.labels(resource_name=name if name_err is None else "_invalid_").inc()
+        REGISTRATIONS.labels(resource=name if name_err is None else "_invalid_").inc()
         try:
             if too_long:
                 raise RegistrationRejected(too_long)

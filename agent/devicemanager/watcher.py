@@ -175,7 +175,7 @@ class PluginWatcher:
                 return
             bounded = len(info.name) <= 512
             REGISTRATIONS.labels(
-                resource_name=info.name if bounded and extended_resource_name_error(info.name) is None else "_invalid_"
+                resource=info.name if bounded and extended_resource_name_error(info.name) is None else "_invalid_"
             ).inc()
             try:
                 resource, endpoint = validate_info(info, path)

@@ -21,7 +21,7 @@ __all__ = ["HealthBoard", "HEALTH_CHANGES"]
 log = logging.getLogger("hwagent.deviceplugin")
 
 HEALTH_CHANGES = Counter(
-    "hwagent_deviceplugin_health_changes_total",
+    "hwagent_builtin_plugin_health_changes_total",
     "Device health verdicts that changed a device's health, by resource and new health",
     ["resource", "health"],
 )
@@ -75,3 +75,7 @@ class HealthBoard:
         keep = set(keep)
         for d in [d for d in self._marks if d not in keep]:
             del self._marks[d]
+
+    def targets(self, kind: str, key: str) -> list[tuple[str, str]]:
+        """(resource, device id) of the plugin devices ``kind``/``key`` refers to (no marks set)."""
+        return list(self._resolve(kind, key))

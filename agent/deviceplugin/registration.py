@@ -29,7 +29,7 @@ log = logging.getLogger("hwagent.deviceplugin")
 API_VERSION = "v1beta1"
 REGISTER_TIMEOUT_S = 5.0
 
-REGISTRATIONS = Counter("hwagent_deviceplugin_registrations_total",
+REGISTRATIONS = Counter("hwagent_builtin_plugin_registrations_total",
                         "Register calls made by built-in plugins, by resource and result", ["resource", "result"])
 
 

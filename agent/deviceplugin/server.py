@@ -35,12 +35,12 @@ log = logging.getLogger("hwagent.deviceplugin")
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
 
-REQUESTS = Counter("hwagent_deviceplugin_requests_total", "DevicePlugin RPCs served, by resource, method and status",
+REQUESTS = Counter("hwagent_builtin_plugin_requests_total", "DevicePlugin RPCs served, by resource, method and status",
                    ["resource", "method", "code"])
-ALLOCATE_SECONDS = Histogram("hwagent_deviceplugin_allocate_duration_seconds",
+ALLOCATE_SECONDS = Histogram("hwagent_builtin_plugin_allocate_duration_seconds",
                              "Time to answer one Allocate RPC", ["resource"],
                              buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25))
-DEVICES = Gauge("hwagent_deviceplugin_devices", "Devices a plugin offers, by resource and health",
+DEVICES = Gauge("hwagent_builtin_plugin_devices", "Devices a plugin offers, by resource and health",
                 ["resource", "health"])
 
 _CODES = {"invalid": grpc.StatusCode.INVALID_ARGUMENT, "not_found": grpc.StatusCode.NOT_FOUND,

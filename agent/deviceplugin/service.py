@@ -64,6 +64,7 @@ class DevicePluginService:
         services = getattr(ctx, "services", None)
         if isinstance(services, dict):
             services["device_health"] = self.board
+            services["deviceplugins"] = self  # the live resources view (hwagent status / resources)
         self._started = True
         for resource in self.assignment.members:
             await self._ensure_plugin(resource)

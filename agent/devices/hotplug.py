@@ -48,6 +48,10 @@ def default_source() -> str:
     return "udev" if os.path.exists("/run/udev/control") else "kernel"
 
 
+#: uevent socket buffer: room for a burst of a few thousand events
+RECEIVE_BUFFER_BYTES = 8 * 1024 * 1024
+
+
 class HotplugMonitor:
     def __init__(self, on_events: Callable[[list[UEvent]], None], *,
                  subsystems: Sequence[str] = SUBSYSTEMS, source: str | None = None) -> None:
@@ -62,8 +66,16 @@ class HotplugMonitor:
         mon = pyudev.Monitor.from_netlink(ctx, source=self.source)
         for s in self._subsystems:
             mon.filter_by(s)
-        # a burst (hundreds of VFs created at once) must not overflow the socket
-        mon.set_receive_buffer_size(8 * 1024 * 1024)
+        # a burst (hundreds of VFs created at once) must not overflow the socket; libudev
+        # forces the size (SO_RCVBUFFORCE), which needs CAP_NET_ADMIN: without it the
+        # kernel's default buffer stays, and an overflow is caught as ENOBUFS (rescan)
+        try:
+            mon.set_receive_buffer_size(RECEIVE_BUFFER_BYTES)
+        except PermissionError:
+            log.warning(
+                "hotplug_receive_buffer_default reason=%r",
+                "no CAP_NET_ADMIN to enlarge the uevent socket buffer; a burst of uevents may overflow it",
+            )
         mon.start()
         self._loop = loop or asyncio.get_running_loop()
         self._loop.add_reader(mon.fileno(), self._drain)

@@ -23,6 +23,7 @@ from prometheus_client import REGISTRY
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
 from agent.component import DaemonContext
 from agent.pressure.config import PressureConfig
+from agent.pressure.actions import StandaloneEviction
 from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult
 from agent.pressure.eviction import Eviction
 from agent.pressure.metrics import PressureCollector
@@ -49,6 +50,14 @@ class PressureComponent:
         cfg = ctx.config["pressure"]
         dcfg = ctx.config["daemon"]
         roots = getattr(dcfg, "workload_cgroup_roots", DEFAULT_WORKLOAD_ROOTS)
+        action = None
+        if ctx.mode == "standalone":
+            from agent.contracts import RUNTIME
+            from agent.runtime.eviction import RuntimeEviction
+
+            # the runtime's pods are evicted through it; without a runtime, the kill-and-release path
+            action = RuntimeEviction(lambda: ctx.lookup(RUNTIME), asyncio.get_running_loop(),
+                                     StandaloneEviction(ctx.services, dcfg.procfs_root, roots))
         self.engine = PressureEngine(
             cfg,
             ctx.services,
@@ -57,7 +66,9 @@ class PressureComponent:
             procfs_root=dcfg.procfs_root,
             sysfs_root=dcfg.sysfs_root,
             cgroup_roots=roots,
+            action=action,
         )
+        ctx.services["pressure"] = self.engine  # read by the eviction plugin (kubelet mode) and status
         self._collector = PressureCollector(self.engine, lambda: self.state)
         REGISTRY.register(self._collector)
         self.state = "loading"

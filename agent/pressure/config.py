@@ -30,6 +30,8 @@ class PressureConfig:
     probes_dir: str = ""
     #: label cardinality bound: the N cgroups with most delay get their own series
     top_cgroups: int = 20
+    #: cap on per-container series (labelled namespace/pod/container): the N with most delay, the rest as pod="other"
+    max_container_series: int = 100
 
     # -- device health
     health_enabled: bool = True
@@ -74,5 +76,7 @@ class PressureConfig:
                 raise ValueError(f"{name} must be >= 0")
         if self.max_tasks < 64 or self.max_cgroups < 2:
             raise ValueError("max_tasks must be >= 64 and max_cgroups >= 2")
+        if self.max_container_series < 1:
+            raise ValueError("max_container_series must be >= 1")
         if self.top_cgroups < 1:
             raise ValueError("top_cgroups must be >= 1")

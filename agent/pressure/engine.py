@@ -8,6 +8,7 @@ the ``hwagent probes`` view calls it directly.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -235,14 +236,22 @@ class PressureEngine:
     def read_containers(self) -> list[Container]:
         """The CPU policy's containers now (on the policy owner's thread: the daemon's loop)."""
         policy = self.services.get("cpu_policy")
-        if policy is None:
-            return []
         out = []
-        for r in policy.allocations():
+        for r in policy.allocations() if policy is not None else ():
             try:
                 out.append(container_from_record(r))
             except Exception as e:  # one malformed record must not stop the rest
                 log.warning("allocation_record_skipped error=%r", e)
+        pods = self.services.get("pod_directory")  # kubelet mode: every container the kubepods tree holds
+        if pods is not None:
+            have = {c.cgroup_path for c in out if c.cgroup_path}
+            by_key = {c.key: i for i, c in enumerate(out)}
+            for c in pods.containers_for_pressure():
+                i = by_key.get(c.key)
+                if i is not None and not out[i].cgroup_path:  # the policy's record, now with its cgroup
+                    out[i] = dataclasses.replace(out[i], cgroup_path=c.cgroup_path)
+                elif c.cgroup_path not in have and i is None:
+                    out.append(c)
         return out
 
     def container_wait_ns(self, by_cgroup: dict[str, Histogram]) -> dict[tuple[str, str], int]:

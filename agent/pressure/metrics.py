@@ -4,6 +4,13 @@ A custom collector (not module-level Counters) because the numbers live in BPF
 maps and the label sets must follow what exists now: the top-N cgroups by
 run-queue delay get their own series and the rest are summed into
 cgroup="other", so a node with thousands of cgroups still exports a bounded set.
+
+Cgroups of known containers (the CPU policy's, and in kubelet mode every one
+the pod directory names) are exported by who they are, not where they are:
+``hwagent_pressure_container_runqueue_delay_seconds{namespace,pod,container,qos}``,
+at most ``max_container_series`` label sets plus one pod="other" row. Their
+paths never appear in the per-cgroup family, and a container that is gone is
+not yielded at the next scrape, so its series disappear.
 """
 
 from __future__ import annotations
@@ -14,10 +21,14 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from agent.pressure.cgroupfs import relative_cgroup_path
 from agent.pressure.hist import Histogram, prometheus_buckets
 from agent.pressure.readers import block_name
 
-__all__ = ["PressureCollector", "top_n"]
+__all__ = ["PressureCollector", "top_n", "container_series", "OTHER_LABELS"]
+
+#: the row that sums every container past the cap
+OTHER_LABELS = ("", "other", "", "")
 
 NS = "hwagent_pressure"
 
@@ -34,6 +45,57 @@ def top_n(by_cgroup: dict[str, Histogram], n: int) -> dict[str, Histogram]:
     return out
 
 
+def _container_index(containers: Any, mounts: dict) -> dict[str, tuple[str, str, str, str]]:
+    out = {}
+    for c in containers or ():
+        if c.cgroup_path:
+            rel = relative_cgroup_path(c.cgroup_path, mounts).rstrip("/")
+            # a container nobody named is keyed by its cgroup's name; that is no label value
+            name = "" if c.container_name == rel.rsplit("/", 1)[-1] else c.container_name
+            out[rel] = (c.pod_namespace, c.pod_name or c.pod_uid, name, c.qos)
+    return out
+
+
+def _owner(index: dict[str, tuple[str, str, str, str]], path: str) -> tuple[str, str, str, str] | None:
+    p = path.rstrip("/")
+    while p:
+        hit = index.get(p)
+        if hit is not None:
+            return hit
+        if "/" not in p:
+            return None  # a key that is no path (e.g. the BPF reader's "(other)" row)
+        p = p.rsplit("/", 1)[0]
+    return None
+
+
+def container_series(
+    by_cgroup: dict[str, Histogram], containers: Any, cap: int, mounts: dict | None = None
+) -> tuple[dict[tuple[str, str, str, str], Histogram], dict[str, Histogram]]:
+    """(per-container histograms, capped with an "other" row; the cgroups no container owns).
+
+    A container's sub-cgroups count as the container; two cgroups with the same
+    labels (a pod's sandbox and an unnamed container) are summed into one series.
+    """
+    index = _container_index(containers, mounts or {})
+    per: dict[tuple[str, str, str, str], Histogram] = {}
+    rest: dict[str, Histogram] = {}
+    for path, h in by_cgroup.items():
+        who = _owner(index, path) if index else None
+        if who is None:
+            if "/kubepods" not in path:  # a pod's own cgroup is not a series of its own either
+                rest[path] = h
+            continue
+        per[who] = per[who] + h if who in per else h
+    ranked = sorted(per.items(), key=lambda kv: (-kv[1].sum_ns, kv[0]))
+    out = dict(ranked[:cap])
+    other = Histogram()
+    for _, h in ranked[cap:]:
+        other = other + h
+    if other.count or other.sum_ns:
+        out[OTHER_LABELS] = other
+    return out, rest
+
+
 def _hist(fam: HistogramMetricFamily, labels: list[str], h: Histogram) -> None:
     fam.add_metric(labels, prometheus_buckets(h), h.sum_ns / 1e9)
 
@@ -43,6 +105,25 @@ class PressureCollector:
         self.engine = engine
         #: the component's set-up state ("loading", "running", "failed"); None outside the daemon
         self.state = state
+
+    @staticmethod
+    def _held_health(e: Any) -> GaugeMetricFamily:
+        """Device health with the pod holding the device (kubelet mode: from pod-resources)."""
+        fam = GaugeMetricFamily(f"{NS}_held_device_healthy",
+                                "Health of a device a pod holds, naming the pod (1 healthy, 0 not)",
+                                labels=["kind", "device", "resource", "device_id", "namespace", "pod", "container"])
+        services = getattr(e, "services", None) or {}
+        board, pods = services.get("device_health"), services.get("pod_directory")
+        targets = getattr(board, "targets", None)
+        if targets is None or pods is None:
+            return fam
+        directory = pods.current
+        for (kind, key), ok in sorted(e.health.state.items()):
+            for resource, dev_id in targets(kind, key):
+                h = directory.holder_of(resource, dev_id)
+                if h is not None:
+                    fam.add_metric([kind, key, resource, dev_id, h.namespace, h.pod, h.container], 1.0 if ok else 0.0)
+        return fam
 
     def describe(self) -> list:
         return []  # dynamic: don't let the registry call collect() at registration
@@ -72,9 +153,21 @@ class PressureCollector:
             "Time threads spent runnable waiting for a CPU, per cgroup (top N by total, rest in other)",
             labels=["cgroup"],
         )
-        for path, h in sorted(top_n(e.last_runqueue, cfg.top_cgroups).items()):
+        per_container, rest = container_series(
+            e.last_runqueue, getattr(e, "containers", ()), cfg.max_container_series, getattr(e, "mounts", {}))
+        for path, h in sorted(top_n(rest, cfg.top_cgroups).items()):
             _hist(rq, [path], h)
         yield rq
+
+        crq = HistogramMetricFamily(
+            f"{NS}_container_runqueue_delay_seconds",
+            "Time a container's threads spent runnable waiting for a CPU (top N containers by total, "
+            "the rest summed in pod=\"other\")",
+            labels=["namespace", "pod", "container", "qos"],
+        )
+        for labels, h in sorted(per_container.items()):
+            _hist(crq, list(labels), h)
+        yield crq
 
         lat = HistogramMetricFamily(f"{NS}_block_request_duration_seconds", "Block request issue-to-completion time",
                                     labels=["device", "op"])
@@ -121,6 +214,7 @@ class PressureCollector:
         for (kind, key), ok in sorted(e.health.state.items()):
             health.add_metric([kind, key], 1.0 if ok else 0.0)
         yield health
+        yield self._held_health(e)
 
         ev = CounterMetricFamily(f"{NS}_evictions", "Evictions decided from CPU pressure", labels=["reason", "signal"])
         for (reason, signal), n in sorted(e.evictions_total.items()):

@@ -14,7 +14,6 @@ relies on.
 from __future__ import annotations
 
 import logging
-import os
 import time
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -147,11 +146,10 @@ def load_spec(path: Path) -> ProbeSpec:
 
 
 def default_probes_dir() -> Path:
-    """probes/ beside the agent package (the checkout layout), or $HWAGENT_PROBES_DIR."""
-    env = os.environ.get("HWAGENT_PROBES_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parent.parent.parent / "probes"
+    """$HWAGENT_PROBES_DIR, the checkout's probes/, or the copy a wheel installed (agent.datafiles)."""
+    from agent.datafiles import probes_dir
+
+    return probes_dir()
 
 
 class _Catalog(Mapping[str, ProbeSpec]):

@@ -4,6 +4,13 @@ Scripts and other tools read this, so its shape is a contract: CPU and node
 sets are kernel list-format strings ("0-3,8"), ids are integers, sizes are
 bytes, and ``format`` names the version. ``from_document`` rebuilds the exact
 ``Topology`` so the document can also feed tests and offline analysis.
+
+Version 2 (``hwagent-topology/2``, described with its JSON schema in
+docs/topology.md) adds what the model learnt to say: the group levels
+(``levels``, ``groups``: dies, clusters, compute units), each package's
+logical number beside the kernel's id, the core count per package, and the
+NUMA nodes grouped by distance. Every version-1 key keeps its meaning;
+``from_document`` reads both.
 """
 
 from __future__ import annotations
@@ -11,11 +18,30 @@ from __future__ import annotations
 from typing import Any
 
 from agent.cpuset import CPUSet
-from agent.topology.model import CPU, Cache, NUMANode, Topology
+from agent.topology.distance import distance_levels
+from agent.topology.model import CPU, GROUP_KINDS, Cache, NUMANode, Topology
 
-__all__ = ["FORMAT", "from_document", "to_document"]
+__all__ = ["FORMAT", "FORMATS", "from_document", "levels", "to_document"]
 
-FORMAT = "hwagent-topology/1"
+FORMAT = "hwagent-topology/2"
+#: versions ``from_document`` reads
+FORMATS = ("hwagent-topology/1", FORMAT)
+
+
+def levels(topo: Topology) -> list[str]:
+    """The levels this machine has, outermost first: what a tree of it nests.
+
+    ``package`` and ``core``/``pu`` always; ``die``, ``cluster`` and
+    ``compute_unit`` where a group of that kind exists; ``llc`` where caches
+    were read. The LLC sits between die and cluster: on every snapshot an L3
+    holds whole clusters and compute units, and dies hold whole L3s.
+    """
+    kinds = {g.kind for g in topo.groups}
+    out = ["package"]
+    out += ["die"] if "die" in kinds else []
+    out += ["llc"] if topo.last_level_caches else []
+    out += [k for k in GROUP_KINDS[1:] if k in kinds]
+    return out + ["core", "pu"]
 
 
 def _opt_set(s: CPUSet | None) -> str | None:
@@ -33,15 +59,19 @@ def to_document(topo: Topology) -> dict[str, Any]:
         "isolated": str(topo.isolated),
         "allowed_cpus": _opt_set(topo.allowed_cpus),
         "allowed_mems": _opt_set(topo.allowed_mems),
+        "levels": levels(topo),
         "packages": [
             {
                 "id": p,
+                "logical": topo.logical_package[p],
                 "cpus": str(topo.cpus_of_package(p)),
+                "cores": len(topo.cores_of_package(p)),
                 "dies": sorted({c.die_id for c in topo.cpus if c.package_id == p}),
                 "numa_nodes": list(topo.numa_nodes_of_package(p)),
             }
             for p in topo.package_ids
         ],
+        "groups": [{"kind": g.kind, "package": g.package_id, "id": g.id, "cpus": str(g.cpus)} for g in topo.groups],
         "cores": [
             {"package": k.package_id, "die": k.die_id, "core_id": k.core_id, "cpus": str(k.cpus)}
             for k in topo.cores
@@ -69,6 +99,9 @@ def to_document(topo: Topology) -> dict[str, Any]:
             }
             for n in topo.numa_nodes
         ],
+        "numa_distance_groups": [
+            {"distance": lv.distance, "groups": [str(g) for g in lv.groups]} for lv in distance_levels(topo)
+        ],
         "caches": [
             {
                 "level": c.level,
@@ -87,8 +120,8 @@ def to_document(topo: Topology) -> dict[str, Any]:
 
 def from_document(doc: dict[str, Any]) -> Topology:
     """Inverse of ``to_document``; raises ValueError on another format."""
-    if doc.get("format") != FORMAT:
-        raise ValueError(f"not a {FORMAT} document (format={doc.get('format')!r})")
+    if doc.get("format") not in FORMATS:
+        raise ValueError(f"not a {' or '.join(FORMATS)} document (format={doc.get('format')!r})")
 
     def opt(key: str) -> CPUSet | None:
         v = doc.get(key)

@@ -10,17 +10,52 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 
 from agent.cpuset import CPUSet, CPUSetError
 
-__all__ = ["Notes", "listdir_ids", "parse_size", "read_text"]
+__all__ = ["Notes", "listdir_ids", "parse_mask", "parse_size", "read_text"]
 
 log = logging.getLogger("hwagent.topology")
 
 
 _CHUNK = 1 << 16
+
+#: a whole kernel hex mask: comma-separated words of 1-8 hex digits
+_MASK = re.compile(r"(?:[0-9a-fA-F]{1,8},)*[0-9a-fA-F]{1,8}")
+_ZERO_WORDS = "00000000," * 2112
+
+
+def parse_mask(text: str) -> CPUSet:
+    """``CPUSet.from_mask`` in one regex match instead of one per word.
+
+    Old kernels size every mask to NR_CPUS (4096 bits: 128 words, nearly all
+    zero) and a 128-CPU machine has hundreds of them; matching word by word
+    was most of the reading's time there. Same syntax accepted, same errors.
+    """
+    body = text.strip()
+    if not body:
+        return CPUSet()
+    if len(body) > 9 * 2112:
+        return CPUSet.from_mask(body)  # raises: too long
+    # the kernel prints leading zero words as "00000000,": skip them by
+    # bisecting on prefix comparisons (C speed), parse only what follows
+    lo, hi = 0, len(body) // 9
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if body.startswith(_ZERO_WORDS[: mid * 9]):
+            lo = mid
+        else:
+            hi = mid - 1
+    body = body[lo * 9 :]
+    if _MASK.fullmatch(body) is None:
+        return CPUSet.from_mask(text)  # raises with the word at fault
+    value = 0
+    for word in body.split(","):
+        value = (value << 32) | int(word, 16)
+    return CPUSet.from_int(value)
 
 
 def read_text(path: str, *, stream: bool = False) -> str | None:
@@ -83,7 +118,7 @@ class Notes:
         """File text; NULs (left by some snapshot tools and old kernels) dropped."""
         try:
             raw = read_text(path, stream=stream)
-            return raw.replace("\x00", "") if raw is not None else None
+            return raw.replace("\x00", "") if raw is not None and "\x00" in raw else raw
         except OSError as e:
             self.warn(f"cannot read {path}: {e.strerror or e}")
             return None
@@ -98,14 +133,22 @@ class Notes:
             self.warn(f"{path}: expected an integer, got {raw.strip()[:40]!r}")
             return None
 
-    def cpuset(self, list_path: str, mask_path: str | None = None, *, containing: int | None = None) -> CPUSet | None:
+    def cpuset(
+        self,
+        list_path: str,
+        mask_path: str | None = None,
+        *,
+        containing: int | None = None,
+        first_is_mask: bool = False,
+    ) -> CPUSet | None:
         """A list-format file, falling back to its hex-mask twin; None if neither is usable.
 
         ``containing``: the CPU whose own file this is. A set without it is
         inconsistent (seen in hand-edited snapshots where list and mask
         disagree), so the other format is tried before giving up.
+        ``first_is_mask``: the first path is the mask and the second the list.
         """
-        candidates = [(list_path, False)] + ([(mask_path, True)] if mask_path else [])
+        candidates = [(list_path, first_is_mask)] + ([(mask_path, not first_is_mask)] if mask_path else [])
         return self.first_cpuset(candidates, containing=containing)
 
     def first_cpuset(self, candidates: Iterable[tuple[str, bool]], *, containing: int | None = None) -> CPUSet | None:
@@ -115,7 +158,7 @@ class Notes:
             if raw is None:
                 continue
             try:
-                value = CPUSet.from_mask(raw) if is_mask else CPUSet.parse(raw)
+                value = parse_mask(raw) if is_mask else CPUSet.parse(raw)
             except CPUSetError as e:
                 self.warn(f"{path}: {e}")
                 continue

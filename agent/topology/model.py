@@ -7,9 +7,18 @@ hwloc fixture snapshots and synthetic shapes in tests.
 
 Identity rules, chosen because kernel ids are not globally unique:
 - a *package* is identified by ``physical_package_id``;
-- a *core* is identified by its thread-sibling set (``core_id`` repeats across
-  packages and dies, and on some arm/s390 machines even within one);
-- a *cache instance* is identified by (level, type, sharing set).
+- a *core* is identified by (package, die, ``core_id``) *within* a
+  thread-sibling set. The kernel ABI calls ``core_id`` the core's identifier
+  and ``thread_siblings``/``core_cpus`` the CPUs of the same core, but the two
+  disagree on AMD compute-unit parts (families 15h/16h), where the two integer
+  cores of a unit are each other's thread siblings with different core ids:
+  those are two cores sharing a front end, not SMT, and hwloc counts them so.
+  The sibling set still splits a ``core_id`` that repeats inside one package
+  (Magny-Cours reports core ids per die on kernels without ``die_id``);
+- a *cache instance* is identified by (level, type, sharing set);
+- a *group* (cluster, compute unit, die) is a set of cores sharing something
+  below the package; it is listed only where it holds several cores and fewer
+  than its package.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from functools import cached_property
 
 from agent.cpuset import CPUSet
 
-__all__ = ["CPU", "Core", "Cache", "NUMANode", "Topology", "synthetic"]
+__all__ = ["CPU", "Core", "Cache", "Group", "GROUP_KINDS", "NUMANode", "Topology", "synthetic"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,26 @@ class Core:
     @property
     def first_cpu(self) -> int:
         return self.cpus.first()
+
+
+#: group kinds from the outermost in: a die holds clusters, a cluster holds compute units
+GROUP_KINDS = ("die", "cluster", "compute_unit")
+
+
+@dataclass(frozen=True)
+class Group:
+    """Cores that share a level between package and core.
+
+    ``die``: the kernel's ``die_id`` (several dies per package);
+    ``cluster``: ``cluster_id`` (arm64 clusters, Intel hybrid module groups);
+    ``compute_unit``: a thread-sibling set that spans several core ids (AMD
+    compute units). ``id`` is the kernel's id where it gives one.
+    """
+
+    kind: str
+    package_id: int
+    id: int | None
+    cpus: CPUSet
 
 
 @dataclass(frozen=True)
@@ -127,15 +156,14 @@ class Topology:
     # -- cores ----------------------------------------------------------------
     @cached_property
     def cores(self) -> tuple[Core, ...]:
-        """Physical cores ordered by their first CPU."""
-        seen: dict[CPUSet, Core] = {}
+        """Physical cores ordered by their first CPU (see the identity rules above)."""
+        members: dict[tuple[int, int, int, CPUSet], list[int]] = {}
+        online = self.online
         for c in self.cpus:
-            sib = c.thread_siblings & self.online if c.thread_siblings else CPUSet([c.id])
-            if c.id not in sib:
-                sib = sib | CPUSet([c.id])
-            if sib not in seen:
-                seen[sib] = Core(c.package_id, c.die_id, c.core_id, sib)
-        return tuple(sorted(seen.values(), key=lambda k: k.first_cpu))
+            sib = c.thread_siblings & online if c.thread_siblings else CPUSet([c.id])
+            members.setdefault((c.package_id, c.die_id, c.core_id, sib), []).append(c.id)
+        cores = [Core(pkg, die, core_id, CPUSet(ids)) for (pkg, die, core_id, _), ids in members.items()]
+        return tuple(sorted(cores, key=lambda k: k.first_cpu))
 
     @cached_property
     def _core_of_cpu(self) -> dict[int, Core]:
@@ -148,12 +176,57 @@ class Topology:
         """All hardware threads of cpu_id's core, cpu_id included."""
         return self.core_of(cpu_id).cpus
 
-    def cores_of_package(self, package_id: int) -> tuple[Core, ...]:
-        return tuple(k for k in self.cores if k.package_id == package_id)
+    @cached_property
+    def _cores_by_package(self) -> dict[int, tuple[Core, ...]]:
+        out: dict[int, list[Core]] = {}
+        for k in self.cores:
+            out.setdefault(k.package_id, []).append(k)
+        return {p: tuple(v) for p, v in out.items()}
 
-    @property
+    def cores_of_package(self, package_id: int) -> tuple[Core, ...]:
+        return self._cores_by_package.get(package_id, ())
+
+    @cached_property
     def threads_per_core(self) -> int:
         return max((len(k.cpus) for k in self.cores), default=1)
+
+    # -- groups ---------------------------------------------------------------
+    @cached_property
+    def groups(self) -> tuple[Group, ...]:
+        """Dies, clusters and compute units that say something (see ``Group``).
+
+        A level is kept where a group holds more than one core and fewer than
+        its package: x86 reports every core as its own cluster, and a
+        one-die package is its die; neither adds a level worth showing.
+        """
+        core_of = self._core_of_cpu
+        out: list[Group] = []
+        for kind in GROUP_KINDS:
+            sets: dict[tuple[int, int | None, CPUSet | int | None], list[int]] = {}
+            for c in self.cpus:
+                if kind == "die":
+                    key: tuple = (c.package_id, c.die_id, None)
+                elif kind == "cluster":
+                    if c.cluster_id is None:
+                        continue
+                    key = (c.package_id, c.cluster_id, c.die_id)
+                else:
+                    key = (c.package_id, None, c.thread_siblings & self.online)
+                sets.setdefault(key, []).append(c.id)
+            for (pkg, gid, _), ids in sets.items():
+                cpus = CPUSet(ids)
+                ncores = len({core_of[i] for i in ids})
+                if 1 < ncores < len(self.cores_of_package(pkg)) or (kind == "compute_unit" and ncores > 1):
+                    out.append(Group(kind, pkg, gid, cpus))
+        return tuple(sorted(out, key=lambda g: (GROUP_KINDS.index(g.kind), g.cpus.first())))
+
+    def groups_of_kind(self, kind: str) -> tuple[Group, ...]:
+        return tuple(g for g in self.groups if g.kind == kind)
+
+    @cached_property
+    def logical_package(self) -> dict[int, int]:
+        """Kernel package id -> its position (0, 1, ...): ids like 512 or 1024 mean nothing to a reader."""
+        return {p: i for i, p in enumerate(self.package_ids)}
 
     # -- NUMA -----------------------------------------------------------------
     @cached_property

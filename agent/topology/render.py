@@ -1,7 +1,9 @@
 """The topology as a tree a person reads (``hwagent topology``).
 
 Package -> die -> last-level-cache group -> core -> CPUs, then NUMA nodes with
-their memory, the distance matrix and whatever the reader warned about. Levels
+their memory, the nodes grouped by distance, the distance matrix and whatever
+the reader warned about. Packages carry their logical number (0, 1, ...) with
+the kernel's id in brackets where it differs (arm firmware ids like 36, 8442). Levels
 that add nothing (one die per package, no cache information) are left out so a
 small machine stays a few lines.
 """
@@ -51,6 +53,9 @@ def _core_label(topo: Topology, core: Core, show_cluster: bool) -> str:
         cluster = topo.cpu(core.first_cpu).cluster_id
         if cluster is not None:
             label += f"  cluster {cluster}"
+    unit = next((g for g in topo.groups_of_kind("compute_unit") if core.first_cpu in g.cpus), None)
+    if unit is not None:
+        label += f"  compute unit {unit.cpus}"
     marks = []
     if cpus & topo.isolated:
         marks.append(f"isolated {cpus & topo.isolated}")
@@ -126,15 +131,17 @@ def render_text(topo: Topology) -> str:
         lines.append("; ".join(facts))
     lines.append("")
 
+    from agent.topology.distance import distance_levels
+
     multi_die = any(len({c.die_id for c in topo.cpus if c.package_id == p}) > 1 for p in topo.package_ids)
     for p in topo.package_ids:
         cores = topo.cores_of_package(p)
         # clusters are worth a mention only where several cores share one (arm);
         # on x86 every core is its own cluster
-        clusters = [topo.cpu(k.first_cpu).cluster_id for k in cores]
-        show_cluster = None not in clusters and len(set(clusters)) < len(clusters)
+        show_cluster = any(g.package_id == p for g in topo.groups_of_kind("cluster"))
         nodes = topo.numa_nodes_of_package(p)
-        label = f"package {p}: cpus {topo.cpus_of_package(p)}"
+        logical = topo.logical_package[p]
+        label = f"package {logical}{f' [{p}]' if logical != p else ''}: {_plural(len(cores), 'core')}, cpus {topo.cpus_of_package(p)}"
         if nodes:
             label += f"  (NUMA node{'s' if len(nodes) > 1 else ''} {CPUSet(nodes)})"
         if multi_die:
@@ -156,6 +163,12 @@ def render_text(topo: Topology) -> str:
         where = "memory only" if n.memory_only else f"cpus {n.cpus & topo.online if n.cpus & topo.online else n.cpus}"
         lines.append(f"  node {n.id}: {human_bytes(n.memory_bytes)}, {where}")
 
+    levels = distance_levels(topo)
+    if levels:
+        lines.append("")
+        lines.append("NUMA nodes by distance (nodes at most that far from each other, nearest first):")
+        for lv in levels:
+            lines.append(f"  within {lv.distance}: " + "  ".join(f"[{g}]" for g in lv.groups))
     lines.extend(_distance_lines(topo))
 
     if topo.warnings:

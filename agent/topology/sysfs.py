@@ -15,6 +15,7 @@ snapshot in the low milliseconds.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, replace
@@ -109,7 +110,18 @@ def _read_cpu_sets(cpu_dir: str, notes: Notes) -> _CpuSets:
     if online is None:
         # Before 2.6.2x there is no cpu/online: a cpuN without an "online" file
         # (usually cpu0, which cannot be unplugged) or with "1" in it is online.
-        online = CPUSet(c for c in dirs if (notes.text(j(cpu_dir, f"cpu{c}", "online")) or "1").strip() != "0")
+        # A kernel without CPU hotplug has no cpuN/online at all: one listing of
+        # a CPU that could have one (not cpu0) spares a failed open per CPU.
+        probe = next((c for c in dirs if c != 0), None)
+        try:
+            hotplug = probe is not None and "online" in os.listdir(j(cpu_dir, f"cpu{probe}"))
+        except OSError:
+            hotplug = True
+        online = (
+            CPUSet(c for c in dirs if (notes.text(j(cpu_dir, f"cpu{c}", "online")) or "1").strip() != "0")
+            if hotplug
+            else dirs
+        )
     present = notes.cpuset(j(cpu_dir, "present")) or dirs
     possible = notes.cpuset(j(cpu_dir, "possible")) or (present | online)
     offline = notes.cpuset(j(cpu_dir, "offline"))
@@ -160,9 +172,20 @@ _PACKAGE_FILES = (
     ("package_cpus_list", "package_cpus"),  # 5.4+
     ("core_siblings_list", "core_siblings"),  # older name, same content
 )
+_DIE_FILES = (("die_cpus_list", "die_cpus"),)  # 5.10+
+_CLUSTER_FILES = (("cluster_cpus_list", "cluster_cpus"),)  # 5.16+
 
 #: package id placeholder until ``_resolve_packages`` decides
 _UNKNOWN = -1
+
+#: what the kernel prints for "no such id": -1 from the generic code, 65535
+#: where an x86 id is derived from an unset u16 APIC field (cluster_id on
+#: parts without L2 clusters), 0xffffffff from an unsigned -1
+_SENTINELS = frozenset({-1, 0xFFFF, 0xFFFFFFFF})
+
+
+def _absent(value: int | None) -> bool:
+    return value is None or value < 0 or value in _SENTINELS
 
 
 def _topology_names(cpu_dir: str, cpus: CPUSet) -> frozenset[str]:
@@ -188,33 +211,40 @@ def _read_cpu(
     known: dict[str, dict[int, CPUSet]],
     notes: Notes,
 ) -> tuple[CPU, CPUSet | None]:
-    """The CPU (package id possibly ``_UNKNOWN``) and its package's CPU set if known."""
+    """The CPU (package id possibly ``_UNKNOWN``) and its package's CPU set if known.
+
+    Ids shared by a whole CPU set (package, die, cluster) are read once per set,
+    from its first CPU to reach here, and handed to the other members: the
+    kernel derives those sets from the same ids, and on a 256-CPU machine the
+    per-CPU reads were most of the topology files opened. ``core_id`` is read
+    per CPU because it is what tells two cores in one sibling set apart.
+    """
     topo = f"{cpu_dir}/cpu{cpu}/topology"
 
     def read_int(name: str) -> int | None:
         return notes.int(f"{topo}/{name}") if name in names else None
 
-    package = read_int("physical_package_id")
-    if package is None and not os.path.isdir(topo):
-        return _cpu_from_cpuinfo(cpu, numa, cpuinfo, notes), None
-    if package is None or package < 0:
-        package = _UNKNOWN  # s390, ps3, some arm boards
-    core_id = read_int("core_id")
-    if core_id is None or core_id < 0:
-        notes.cpu(cpu, "no core_id; using the cpu id")
-        core_id = cpu
-    die = read_int("die_id")
-    if die is None or die < 0:
-        notes.cpu(cpu, "no die_id (kernel before 5.2 or not reported); assuming die 0")
-        die = 0
-    cluster = read_int("cluster_id")
-    if cluster is not None and cluster < 0:
-        cluster = None
     siblings = _shared_set(topo, cpu, _SIBLING_FILES, names, known.setdefault("core", {}), notes)
+    if siblings is None and not os.path.isdir(topo):
+        return _cpu_from_cpuinfo(cpu, numa, cpuinfo, notes), None
     if siblings is None:
         notes.cpu(cpu, "no usable thread sibling list; treated as a core of its own")
         siblings = CPUSet([cpu])
     package_cpus = _shared_set(topo, cpu, _PACKAGE_FILES, names, known.setdefault("package", {}), notes)
+    package = _set_id(cpu, package_cpus, "physical_package_id", read_int, known)
+    if _absent(package):
+        package = _UNKNOWN  # s390, ps3, some arm boards
+    core_id = read_int("core_id")
+    if _absent(core_id):
+        # ps3 and some embedded kernels: the sibling set is the only core
+        # identity, so number the core by its first thread
+        notes.cpu(cpu, "no core_id; core numbered by its first thread sibling")
+        core_id = siblings.first()
+    die = _grouping_id(topo, cpu, _DIE_FILES, "die_id", names, read_int, known, notes)
+    if die is None:
+        notes.cpu(cpu, "no die_id (kernel before 5.2 or not reported); assuming die 0")
+        die = 0
+    cluster = _grouping_id(topo, cpu, _CLUSTER_FILES, "cluster_id", names, read_int, known, notes)
     cpu_obj = CPU(
         id=cpu,
         package_id=package,
@@ -225,6 +255,53 @@ def _read_cpu(
         thread_siblings=siblings,
     )
     return cpu_obj, package_cpus
+
+
+def _grouping_id(
+    topo: str,
+    cpu: int,
+    files: tuple[tuple[str, str], ...],
+    id_name: str,
+    names: frozenset[str],
+    read_int,
+    known: dict,
+    notes: Notes,
+) -> int | None:
+    """A die or cluster id, None where the kernel has none.
+
+    An architecture either reports the level or prints its "no value" id for
+    every CPU (arm64 dies: -1; x86 clusters without L2 sharing: 65535), so
+    after the first sentinel the other CPUs' files are not opened.
+    """
+    flags: set[str] = known.setdefault("_absent", set())
+    if id_name in flags or id_name not in names:
+        return None
+    members = _shared_set(topo, cpu, files, names, known.setdefault(id_name + "_set", {}), notes) if files[0][0] in names else None
+    value = _set_id(cpu, members, id_name, read_int, known)
+    if _absent(value):
+        flags.add(id_name)
+        return None
+    return value
+
+
+def _set_id(cpu: int, members: CPUSet | None, name: str, read_int, known: dict) -> int | None:
+    """The id file ``name`` for ``cpu``, read once for all ``members`` when they are known."""
+    ids: dict[int, int | None] = known.setdefault(name, {})
+    if cpu in ids:
+        return ids[cpu]
+    value = read_int(name)
+    if members is not None and cpu in members:
+        for other in members:
+            ids.setdefault(other, value)
+    return value
+
+
+@functools.lru_cache(maxsize=32)
+def _candidates(files: tuple[tuple[str, str], ...], names: frozenset[str]) -> tuple[tuple[str, bool], ...]:
+    """(file, is_mask) to try in order: files the first CPU has come first, the others only if those fail."""
+    out = [(name, bool(is_mask)) for pair in files for is_mask, name in enumerate(pair)]
+    out.sort(key=lambda c: c[0] not in names)
+    return tuple(out)
 
 
 def _shared_set(
@@ -239,10 +316,7 @@ def _shared_set(
     found = known.get(cpu)
     if found is not None:
         return found
-    # files the first CPU has come first; the others only if those fail
-    candidates = [(name, is_mask) for pair in files for is_mask, name in enumerate(pair)]
-    candidates.sort(key=lambda c: c[0] not in names)
-    found = notes.first_cpuset(((f"{topo}/{n}", bool(m)) for n, m in candidates), containing=cpu)
+    found = notes.first_cpuset([(f"{topo}/{n}", m) for n, m in _candidates(files, names)], containing=cpu)
     if found is not None:
         for other in found:
             known.setdefault(other, found)
@@ -340,9 +414,13 @@ def _read_numa(
 
     numa_of: dict[int, int] = {}
     nodes: list[NUMANode] = []
+    no_cpulist = False
     for nid in ids:
         d = f"{node_dir}/node{nid}"
-        node_cpus = notes.cpuset(f"{d}/cpulist", f"{d}/cpumap")
+        # kernels before 2.6.2x have only cpumap: once a node lacks cpulist, go to cpumap first
+        node_cpus = notes.cpuset(f"{d}/cpumap", f"{d}/cpulist", first_is_mask=True) if no_cpulist else notes.cpuset(f"{d}/cpulist", f"{d}/cpumap")
+        if not no_cpulist and node_cpus is not None and not os.path.exists(f"{d}/cpulist"):
+            no_cpulist = True
         if node_cpus is None:
             notes.warn(f"node{nid}: no readable cpulist/cpumap; treated as having no cpus")
             node_cpus = CPUSet()
@@ -394,40 +472,93 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
 
     ``cpus`` maps each online CPU to its thread siblings: a cache whose sharing
     map is empty (old ia64 kernels) is taken to be core-local, as hwloc does.
+
+    Caches are most of the files a topology reading opens (a core's L1d, L1i
+    and L2 are separate instances), so per instance only what identifies and
+    sizes it is read: sharing set, level, type, size and, for caches shared by
+    several cores, the kernel's ``id`` (an L3's id is its resctrl domain).
+    A core-private cache at the same index and of the same size as one
+    already read is the same design: its level and type are taken from that
+    one (the kernel numbers a CPU's cache leaves in a fixed order per core
+    design, and a different design at the same index shows in its size or
+    its sharing). Shared caches are always read in full.
+    ``coherency_line_size`` and ``ways_of_associativity`` describe the cache
+    design, not the instance: they are read once per (level, type, size) and
+    given to every instance of that design. Attribute files the first CPU's
+    first cache lacks (``id`` before 4.15) are not tried elsewhere.
     """
     seen: dict[tuple[int, str, CPUSet], Cache] = {}
+    design: dict[tuple[int, str, int | None], tuple[int | None, int | None]] = {}
+    private_kind: dict[tuple[int, int | None, bool], tuple[int, str]] = {}
     # indexM -> CPUs already answered by a sharer. The kernel numbers a CPU's
     # caches by level and type, so a sharer's indexM is the same cache.
     covered: dict[int, set[int]] = {}
-    for cpu in cpus:
+    attrs: frozenset[str] | None = None
+    template: list[int] | None = None
+    for n, cpu in enumerate(cpus):
         base = f"{cpu_dir}/cpu{cpu}/cache"
-        for index in listdir_ids(base, "index"):
+        if n == 2 and not covered and not os.path.isdir(base):
+            break  # three CPUs without a cache directory: this kernel exports none (ia64, old arm)
+        # The first CPU's index list stands for the others (the kernel gives
+        # every CPU of a design the same leaves); one stat of the index after
+        # the last catches a CPU with more, which is then listed in full.
+        if template is None or os.path.isdir(f"{base}/index{len(template)}"):
+            indexes = listdir_ids(base, "index")
+            if template is None:
+                template = indexes
+        else:
+            indexes = template
+        for index in indexes:
             done = covered.setdefault(index, set())
             if cpu in done:
                 continue
             d = f"{base}/index{index}"
-            shared = notes.cpuset(f"{d}/shared_cpu_list", f"{d}/shared_cpu_map", containing=cpu)
+            if attrs is None:
+                try:
+                    attrs = frozenset(os.listdir(d))
+                except OSError:
+                    attrs = frozenset()
+            if "shared_cpu_list" in attrs:
+                shared = notes.cpuset(f"{d}/shared_cpu_list", f"{d}/shared_cpu_map", containing=cpu)
+            else:  # before 2.6.2x: the mask only
+                shared = notes.cpuset(f"{d}/shared_cpu_map", f"{d}/shared_cpu_list", containing=cpu, first_is_mask=True)
+            if shared is None and indexes is template and not os.path.isdir(d):
+                continue  # this CPU has fewer cache leaves than the first
             if shared is None:
                 notes.cpu(cpu, f"cache index{index}: no shared_cpu_list/map naming the cpu; assumed core-local")
                 shared = cpus[cpu]
             done.update(shared)
-            level = notes.int(f"{d}/level")
-            ctype = (notes.text(f"{d}/type") or "Unified").strip()
-            if level is None:
-                notes.cpu(cpu, f"cache index{index}: no level; ignored")
-                continue
+            core_private = shared <= cpus[cpu]
+            size_text = notes.text(f"{d}/size")
+            size = (parse_size(size_text) if size_text else None) or None
+            shape = (index, size, core_private)
+            if core_private and shape in private_kind:
+                level, ctype = private_kind[shape]
+            else:
+                level = notes.int(f"{d}/level")
+                ctype = (notes.text(f"{d}/type") or "Unified").strip()
+                if level is None:
+                    notes.cpu(cpu, f"cache index{index}: no level; ignored")
+                    continue
+                if core_private:
+                    private_kind[shape] = (level, ctype)
             key = (level, ctype, shared)
             if key in seen:
                 continue
-            size_text = notes.text(f"{d}/size")
-            size = parse_size(size_text) if size_text else None
+            kind = (level, ctype, size)
+            if kind not in design:
+                design[kind] = (
+                    notes.int(f"{d}/coherency_line_size") or None if "coherency_line_size" in attrs else None,
+                    notes.int(f"{d}/ways_of_associativity") or None if "ways_of_associativity" in attrs else None,
+                )
+            line_size, ways = design[kind]
             seen[key] = Cache(
                 level=level,
                 type=ctype,
-                size_bytes=size or None,
+                size_bytes=size,
                 cpus=shared,
-                id=notes.int(f"{d}/id"),
-                line_size=notes.int(f"{d}/coherency_line_size") or None,
-                ways=notes.int(f"{d}/ways_of_associativity") or None,
+                id=notes.int(f"{d}/id") if "id" in attrs and not core_private else None,
+                line_size=line_size,
+                ways=ways,
             )
     return tuple(sorted(seen.values(), key=lambda c: (c.level, c.type, c.cpus.first())))

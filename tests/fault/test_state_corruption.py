@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import re
 import shutil
+import time
 from pathlib import Path
 
 import grpc
@@ -43,7 +44,12 @@ def _served(d: RunningDaemon) -> tuple[bytes, bytes, bytes]:
     with grpc.insecure_channel(f"unix://{s.pod_resources}") as ch:
         stub = pr_grpc.PodResourcesListerStub(ch)
         listed = stub.List(pr.ListPodResourcesRequest(), timeout=60)
+        # the built-in device plugins register after READY: wait (bounded) until their devices are listed
+        deadline = time.monotonic() + 30
         alloc = stub.GetAllocatableResources(pr.AllocatableResourcesRequest(), timeout=60)
+        while not alloc.devices and time.monotonic() < deadline:
+            time.sleep(0.1)
+            alloc = stub.GetAllocatableResources(pr.AllocatableResourcesRequest(), timeout=60)
     return (cpu.SerializeToString(deterministic=True), listed.SerializeToString(deterministic=True),
             alloc.SerializeToString(deterministic=True))
 

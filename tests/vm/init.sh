@@ -27,9 +27,10 @@ die() {
     poweroff -f
 }
 
-CGROUP=none MODULES= CWD=/
+CGROUP=none MODULES= CWD=/ INIT=busybox
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
+        vmtest.init=*) INIT="${arg#vmtest.init=}" ;;
         vmtest.cgroup=*) CGROUP="${arg#vmtest.cgroup=}" ;;
         vmtest.modules=*) MODULES="${arg#vmtest.modules=}" ;;
         vmtest.cwd=*) CWD="${arg#vmtest.cwd=}" ;;
@@ -76,6 +77,7 @@ if [ -n "$MODULES" ]; then
 fi
 
 CG=$R/sys/fs/cgroup
+[ "$INIT" = systemd ] && CGROUP=systemd  # systemd mounts the unified hierarchy itself
 mount_v1() {
     mount -t tmpfs -o mode=755 cgroup $CG || die "tmpfs at /sys/fs/cgroup"
     # systemd's v1 layout: joint cpu,cpuacct and net_cls,net_prio with alias links
@@ -99,7 +101,7 @@ case "$CGROUP" in
         mkdir -p $CG/unified
         mount -t cgroup2 -o nsdelegate cgroup2 $CG/unified || die "mount cgroup2 (hybrid)"
         ;;
-    none) ;;
+    none|systemd) ;;
     *) die "unknown vmtest.cgroup=$CGROUP" ;;
 esac
 # coldplug, as udev would at boot: load the drivers of the devices present (virtio_blk,
@@ -112,6 +114,42 @@ ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 say "root ready at $(up)s, cgroup=$CGROUP, cwd=$CWD"
 
 [ -f $R/out/cmd.sh ] || die "no /out/cmd.sh"
+if [ "$INIT" = systemd ]; then
+    # The host's systemd becomes PID 1 over the overlay and runs the command as a unit of
+    # its own target: nothing of the host's boot (no getty, no sshd, no enabled services)
+    # starts, only journald and what the command starts. Its exit status comes back the
+    # same way (/out/rc, VMTEST-RC on the console), then systemd powers off.
+    [ -x $R/lib/systemd/systemd ] || die "no /lib/systemd/systemd on the host"
+    U=$R/etc/systemd/system
+    mkdir -p $U
+    cat > $U/vmtest.target <<EOT
+[Unit]
+Description=VM test tier: run /out/cmd.sh
+DefaultDependencies=no
+Requires=systemd-journald.socket systemd-journald.service vmtest.service
+After=systemd-journald.service vmtest.service
+EOT
+    cat > $U/vmtest.service <<EOT
+[Unit]
+Description=VM test tier command
+DefaultDependencies=no
+After=systemd-journald.service
+SuccessAction=poweroff-force
+FailureAction=poweroff-force
+[Service]
+Type=oneshot
+WorkingDirectory=$CWD
+Environment=HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb LANG=C.UTF-8
+StandardOutput=journal+console
+StandardError=journal+console
+TimeoutStartSec=infinity
+ExecStart=/bin/sh -c '/bin/sh /out/cmd.sh; rc=\$\$?; echo \$\$rc > /out/rc; sync; echo "VMTEST-RC=\$\$rc" > /dev/console'
+EOT
+    # the initramfs's mounts of /proc, /sys, /dev stay where they are under the new root
+    say "switching root to systemd at $(up)s"
+    ln -sf vmtest.target $U/default.target
+    exec switch_root $R /lib/systemd/systemd --unit=vmtest.target --log-target=console --log-level=warning
+fi
 HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb LANG=C.UTF-8 \
     chroot $R /bin/sh -c 'cd "$1" && exec /bin/sh /out/cmd.sh' vmtest "$CWD"
 rc=$?

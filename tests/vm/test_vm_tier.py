@@ -45,8 +45,8 @@ def out_root() -> Path:
 @pytest.mark.parametrize("name", list(TOPOLOGIES))
 def test_guest_suite(name: str, vm_image: runner.Image, out_root: Path) -> None:
     topo = TOPOLOGIES[name]
-    run = runner.boot(vm_image, topo, runner.guest_pytest_command(), out_root / name, timeout_s=GUEST_TIMEOUT_S,
-                      stretch=True)
+    run = runner.boot(vm_image, topo, runner.guest_pytest_command(tests=topo.guest_tests), out_root / name,
+                      timeout_s=GUEST_TIMEOUT_S, stretch=True)
     summary = runner.read_junit(run.junit) if run.junit.exists() else None
     record_vm_timing(name, run, summary)
     for test, reason in summary.skips if summary else ():

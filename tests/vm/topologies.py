@@ -36,6 +36,11 @@ class GuestTopology:
     cgroup: str = "v2"
     description: str = ""
     extra_args: tuple[str, ...] = field(default=())
+    #: PID 1 of the guest: "busybox" (the tier's /init runs the command itself) or "systemd"
+    #: (/init switches root to the host's systemd, which runs the command as a unit)
+    init: str = "busybox"
+    #: guest test files this shape runs (paths under tests/vm/guest); empty = all of them
+    guest_tests: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.nodes)
@@ -48,6 +53,10 @@ class GuestTopology:
             raise ValueError(f"{self.name}: nodes must partition CPUs 0-{self.maxcpus - 1}")
         if self.cgroup not in ("v1", "v2", "hybrid", "none"):
             raise ValueError(f"{self.name}: unknown cgroup layout {self.cgroup!r}")
+        if self.init not in ("busybox", "systemd"):
+            raise ValueError(f"{self.name}: unknown init {self.init!r}")
+        if self.init == "systemd" and self.cgroup != "v2":
+            raise ValueError(f"{self.name}: a systemd guest mounts cgroup v2 itself (cgroup must be 'v2')")
 
     # -- what the guest must show -------------------------------------------------------
     @property
@@ -174,6 +183,17 @@ TOPOLOGIES: dict[str, GuestTopology] = {
             nodes=(Node((0, 1, 2, 3), 1024), Node((4, 5, 6, 7), 1024), Node((), 512)),
             distances=((10, 20, 17), (20, 10, 28), (17, 28, 10)),
             cgroup="hybrid",
+        ),
+        GuestTopology(
+            name="systemd",
+            description="systemd as PID 1 (the host's, over the root overlay), 2 CPUs, cgroup v2: "
+            "the shipped unit under a real service manager",
+            sockets=1, cores=2, threads=1,
+            nodes=(Node((0, 1), 1536),),
+            distances=((10,),),
+            cgroup="v2",
+            init="systemd",
+            guest_tests=("test_systemd_unit.py",),
         ),
     )
 }

@@ -55,7 +55,7 @@ def test_residual_cleanup_and_ramp_up(tmp_path):
             assert not a.ramp_up and a.owner_pool_name == "share"
             # removal through the service other components use
             svc.remove_pod("keep")
-            await comp.engine.persist.wait()
+            await comp.engine.wait_durable()
             assert svc.allocations() == []
         finally:
             await comp.stop()

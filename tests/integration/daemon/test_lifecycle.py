@@ -239,7 +239,7 @@ def test_run_ready_scrape_sigterm(tmp_path, systemd, daemons):
     assert samples[("hwagent_topology_packages", ())].value == len(topo.package_ids)
     assert samples[("hwagent_topology_numa_nodes", ())].value == len(topo.numa_nodes)
     for node_id, (low, high) in memory.stop().items():
-        key = ("hwagent_topology_numa_node_memory_bytes", (("node", str(node_id)),))
+        key = ("hwagent_topology_numa_node_memory_bytes", (("numa_node", str(node_id)),))
         assert low <= samples[key].value <= high, (samples[key].value, low, high)
     assert samples[("process_resident_memory_bytes", ())].value > 0
 

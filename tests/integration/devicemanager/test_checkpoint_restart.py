@@ -32,7 +32,7 @@ def test_restart_restores_allocations_and_waits_for_the_plugin(sockdir):
             await p.stop()
         raw = (sockdir / "dp" / "checkpoint").read_bytes()
         doc = json.loads(raw)
-        assert doc["Version"] == 1 and doc["Checksum"].startswith("sha256:")
+        assert doc["Version"] == 2 and doc["Checksum"].startswith("sha256:")
         entry = doc["Data"]["PodDeviceEntries"][0]
         assert entry["PodUID"] == "pod-uid" and entry["ResourceName"] == RES
         assert set(entry["DeviceIDs"]) <= {"0", "1", "-1"}
@@ -90,7 +90,7 @@ def test_restored_resource_is_deleted_after_grace_without_its_plugin(sockdir):
         lambda raw: raw[: len(raw) // 2],  # truncated
         lambda raw: b"\x00\xff garbage",
         lambda raw: raw.replace(b'"pod-uid"', b'"pod-uiX"'),  # checksum no longer matches
-        lambda raw: raw.replace(b'"Version":1', b'"Version":99'),
+        lambda raw: raw.replace(b'"Version":2', b'"Version":99'),
         lambda raw: b"",
     ],
     ids=["truncated", "garbage", "tampered", "future-version", "empty"],

@@ -28,9 +28,9 @@ def test_register_reports_capacity_and_follows_snapshots(sockdir):
             p = FakePlugin(h.sock("p.sock"), [dev("a"), dev("b"), dev("c", healthy=False)])
             await p.start()
             try:
-                before = _metric("hwagent_device_plugin_registration_total", resource_name=RES)
+                before = _metric("hwagent_device_plugin_registration_total", resource=RES)
                 await p.register(h.socket, RES)
-                assert _metric("hwagent_device_plugin_registration_total", resource_name=RES) == before + 1
+                assert _metric("hwagent_device_plugin_registration_total", resource=RES) == before + 1
                 await until(lambda: h.cap() == (3, 2), what="3/2")
                 p.update([dev("a"), dev("b")])  # the unhealthy one vanished: gone, not unhealthy
                 await until(lambda: h.cap() == (2, 2), what="2/2")
@@ -43,9 +43,9 @@ def test_register_reports_capacity_and_follows_snapshots(sockdir):
                 odd.health = "healthy"
                 p.update([odd, dev("y")])
                 await until(lambda: h.cap() == (2, 1))
-                assert _metric("hwagent_device_plugin_capacity_devices", resource_name=RES) == 2
-                assert _metric("hwagent_device_plugin_allocatable_devices", resource_name=RES) == 1
-                assert _metric("hwagent_device_plugin_endpoints", resource_name=RES, state="connected") == 1
+                assert _metric("hwagent_device_plugin_capacity_devices", resource=RES) == 2
+                assert _metric("hwagent_device_plugin_allocatable_devices", resource=RES) == 1
+                assert _metric("hwagent_device_plugin_endpoints", resource=RES, state="connected") == 1
             finally:
                 await p.stop()
 
@@ -141,7 +141,7 @@ def test_hostile_endpoint_names_are_rejected(sockdir):
                     assert e.value.code() == code, (endpoint, e.value.details())
                 assert h.manager.endpoints() == []
                 assert real.calls.list_and_watch == 0  # never dialled
-                assert _metric("hwagent_device_plugin_registration_total", resource_name="_invalid_") >= 0
+                assert _metric("hwagent_device_plugin_registration_total", resource="_invalid_") >= 0
             finally:
                 await real.stop()
 
@@ -297,7 +297,7 @@ def test_disconnect_marks_unhealthy_then_grace_deletes(sockdir):
             await p.stop()
             await until(lambda: h.cap() == (3, 0), what="capacity kept, allocatable 0")
             assert [(e.state) for e in h.manager.endpoints()] == ["stopped"]
-            assert _metric("hwagent_device_plugin_endpoints", resource_name=RES, state="stopped") == 1
+            assert _metric("hwagent_device_plugin_endpoints", resource=RES, state="stopped") == 1
             # calls to the stopped endpoint fail clearly
             with pytest.raises(AllocationError, match="has been stopped"):
                 await h.manager.pre_start("pod", "c")
@@ -309,7 +309,7 @@ def test_disconnect_marks_unhealthy_then_grace_deletes(sockdir):
             cap, alloc, _ = h.manager.capacity()
             assert RES not in cap and RES not in alloc
             assert h.manager.endpoints() == []
-            assert REGISTRY.get_sample_value("hwagent_device_plugin_capacity_devices", {"resource_name": RES}) is None
+            assert REGISTRY.get_sample_value("hwagent_device_plugin_capacity_devices", {"resource": RES}) is None
             with pytest.raises(AllocationError, match="unregistered"):
                 await h.manager.allocate(ContainerRequest("pod3", "c", {RES: 1}))
 

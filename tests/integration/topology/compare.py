@@ -15,7 +15,7 @@ from tests.integration.topology.hwloc_view import HwlocView
 
 __all__ = ["ASPECTS", "compare"]
 
-ASPECTS = ("pus", "packages", "cores", "numa_ids", "numa_cpus", "numa_memory", "pu_numa", "llc", "distances")
+ASPECTS = ("pus", "packages", "cores", "cores_per_package", "numa_ids", "numa_cpus", "numa_memory", "pu_numa", "llc", "distances")
 
 
 def _sets(sets: object) -> list[str]:
@@ -40,6 +40,18 @@ def compare(topo: Topology, hw: HwlocView) -> dict[str, str]:
     ours_cores = {k.cpus & visible for k in topo.cores} - {CPUSet()}
     if ours_cores != set(hw.cores):
         diffs["cores"] = f"hwagent {len(ours_cores)} {_sets(ours_cores)[:8]} vs hwloc {len(hw.cores)} {_sets(hw.cores)[:8]}"
+
+    # Totals can agree while packages do not (one package's cores split, another's
+    # merged); count per package, packages named by their CPU sets.
+    ours_per_pkg = {
+        pk: sum(1 for k in ours_cores if k <= pk) for pk in ours_pk
+    }
+    theirs_per_pkg = {pk: sum(1 for k in hw.cores if k <= pk) for pk in theirs_pk}
+    if hw.cores and theirs_pk and ours_per_pkg != theirs_per_pkg:
+        bad = [f"package {pk}: {ours_per_pkg.get(pk)} vs {theirs_per_pkg.get(pk)}"
+               for pk in sorted(set(ours_per_pkg) | set(theirs_per_pkg), key=CPUSet.first)
+               if ours_per_pkg.get(pk) != theirs_per_pkg.get(pk)]
+        diffs["cores_per_package"] = "; ".join(bad[:6])
 
     ours_nodes = {n.id: n for n in topo.numa_nodes if topo.allowed_mems is None or n.id in topo.allowed_mems}
     if set(ours_nodes) != set(hw.nodes):

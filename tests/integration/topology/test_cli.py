@@ -41,8 +41,10 @@ def test_text_on_snapshot_lists_every_package_and_node(name: str, hwloc_extract,
     assert main(["topology", "--sysfs-root", str(root / "sys")]) == 0
     text = capsys.readouterr().out
     topo = read_topology(root / "sys", root / "proc")
-    for p in topo.package_ids:
-        assert f"package {p}: cpus {topo.cpus_of_package(p)}" in text
+    for i, p in enumerate(topo.package_ids):
+        kernel = f" [{p}]" if p != i else ""
+        cores = len(topo.cores_of_package(p))
+        assert f"package {i}{kernel}: {cores} core{'s' if cores != 1 else ''}, cpus {topo.cpus_of_package(p)}" in text
     for n in topo.numa_nodes:
         assert f"  node {n.id}: " in text
     if topo.warnings:
@@ -62,7 +64,7 @@ def test_live_text(capsys) -> None:
     out = capsys.readouterr().out
     live = read_topology()
     assert out.startswith(f"{len(live.cpus)} CPU")
-    assert f"package {live.package_ids[0]}: cpus" in out and "NUMA nodes:" in out
+    assert "package 0" in out and ", cpus " in out and "NUMA nodes:" in out
 
 
 def test_wrong_root_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
@@ -85,3 +87,19 @@ def test_bad_format_is_an_argparse_error(capsys) -> None:
         main(["topology", "--format", "yaml"])
     assert e.value.code == 2
     assert "invalid choice: 'yaml'" in capsys.readouterr().err
+
+
+def test_topology_command_loads_only_its_own_module() -> None:
+    """`hwagent topology` builds its parser alone: no config loader, daemon or probes imported."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from agent.cli import main; rc = main(['topology', '--format', 'json']);"
+        " print(sorted(m for m in sys.modules if m.startswith(('agent.config', 'agent.pressure', 'agent.daemon', 'grpc'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    # the full parser is still what --help and unknown names get
+    helped = subprocess.run([sys.executable, "-m", "agent.cli", "--help"], capture_output=True, text=True, timeout=60)
+    assert "topology" in helped.stdout and "doctor" in helped.stdout

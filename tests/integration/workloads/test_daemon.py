@@ -67,6 +67,11 @@ enabled = false
 [pressure]
 enabled = false
 
+# the fixture topology's CPUs and NUMA nodes are not this machine's: admission only
+# (tests/integration/runtime/test_end_to_end.py runs pods on the real topology)
+[runtime]
+enabled = false
+
 [topology_manager]
 policy = "single-numa-node"
 

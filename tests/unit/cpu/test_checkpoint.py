@@ -44,7 +44,7 @@ def test_missing_file_is_empty(tmp_path):
     [
         (lambda raw: raw[:-10], "not valid JSON"),
         (lambda raw: raw.replace(b'"reclaim":"', b'"reclaim":"0,'), "checksum mismatch"),
-        (lambda raw: raw.replace(b'"version":1', b'"version":9'), "unsupported format version"),
+        (lambda raw: raw.replace(b'"version":2', b'"version":9'), "unsupported format version"),
         (lambda raw: b"[]", "not a JSON object"),
     ],
 )
@@ -84,7 +84,7 @@ def test_checkpoint_from_other_topology_refused(tmp_path):
 def test_atomic_write_leaves_no_temp(tmp_path):
     store = CheckpointStore(tmp_path)
     store.save(_populated().state)
-    assert [f.name for f in tmp_path.iterdir()] == ["cpu_plugin_state.json"]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["cpu_plugin_state.json", "cpu_plugin_state.json.wal"]
 
 
 def test_incremental_encoding_matches_canonical():
@@ -95,9 +95,22 @@ def test_incremental_encoding_matches_canonical():
     st = p.state
     assert _data_json(st).encode() == canonical_json(st.to_json(), ensure_ascii=True)
     doc = json.loads(encode(st))
-    assert doc["checksum"] == _checksum(1, "dynamic", st.to_json())
+    assert doc["checksum"] == _checksum(2, "dynamic", st.to_json(), 0)
     # an evolved entry drops its cached encoding
     a = st.get("d1", "c1")
     a.encoded()
     b = a.evolve(cgroup_path="/x")
     assert '"/x"' in b.encoded() and '"/x"' not in a.encoded()
+
+
+def test_version_1_file_is_still_read_as_a_snapshot_without_journal(tmp_path):
+    from agent.cpu.checkpoint import _checksum
+
+    st = _populated().state
+    data = st.to_json()
+    doc = {"version": 1, "policy": "dynamic", "data": data, "checksum": _checksum(1, "dynamic", data)}
+    store = CheckpointStore(tmp_path)
+    store.path.write_text(json.dumps(doc))
+    back = store.load()
+    assert back == st
+    assert store.last_recovery.snapshot_seq == 0

@@ -33,11 +33,11 @@ def test_topology_gauges_follow_the_topology():
     assert v("hwagent_topology_cores") == 12
     assert v("hwagent_topology_packages") == 2
     assert v("hwagent_topology_numa_nodes") == 5
-    assert v("hwagent_topology_numa_node_memory_bytes", {"node": "4"}) == 8 << 30
+    assert v("hwagent_topology_numa_node_memory_bytes", {"numa_node": "4"}) == 8 << 30
     # a smaller machine afterwards (tests, re-read) leaves no stale node series
     metrics.publish_topology(synthetic(sockets=1, numa_per_socket=1, cores_per_numa=1, threads_per_core=1))
-    assert v("hwagent_topology_numa_node_memory_bytes", {"node": "4"}) is None
-    assert v("hwagent_topology_numa_node_memory_bytes", {"node": "0"}) == 8 << 30
+    assert v("hwagent_topology_numa_node_memory_bytes", {"numa_node": "4"}) is None
+    assert v("hwagent_topology_numa_node_memory_bytes", {"numa_node": "0"}) == 8 << 30
     assert v("hwagent_topology_cpus", {"state": "online"}) == 1
 
 

@@ -15,7 +15,7 @@ def _board():
 
 
 def _count(resource, health):
-    return REGISTRY.get_sample_value("hwagent_deviceplugin_health_changes_total",
+    return REGISTRY.get_sample_value("hwagent_builtin_plugin_health_changes_total",
                                      {"resource": resource, "health": health}) or 0.0
 
 

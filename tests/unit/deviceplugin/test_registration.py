@@ -52,13 +52,13 @@ def test_waits_for_socket_then_retries_refusals(tmp_path):
         reg.start()
         await asyncio.sleep(0.1)
         assert not reg.registered.is_set() and "does not exist" in reg.last_error
-        before = REGISTRY.get_sample_value("hwagent_deviceplugin_registrations_total",
+        before = REGISTRY.get_sample_value("hwagent_builtin_plugin_registrations_total",
                                            {"resource": RES, "result": "error"}) or 0
         kubelet = Refusing(tmp_path / "kubelet.sock", 2)
         await kubelet.start()
         ep = await kubelet.endpoint(RES)
         assert len(kubelet.requests) == 3 and reg.registrations == 1
-        assert REGISTRY.get_sample_value("hwagent_deviceplugin_registrations_total",
+        assert REGISTRY.get_sample_value("hwagent_builtin_plugin_registrations_total",
                                          {"resource": RES, "result": "error"}) == before + 2
         r = kubelet.requests[-1]
         assert (r.version, r.endpoint, r.resource_name) == ("v1beta1", socket_name(RES), RES)

@@ -57,3 +57,50 @@ def test_conflict_exits_1_and_bad_input_exits_2(tmp_path, capsys):
     cfg.write_text('[[devices.resources]]\nname = "vf"\nvendor = ["15b3"]\n')
     assert main(["devices", "--config", str(cfg), "--sysfs-root", str(fs.root)]) == 2
     assert "domain prefix" in capsys.readouterr().err
+
+
+PCI_IDS = """# a few lines in pci.ids format
+144d  Samsung Electronics Co Ltd
+\ta808  NVMe SSD Controller SM981/PM981/PM983
+15b3  Mellanox Technologies
+\t1017  MT27800 Family [ConnectX-5]
+\t\t15b3 0020  ConnectX-5 EN
+\t1018  MT27800 Family [ConnectX-5 Virtual Function]
+C 01  Mass storage controller
+\t08  Non-Volatile memory controller
+\t\t02  NVM Express
+C 02  Network controller
+\t00  Ethernet controller
+"""
+
+
+def test_default_view_groups_by_numa_node_and_resource_with_names(tmp_path, capsys, monkeypatch):
+    ids = tmp_path / "pci.ids"
+    ids.write_text(PCI_IDS)
+    monkeypatch.setenv("HWAGENT_PCI_IDS", str(ids))
+    fs = _tree(tmp_path)
+    assert main(["devices", "--sysfs-root", str(fs.root)]) == 0
+    out = capsys.readouterr().out
+    node0, node1 = out.index("NUMA node 0"), out.index("NUMA node 1")
+    vf = out.index("hwagent.io/sriov-vf: 1 device")
+    nvme = out.index("hwagent.io/nvme: 1 device")
+    assert node0 < vf < node1 < nvme < out.index("no NUMA node")
+    assert "Samsung Electronics Co Ltd NVMe SSD Controller SM981/PM981/PM983 [144d:a808]" in out
+    assert "Mellanox MT27800 Family [ConnectX-5 Virtual Function] [15b3:1018]" in out
+    assert "not offered: 1 (1 block)" in out  # loop5 under no NUMA node
+    assert main(["devices", "--sysfs-root", str(fs.root), "--format", "json"]) == 0
+    rows = {r["id"]: r for r in json.loads(capsys.readouterr().out)["devices"]}
+    assert rows["0000:5e:00.0"]["class_name"] == "Non-Volatile memory controller"
+    assert rows["0000:3b:00.0"]["vendor_name"] == "Mellanox Technologies"
+    assert main(["devices", "--sysfs-root", str(fs.root), "--all"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split()[:2] == ["ID", "KIND"]
+
+
+def test_without_pci_ids_the_hex_ids_are_printed(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HWAGENT_PCI_IDS", str(tmp_path / "none"))
+    monkeypatch.setattr("agent.devices.pciids.PCI_IDS_PATHS", ())
+    fs = _tree(tmp_path)
+    assert main(["devices", "--sysfs-root", str(fs.root)]) == 0
+    out = capsys.readouterr().out
+    assert "  144d:a808  " in out or " 144d:a808 " in out
+    assert "Samsung" not in out

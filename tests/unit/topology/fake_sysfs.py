@@ -137,3 +137,39 @@ class FakeMachine:
             n += 1
         assert n, f"nothing matched {pattern}"
         return n
+
+
+def amd_compute_unit_machine(root: Path, packages: int = 2, units_per_package: int = 2) -> FakeMachine:
+    """An AMD family 15h (Bulldozer/Piledriver) shape: two integer cores per compute unit.
+
+    What the kernel reports there, and what this tree reproduces: the two
+    CPUs of a unit are each other's ``thread_siblings``/``core_cpus`` while
+    carrying *different* ``core_id``s, and share the unit's L2 and L1i. One
+    thread per core; ``/proc/cpuinfo`` names the vendor and family, and
+    ``proc/hwloc-nofile-info`` the architecture, because hwloc reads both
+    before trusting core ids over sibling lists.
+    """
+    m = FakeMachine(root, packages=packages, cores_per_package=2 * units_per_package, threads=1).build()
+    cd = "sys/devices/system/cpu"
+    for c in range(m.ncpus):
+        unit = CPUSet([c - c % 2, c - c % 2 + 1])
+        t = f"{cd}/cpu{c}/topology"
+        for name in ("core_cpus", "thread_siblings"):
+            m.write(f"{t}/{name}_list", f"{unit}\n")
+            m.write(f"{t}/{name}", f"{unit.to_mask()}\n")
+        pkg = m.package_cpus(m.package(c))
+        m.write(f"{t}/package_cpus", f"{pkg.to_mask()}\n")  # hwloc reads the masks
+        m.write(f"{t}/core_siblings", f"{pkg.to_mask()}\n")
+        for index in (1, 2):  # L1i and L2 belong to the unit
+            m.write(f"{cd}/cpu{c}/cache/index{index}/shared_cpu_list", f"{unit}\n")
+            m.write(f"{cd}/cpu{c}/cache/index{index}/shared_cpu_map", f"{unit.to_mask()}\n")
+    m.write(
+        "proc/cpuinfo",
+        "".join(
+            f"processor\t: {c}\nvendor_id\t: AuthenticAMD\ncpu family\t: 21\nmodel\t\t: 2\n"
+            f"physical id\t: {m.package(c)}\ncore id\t\t: {m.core_index(c) % m.cores_per_package}\n\n"
+            for c in range(m.ncpus)
+        ),
+    )
+    m.write("proc/hwloc-nofile-info", "OSName: Linux\nArchitecture: x86_64\n")
+    return m

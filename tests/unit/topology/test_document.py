@@ -52,9 +52,26 @@ def test_top_level_shape() -> None:
     assert set(node) >= {"id", "cpus", "memory_bytes", "distances"}
     assert node["distances"]["0"] == 10 and node["distances"]["1"] == 11
     assert doc["numa_nodes"][-1]["memory_only"] is True
-    assert doc["packages"][1] == {"id": 1, "cpus": "4-7,12-15", "dies": [0], "numa_nodes": [2, 3]}
+    assert doc["packages"][1] == {
+        "id": 1, "logical": 1, "cpus": "4-7,12-15", "cores": 4, "dies": [0], "numa_nodes": [2, 3],
+    }
+    assert doc["levels"] == ["package", "llc", "core", "pu"] and doc["groups"] == []
+    # 2 sockets x 2 nodes + a memory-only node 4 (30 from everyone): 11 joins
+    # each socket's pair, 21 the sockets; 30 would join all, which says nothing
+    assert doc["numa_distance_groups"] == [
+        {"distance": 11, "groups": ["0-1", "2-3", "4"]},
+        {"distance": 21, "groups": ["0-3", "4"]},
+    ]
+
+
+def test_version_1_documents_are_still_read() -> None:
+    doc = to_document(synthetic())
+    doc["format"] = "hwagent-topology/1"
+    for key in ("levels", "groups", "numa_distance_groups"):
+        del doc[key]
+    assert from_document(doc) == synthetic()
 
 
 def test_other_format_is_refused() -> None:
-    with pytest.raises(ValueError, match="not a hwagent-topology/1 document"):
+    with pytest.raises(ValueError, match="not a hwagent-topology/1 or hwagent-topology/2 document"):
         from_document({"format": "something-else"})

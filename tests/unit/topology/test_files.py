@@ -59,3 +59,37 @@ def test_per_cpu_notes_are_aggregated() -> None:
     notes.warn("plain")
     notes.warn("plain")
     assert notes.finish() == ("plain", "cpus 1-3,7: odd")
+
+
+# -- parse_mask: CPUSet.from_mask's syntax, faster on NR_CPUS-wide masks ------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from agent.cpuset import CPUSet, CPUSetError  # noqa: E402
+from agent.topology.files import parse_mask  # noqa: E402
+
+
+def _same(text: str) -> None:
+    try:
+        want: object = CPUSet.from_mask(text)
+    except CPUSetError:
+        want = CPUSetError
+    try:
+        got: object = parse_mask(text)
+    except CPUSetError:
+        got = CPUSetError
+    assert got == want, text
+
+
+# no deadline: the suite runs on loaded shared machines, where a 4096-bit case can take 300 ms
+@settings(deadline=None, max_examples=150)
+@given(st.integers(min_value=0, max_value=(1 << 4096) - 1), st.integers(min_value=1, max_value=130))
+def test_parse_mask_agrees_on_kernel_masks(value: int, words: int) -> None:
+    hexes = f"{value:x}".rjust(8 * words, "0")
+    _same(",".join(hexes[i : i + 8] for i in range(0, len(hexes), 8)))
+
+
+@settings(deadline=None)
+@given(st.text(alphabet="0123456789abcdefABCDEF,\n ", max_size=60))
+def test_parse_mask_agrees_on_any_text(text: str) -> None:
+    _same(text)

@@ -24,7 +24,7 @@ def test_tree_shows_every_cpu_once_under_its_package_and_l3() -> None:
     t = synthetic(sockets=2, numa_per_socket=2, cores_per_numa=2, threads_per_core=2)
     text = render_text(t)
     assert text.splitlines()[0] == "16 CPUs online (0-15), 2 packages, 8 cores, 2 threads/core, 4 NUMA nodes, 32 GiB memory"
-    assert "package 1: cpus 4-7,12-15  (NUMA nodes 2-3)" in text
+    assert "package 1: 4 cores, cpus 4-7,12-15  (NUMA nodes 2-3)" in text
     core_lines = [line for line in text.splitlines() if re.search(r"core \d+: cpus", line)]
     listed = [CPUSet.parse(line.split("cpus ")[1].split()[0]) for line in core_lines]
     assert sorted(c for s in listed for c in s) == list(range(16))
@@ -67,3 +67,25 @@ def test_isolated_and_disallowed_cpus_are_marked() -> None:
     assert "core 0: cpu 0  [not allowed 0]" in text
     assert "core 1: cpu 1  [isolated 1]" in text
     assert "this process may use cpus 1" in text
+
+
+def test_kernel_package_ids_in_brackets_after_the_logical_number() -> None:
+    from dataclasses import replace
+
+    t = synthetic(sockets=2, numa_per_socket=1)
+    t = replace(t, cpus=tuple(replace(c, package_id={0: 512, 1: 1024}[c.package_id]) for c in t.cpus))
+    text = render_text(t)
+    assert "package 0 [512]: 2 cores" in text and "package 1 [1024]: 2 cores" in text
+
+
+def test_numa_nodes_are_grouped_by_distance() -> None:
+    text = render_text(synthetic(sockets=2, numa_per_socket=2))
+    assert "  within 11: [0-1]  [2-3]" in text
+
+
+def test_no_cluster_sentinel_is_never_printed() -> None:
+    from dataclasses import replace
+
+    t = synthetic()
+    t = replace(t, cpus=tuple(replace(c, cluster_id=None) for c in t.cpus))
+    assert "cluster" not in render_text(t)

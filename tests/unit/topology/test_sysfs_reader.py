@@ -140,11 +140,20 @@ def test_offline_cpus_are_left_out_of_the_cpus(machine: FakeMachine) -> None:
 def test_without_online_file_per_cpu_online_flags_count(machine: FakeMachine) -> None:
     machine.remove("sys/devices/system/cpu/online")
     machine.remove("sys/devices/system/cpu/offline")
-    machine.write("sys/devices/system/cpu/cpu5/online", "0\n")
-    machine.write("sys/devices/system/cpu/cpu4/online", "1\n")
+    # a hotplug kernel gives every CPU but (often) cpu0 an online file
+    for c in range(1, machine.ncpus):
+        machine.write(f"sys/devices/system/cpu/cpu{c}/online", "0\n" if c == 5 else "1\n")
     t = read(machine)
     assert t.online == CPUSet.parse("0-4,6-7")
     assert t.offline == CPUSet([5])  # possible - online
+
+
+def test_without_online_files_at_all_every_cpu_is_online(machine: FakeMachine) -> None:
+    # kernels without CPU hotplug (old ia64): neither cpu/online nor cpuN/online
+    machine.remove("sys/devices/system/cpu/online")
+    machine.remove("sys/devices/system/cpu/offline")
+    t = read(machine)
+    assert t.online == CPUSet.parse("0-7") and t.offline == CPUSet()
 
 
 def test_isolated_cpus_are_read(machine: FakeMachine) -> None:
@@ -309,3 +318,80 @@ def test_warnings_are_logged(machine: FakeMachine, caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING, logger="hwagent.topology"):
         read(machine)
     assert any("topology_warning node1: no distance file" in r.getMessage() for r in caplog.records)
+
+
+# -- kernel "no value" ids and groups ------------------------------------------------
+@pytest.mark.parametrize("sentinel", ["65535", "-1", "4294967295"])
+def test_cluster_sentinel_is_no_cluster(machine: FakeMachine, sentinel: str) -> None:
+    # x86 kernels print 65535 for "no L2 cluster"; the generic code prints -1
+    for c in range(machine.ncpus):
+        machine.write(f"sys/devices/system/cpu/cpu{c}/topology/cluster_id", f"{sentinel}\n")
+    t = read(machine)
+    assert {c.cluster_id for c in t.cpus} == {None}
+    assert t.groups == ()
+
+
+def test_clusters_of_several_cores_are_groups(tmp_path: Path) -> None:
+    m = FakeMachine(tmp_path, packages=1, cores_per_package=4, threads=2).build()
+    for c in range(m.ncpus):
+        m.write(f"sys/devices/system/cpu/cpu{c}/topology/cluster_id", f"{100 + m.core_index(c) // 2}\n")
+    t = read(m)
+    assert [(g.kind, g.id, g.cpus) for g in t.groups] == [
+        ("cluster", 100, CPUSet.parse("0-1,4-5")),
+        ("cluster", 101, CPUSet.parse("2-3,6-7")),
+    ]
+
+
+def test_one_cluster_per_core_adds_no_group(machine: FakeMachine) -> None:
+    for c in range(machine.ncpus):
+        machine.write(f"sys/devices/system/cpu/cpu{c}/topology/cluster_id", f"{machine.core_index(c)}\n")
+    assert read(machine).groups == ()
+
+
+def test_missing_core_id_numbers_the_core_by_its_first_sibling(machine: FakeMachine) -> None:
+    machine.remove("sys/devices/system/cpu/cpu*/topology/core_id")
+    t = read(machine)
+    assert len(t.cores) == 4 and t.siblings(4) == CPUSet([0, 4])
+    assert t.cpu(4).core_id == 0
+    assert warned(t, "cpus 0-7", "no core_id")
+
+
+def test_repeated_core_id_with_distinct_sibling_sets_stays_two_cores(machine: FakeMachine) -> None:
+    # kernels without die_id on two-die packages number cores per die
+    for c in range(machine.ncpus):
+        machine.write(f"sys/devices/system/cpu/cpu{c}/topology/core_id", "0\n")
+    t = read(machine)
+    assert len(t.cores) == 4 and t.threads_per_core == 2
+
+
+# -- caches read once per design --------------------------------------------------------
+def _cache_levels(t, cpu: int) -> list[tuple[int, str, int | None]]:
+    return sorted((c.level, c.type, c.size_bytes) for c in t.caches if cpu in c.cpus)
+
+
+def test_a_core_with_another_cache_design_is_read_in_full(machine: FakeMachine) -> None:
+    # package 1's cores: index2 is a 4 MiB L3-private-to-the-core cache, not a 2 MiB L2
+    for c in machine.package_cpus(1):
+        d = f"sys/devices/system/cpu/cpu{c}/cache/index2"
+        machine.write(f"{d}/level", "3\n")
+        machine.write(f"{d}/size", "4096K\n")
+    t = read(machine)
+    assert (2, "Unified", 2 << 20) in _cache_levels(t, 0)
+    assert (3, "Unified", 4 << 20) in _cache_levels(t, 2)
+    assert (2, "Unified", 2 << 20) not in _cache_levels(t, 2)
+
+
+def test_cpus_with_fewer_or_more_cache_leaves_than_the_first(machine: FakeMachine) -> None:
+    # cpus 1 and 5 (one core) have no L3: package 0's L3 is cpu 0's and 4's only
+    machine.remove("sys/devices/system/cpu/cpu1/cache/index3")
+    machine.remove("sys/devices/system/cpu/cpu5/cache/index3")
+    for c in (0, 4):
+        machine.write(f"sys/devices/system/cpu/cpu{c}/cache/index3/shared_cpu_list", "0,4\n")
+        machine.write(f"sys/devices/system/cpu/cpu{c}/cache/index3/shared_cpu_map", "11\n")
+    d = "sys/devices/system/cpu/cpu2/cache/index4"
+    for name, value in (("level", "4"), ("type", "Unified"), ("size", "65536K"), ("shared_cpu_list", "2")):
+        machine.write(f"{d}/{name}", f"{value}\n")
+    t = read(machine)
+    assert t.warnings == ()
+    assert [c.level for c in t.caches if 1 in c.cpus] == [1, 1, 2]
+    assert (4, "Unified", 64 << 20) in _cache_levels(t, 2)

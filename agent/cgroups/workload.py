@@ -1,0 +1,399 @@
+"""Workload container cgroups: create, configure, signal, kill, remove.
+
+One cgroup per container at ``<subtree>/<pod>/<container>`` in every
+controller the runtime uses: on v1 and hybrid the same relative path under
+each v1 controller (cpuset, cpu, cpuacct, memory, devices, pids; co-mounted
+controllers are one directory), plus, where a v2 hierarchy is mounted (the
+hybrid ``unified/`` mount, or the whole tree on v2), the same path there. On
+hybrid the v2 directory holds no controllers but gives what v1 lacks: an
+atomic ``cgroup.kill`` for the whole subtree and the place a
+BPF_PROG_TYPE_CGROUP_DEVICE program attaches.
+
+Every path is checked to lie strictly below the configured subtree, so
+nothing here can signal or remove a cgroup hwagent does not own.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.cgroups.detect import CgroupError, CgroupLayout
+from agent.cgroups.devbpf import DeviceProgramError, DevicePrograms
+from agent.cgroups.limits import CgroupLimits
+from agent.cgroups.paths import safe_rel
+
+__all__ = ["WORKLOAD_CONTROLLERS", "CgroupSetupError", "WorkloadCgroups", "controller_files", "Hierarchy"]
+
+log = logging.getLogger("hwagent.cgroups")
+
+WORKLOAD_CONTROLLERS = ("cpuset", "cpu", "cpuacct", "memory", "devices", "pids")
+#: the v2 controllers a container's limits are written through (devices are BPF on v2)
+V2_CONTROLLERS = ("cpuset", "cpu", "memory", "pids")
+_GONE = (errno.ENOENT, errno.ENODEV, errno.ESRCH)
+
+
+class CgroupSetupError(Exception):
+    """A container cgroup could not be created or configured (the message says which file and why)."""
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """One mounted directory tree the runtime creates container cgroups in."""
+
+    root: Path
+    #: v1 controllers in this directory ("" for the v2 tree)
+    controllers: tuple[str, ...]
+    v2: bool = False
+
+
+def controller_files(limits: CgroupLimits, controller: str, v2: bool) -> list[tuple[str, str]]:
+    """(file, value) writes for one controller, in the order the kernel needs
+    (cpuset.mems before cpuset.cpus: a v1 cpuset without mems takes no task)."""
+    out: list[tuple[str, str]] = []
+    if controller == "cpuset":
+        out += [("cpuset.mems", str(limits.mems)), ("cpuset.cpus", str(limits.cpus))]
+    elif controller == "cpu":
+        if v2:
+            out += [("cpu.weight", str(limits.cpu_weight)), ("cpu.max", limits.cpu_max)]
+        else:
+            out += [("cpu.shares", str(limits.cpu_shares)), ("cpu.cfs_period_us", str(limits.cpu_period_us)),
+                    ("cpu.cfs_quota_us", "-1" if limits.cpu_quota_us is None else str(limits.cpu_quota_us))]
+        if limits.cpu_idle:
+            out.append(("cpu.idle", "1"))
+    elif controller == "memory":
+        if v2:
+            out.append(("memory.max", "max" if limits.memory_limit is None else str(limits.memory_limit)))
+        else:
+            out.append(("memory.limit_in_bytes", "-1" if limits.memory_limit is None else str(limits.memory_limit)))
+    elif controller == "pids":
+        out.append(("pids.max", "max" if limits.pids_max is None else str(limits.pids_max)))
+    elif controller == "devices" and not v2:
+        if limits.device_policy == "strict":
+            out.append(("devices.deny", "a"))
+        out += [("devices.deny", r.line()) for r in limits.device_deny if r.kind != "a"]
+        out += [("devices.allow", r.line()) for r in limits.device_allow]
+    return out
+
+
+class WorkloadCgroups:
+    def __init__(self, layout: CgroupLayout, subtree: str = "/hwagent.slice",
+                 device_programs: DevicePrograms | None = None) -> None:
+        """``device_programs``: enforce device rules with a BPF program on the v2
+        directory (required on v2, where no devices controller exists; optional on
+        hybrid, where v1's devices controller does the same)."""
+        self.layout = layout
+        self.device_programs = device_programs
+        self.subtree = safe_rel(subtree)
+        if self.subtree == "/":
+            raise CgroupError("the workload subtree cannot be the cgroup root")
+        self.hierarchies = self._hierarchies()
+
+    def _hierarchies(self) -> list[Hierarchy]:
+        out: list[Hierarchy] = []
+        seen: dict[str, int] = {}
+        lay = self.layout
+        if lay.mode in ("v1", "hybrid"):
+            for c in WORKLOAD_CONTROLLERS:
+                d = lay.root / c
+                if not d.is_dir():
+                    continue
+                real = os.path.realpath(d)
+                if real in seen:  # co-mounted (cpu,cpuacct): one directory
+                    h = out[seen[real]]
+                    out[seen[real]] = Hierarchy(h.root, h.controllers + (c,))
+                    continue
+                seen[real] = len(out)
+                out.append(Hierarchy(d, (c,)))
+        v2root = lay.root if lay.mode == "v2" else lay.root / "unified"
+        if lay.mode == "v2" or (v2root / "cgroup.procs").is_file():
+            out.append(Hierarchy(v2root, (), v2=True))
+        return out
+
+    @property
+    def v2(self) -> Hierarchy | None:
+        return next((h for h in self.hierarchies if h.v2), None)
+
+    def available(self) -> frozenset[str]:
+        """Controllers limits can be written through."""
+        have = {c for h in self.hierarchies for c in h.controllers}
+        if self.layout.mode == "v2":
+            have |= set(self.layout.v2_controllers) & set(V2_CONTROLLERS)
+        if self.device_programs is not None and self.v2 is not None:
+            have.add("devices")
+        return frozenset(have)
+
+    # -- paths ------------------------------------------------------------------------
+    def check(self, rel: str) -> str:
+        """``rel`` normalised; refuses anything not strictly below the subtree."""
+        rel = safe_rel(rel)
+        if not rel.startswith(self.subtree + "/"):
+            raise CgroupError(f"cgroup {rel} is outside the workload subtree {self.subtree}")
+        return rel
+
+    def owns(self, rel: str) -> bool:
+        try:
+            self.check(rel)
+        except (CgroupError, ValueError):
+            return False
+        return True
+
+    def path(self, pod: str, container: str | None = None) -> str:
+        rel = f"{self.subtree}/{pod}" + (f"/{container}" if container else "")
+        return self.check(rel)
+
+    def _dir(self, h: Hierarchy, rel: str) -> Path:
+        return h.root / self.check(rel).lstrip("/")
+
+    def exists(self, rel: str) -> bool:
+        return any(self._dir(h, rel).is_dir() for h in self.hierarchies)
+
+    def procs_files(self, rel: str) -> list[str]:
+        return [str(self._dir(h, rel) / "cgroup.procs") for h in self.hierarchies]
+
+    # -- create / configure -------------------------------------------------------------
+    def _ensure_parents(self, h: Hierarchy, rel: str) -> None:
+        """Intermediate directories; on v1 cpuset they get their parent's CPUs and
+        memory nodes (a v1 cpuset starts empty and takes no children's CPUs)."""
+        parts = rel.strip("/").split("/")[:-1]
+        cur = h.root
+        for p in parts:
+            nxt = cur / p
+            if not nxt.is_dir():
+                nxt.mkdir(exist_ok=True)
+                if "cpuset" in h.controllers:
+                    for f in ("cpuset.mems", "cpuset.cpus"):
+                        (nxt / f).write_text((cur / f).read_text().strip() or "\n")
+            if h.v2 and self.layout.mode == "v2":
+                self._enable_v2(cur)
+            cur = nxt
+        if h.v2 and self.layout.mode == "v2":
+            self._enable_v2(cur)
+
+    def _enable_v2(self, d: Path) -> None:
+        want = set(self.layout.v2_controllers) & set(V2_CONTROLLERS)
+        try:
+            have = set((d / "cgroup.subtree_control").read_text().split())
+        except FileNotFoundError:  # only in fixture trees: the kernel creates it with the directory
+            have = set()
+        missing = want - have
+        if missing:
+            (d / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(missing)))
+
+    def create(self, rel: str, limits: CgroupLimits) -> list[str]:
+        """Create the container's cgroup everywhere and write its limits; returns
+        the cgroup.procs files the process must join. On any failure nothing is
+        left behind and CgroupSetupError says what failed."""
+        rel = self.check(rel)
+        missing = sorted(limits.needs - self.available())
+        if missing:
+            hint = ""
+            if "devices" in missing and self.v2 is not None:
+                hint = "; on cgroup v2 device access is a BPF program: [runtime] devices_bpf, and bcc"
+            raise CgroupSetupError(f"cgroup controller {', '.join(missing)} is not available on this node "
+                                   f"({self.layout.mode} hierarchy at {self.layout.root}{hint})")
+        try:
+            for h in self.hierarchies:
+                self._ensure_parents(h, rel)
+                d = self._dir(h, rel)
+                d.mkdir(exist_ok=True)
+                self._write_limits(h, d, limits, only_drift=False)
+                if h.v2 and self.device_programs is not None:
+                    try:
+                        self.device_programs.attach(d, limits)
+                    except DeviceProgramError as e:
+                        raise CgroupSetupError(str(e)) from None
+        except (OSError, CgroupSetupError) as e:
+            self.remove(rel)
+            if isinstance(e, CgroupSetupError):
+                raise
+            raise CgroupSetupError(f"cgroup setup of {rel} failed: {e.filename or ''}: {e.strerror or e}") from None
+        return self.procs_files(rel)
+
+    def _controllers_of(self, h: Hierarchy) -> tuple[str, ...]:
+        if not h.v2:
+            return h.controllers
+        if self.layout.mode == "v2":
+            return tuple(c for c in V2_CONTROLLERS if c in self.layout.v2_controllers)
+        return ()
+
+    def _write_limits(self, h: Hierarchy, d: Path, limits: CgroupLimits, only_drift: bool,
+                      skip: tuple[str, ...] = ()) -> list[str]:
+        changed: list[str] = []
+        for c in self._controllers_of(h):
+            if c in skip:
+                continue
+            for name, value in controller_files(limits, c, h.v2):
+                f = d / name
+                if name == "cpu.idle" and not f.exists():
+                    raise CgroupSetupError("this kernel has no cpu.idle (needed for a reclaimed pod)")
+                if only_drift:
+                    if name.startswith("devices."):
+                        pass  # v1 shows no exceptions under allow-all: rewrite (idempotent)
+                    elif _same(_read(f), value):
+                        continue
+                try:
+                    f.write_text(value)
+                except OSError as e:
+                    raise CgroupSetupError(f"cannot write {value!r} to {f}: {e.strerror or e}") from None
+                if not name.startswith("devices."):
+                    changed.append(f"{f.parent.name}/{name}")
+        return changed
+
+    def reapply(self, rel: str, limits: CgroupLimits) -> list[str]:
+        """Re-write limits that drifted (cpuset files excluded: the CPU policy keeps
+        those current for bound cgroups). Returns the files rewritten."""
+        rel = self.check(rel)
+        changed: list[str] = []
+        for h in self.hierarchies:
+            d = self._dir(h, rel)
+            if d.is_dir():
+                changed += self._write_limits(h, d, limits, only_drift=True, skip=("cpuset",))
+        return changed
+
+    # -- processes ----------------------------------------------------------------------
+    def pids(self, rel: str) -> set[int]:
+        """Every process in the cgroup and below, in any hierarchy."""
+        rel = self.check(rel)
+        out: set[int] = set()
+        for h in self.hierarchies:
+            base = self._dir(h, rel)
+            for dirpath, _dirs, _files in os.walk(base):
+                try:
+                    out.update(int(x) for x in Path(dirpath, "cgroup.procs").read_text().split())
+                except (OSError, ValueError):
+                    pass
+        return out
+
+    def signal(self, rel: str, sig: int) -> int:
+        n = 0
+        for pid in self.pids(rel):
+            if pid == os.getpid():
+                continue
+            try:
+                os.kill(pid, sig)
+                n += 1
+            except ProcessLookupError:
+                pass
+        return n
+
+    def kill(self, rel: str, timeout_s: float = 5.0) -> bool:
+        """SIGKILL everything in the subtree: ``cgroup.kill`` where a v2 directory
+        exists (atomic against forks), then every pid on v1 until none is left.
+        True when the cgroup is empty."""
+        rel = self.check(rel)
+        v2 = self.v2
+        if v2 is not None:
+            kf = self._dir(v2, rel) / "cgroup.kill"
+            try:
+                kf.write_text("1")
+            except OSError:
+                pass
+        deadline = time.monotonic() + timeout_s
+        pause = 0.0005
+        while True:
+            if self.signal(rel, signal.SIGKILL) == 0 and not self.pids(rel):
+                return True
+            if time.monotonic() > deadline:
+                log.error("workload_kill_incomplete cgroup=%s remaining=%d", rel, len(self.pids(rel)))
+                return False
+            time.sleep(pause)
+            pause = min(0.02, pause * 2)
+
+    def remove(self, rel: str, timeout_s: float = 2.0) -> list[str]:
+        """rmdir the cgroup and its children in every hierarchy (deepest first);
+        returns the directories that could not be removed."""
+        rel = self.check(rel)
+        left: list[str] = []
+        for h in self.hierarchies:
+            base = self._dir(h, rel)
+            if not base.is_dir():
+                continue
+            dirs = sorted((Path(p) for p, _d, _f in os.walk(base)), key=lambda p: -len(p.parts))
+            for d in dirs:
+                deadline = time.monotonic() + timeout_s
+                pause = 0.0005
+                while True:
+                    try:
+                        d.rmdir()
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError as e:
+                        # EBUSY: tasks still exiting (zombies not yet reaped)
+                        if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                            left.append(str(d))
+                            break
+                        time.sleep(pause)
+                        pause = min(0.02, pause * 2)
+        return left
+
+    def remove_pod_dir(self, pod: str) -> None:
+        """The pod's directory once its containers' are gone (ignored while any remains)."""
+        rel = self.path(pod)
+        for h in self.hierarchies:
+            try:
+                self._dir(h, rel).rmdir()
+            except OSError:
+                pass
+
+    def pod_dirs(self) -> set[str]:
+        """Names of the pod directories present under the subtree, any hierarchy."""
+        out: set[str] = set()
+        for h in self.hierarchies:
+            base = h.root / self.subtree.lstrip("/")
+            try:
+                out.update(p.name for p in base.iterdir() if p.is_dir())
+            except OSError:
+                pass
+        return out
+
+    def container_dirs(self, pod: str) -> set[str]:
+        out: set[str] = set()
+        for h in self.hierarchies:
+            base = self._dir(h, self.path(pod))
+            try:
+                out.update(p.name for p in base.iterdir() if p.is_dir())
+            except OSError:
+                pass
+        return out
+
+    def root_mems(self) -> str:
+        """The memory nodes a workload may use when not NUMA-bound: the root cpuset's."""
+        if self.layout.mode == "v2":
+            f = self.layout.root / "cpuset.mems.effective"
+        else:
+            f = self.layout.root / "cpuset" / "cpuset.mems"
+        return _read(f) or "0"
+
+    def read(self, rel: str, name: str) -> str | None:
+        """A control file of the container, wherever it lives (None if absent)."""
+        for h in self.hierarchies:
+            f = self._dir(h, rel) / name
+            if f.exists():
+                return _read(f)
+        return None
+
+
+def _read(f: Path) -> str | None:
+    try:
+        return f.read_text().strip()
+    except OSError:
+        return None
+
+
+def _same(cur: str | None, want: str) -> bool:
+    if cur is None:
+        return False
+    if cur == want:
+        return True
+    # the kernel rounds and reformats: "max 100000" vs "max", -1 vs 9223372036854771712
+    unlimited = {"-1", "max", "9223372036854771712", "9223372036854775807"}
+    if cur in unlimited and want in unlimited:
+        return True
+    return cur.split() == want.split()

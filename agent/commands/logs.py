@@ -1,0 +1,104 @@
+"""`hwagent logs [-f] NAME [-c CONTAINER]`: a workload container's output.
+
+Reads the files the runtime's shims write, ``<root>/logs/<namespace>_<pod>/
+<container>.log`` (rotated files ``.log.1`` ... are older), so it works whether
+or not the daemon runs. ``-f`` follows the file across rotations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from agent.cli import CommandError
+from agent.config import ConfigError, load
+
+__all__ = ["add_parser", "run", "log_file", "follow"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "logs",
+        help="print a workload container's output",
+        description="Print the stdout/stderr of a container of a pod hwagent runs (standalone mode).",
+    )
+    p.add_argument("name", metavar="NAME", help="pod name, or NAMESPACE/NAME")
+    p.add_argument("-c", "--container", help="container name (needed when the pod has several)")
+    p.add_argument("-n", "--namespace", default="default")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing what the container writes")
+    p.add_argument("--previous-files", action="store_true", help="print the rotated files first, oldest first")
+    p.add_argument("--config", metavar="FILE", help="TOML config file (default: embedded defaults)")
+    p.add_argument("--root-dir", metavar="DIR", help="hwagent's root dir (overrides the config)")
+    p.set_defaults(func=run)
+
+
+def log_file(root: Path, namespace: str, name: str, container: str | None) -> Path:
+    d = root / "logs" / f"{namespace}_{name}"
+    if not d.is_dir():
+        raise CommandError(f"no logs for pod {namespace}/{name} under {root / 'logs'}")
+    names = sorted(p.name[: -len(".log")] for p in d.glob("*.log"))
+    if container is None:
+        if len(names) != 1:
+            raise CommandError(f"pod {namespace}/{name} has containers {', '.join(names) or '(none)'}: choose one with -c")
+        container = names[0]
+    path = d / f"{container}.log"
+    if not path.exists():
+        raise CommandError(f"pod {namespace}/{name} has no container {container!r} (has {', '.join(names) or 'none'})")
+    return path
+
+
+def _copy(f, out) -> int:  # type: ignore[no-untyped-def]
+    n = 0
+    while chunk := f.read(65536):
+        out.write(chunk)
+        n += len(chunk)
+    out.flush()
+    return n
+
+
+def follow(path: Path, out, poll_s: float = 0.2, stop=lambda: False) -> None:  # type: ignore[no-untyped-def]
+    """Print new output as it comes; reopen when the shim rotated the file."""
+    f = open(path, "rb")
+    try:
+        _copy(f, out)
+        while not stop():
+            if _copy(f, out):
+                continue
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                time.sleep(poll_s)
+                continue
+            if st.st_ino != os.fstat(f.fileno()).st_ino or st.st_size < f.tell():
+                _copy(f, out)  # the rest of the rotated file
+                f.close()
+                f = open(path, "rb")
+                continue
+            time.sleep(poll_s)
+    finally:
+        f.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load(args.config)
+    except ConfigError as e:
+        raise CommandError(str(e)) from None
+    root = Path(os.path.abspath(args.root_dir)) if args.root_dir else Path(config["daemon"].root_dir)
+    namespace, _, name = args.name.rpartition("/")
+    path = log_file(root, namespace or args.namespace, name, args.container)
+    out = sys.stdout.buffer
+    if args.previous_files:
+        rotated = sorted(path.parent.glob(f"{path.name}.*"), key=lambda p: -int(p.suffix[1:]) if p.suffix[1:].isdigit() else 0)
+        for p in rotated:
+            with open(p, "rb") as f:
+                _copy(f, out)
+    if args.follow:
+        follow(path, out)
+        return 0
+    with open(path, "rb") as f:
+        _copy(f, out)
+    return 0

@@ -1,0 +1,185 @@
+"""The pod directory component: who runs in which cgroup, refreshed on the loop.
+
+Kubelet mode only. Every ``refresh_s`` it asks the kubelet's pod-resources API
+(List, GetAllocatableResources) on the loop, walks the kubepods tree and the
+log layout in an executor, joins them (``resolve.build_directory``) and swaps
+the new ``PodDirectory`` in. Published as ``ctx.services["pod_directory"]``.
+
+A kubelet restart recreates its socket: the client redials and the last good
+snapshot keeps serving names meanwhile (cgroups are still re-walked, so gone
+containers disappear even while the kubelet is away). A refresh can be asked
+for early (``request_refresh``), e.g. when the pressure probe sees a kubepods
+cgroup nobody named yet; requests are coalesced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.component import DaemonContext
+from agent.contracts import ServiceKey
+from agent.cpuset import CPUSet
+from agent.kubelet.config import KubeletConfig
+from agent.kubelet.model import PodDirectory, PodResourcesSnapshot
+
+log = logging.getLogger("hwagent.kubelet")
+
+__all__ = ["PodDirectoryService", "PodDirectoryComponent", "POD_DIRECTORY", "factory", "pod_resources_socket"]
+
+
+def pod_resources_socket(cfg: KubeletConfig, kubelet_root_dir: str) -> Path:
+    if cfg.pod_resources_socket:
+        return Path(cfg.pod_resources_socket)
+    return Path(kubelet_root_dir) / "pod-resources" / "kubelet.sock"
+
+
+class PodDirectoryService:
+    """The handle others use: the current directory and the refresh state."""
+
+    def __init__(self, socket: Path, node_cpus: CPUSet) -> None:
+        self.socket = socket
+        self.node_cpus = node_cpus
+        self.current = PodDirectory()
+        self.snapshot: PodResourcesSnapshot | None = None
+        self.last_error = ""
+        self.refreshes = 0
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def request_refresh(self) -> None:
+        """Ask for an early refresh; safe from any thread."""
+        if self._loop is not None and self._wake is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def containers_for_pressure(self) -> list[Any]:
+        """The directory's containers as the pressure evaluator's ``Container`` values."""
+        from agent.pressure.eviction import Container
+
+        d = self.current
+        return [
+            Container(
+                pod_uid=c.pod_uid, container_name=c.container or c.cgroup.rsplit("/", 1)[-1], qos_level=c.qos,
+                cpuset=c.cpus if c.cpus else self.node_cpus, cgroup_path=c.cgroup,
+                pod_namespace=c.namespace, pod_name=c.pod,
+            )
+            for c in d.containers
+        ]
+
+
+POD_DIRECTORY: ServiceKey[PodDirectoryService] = ServiceKey("pod_directory")
+
+
+class PodDirectoryComponent:
+    name = "kubelet-pods"
+
+    def __init__(self, cfg: KubeletConfig) -> None:
+        self.cfg = cfg
+        self.service: PodDirectoryService | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._client: Any = None
+        self._ctx: DaemonContext | None = None
+        self._roots: tuple[Path, Path | None] | None = None
+
+    async def start(self, ctx: DaemonContext) -> None:
+        from agent.kubelet.client import PodResourcesClient
+        from agent.pressure.cgroupfs import cgroup_mounts, detect_hierarchy
+
+        self._ctx = ctx
+        dcfg = ctx.config["daemon"]
+        sock = pod_resources_socket(self.cfg, dcfg.kubelet_root_dir)
+        self._client = PodResourcesClient(sock)
+        self.service = PodDirectoryService(sock, ctx.topology.online)
+        try:
+            h = detect_hierarchy(ctx.config["pressure"].cgroup_hierarchy, dcfg.procfs_root)
+            mounts = cgroup_mounts(dcfg.procfs_root)
+            self._roots = (h.mount, mounts.get("cpuset", h.mount) if not h.is_v2 else h.mount)
+        except ValueError as e:
+            log.warning("kubepods_unavailable error=%s", e)
+            self._roots = None
+        await self.refresh_once()
+        ctx.publish(POD_DIRECTORY, self.service)
+        self._task = asyncio.create_task(self._run(), name="kubelet-pods")
+
+    def _walk(self, snapshot: PodResourcesSnapshot | None, allocs: list[Any]) -> PodDirectory:
+        from agent.cgroups.kubepods import walk_kubepods
+        from agent.kubelet.logs import read_log_names
+        from agent.kubelet.resolve import build_directory
+
+        cgroups = walk_kubepods(self._roots[0], self.cfg.cgroup_root, self._roots[1]) if self._roots else []
+        logs = read_log_names(self.cfg.log_dir)
+        assert self.service is not None
+        source = f"kubelet pod-resources {self.service.socket}" if snapshot else "kubepods tree and kubelet logs"
+        return build_directory(cgroups, snapshot, logs, allocs, source=source, at=time.monotonic())
+
+    def _allocations(self) -> list[Any]:
+        from agent.kubelet.resolve import CPUAllocation
+
+        policy = self._ctx.services.get("cpu_policy") if self._ctx else None
+        if policy is None:
+            return []
+        out = []
+        try:
+            for r in policy.allocations():
+                out.append(CPUAllocation(r.pod_uid, getattr(r, "pod_namespace", "") or "",
+                                         getattr(r, "pod_name", "") or "", r.container_name,
+                                         str(getattr(r, "qos_level", "") or ""), getattr(r, "cgroup_path", None)))
+        except Exception as e:  # names from the CPU policy are a bonus, never a reason to stop
+            log.warning("cpu_allocations_unreadable error=%r", e)
+        return out
+
+    async def refresh_once(self) -> PodDirectory:
+        from agent.kubelet.client import PodResourcesUnavailable
+
+        svc = self.service
+        assert svc is not None and self._client is not None
+        try:
+            svc.snapshot = await self._client.snapshot()
+            if svc.last_error:
+                log.info("podresources_reachable socket=%s", svc.socket)
+            svc.last_error = ""
+        except PodResourcesUnavailable as e:
+            if str(e) != svc.last_error:
+                log.warning("podresources_unavailable error=%s", e)
+            svc.last_error = str(e)
+        allocs = self._allocations()
+        svc.current = await asyncio.get_running_loop().run_in_executor(None, self._walk, svc.snapshot, allocs)
+        svc.refreshes += 1
+        return svc.current
+
+    async def _run(self) -> None:
+        svc = self.service
+        assert svc is not None
+        svc._loop = asyncio.get_running_loop()
+        svc._wake = asyncio.Event()
+        while True:
+            try:
+                await asyncio.wait_for(svc._wake.wait(), self.cfg.refresh_s)
+            except asyncio.TimeoutError:
+                pass
+            svc._wake.clear()
+            try:
+                await self.refresh_once()
+            except Exception:
+                log.exception("pod_directory_refresh_failed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._client is not None:
+            await self._client.close()
+
+    def healthy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+
+def factory(ctx: DaemonContext) -> PodDirectoryComponent | None:
+    cfg: KubeletConfig = ctx.config["kubelet"]
+    if ctx.mode != "kubelet" or not cfg.pod_awareness:
+        return None
+    return PodDirectoryComponent(cfg)

@@ -1,0 +1,107 @@
+"""The workload runtime as a daemon component (standalone mode only).
+
+Starts after admission (``agent.workloads.component``): it publishes
+``RUNTIME`` for admission to hand pods to, then restores: every pod the
+registry still holds as admitted is re-attached (or started, if the daemon
+died before it ran), every cgroup and state directory of a pod the registry
+no longer holds is killed and removed. Both sides look each other up lazily,
+so either can run without the other (a registry without a runtime admits
+only; a runtime without a registry reports to nobody).
+
+Stop: with ``stop_workloads_on_exit`` every pod is stopped (SIGTERM, its grace
+period, kill), otherwise the runtime only detaches and the workloads keep
+running under their shims, to be re-attached at the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from agent.cgroups.detect import CgroupError, detect
+from agent.cgroups.devbpf import DevicePrograms
+from agent.cgroups.workload import WorkloadCgroups
+from agent.component import DaemonContext
+from agent.contracts import RUNTIME, WORKLOADS
+from agent.runtime.config import RuntimeConfig
+from agent.runtime.runtime import WorkloadRuntime
+
+__all__ = ["RuntimeComponent", "factory", "node_memory"]
+
+log = logging.getLogger("hwagent.runtime")
+
+
+def node_memory(procfs_root: str = "/proc") -> int | None:
+    """MemTotal in bytes (the most a container's memory limit may ask for)."""
+    try:
+        for line in (Path(procfs_root) / "meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class RuntimeComponent:
+    name = "runtime"
+
+    def __init__(self, cfg: RuntimeConfig) -> None:
+        self.cfg = cfg
+        self.runtime: WorkloadRuntime | None = None
+        self._ctx: DaemonContext | None = None
+
+    async def start(self, ctx: DaemonContext) -> None:
+        self._ctx = ctx
+        dcfg = ctx.config["daemon"]
+        try:
+            layout = detect(dcfg.cgroup_root)
+            bpf = self.cfg.devices_bpf == "always" or (self.cfg.devices_bpf == "auto" and layout.mode == "v2")
+            cgroups = WorkloadCgroups(layout, self.cfg.cgroup_subtree, DevicePrograms() if bpf else None)
+        except (CgroupError, ValueError) as e:
+            raise RuntimeError(f"workload runtime cannot start: {e}") from None
+        self.runtime = WorkloadRuntime(
+            self.cfg,
+            cgroups,
+            ctx.root_dir,
+            sink=lambda: ctx.lookup(WORKLOADS),
+            cpu_policy=lambda: ctx.services.get("cpu_policy"),
+            managed_devices=self._managed_devices,
+            node_memory=node_memory(dcfg.procfs_root),
+        )
+        ctx.publish(RUNTIME, self.runtime)
+        registry = ctx.lookup(WORKLOADS)
+        pods = list(registry.admitted()) if registry is not None else []
+        await self.runtime.restore(pods)
+        log.info("runtime_started subtree=%s hierarchy=%s shim=%s restored=%d stop_workloads_on_exit=%s",
+                 cgroups.subtree, cgroups.layout.mode, self.runtime.shim[-1], len(pods),
+                 self.cfg.stop_workloads_on_exit)
+
+    def _managed_devices(self) -> list[str]:
+        """Device nodes hwagent hands out: every node granted to any admitted pod
+        (plus the ``managed_devices`` globs of the config, added by the runtime)."""
+        assert self._ctx is not None
+        registry: Any = self._ctx.lookup(WORKLOADS)
+        if registry is None:
+            return []
+        out: list[str] = []
+        for pod in registry.admitted():
+            for a in pod.assignments.values():
+                out += [d.host_path for d in a.grant.devices]
+        return out
+
+    async def stop(self) -> None:
+        if self.runtime is not None:
+            await self.runtime.close(stop_workloads=self.cfg.stop_workloads_on_exit)
+        if self._ctx is not None:
+            self._ctx.services.pop(RUNTIME.name, None)
+
+    def healthy(self) -> bool:
+        return self.runtime is not None
+
+
+def factory(ctx: DaemonContext) -> RuntimeComponent | None:
+    cfg: RuntimeConfig = ctx.config["runtime"]
+    if not cfg.enabled or ctx.mode != "standalone":
+        return None
+    return RuntimeComponent(cfg)

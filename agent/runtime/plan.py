@@ -1,0 +1,126 @@
+"""From an admitted container to what the launcher does: cgroup limits, argv,
+environment, binds (mostly pure; device nodes are stat'ed through a callable).
+
+Everything that can be refused is refused here, before any cgroup exists: a
+granted device node that vanished, a CDI name no spec defines, a memory limit
+larger than the node, no CPUs. The error says which and why, and becomes the
+pod's StartError.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from agent.cgroups.limits import CgroupLimits, device_rules, milli_cpu_to_quota, milli_cpu_to_shares
+from agent.cpuset import CPUSet
+from agent.runtime.cdi import CDIError, resolve
+from agent.runtime.config import RuntimeConfig
+from agent.workloads.model import QOS_RECLAIMED, QOS_SHARED, AdmittedPod, ContainerAssignment, ContainerSpec
+
+__all__ = ["PlanError", "LaunchPlan", "DevNum", "plan_container", "device_number", "BASE_ENV"]
+
+#: (kind "c"/"b", major, minor)
+DevNum = tuple[str, int, int]
+
+BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+
+
+class PlanError(Exception):
+    """A container that cannot be started as admitted; the message is for the user."""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: str
+    #: (source, target, read_only) bind mounts made in the container's private mount namespace
+    binds: tuple[tuple[str, str, bool], ...]
+    limits: CgroupLimits
+
+
+def device_number(path: str, stat: Callable[[str], os.stat_result] = os.stat) -> DevNum | None:
+    """(kind, major, minor) of a device node; None when the path is not one."""
+    st = stat(path)
+    if stat_mod.S_ISCHR(st.st_mode):
+        return ("c", os.major(st.st_rdev), os.minor(st.st_rdev))
+    if stat_mod.S_ISBLK(st.st_mode):
+        return ("b", os.major(st.st_rdev), os.minor(st.st_rdev))
+    return None
+
+
+def plan_container(
+    pod: AdmittedPod,
+    spec: ContainerSpec,
+    assignment: ContainerAssignment,
+    cfg: RuntimeConfig,
+    *,
+    all_mems: CPUSet,
+    managed: Iterable[DevNum],
+    node_memory: int | None,
+    stat: Callable[[str], os.stat_result] = os.stat,
+    exists: Callable[[str], bool] = os.path.exists,
+) -> LaunchPlan:
+    if not spec.argv:
+        raise PlanError(f"container {spec.name} has no command")
+    if not assignment.cpus:
+        raise PlanError(f"container {spec.name} was assigned no CPUs")
+    res = spec.resources
+    if node_memory is not None and res.memory_limit_bytes is not None and res.memory_limit_bytes > node_memory:
+        raise PlanError(f"container {spec.name} memory limit {res.memory_limit_bytes} bytes exceeds "
+                        f"the node's memory ({node_memory} bytes)")
+    grant = assignment.grant
+    try:
+        cdi = resolve(grant.cdi_devices, cfg.cdi_spec_dirs)
+    except CDIError as e:
+        raise PlanError(str(e)) from None
+    nodes = grant.devices + cdi.devices
+    granted: list[tuple[str, int, int, str]] = []
+    binds: list[tuple[str, str, bool]] = []
+    for n in nodes:
+        try:
+            num = device_number(n.host_path, stat)
+        except OSError as e:
+            raise PlanError(f"granted device node {n.host_path} is gone: {e.strerror}") from None
+        if num is None:
+            raise PlanError(f"granted device {n.host_path} is not a device node")
+        granted.append((*num, n.permissions))
+        if n.container_path != n.host_path:
+            binds.append((n.host_path, n.container_path, False))
+    for m in grant.mounts + cdi.mounts:
+        if not exists(m.host_path):
+            raise PlanError(f"mount source {m.host_path} (for {m.container_path}) does not exist")
+        binds.append((m.host_path, m.container_path, m.read_only))
+    allow, deny = device_rules(cfg.device_policy, granted, managed)
+    request = res.cpu_request_milli if res.cpu_request_milli is not None else res.cpu_limit_milli
+    quota = milli_cpu_to_quota(res.cpu_limit_milli) if pod.qos == QOS_SHARED else None
+    needs = {"cpuset", "cpu"}
+    if res.memory_limit_bytes is not None:
+        needs.add("memory")
+    if cfg.pids_max:
+        needs.add("pids")
+    if allow or deny:
+        needs.add("devices")
+    limits = CgroupLimits(
+        cpus=assignment.cpus,
+        mems=assignment.mems if assignment.mems else all_mems,
+        cpu_shares=milli_cpu_to_shares(request),
+        cpu_quota_us=quota,
+        cpu_idle=pod.qos == QOS_RECLAIMED,
+        memory_limit=res.memory_limit_bytes,
+        pids_max=cfg.pids_max or None,
+        device_policy=cfg.device_policy,
+        device_allow=allow,
+        device_deny=deny,
+        needs=frozenset(needs),
+    )
+    env = dict(BASE_ENV)
+    env.update(HWAGENT_POD_NAME=pod.spec.name, HWAGENT_POD_NAMESPACE=pod.spec.namespace,
+               HWAGENT_POD_UID=pod.uid, HWAGENT_CONTAINER_NAME=spec.name)
+    env.update((e.name, e.value) for e in spec.env)
+    env.update(grant.envs)
+    env.update(cdi.env)
+    return LaunchPlan(argv=spec.argv, env=env, cwd=spec.working_dir or "/", binds=tuple(binds), limits=limits)

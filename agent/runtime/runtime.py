@@ -1,0 +1,593 @@
+"""The workload runtime: runs admitted pods, supervises them, survives restarts.
+
+One ``_Pod`` per admitted pod, driven by one task on the daemon's loop: init
+containers in order to completion, then every app container in its own loop
+(start through the shim, wait for the exit, restart by policy with the
+crash-loop back-off). Status changes go to the ``PodStatusSink`` (admission's
+registry) in order, per pod; a terminal phase there releases the pod's CPUs
+and devices. The runtime allocates nothing: it creates, binds and removes
+cgroups and processes.
+
+Blocking cgroup teardown (kill, then wait until the cgroup is empty, rmdir)
+runs in the default executor; creating and writing a cgroup is a few dozen
+sub-millisecond writes and stays on the loop, on the launch's critical path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import logging
+import os
+import re
+import signal
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from agent.cgroups.devbpf import DeviceProgramError
+from agent.cgroups.workload import CgroupSetupError, WorkloadCgroups
+from agent.contracts import PodStatusSink
+from agent.cpuset import CPUSet
+from agent.runtime.backoff import Backoff
+from agent.runtime.config import RuntimeConfig
+from agent.runtime.launcher import LaunchError, Started, attach, shim_command, spawn, wait_exit
+from agent.runtime.lifecycle import app_phase, exit_reason, should_restart, should_restart_init
+from agent.runtime.plan import DevNum, LaunchPlan, PlanError, device_number, plan_container
+from agent.runtime.state import ExitInfo, PodFiles, PodRecord
+from agent.workloads.model import (
+    AdmittedPod,
+    ContainerSpec,
+    ContainerState,
+    ContainerStatus,
+    PodPhase,
+    PodStatus,
+)
+
+__all__ = ["WorkloadRuntime", "pod_dir_name", "log_dir"]
+
+log = logging.getLogger("hwagent.runtime")
+
+_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def pod_dir_name(uid: str) -> str:
+    """The pod's cgroup directory name (``pod<uid>``, as the kubelet's cgroupfs driver)."""
+    if not _UID.match(uid):
+        raise PlanError(f"pod uid {uid!r} cannot name a cgroup (letters, digits, '.', '_', '-')")
+    return f"pod{uid}"
+
+
+def log_dir(root: Path, namespace: str, name: str) -> Path:
+    return root / "logs" / f"{namespace}_{name}"
+
+
+class _StartFailed(Exception):
+    pass
+
+
+@dataclass
+class _Ctr:
+    spec: ContainerSpec
+    rel: str
+    status: ContainerStatus
+    started: Started | None = None
+    bound: bool = False
+
+
+@dataclass
+class _Pod:
+    pod: AdmittedPod
+    files: PodFiles
+    record: PodRecord
+    ctrs: dict[str, _Ctr]
+    phase: PodPhase = PodPhase.PENDING
+    reason: str = ""
+    message: str = ""
+    started_at: float | None = None
+    finished_at: float | None = None
+    task: asyncio.Task[None] | None = None
+    stop_task: asyncio.Task[None] | None = None
+    stopping: bool = False
+    finished: bool = False
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    #: set once the first container started or the pod failed to start
+    first: asyncio.Event = field(default_factory=asyncio.Event)
+    report_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    app_tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def uid(self) -> str:
+        return self.pod.uid
+
+
+class WorkloadRuntime:
+    """Implements ``agent.contracts.PodRuntime``."""
+
+    def __init__(
+        self,
+        cfg: RuntimeConfig,
+        cgroups: WorkloadCgroups,
+        root_dir: Path,
+        sink: Callable[[], PodStatusSink | None],
+        *,
+        cpu_policy: Callable[[], Any] = lambda: None,
+        managed_devices: Callable[[], Iterable[str]] = lambda: (),
+        node_memory: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cfg = cfg
+        self.cgroups = cgroups
+        self.root_dir = Path(root_dir)
+        self.state_root = self.root_dir / "runtime"
+        self._sink = sink
+        self._cpu_policy = cpu_policy
+        self._managed_devices = managed_devices
+        self.node_memory = node_memory
+        self.clock = clock
+        self.shim = shim_command(cfg.shim)
+        self.all_mems = CPUSet.parse(cgroups.root_mems())
+        self._pods: dict[str, _Pod] = {}
+        self._bg: set[asyncio.Task[Any]] = set()
+
+    # -- PodRuntime ---------------------------------------------------------------------
+    def owns_cgroup(self, rel_path: str) -> bool:
+        return self.cgroups.owns(rel_path)
+
+    def pods(self) -> list[str]:
+        return list(self._pods)
+
+    def status(self, uid: str) -> PodStatus | None:
+        p = self._pods.get(uid)
+        return None if p is None else self._status(p)
+
+    async def run(self, pod: AdmittedPod) -> None:
+        if pod.uid in self._pods:  # idempotent: a second hand-over (e.g. racing restore) changes nothing
+            log.info("pod_already_running pod=%s uid=%s", pod.spec.key, pod.uid)
+            return
+        p = self._new_pod(pod, PodRecord(pod.uid, pod.spec.key))
+        self._pods[pod.uid] = p
+        p.task = asyncio.get_running_loop().create_task(self._main(p, {}), name=f"pod-{pod.spec.key}")
+        await self._wait_first(p)
+
+    async def stop(self, uid: str, grace_s: float | None = None, reason: str = "Stopped") -> None:
+        await self._stop(uid, grace_s, reason, "")
+
+    async def evict(self, uid: str, message: str) -> None:
+        await self._stop(uid, None, "Evicted", message)
+
+    async def restore(self, pods: Sequence[AdmittedPod]) -> None:
+        known = {p.uid: p for p in pods}
+        await self._remove_orphans(set(known))
+        for pod in pods:
+            if pod.uid in self._pods:
+                continue
+            files = PodFiles(self.state_root, pod.uid)
+            rec = files.load() or PodRecord(pod.uid, pod.spec.key)
+            p = self._new_pod(pod, rec)
+            self._pods[pod.uid] = p
+            resume: dict[str, Started | ExitInfo] = {}
+            for c in pod.spec.all_containers():
+                ctr = p.ctrs[c.name]
+                cf = files.container(c.name)
+                st = attach(cf)
+                if st is not None:
+                    resume[c.name] = st
+                    ctr.started = st
+                    ctr.status = replace(ctr.status, state=ContainerState.RUNNING, reason="", pid=st.pid,
+                                         started_at=rec.container(c.name).started_at)
+                    p.record.running = p.record.running or c.kind == "app"
+                    self._reapply(p, ctr)
+                    continue
+                info = cf.exit()
+                if cf.pids() is not None and info is None:
+                    info = ExitInfo(137, message="exit status lost: the container's shim was gone at restore")
+                if info is not None and (cf.pids() is not None or not info.started):
+                    resume[c.name] = info
+                if self.cgroups.exists(ctr.rel):
+                    await self._teardown(ctr.rel)
+            log.info("pod_restored pod=%s uid=%s running=%s exited=%s", pod.spec.key, pod.uid,
+                     ",".join(k for k, v in resume.items() if isinstance(v, Started)) or "-",
+                     ",".join(k for k, v in resume.items() if isinstance(v, ExitInfo)) or "-")
+            if any(isinstance(v, Started) for v in resume.values()):
+                p.phase = PodPhase.RUNNING if p.record.running else PodPhase.PENDING
+            p.task = asyncio.get_running_loop().create_task(self._main(p, resume), name=f"pod-{pod.spec.key}")
+            if rec.stopping is not None:
+                self._stop_soon(p, 0.0, *rec.stopping)
+
+    async def close(self, stop_workloads: bool) -> None:
+        """Daemon shutdown: stop every pod, or leave them running (detach)."""
+        if stop_workloads:
+            await asyncio.gather(*(self.stop(uid) for uid in list(self._pods)), return_exceptions=True)
+            return
+        for p in list(self._pods.values()):
+            for t in [p.task, p.stop_task, *p.app_tasks]:
+                if t is not None:
+                    t.cancel()
+        tasks = [t for p in self._pods.values() for t in (p.task, p.stop_task, *p.app_tasks) if t is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for t in list(self._bg):
+            t.cancel()
+        self._pods.clear()
+
+    # -- pods ---------------------------------------------------------------------------
+    def _new_pod(self, pod: AdmittedPod, rec: PodRecord) -> _Pod:
+        ctrs = {}
+        pdir = pod_dir_name(pod.uid)
+        for c in pod.spec.all_containers():
+            r = rec.container(c.name)
+            ctrs[c.name] = _Ctr(c, self.cgroups.path(pdir, c.name),
+                                ContainerStatus(c.name, reason="ContainerCreating" if c.kind == "app" else "PodInitializing",
+                                                restart_count=r.restarts, exit_code=r.last_exit_code))
+        return _Pod(pod, PodFiles(self.state_root, pod.uid), rec, ctrs)
+
+    async def _wait_first(self, p: _Pod) -> None:
+        assert p.task is not None
+        waiter = asyncio.ensure_future(p.first.wait())
+        await asyncio.wait({waiter, p.task}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+
+    async def _main(self, p: _Pod, resume: dict[str, Started | ExitInfo]) -> None:
+        spec = p.pod.spec
+        try:
+            for c in spec.init_containers:
+                if p.record.container(c.name).done:
+                    continue
+                if not await self._run_init(p, p.ctrs[c.name], resume.pop(c.name, None)):
+                    return
+            if not p.record.running:
+                p.record.running = True
+            loop = asyncio.get_running_loop()
+            p.app_tasks = [loop.create_task(self._run_app(p, p.ctrs[c.name], resume.pop(c.name, None)))
+                           for c in spec.containers]
+            # the first container that cannot start fails the pod at once, even while others run
+            done, _pending = await asyncio.wait(p.app_tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for t in done:
+                if not t.cancelled() and t.exception() is not None:
+                    raise t.exception()  # type: ignore[misc]
+            await asyncio.gather(*p.app_tasks, return_exceptions=True)
+            if p.stopping:
+                return
+            phase = app_phase(spec.restart_policy, [p.ctrs[c.name].status for c in spec.containers])
+            if phase is not None:
+                await self._finish(p, phase, "Completed" if phase == PodPhase.SUCCEEDED else "Error", "")
+        except _StartFailed as e:
+            if not p.stopping:
+                for t in p.app_tasks:
+                    t.cancel()
+                await self._finish(p, PodPhase.FAILED, "StartError", str(e))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a bug must end the pod visibly, not hang it
+            log.exception("pod_supervisor_failed pod=%s", spec.key)
+            await self._finish(p, PodPhase.FAILED, "RuntimeError", f"runtime error: {e!r}")
+        finally:
+            p.first.set()
+
+    async def _run_init(self, p: _Pod, ctr: _Ctr, state: Started | ExitInfo | None) -> bool:
+        policy = p.pod.spec.restart_policy
+        rec = p.record.container(ctr.spec.name)
+        while not p.stopping:
+            info = await self._run_once(p, ctr, state)
+            state = None
+            if p.stopping:
+                return False
+            if info.exit_code == 0:
+                rec.done = True
+                await self._save(p)
+                return True
+            if not should_restart_init(policy, info.exit_code):
+                await self._finish(p, PodPhase.FAILED, "InitContainerFailed",
+                                   f"init container {ctr.spec.name} exited with {info.exit_code}")
+                return False
+            await self._back_off(p, ctr, info)
+        return False
+
+    async def _run_app(self, p: _Pod, ctr: _Ctr, state: Started | ExitInfo | None) -> None:
+        policy = p.pod.spec.restart_policy
+        while not p.stopping:
+            info = await self._run_once(p, ctr, state)
+            state = None
+            if p.stopping or not should_restart(policy, info.exit_code):
+                return
+            await self._back_off(p, ctr, info)
+
+    async def _run_once(self, p: _Pod, ctr: _Ctr, state: Started | ExitInfo | None) -> ExitInfo:
+        """One run of a container: start (unless resumed), wait, record the exit."""
+        if state is None:
+            state = await self._start(p, ctr)
+        if isinstance(state, Started):
+            info = await wait_exit(state, p.files.container(ctr.spec.name))
+        else:
+            info = state
+        if not info.started:
+            raise _StartFailed(f"container {ctr.spec.name}: {info.start_error}")
+        ctr.started = None
+        now = self.clock()
+        rec = p.record.container(ctr.spec.name)
+        rec.last_exit_code = info.exit_code
+        rec.finished_at = info.finished_at or now
+        ctr.status = replace(ctr.status, state=ContainerState.TERMINATED, pid=None, exit_code=info.exit_code,
+                             finished_at=rec.finished_at, reason=exit_reason(info.exit_code, info.signal),
+                             message=info.message or (f"killed by signal {info.signal}" if info.signal else ""))
+        log.info("container_exited pod=%s container=%s exit_code=%d", p.pod.spec.key, ctr.spec.name, info.exit_code)
+        await self._teardown(ctr.rel)
+        if not p.stopping:
+            await self._save(p)
+            await self._report(p)
+        return info
+
+    async def _back_off(self, p: _Pod, ctr: _Ctr, info: ExitInfo) -> None:
+        rec = p.record.container(ctr.spec.name)
+        ran = (rec.finished_at or 0) - (rec.started_at or rec.finished_at or 0)
+        b = Backoff(self.cfg.backoff_initial_s, self.cfg.backoff_max_s, self.cfg.backoff_reset_s,
+                    rec.backoff_s).after_exit(ran)
+        rec.backoff_s = b.current_s
+        ctr.status = replace(ctr.status, state=ContainerState.WAITING, reason="CrashLoopBackOff",
+                             message=f"back-off {b.current_s:g}s restarting failed container {ctr.spec.name}")
+        await self._save(p)
+        await self._report(p)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(p.wake.wait(), b.current_s)
+        if not p.stopping:
+            rec.restarts += 1
+            ctr.status = replace(ctr.status, restart_count=rec.restarts)
+
+    # -- starting -------------------------------------------------------------------------
+    def _managed(self) -> list[DevNum]:
+        out: list[DevNum] = []
+        paths = list(self._managed_devices())
+        for pattern in self.cfg.managed_devices:
+            paths += glob.glob(pattern)
+        for path in dict.fromkeys(paths):
+            try:
+                num = device_number(path)
+            except OSError:
+                continue
+            if num is not None:
+                out.append(num)
+        return out
+
+    def _plan(self, p: _Pod, ctr: _Ctr) -> LaunchPlan:
+        assignment = p.pod.assignments.get(ctr.spec.name)
+        if assignment is None:
+            raise PlanError(f"container {ctr.spec.name} has no assignment from admission")
+        return plan_container(p.pod, ctr.spec, assignment, self.cfg, all_mems=self.all_mems, managed=self._managed(),
+                              node_memory=self.node_memory)
+
+    async def _start(self, p: _Pod, ctr: _Ctr) -> Started:
+        name = ctr.spec.name
+        try:
+            plan = self._plan(p, ctr)
+            progs = self.cgroups.device_programs
+            if progs is not None and not progs.ready(plan.limits):
+                # the first pod with these device rules: compile off the loop (bcc, ~0.5 s)
+                await asyncio.get_running_loop().run_in_executor(None, progs.prepare, plan.limits)
+            procs = self.cgroups.create(ctr.rel, plan.limits)
+        except (PlanError, CgroupSetupError, DeviceProgramError) as e:
+            raise _StartFailed(f"container {name}: {e}") from None
+        files = p.files.container(name)
+        files.prepare()
+        rec = p.record.container(name)
+        launched_at = self.clock()
+        try:
+            for target in _create_targets(plan.binds):
+                if target not in rec.created:
+                    rec.created.append(target)
+        except OSError as e:
+            await self._teardown(ctr.rel)
+            raise _StartFailed(f"container {name}: mount: cannot create {e.filename}: {e.strerror}") from None
+        logs = log_dir(self.root_dir, p.pod.spec.namespace, p.pod.spec.name)
+        logs.mkdir(parents=True, exist_ok=True)
+        try:
+            started = await spawn(self.shim, files, logs / f"{name}.log", log_max=self.cfg.log_max_bytes,
+                                  log_keep=self.cfg.log_keep, cwd=plan.cwd, procs=procs, binds=plan.binds,
+                                  argv=plan.argv, env=plan.env)
+        except LaunchError as e:
+            await self._teardown(ctr.rel)
+            raise _StartFailed(f"container {name}: {e.stage}: {e}") from None
+        now = launched_at
+        rec.started_at = now
+        ctr.started = started
+        ctr.status = replace(ctr.status, state=ContainerState.RUNNING, reason="", message="", pid=started.pid,
+                             started_at=now, finished_at=None, exit_code=None)
+        log.info("container_started pod=%s container=%s pid=%d cgroup=%s", p.pod.spec.key, name, started.pid, ctr.rel)
+        if p.stopping:  # a stop began while we were starting: it must not miss this one
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(started.pid, signal.SIGTERM)
+        if ctr.spec.kind == "app" and p.phase == PodPhase.PENDING and all(
+                c.status.state == ContainerState.RUNNING for c in p.ctrs.values() if c.spec.kind == "app"):
+            p.phase = PodPhase.RUNNING
+            p.started_at = p.started_at or now
+        p.first.set()
+        if not ctr.bound:
+            await self._bind(p, ctr, ctr.rel)
+        await self._save(p)
+        await self._report(p)
+        return started
+
+    async def _bind(self, p: _Pod, ctr: _Ctr, rel: str | None) -> None:
+        policy = self._cpu_policy()
+        if policy is None:
+            return
+        try:
+            await policy.bind_cgroup(p.uid, ctr.spec.name, rel)
+            ctr.bound = rel is not None
+        except Exception as e:  # noqa: BLE001 - not in the CPU policy's state (e.g. released): nothing to bind
+            log.debug("bind_cgroup_skipped pod=%s container=%s error=%s", p.uid, ctr.spec.name, e)
+
+    def _reapply(self, p: _Pod, ctr: _Ctr) -> None:
+        try:
+            changed = self.cgroups.reapply(ctr.rel, self._plan(p, ctr).limits)
+        except (PlanError, CgroupSetupError, OSError) as e:
+            log.warning("cgroup_reapply_failed pod=%s container=%s error=%s", p.pod.spec.key, ctr.spec.name, e)
+            return
+        if changed:
+            log.warning("cgroup_drift_repaired pod=%s container=%s files=%s", p.pod.spec.key, ctr.spec.name,
+                        ",".join(changed))
+
+    # -- stopping -------------------------------------------------------------------------
+    def _stop_soon(self, p: _Pod, grace_s: float | None, reason: str, message: str) -> None:
+        if p.stop_task is None:
+            p.stop_task = asyncio.get_running_loop().create_task(self._stop_pod(p, grace_s, reason, message))
+
+    async def _stop(self, uid: str, grace_s: float | None, reason: str, message: str) -> None:
+        p = self._pods.get(uid)
+        if p is None:
+            # nothing of it runs here: say so, so that the registry can end it and release
+            sink = self._sink()
+            if sink is not None:
+                await sink.pod_status_changed(uid, PodStatus(
+                    phase=PodPhase.FAILED, reason=reason, message=message or "not running in the workload runtime",
+                    finished_at=self.clock()))
+            return
+        self._stop_soon(p, grace_s, reason, message)
+        assert p.stop_task is not None
+        await asyncio.shield(p.stop_task)
+
+    async def _stop_pod(self, p: _Pod, grace_s: float | None, reason: str, message: str) -> None:
+        if p.finished:
+            return
+        p.stopping = True
+        p.wake.set()
+        p.record.stopping = (reason, message)
+        await self._save(p)
+        grace = p.pod.spec.termination_grace_period_s if grace_s is None else grace_s
+        for ctr in p.ctrs.values():
+            if ctr.started is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(ctr.started.pid, signal.SIGTERM)
+        tasks = [t for t in (p.task, *p.app_tasks) if t is not None and not t.done()]
+        if tasks and grace > 0:
+            await asyncio.wait(tasks, timeout=grace)
+        for ctr in p.ctrs.values():
+            await self._teardown(ctr.rel)
+        tasks = [t for t in (p.task, *p.app_tasks) if t is not None and not t.done()]
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=self.cfg.kill_timeout_s)
+            for t in pending:
+                t.cancel()
+        statuses = [c.status for c in p.ctrs.values() if c.spec.kind == "app"]
+        ok = reason != "Evicted" and all(s.state == ContainerState.TERMINATED and s.exit_code == 0 for s in statuses)
+        await self._finish(p, PodPhase.SUCCEEDED if ok else PodPhase.FAILED, reason, message)
+
+    async def _teardown(self, rel: str) -> None:
+        if not self.cgroups.exists(rel):  # a few stats: cheaper than the executor hop
+            return
+        if not self.cgroups.pids(rel) and not self.cgroups.remove(rel, timeout_s=0):
+            return  # empty already (the usual case after an exit): rmdir without waiting
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._teardown_sync, rel)
+
+    def _teardown_sync(self, rel: str) -> None:
+        if not self.cgroups.exists(rel):
+            return
+        if not self.cgroups.kill(rel, self.cfg.kill_timeout_s):
+            log.error("container_cgroup_not_empty cgroup=%s", rel)
+        left = self.cgroups.remove(rel)
+        if left:
+            log.error("container_cgroup_not_removed dirs=%s", ",".join(left))
+
+    async def _finish(self, p: _Pod, phase: PodPhase, reason: str, message: str) -> None:
+        if p.finished:
+            return
+        p.finished = True
+        p.stopping = True
+        p.wake.set()
+        for ctr in p.ctrs.values():
+            await self._teardown(ctr.rel)
+            if ctr.status.state == ContainerState.RUNNING:
+                ctr.status = replace(ctr.status, state=ContainerState.TERMINATED, pid=None, finished_at=self.clock(),
+                                     exit_code=ctr.status.exit_code if ctr.status.exit_code is not None else 137,
+                                     reason="Error")
+            if ctr.status.state == ContainerState.WAITING and reason == "StartError" and ctr.status.reason in (
+                    "ContainerCreating", "PodInitializing") and message.startswith(f"container {ctr.spec.name}:"):
+                ctr.status = replace(ctr.status, state=ContainerState.TERMINATED, reason="StartError",
+                                     message=message, exit_code=128, finished_at=self.clock())
+            if ctr.bound:
+                await self._bind(p, ctr, None)
+        p.phase, p.reason, p.message, p.finished_at = phase, reason, message, self.clock()
+        log.info("pod_finished pod=%s uid=%s phase=%s reason=%s message=%r", p.pod.spec.key, p.uid, phase.value,
+                 reason, message)
+        await self._report(p)
+        # after the report: a crash in between leaves an orphan that restore() removes
+        targets = [t for rec in p.record.containers.values() for t in rec.created]
+
+        self.cgroups.remove_pod_dir(pod_dir_name(p.uid))
+        _remove_targets(targets)
+        p.files.remove()
+        self._pods.pop(p.uid, None)
+        p.first.set()
+
+    async def _remove_orphans(self, known: set[str]) -> None:
+        """Runtime state and cgroups of pods admission no longer has: killed, removed."""
+        uids: set[str] = set()
+        with contextlib.suppress(OSError):
+            uids |= {d.name for d in self.state_root.iterdir() if d.is_dir()}
+        for name in self.cgroups.pod_dirs():
+            if name.startswith("pod"):
+                uids.add(name[3:])
+        for uid in sorted(uids - known):
+            log.warning("orphan_pod_removed uid=%s", uid)
+            try:
+                pdir = pod_dir_name(uid)
+            except PlanError:
+                continue
+            for c in self.cgroups.container_dirs(pdir):
+                await self._teardown(self.cgroups.path(pdir, c))
+            self.cgroups.remove_pod_dir(pdir)
+            PodFiles(self.state_root, uid).remove()
+
+    # -- status -----------------------------------------------------------------------------
+    def _status(self, p: _Pod) -> PodStatus:
+        return PodStatus(phase=p.phase, reason=p.reason, message=p.message,
+                         containers=tuple(p.ctrs[c.name].status for c in p.pod.spec.all_containers()),
+                         started_at=p.started_at, finished_at=p.finished_at)
+
+    async def _report(self, p: _Pod) -> None:
+        async with p.report_lock:
+            sink = self._sink()
+            if sink is None:
+                return
+            try:
+                await sink.pod_status_changed(p.uid, self._status(p))
+            except Exception:  # noqa: BLE001 - the registry's trouble must not stop supervision
+                log.exception("pod_status_report_failed pod=%s", p.pod.spec.key)
+
+    async def _save(self, p: _Pod) -> None:
+        # inline: one small write and a rename, no fsync (see agent.runtime.state)
+        if not p.finished:
+            p.files.write(PodFiles.encode(p.record))
+
+
+def _create_targets(binds: Sequence[tuple[str, str, bool]]) -> list[str]:
+    """Bind targets that do not exist on the host (a device node under another
+    name, a plugin's mount point): created here, empty, so the shim can mount on
+    them; returned so they can be removed when the pod ends. Parents created too
+    are not tracked (left, as empty directories)."""
+    made: list[str] = []
+    for src, dst, _ro in binds:
+        if os.path.lexists(dst):
+            continue
+        os.makedirs(os.path.dirname(dst) or "/", exist_ok=True)
+        if os.path.isdir(src):
+            os.mkdir(dst, 0o755)
+        else:
+            os.close(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        made.append(dst)
+    return made
+
+
+def _remove_targets(paths: Iterable[str]) -> None:
+    for path in paths:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.rmdir(path)
+            elif os.path.isfile(path) and os.path.getsize(path) == 0:
+                os.unlink(path)
+        except OSError as e:
+            log.warning("bind_target_not_removed path=%s error=%s", path, e.strerror)
+

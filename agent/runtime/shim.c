@@ -1,0 +1,272 @@
+/*
+ * hwagent-shim: the per-container supervisor that outlives the daemon.
+ *
+ * The daemon starts one shim per container run. The shim forks the workload;
+ * the child joins the container's cgroups (writes its pid to each cgroup.procs
+ * it is given), enters a private mount namespace when there are binds, changes
+ * to the working directory and execs the command, so the workload's first
+ * instruction already runs in its cgroups. The shim then copies the
+ * workload's stdout/stderr into the container's log file (size-based
+ * rotation), waits for it and writes the exit status atomically to
+ * STATE/exit. It never talks to the daemon after the start handshake, so
+ * kill -9 of the daemon leaves shim and workload running; a restarted daemon
+ * re-attaches by reading STATE/pid and STATE/exit.
+ *
+ * Usage (argv built by agent/runtime/launcher.py, the Python fallback
+ * agent/runtime/shim.py takes the same):
+ *   hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD
+ *                [-p CGROUP_PROCS]... [-b SRC DST ro|rw]... -- ARGV...
+ * The environment of the shim is the workload's environment.
+ * Handshake (one line on HANDSHAKE_FD, then closed):
+ *   "ok <shim_pid> <child_pid>\n"  or  "error <stage> <errno> <message>\n".
+ * STATE/pid:  "<shim_pid> <child_pid>\n"
+ * STATE/exit: "exited <code>\n" | "signaled <sig>\n" | "error <stage> <errno> <message>\n"
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_PROCS 16
+#define MAX_BINDS 256
+
+struct bind { const char *src, *dst; int ro; };
+
+static const char *state_dir;
+
+static int write_all(int fd, const char *buf, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0) { if (errno == EINTR) continue; return -1; }
+        buf += w; n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* write STATE/name atomically: temp file + rename (no fsync: what it describes
+ * is processes, which do not survive a power cut either) */
+static void write_state(const char *name, const char *text) {
+    char tmp[4096], dst[4096];
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", state_dir, name);
+    snprintf(dst, sizeof dst, "%s/%s", state_dir, name);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    write_all(fd, text, strlen(text));
+    close(fd);
+    rename(tmp, dst);
+}
+
+/* the child reports why it could not exec through a CLOEXEC pipe */
+static void child_fail(int errfd, const char *stage, int err, const char *what) {
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "%s %d %s: %s", stage, err, what, strerror(err));
+    if (n > 0) write_all(errfd, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    _exit(127);
+}
+
+static int ensure_target(const char *src, const char *dst) {
+    struct stat st, dt;
+    if (stat(src, &st) < 0) return -1;
+    if (stat(dst, &dt) == 0) return 0;
+    /* create parents */
+    char path[4096];
+    snprintf(path, sizeof path, "%s", dst);
+    for (char *p = path + 1; *p; p++) {
+        if (*p == '/') { *p = 0; mkdir(path, 0755); *p = '/'; }
+    }
+    if (S_ISDIR(st.st_mode)) return mkdir(dst, 0755) < 0 && errno != EEXIST ? -1 : 0;
+    int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    close(fd);
+    return 0;
+}
+
+static void rotate(const char *log, int keep) {
+    char a[4096], b[4096];
+    for (int i = keep - 1; i >= 1; i--) {
+        snprintf(a, sizeof a, "%s.%d", log, i);
+        snprintf(b, sizeof b, "%s.%d", log, i + 1);
+        rename(a, b);
+    }
+    snprintf(b, sizeof b, "%s.1", log);
+    if (keep >= 1) rename(log, b); else unlink(log);
+}
+
+/* append to the log; a file never grows past log_max: rotate first, cutting a
+ * chunk at its last newline that fits (or at the limit for a longer line) */
+static void log_write(const char *log, int *logfd, long long *size, long long log_max, int keep,
+                      const char *buf, ssize_t n) {
+    while (n > 0 && *logfd >= 0) {
+        ssize_t take = n;
+        if (log_max > 0) {
+            long long room = log_max - *size;
+            if (room <= 0 || (n > room && *size > 0 && !memchr(buf, '\n', (size_t)(room < n ? room : n)))) {
+                close(*logfd);
+                rotate(log, keep);
+                *logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+                *size = 0;
+                continue;
+            }
+            if (n > room) {
+                take = (ssize_t)room;
+                const char *nl = memrchr(buf, '\n', (size_t)take);
+                if (nl) take = nl - buf + 1;
+            }
+        }
+        if (write_all(*logfd, buf, (size_t)take) < 0) return;
+        *size += take;
+        buf += take;
+        n -= take;
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 8) {
+        fprintf(stderr, "usage: hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-p PROCS]... [-b SRC DST MODE]... -- ARGV...\n");
+        return 2;
+    }
+    state_dir = argv[1];
+    const char *log = argv[2];
+    long long log_max = atoll(argv[3]);
+    int log_keep = atoi(argv[4]);
+    int hs = atoi(argv[5]);
+    const char *cwd = argv[6];
+    const char *procs[MAX_PROCS];
+    struct bind binds[MAX_BINDS];
+    int nprocs = 0, nbinds = 0, i = 7;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) { i++; break; }
+        if (!strcmp(argv[i], "-p") && i + 1 < argc && nprocs < MAX_PROCS) { procs[nprocs++] = argv[++i]; continue; }
+        if (!strcmp(argv[i], "-b") && i + 3 < argc && nbinds < MAX_BINDS) {
+            binds[nbinds].src = argv[i + 1]; binds[nbinds].dst = argv[i + 2];
+            binds[nbinds].ro = !strcmp(argv[i + 3], "ro"); nbinds++; i += 3; continue;
+        }
+        fprintf(stderr, "hwagent-shim: bad argument %s\n", argv[i]);
+        return 2;
+    }
+    if (i >= argc) { fprintf(stderr, "hwagent-shim: no command\n"); return 2; }
+    char **cmd = argv + i;
+
+    /* own session: the daemon's terminal or process group signals never reach us */
+    setsid();
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t mask, old;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, &old);
+
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+        char m[256]; snprintf(m, sizeof m, "error pipe %d %s\n", errno, strerror(errno));
+        write_state("exit", m); dprintf(hs, "%s", m); return 1;
+    }
+    pid_t child = fork();
+    if (child < 0) {
+        char m[256]; snprintf(m, sizeof m, "error fork %d %s\n", errno, strerror(errno));
+        write_state("exit", m); dprintf(hs, "%s", m); return 1;
+    }
+    if (child == 0) {
+        char pidbuf[32];
+        int n = snprintf(pidbuf, sizeof pidbuf, "%d\n", (int)getpid());
+        for (int k = 0; k < nprocs; k++) {
+            int fd = open(procs[k], O_WRONLY | O_CLOEXEC);
+            if (fd < 0 || write_all(fd, pidbuf, (size_t)n) < 0) child_fail(err[1], "cgroup", errno, procs[k]);
+            close(fd);
+        }
+        if (nbinds > 0) {
+            if (unshare(CLONE_NEWNS) < 0) child_fail(err[1], "mount", errno, "unshare(CLONE_NEWNS)");
+            if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) child_fail(err[1], "mount", errno, "make / private");
+            for (int k = 0; k < nbinds; k++) {
+                if (ensure_target(binds[k].src, binds[k].dst) < 0) child_fail(err[1], "mount", errno, binds[k].src);
+                if (mount(binds[k].src, binds[k].dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+                    child_fail(err[1], "mount", errno, binds[k].dst);
+                if (binds[k].ro && mount(NULL, binds[k].dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0)
+                    child_fail(err[1], "mount", errno, binds[k].dst);
+            }
+        }
+        if (cwd[0] && chdir(cwd) < 0) child_fail(err[1], "chdir", errno, cwd);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) { dup2(devnull, 0); if (devnull != 0) close(devnull); }
+        dup2(out[1], 1);
+        dup2(out[1], 2);
+        if (hs > 2) close(hs);
+        signal(SIGPIPE, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        execvp(cmd[0], cmd);
+        child_fail(err[1], "exec", errno, cmd[0]);
+    }
+    close(out[1]);
+    close(err[1]);
+    char ebuf[1100];
+    ssize_t en, got = 0;
+    while ((en = read(err[0], ebuf + got, sizeof ebuf - 1 - (size_t)got)) != 0) {
+        if (en < 0) { if (errno == EINTR) continue; break; }
+        got += en;
+        if ((size_t)got >= sizeof ebuf - 1) break;
+    }
+    close(err[0]);
+    char line[1300];
+    if (got > 0) {
+        ebuf[got] = 0;
+        int status;
+        waitpid(child, &status, 0);
+        snprintf(line, sizeof line, "error %s\n", ebuf);
+        write_state("exit", line);
+        write_all(hs, line, strlen(line));
+        return 0;
+    }
+    snprintf(line, sizeof line, "%d %d\n", (int)getpid(), (int)child);
+    write_state("pid", line);
+    snprintf(line, sizeof line, "ok %d %d\n", (int)getpid(), (int)child);
+    write_all(hs, line, strlen(line));
+    close(hs);
+
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    struct stat lst;
+    long long size = (logfd >= 0 && fstat(logfd, &lst) == 0) ? (long long)lst.st_size : 0;
+    char buf[65536];
+    int status = 0, exited = 0, out_open = 1;
+    while (!exited) {
+        struct pollfd pf[2] = {{sfd, POLLIN, 0}, {out[0], POLLIN, 0}};
+        int np = out_open ? 2 : 1;
+        if (poll(pf, (nfds_t)np, -1) < 0) { if (errno == EINTR) continue; break; }
+        if (out_open && (pf[1].revents & (POLLIN | POLLHUP))) {
+            ssize_t n = read(out[0], buf, sizeof buf);
+            if (n <= 0) out_open = 0;
+            else log_write(log, &logfd, &size, log_max, log_keep, buf, n);
+        }
+        if (pf[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) != sizeof si) continue;
+            if (si.ssi_signo != SIGCHLD) continue; /* SIGTERM/INT/HUP: the shim stays */
+            pid_t w = waitpid(child, &status, WNOHANG);
+            if (w == child) exited = 1;
+        }
+    }
+    /* what the workload wrote before it exited; descendants holding the pipe are not waited for */
+    fcntl(out[0], F_SETFL, O_NONBLOCK);
+    for (;;) {
+        ssize_t n = read(out[0], buf, sizeof buf);
+        if (n <= 0) break;
+        log_write(log, &logfd, &size, log_max, log_keep, buf, n);
+    }
+    if (WIFEXITED(status)) snprintf(line, sizeof line, "exited %d\n", WEXITSTATUS(status));
+    else snprintf(line, sizeof line, "signaled %d\n", WTERMSIG(status));
+    write_state("exit", line);
+    return 0;
+}

@@ -1,0 +1,227 @@
+"""The Python fallback of hwagent-shim (agent/runtime/shim.c), same argv and files.
+
+Used when the C shim was not built (no gcc when scripts/setup.sh ran). It costs
+the interpreter's start (tens of ms) on every launch, which is why the C shim
+is the default; behaviour is the same: fork, the child joins its cgroups and
+mount namespace and execs, the shim copies output to the log with rotation and
+writes the exit status to STATE/exit. Only ``os`` and ``ctypes`` (for mount
+and unshare) are imported, to keep the start short.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+CLONE_NEWNS = 0x00020000
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+
+
+def _write_state(state: str, name: str, text: str) -> None:
+    tmp = os.path.join(state, f".{name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, os.path.join(state, name))
+
+
+def _libc():  # type: ignore[no-untyped-def]
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc, ctypes
+
+
+def _mount(libc, ctypes, src, dst, flags):  # type: ignore[no-untyped-def]
+    s = src.encode() if src else None
+    if libc.mount(s, dst.encode(), None, flags, None) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), dst)
+
+
+def _ensure_target(src: str, dst: str) -> None:
+    if os.path.exists(dst):
+        return
+    os.makedirs(os.path.dirname(dst) or "/", exist_ok=True)
+    if os.path.isdir(src):
+        os.mkdir(dst, 0o755)
+    else:
+        os.close(os.open(dst, os.O_WRONLY | os.O_CREAT, 0o644))
+
+
+def _child(procs: list[str], binds: list[tuple[str, str, bool]], cwd: str, out_w: int, err_w: int,
+           hs: int, cmd: list[str]) -> None:
+    stage, what = "cgroup", ""
+    try:
+        pid = f"{os.getpid()}\n".encode()
+        for p in procs:
+            what = p
+            fd = os.open(p, os.O_WRONLY)
+            try:
+                os.write(fd, pid)
+            finally:
+                os.close(fd)
+        if binds:
+            stage = "mount"
+            libc, ctypes = _libc()
+            what = "unshare(CLONE_NEWNS)"
+            if libc.unshare(CLONE_NEWNS) != 0:
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+            what = "make / private"
+            _mount(libc, ctypes, None, "/", MS_REC | MS_PRIVATE)
+            for src, dst, ro in binds:
+                what = dst
+                _ensure_target(src, dst)
+                _mount(libc, ctypes, src, dst, MS_BIND | MS_REC)
+                if ro:
+                    _mount(libc, ctypes, None, dst, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        if cwd:
+            stage, what = "chdir", cwd
+            os.chdir(cwd)
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
+        if hs > 2:
+            os.close(hs)
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        stage, what = "exec", cmd[0]
+        os.execvp(cmd[0], cmd)
+    except OSError as e:
+        msg = f"{stage} {e.errno or 0} {what}: {e.strerror or e}"
+        os.write(err_w, msg.encode()[:1000])
+    finally:
+        os._exit(127)
+
+
+def _rotate(log: str, keep: int) -> None:
+    for i in range(keep - 1, 0, -1):
+        try:
+            os.rename(f"{log}.{i}", f"{log}.{i + 1}")
+        except OSError:
+            pass
+    try:
+        if keep >= 1:
+            os.rename(log, f"{log}.1")
+        else:
+            os.unlink(log)
+    except OSError:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 7:
+        print("usage: shim.py STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-p PROCS]... "
+              "[-b SRC DST MODE]... -- ARGV...", file=sys.stderr)
+        return 2
+    state, log, log_max, log_keep, hs, cwd = argv[0], argv[1], int(argv[2]), int(argv[3]), int(argv[4]), argv[5]
+    procs: list[str] = []
+    binds: list[tuple[str, str, bool]] = []
+    i = 6
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            i += 1
+            break
+        if a == "-p" and i + 1 < len(argv):
+            procs.append(argv[i + 1])
+            i += 2
+        elif a == "-b" and i + 3 < len(argv):
+            binds.append((argv[i + 1], argv[i + 2], argv[i + 3] == "ro"))
+            i += 4
+        else:
+            print(f"shim.py: bad argument {a}", file=sys.stderr)
+            return 2
+    cmd = argv[i:]
+    if not cmd:
+        print("shim.py: no command", file=sys.stderr)
+        return 2
+    try:
+        os.setsid()
+    except PermissionError:  # already a session leader (the launcher spawns it with setsid)
+        pass
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    blocked = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    child = os.fork()
+    if child == 0:
+        _child(procs, binds, cwd, out_w, err_w, hs, cmd)
+    os.close(out_w)
+    os.close(err_w)
+    err = b""
+    while chunk := os.read(err_r, 1100):
+        err += chunk
+    os.close(err_r)
+    if err:
+        os.waitpid(child, 0)
+        line = f"error {err.decode(errors='replace')}\n"
+        _write_state(state, "exit", line)
+        os.write(hs, line.encode())
+        return 0
+    _write_state(state, "pid", f"{os.getpid()} {child}\n")
+    os.write(hs, f"ok {os.getpid()} {child}\n".encode())
+    os.close(hs)
+    logfd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+    size = os.fstat(logfd).st_size
+    # SIGCHLD is blocked; wake on it through a pidfd of the child instead
+    pidfd = os.pidfd_open(child)
+    import select
+
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(out_r, select.POLLIN)
+    out_open = True
+    status = 0
+
+    def log_write(data: bytes) -> None:
+        # a file never grows past log_max: rotate first, cutting at the last newline that fits
+        nonlocal logfd, size
+        while data:
+            take = len(data)
+            if log_max > 0:
+                room = log_max - size
+                if room <= 0 or (len(data) > room and size > 0 and b"\n" not in data[:room]):
+                    os.close(logfd)
+                    _rotate(log, log_keep)
+                    logfd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+                    size = 0
+                    continue
+                if len(data) > room:
+                    nl = data.rfind(b"\n", 0, room)
+                    take = nl + 1 if nl >= 0 else room
+            os.write(logfd, data[:take])
+            size += take
+            data = data[take:]
+
+    while True:
+        events = dict(poller.poll())
+        if out_r in events and out_open:
+            data = os.read(out_r, 65536)
+            if not data:
+                out_open = False
+                poller.unregister(out_r)
+            else:
+                log_write(data)
+        if pidfd in events:
+            _, status = os.waitpid(child, 0)
+            break
+    os.set_blocking(out_r, False)
+    try:
+        while data := os.read(out_r, 65536):
+            log_write(data)
+    except BlockingIOError:
+        pass
+    if os.WIFEXITED(status):
+        _write_state(state, "exit", f"exited {os.WEXITSTATUS(status)}\n")
+    else:
+        _write_state(state, "exit", f"signaled {os.WTERMSIG(status)}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,180 @@
+"""``<root>/status.sock``: the hwagent.status.v1 service, answering from live state.
+
+Started last so every other component's handle is published. Each request is
+answered on the loop from the handles (no copies kept), so what `hwagent
+status` shows is what the daemon holds at that moment. Owner-only socket, like
+every hwagent socket.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.component import DaemonContext
+
+log = logging.getLogger("hwagent.status")
+
+__all__ = ["StatusComponent", "factory", "SOCKET_NAME", "status_socket"]
+
+SOCKET_NAME = "status.sock"
+
+
+def status_socket(root_dir: str | Path) -> Path:
+    return Path(root_dir) / SOCKET_NAME
+
+
+def _numa_cpus(topology: Any) -> dict[int, Any]:
+    from agent.cpuset import CPUSet
+
+    out: dict[int, CPUSet] = {}
+    for c in topology.cpus:
+        n = c.numa_node if c.numa_node is not None else 0
+        out[n] = out.get(n, CPUSet()) | CPUSet([c.id])
+    return out
+
+
+class StatusComponent:
+    name = "status"
+
+    def __init__(self) -> None:
+        self._server: Any = None
+        self._ctx: DaemonContext | None = None
+        self.socket_path: Path | None = None
+        self._t0 = time.monotonic()
+
+    # -- the answers ----------------------------------------------------------------------
+    def status(self) -> Any:
+        from agent.api.status.v1 import api_pb2 as pb
+        from agent.status.views import evictions_view, pods_view
+
+        ctx = self._ctx
+        assert ctx is not None
+        s = ctx.services
+        resp = pb.GetStatusResponse(mode=ctx.mode, mode_reason=ctx.mode_reason, phase="running", pid=os.getpid(),
+                                    uptime_seconds=round(time.monotonic() - self._t0, 3))
+        health = ctx.component_health() if ctx.component_health else []
+        for name, ok in health:
+            resp.components.append(pb.ComponentStatus(name=name, healthy=ok, ready=ok, detail=self._detail(name)))
+        engine = s.get("pressure")
+        if engine is not None:
+            for probe, (mode, detail) in engine.status().items():
+                resp.probes.append(pb.ProbeStatus(name=probe, mode=mode, detail=detail))
+        manager = s.get("devicemanager")
+        if manager is not None:
+            cap, alloc, _ = manager.capacity()
+            used: dict[str, set[str]] = {}
+            for a in manager.allocations():
+                used.setdefault(a.resource, set()).update(a.device_ids)
+            for r in sorted(cap):
+                resp.resources.append(pb.ResourceStatus(name=r, capacity=cap[r], allocatable=alloc.get(r, 0),
+                                                        allocated=len(used.get(r, ())), source="host"))
+        plugins = s.get("deviceplugins")
+        if plugins is not None and manager is None:
+            pods = s.get("pod_directory")
+            for r, server in sorted(plugins.plugins.items()):
+                devs = server.devices
+                held = sum(1 for d in devs if pods is not None and pods.current.holder_of(r, d) is not None)
+                resp.resources.append(pb.ResourceStatus(name=r, capacity=len(devs),
+                                                        allocatable=sum(1 for d in devs.values() if d.healthy),
+                                                        allocated=held, source="plugin"))
+        pods, source = pods_view(s)
+        resp.pods_source = source
+        for p in pods:
+            resp.pods.append(pb.PodStatus(namespace=p["namespace"], name=p["name"], uid=p["uid"], qos=p["qos"],
+                                          containers=p["containers"], devices=p["devices"]))
+        for r in evictions_view(s):
+            resp.evictions.append(pb.EvictionStatus(
+                namespace=r.get("pod_namespace", ""), pod=r.get("pod_name", ""), pod_uid=r.get("pod_uid", ""),
+                reason=r.get("reason", ""), signal=r.get("signal", ""), action=r.get("action", ""),
+                wall_time=r.get("wall_time", 0.0), evidence_json=json.dumps(r.get("evidence", {}), sort_keys=True,
+                                                                            default=str)))
+        return resp
+
+    def _detail(self, name: str) -> str:
+        s = self._ctx.services if self._ctx else {}
+        if name == self.name:
+            return f"socket {self.socket_path}"
+        if name == "kubelet-pods" and s.get("pod_directory") is not None:
+            d = s["pod_directory"]
+            what = f"{len(d.current.containers)} containers, {len(d.current.devices)} devices held; {d.current.source}"
+            return what + (f"; last error: {d.last_error}" if d.last_error else "")
+        if name == "katalyst-eviction-plugin" and s.get("eviction_plugin") is not None:
+            p = s["eviction_plugin"]
+            reg = {None: "not yet registered", True: "registered", False: f"registration failed: {p.registration_error}"}
+            return f"socket {p.socket_path}, {reg[p.registered]}"
+        return ""
+
+    def view(self, name: str) -> dict[str, Any]:
+        from agent.status.views import cpus_view, resources_view
+
+        ctx = self._ctx
+        assert ctx is not None
+        if name == "resources":
+            return resources_view(ctx.services)
+        if name == "cpus":
+            return cpus_view(ctx.services, _numa_cpus(ctx.topology))
+        raise KeyError(name)
+
+    # -- life cycle -----------------------------------------------------------------------
+    async def start(self, ctx: DaemonContext) -> None:
+        import grpc
+
+        from agent.api.status.v1 import api_pb2 as pb
+        from agent.api.status.v1 import api_pb2_grpc as pb_grpc
+        from agent.status.views import ViewUnavailable
+        from agent.unixsock import serve_unix
+
+        component = self
+
+        class Servicer(pb_grpc.DaemonStatusServicer):
+            async def GetStatus(self, request, context):
+                try:
+                    return component.status()
+                except Exception as e:
+                    log.exception("status_failed")
+                    await context.abort(grpc.StatusCode.INTERNAL, f"status: {type(e).__name__}: {e}")
+
+            async def GetView(self, request, context):
+                try:
+                    doc = component.view(request.name)
+                except KeyError:
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                        f"unknown view {request.name!r} (known: resources, cpus)")
+                except ViewUnavailable as e:
+                    await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+                except Exception as e:  # a view that breaks is our bug: say so, never UNKNOWN
+                    log.exception("status_view_failed view=%s", request.name)
+                    await context.abort(grpc.StatusCode.INTERNAL, f"view {request.name!r}: {type(e).__name__}: {e}")
+                return pb.GetViewResponse(json_document=json.dumps(doc, sort_keys=True, default=str))
+
+        self._ctx = ctx
+        self.socket_path = status_socket(ctx.root_dir)
+        from agent.grpcguard import new_server
+
+        server = new_server("status")
+        pb_grpc.add_DaemonStatusServicer_to_server(Servicer(), server)
+        await serve_unix(server, self.socket_path)
+        ctx.remove_on_exit(self.socket_path)
+        self._server = server
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(grace=0.5)
+            self._server = None
+        if self.socket_path is not None:
+            try:
+                self.socket_path.unlink()
+            except FileNotFoundError:
+                pass
+
+    def healthy(self) -> bool:
+        return self._server is not None
+
+
+def factory(ctx: DaemonContext) -> StatusComponent | None:
+    return StatusComponent()

@@ -1,0 +1,116 @@
+"""Live views of the running daemon, as plain dicts (what the CLI prints with --format json).
+
+Each view reads the components' published handles on the loop (the status
+server calls them there), so no component's state is read mid-change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["resources_view", "cpus_view", "pods_view", "evictions_view", "ViewUnavailable"]
+
+
+class ViewUnavailable(Exception):
+    """The component behind a view is not running in this daemon."""
+
+
+def _holder(pods: Any, resource: str, dev: str) -> dict[str, str] | None:
+    if pods is None:
+        return None
+    h = pods.current.holder_of(resource, dev)
+    return None if h is None else {"namespace": h.namespace, "pod": h.pod, "container": h.container}
+
+
+def resources_view(services: Mapping[str, Any]) -> dict[str, Any]:
+    """Standalone: the device-plugin host's state. Kubelet mode: the built-in plugins
+    registered with the kubelet, each device's health and the pod holding it."""
+    manager = services.get("devicemanager")
+    if manager is not None:
+        from agent.commands.resources import as_dict
+
+        view = as_dict(manager.snapshot())
+        view["source"] = "device-plugin host (live)"
+        return view
+    plugins = services.get("deviceplugins")
+    if plugins is None:
+        raise ViewUnavailable("neither the device-plugin host nor the built-in device plugins run in this daemon")
+    pods = services.get("pod_directory")
+    resources: dict[str, Any] = {}
+    for resource, server in sorted(plugins.plugins.items()):
+        reg = plugins.registrars.get(resource)
+        devs = sorted(server.devices.values(), key=lambda d: d.id)
+        entries = []
+        for d in devs:
+            holder = _holder(pods, resource, d.id)
+            entries.append({"id": d.id, "health": "Healthy" if d.healthy else "Unhealthy", "reason": d.reason,
+                            "numa": [] if d.device.numa_node is None else [d.device.numa_node],
+                            "allocated": holder is not None, "holder": holder})
+        resources[resource] = {
+            "capacity": len(devs), "allocatable": sum(1 for d in devs if d.healthy),
+            "allocated": sum(1 for e in entries if e["allocated"]),
+            "endpoints": [{"socket": str(server.socket_path),
+                           "state": "registered" if reg is not None and reg.registered.is_set() else "unregistered",
+                           "stop_time": None, "error": reg.last_error if reg is not None else ""}],
+            "devices": entries,
+        }
+    allocations = []
+    if pods is not None:
+        for (resource, dev), h in sorted(pods.current.devices.items()):
+            allocations.append({"pod_uid": "", "namespace": h.namespace, "pod": h.pod, "container": h.container,
+                                "container_type": "", "resource": resource, "devices": [dev], "numa": []})
+    return {"source": "built-in device plugins registered with the kubelet (live)", "resources": resources,
+            "deleted_resources": [], "allocations": allocations}
+
+
+def cpus_view(services: Mapping[str, Any], numa_cpus: Mapping[int, Any]) -> dict[str, Any]:
+    policy = services.get("cpu_policy")
+    if policy is None:
+        raise ViewUnavailable("the CPU policy does not run in this daemon")
+    from agent.cpu.view import Allocation, summarize
+
+    st = policy.policy.state
+    allocs = [Allocation(a.pod_uid, a.pod_namespace, a.pod_name, a.container_name, a.qos_level, a.owner_pool_name,
+                         a.cpuset) for a in st.containers()]
+    return summarize(numa_cpus, st.pools, allocs, "cpu policy (live)")
+
+
+def pods_view(services: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """Every pod the daemon knows, with its containers and devices, and where that came from."""
+    pods = services.get("pod_directory")
+    out: dict[str, dict[str, Any]] = {}
+    source = ""
+    if pods is not None:
+        d = pods.current
+        source = d.source
+        for c in d.containers:
+            p = out.setdefault(c.pod_uid, {"uid": c.pod_uid, "namespace": c.namespace, "name": c.pod,
+                                          "qos": c.qos, "containers": [], "devices": []})
+            if c.container and c.container not in p["containers"]:
+                p["containers"].append(c.container)
+        by_name = {(p["namespace"], p["name"]): p for p in out.values()}
+        for (resource, dev), h in sorted(d.devices.items()):
+            p = by_name.get((h.namespace, h.pod))
+            if p is not None:
+                p["devices"].append(f"{resource}/{dev}")
+    policy = services.get("cpu_policy")
+    if policy is not None:
+        source = source or "cpu policy allocations"
+        for a in policy.allocations():
+            p = out.setdefault(a.pod_uid, {"uid": a.pod_uid, "namespace": a.pod_namespace, "name": a.pod_name,
+                                          "qos": str(a.qos_level), "containers": [], "devices": []})
+            if a.container_name not in p["containers"]:
+                p["containers"].append(a.container_name)
+    return sorted(out.values(), key=lambda p: (p["namespace"], p["name"], p["uid"])), source
+
+
+def evictions_view(services: Mapping[str, Any], keep: int = 10) -> list[dict[str, Any]]:
+    recs: list[dict[str, Any]] = []
+    engine = services.get("pressure")
+    if engine is not None:
+        recs.extend(engine.record.recent)
+    plugin = services.get("eviction_plugin")
+    if plugin is not None:
+        recs.extend(plugin.recent)
+    return sorted(recs, key=lambda r: r.get("wall_time", 0.0))[-keep:]

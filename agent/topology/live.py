@@ -1,0 +1,111 @@
+"""The overlay of a running (or stopped) daemon, read the way `hwagent cpus` / `resources` read it.
+
+Thin adapter: the CPU policy's checkpoint gives pools and dedicated
+allocations, the device manager's checkpoint resources, health and holders
+(both through the commands' own readers, so a change to those files is
+followed in one place), and the daemon's ``/metrics`` the pools' run-queue
+pressure when it answers within a short timeout. Whatever is missing is left
+out and said in ``Overlay.notes``; nothing here raises for a daemon that is
+not there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import urllib.request
+from pathlib import Path
+
+from agent.topology.overlay import AllocationMark, DeviceMark, Overlay, PoolMark
+
+__all__ = ["from_daemon", "parse_pool_pressure"]
+
+_PRESSURE = re.compile(r'^hwagent_pool_cpu_pressure_ratio\{[^}]*pool="([^"]+)"[^}]*\}\s+([0-9.eE+-]+|NaN)\s*$', re.M)
+
+#: the policy's owner name of dedicated allocations (agent.cpu.qos.DEDICATED_OWNER)
+_DEDICATED = "dedicated"
+
+
+def parse_pool_pressure(metrics_text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for pool, value in _PRESSURE.findall(metrics_text):
+        try:
+            v = float(value)
+        except ValueError:
+            continue
+        if v == v:  # not NaN
+            out[pool] = v
+    return out
+
+
+def _pressure(metrics_address: str, timeout: float) -> dict[str, float] | None:
+    try:
+        with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=timeout) as r:  # noqa: S310 (loopback)
+            return parse_pool_pressure(r.read().decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        return None
+
+
+def from_daemon(config: str | None, root_dir: str | None, *, metrics: bool = True, timeout: float = 0.5) -> Overlay:
+    from agent.cli import CommandError
+    from agent.config import ConfigError, load
+
+    notes: list[str] = []
+    try:
+        cfg = load(config)
+    except ConfigError as e:
+        return Overlay(notes=(f"config: {e}",))
+    root = Path(root_dir or cfg["daemon"].root_dir)
+    pools: tuple[PoolMark, ...] = ()
+    allocs: tuple[AllocationMark, ...] = ()
+    devices: tuple[DeviceMark, ...] = ()
+    sources = []
+
+    from agent.commands.cpus import _from_checkpoint
+
+    try:
+        pool_sets, cpu_allocs, src = _from_checkpoint(root)
+        sources.append(src)
+        pressure = _pressure(cfg["daemon"].metrics_address, timeout) if metrics else None
+        if pressure is None and metrics:
+            notes.append(f"no pool pressure: the daemon's /metrics at {cfg['daemon'].metrics_address} did not answer")
+        pools = tuple(
+            PoolMark(name, cpus, (pressure or {}).get(name))
+            for name, cpus in sorted((pool_sets or {}).items())
+            if name != _DEDICATED and cpus
+        )
+        allocs = tuple(
+            AllocationMark(f"{a.namespace}/{a.pod}" if a.pod else a.pod_uid, a.container, a.cpus, _DEDICATED)
+            for a in cpu_allocs
+            if a.cpus and (a.qos_level == "dedicated_cores" or a.pool == _DEDICATED)
+        )
+    except CommandError as e:
+        notes.append(f"no CPU pools: {e}")
+
+    from agent.commands import resources
+
+    try:
+        path = resources.checkpoint_path(argparse.Namespace(checkpoint=None, config=config, root_dir=str(root)))
+        view = resources.as_dict(_decode_device_checkpoint(path.read_bytes()))
+        sources.append(f"checkpoint {path}")
+        holder: dict[tuple[str, str], str] = {}
+        for a in view["allocations"]:
+            who = f"{a['namespace']}/{a['pod']}" if a["pod"] else a["pod_uid"]
+            for dev in a["devices"]:
+                holder[(a["resource"], dev)] = who
+        devices = tuple(
+            DeviceMark(d["id"], name, d["health"] == "Healthy", tuple(d["numa"]), holder.get((name, d["id"])))
+            for name, r in view["resources"].items()
+            for d in r["devices"]
+        )
+    except FileNotFoundError:
+        notes.append(f"no device resources: no device-manager checkpoint under {root}")
+    except (OSError, ValueError, KeyError, CommandError) as e:
+        notes.append(f"no device resources: {e}")
+    return Overlay(pools, allocs, devices, "; ".join(sources), tuple(notes))
+
+
+def _decode_device_checkpoint(raw: bytes):
+    from agent.devicemanager.checkpoint import decode  # pulls in grpc: only when there is a file
+
+    return decode(raw)

@@ -1,0 +1,142 @@
+"""kill -9 of the daemon leaves workloads running; a restarted runtime re-attaches,
+records exits that happened meanwhile, repairs drifted settings, and finishes
+stops that were cut short. The "daemon" is tests/integration/runtime/driver.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pickle
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.workloads.model import ContainerState, PodPhase
+
+pytestmark = pytest.mark.timeout(180)
+
+DRIVER = Path(__file__).with_name("driver.py")
+
+
+def start_driver(env, mode: str) -> subprocess.Popen:
+    env.root.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, str(DRIVER), str(env.root), env.subtree, mode], stdout=subprocess.PIPE,
+                            text=True)
+    line = proc.stdout.readline()
+    assert line.strip() == "ready", line
+    return proc
+
+
+def admitted(env) -> list:
+    return [pickle.loads(p.read_bytes()) for p in sorted((env.root / "admitted").glob("*.pkl"))]
+
+
+def workload_pids(uids: set[str]) -> dict[int, str]:
+    """Processes anywhere on the machine that carry one of these pod uids in their environment."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            envs = (d / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for e in envs:
+            if e.startswith(b"HWAGENT_POD_UID=") and e[16:].decode() in uids:
+                out[int(d.name)] = e[16:].decode()
+    return out
+
+
+def test_kill9_leaves_workloads_running_and_restore_reattaches(env):
+    proc = start_driver(env, "steady")
+    pods = {p.spec.name: p for p in admitted(env)}
+    assert set(pods) == {"runner", "quitter", "polite"}
+    mains = {p.uid: (env.root / "runtime" / p.uid / "main" / "pid").read_text().split() for p in pods.values()}
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.3)
+    # the daemon is gone, the workloads and their shims are not
+    for shim, pid in mains.values():
+        os.kill(int(shim), 0)
+        os.kill(int(pid), 0)
+    # while it is down: one workload exits with a status, one setting drifts
+    (env.root / "quit").touch()
+    rel = f"{env.subtree}/pod{pods['runner'].uid}/main"
+    cpu_dir = next(h.root for h in env.cgroups.hierarchies if "cpu" in h.controllers)
+    (cpu_dir / rel.lstrip("/") / "cpu.shares").write_text("1024")
+    time.sleep(0.5)
+
+    async def go():
+        rt = env.runtime()
+        await rt.restore(admitted(env))
+        st = await env.sink.wait(pods["quitter"].uid, lambda s: s.phase.terminal)
+        assert st.phase == PodPhase.FAILED and st.containers[0].exit_code == 3
+        assert env.cgroups.read(rel, "cpu.shares") == "512"  # re-applied
+        assert rt.status(pods["runner"].uid).containers[0].state == ContainerState.RUNNING
+        # re-attached: a stop after the restart still sees the exit, with its status
+        await rt.stop(pods["polite"].uid, 5)
+        st = env.sink.last(pods["polite"].uid)
+        assert st.phase == PodPhase.SUCCEEDED and st.containers[0].exit_code == 0
+        # the restarted runtime supervises: kill the Always workload, it comes back
+        old = rt.status(pods["runner"].uid).containers[0].pid
+        os.kill(old, signal.SIGKILL)
+        st = await env.sink.wait(pods["runner"].uid, lambda s: s.containers[0].restart_count == 1
+                                 and s.containers[0].state == ContainerState.RUNNING)
+        assert st.containers[0].pid != old
+        await rt.stop(pods["runner"].uid, 0)
+        assert env.dirs() == []
+        assert workload_pids({p.uid for p in pods.values()}) == {}
+
+    asyncio.run(go())
+
+
+def test_kill9_during_launch_and_stop_churn_leaks_nothing(env):
+    rng = random.Random(os.getpid())
+    for round_ in range(3):
+        proc = start_driver(env, "churn")
+        time.sleep(rng.uniform(0.2, 1.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        registry = admitted(env)
+        statuses = [json.loads(line) for line in (env.root / "status.jsonl").read_text().splitlines()]
+        every = {s["uid"] for s in statuses} | {p.uid for p in registry}
+
+        async def go():
+            rt = env.runtime()
+            env.sink.history.clear()
+            await rt.restore(registry)
+            # a launch the kill cut short starts again: wait until every pod has settled
+            for p in registry:
+                st = rt.status(p.uid)
+                if st is not None and st.phase == PodPhase.PENDING:
+                    await env.sink.wait(p.uid, lambda s: s.phase != PodPhase.PENDING)
+            alive = workload_pids(every)
+            known = {p.uid for p in registry}
+            # never a process without an admitted pod
+            assert set(alive.values()) <= known, (round_, set(alive.values()) - known)
+            # an admitted pod is running, or reported terminal (admission then releases it)
+            for p in registry:
+                st = rt.status(p.uid) or env.sink.last(p.uid)
+                assert st is not None, p.spec.name
+                if st.phase.terminal:
+                    assert p.uid not in alive.values()
+                else:
+                    assert st.phase == PodPhase.RUNNING, (p.spec.name, st)
+                    assert p.uid in alive.values()
+            # no cgroup of a pod that is not admitted
+            pod_dirs = env.cgroups.pod_dirs()
+            assert {d[3:] for d in pod_dirs} <= known
+            await asyncio.gather(*(rt.stop(p.uid, 0) for p in registry))
+            assert env.dirs() == []
+            assert workload_pids(every) == {}
+            assert not any((env.root / "runtime").iterdir())
+
+        asyncio.run(go())
+        for f in (env.root / "admitted").glob("*.pkl"):
+            f.unlink()

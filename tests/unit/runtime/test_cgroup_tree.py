@@ -1,0 +1,101 @@
+"""WorkloadCgroups on fixture trees: a pure v2 host (which this machine is not) and
+v1 with co-mounted controllers; path checks; a missing controller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.cgroups.detect import CgroupError, detect
+from agent.cgroups.limits import CgroupLimits
+from agent.cgroups.workload import CgroupSetupError, WorkloadCgroups
+from agent.cpuset import CPUSet
+
+
+def v2_tree(root: Path, controllers: str = "cpuset cpu io memory pids") -> Path:
+    root.mkdir()
+    (root / "cgroup.controllers").write_text(controllers + "\n")
+    (root / "cgroup.subtree_control").write_text("\n")
+    (root / "cgroup.procs").write_text("")
+    (root / "cpuset.mems.effective").write_text("0-1\n")
+    return root
+
+
+def lim(**kw) -> CgroupLimits:
+    base = dict(cpus=CPUSet.parse("2-3"), mems=CPUSet.parse("1"), cpu_shares=1024, cpu_quota_us=50000,
+                memory_limit=1 << 28, pids_max=64, needs=frozenset({"cpuset", "cpu", "memory", "pids"}))
+    base.update(kw)
+    return CgroupLimits(**base)
+
+
+def test_v2_create_enables_controllers_and_writes_limits(tmp_path):
+    root = v2_tree(tmp_path / "cg")
+    cg = WorkloadCgroups(detect(root), "/hwagent.slice")
+    rel = cg.path("podu1", "main")
+    procs = cg.create(rel, lim())
+    assert procs == [str(root / "hwagent.slice/podu1/main/cgroup.procs")]
+    for d in (root, root / "hwagent.slice", root / "hwagent.slice/podu1"):
+        assert (d / "cgroup.subtree_control").read_text() == "+cpu +cpuset +memory +pids"
+    d = root / "hwagent.slice/podu1/main"
+    assert (d / "cpuset.cpus").read_text() == "2-3"
+    assert (d / "cpuset.mems").read_text() == "1"
+    assert (d / "cpu.weight").read_text() == "39"
+    assert (d / "cpu.max").read_text() == "50000 100000"
+    assert (d / "memory.max").read_text() == str(1 << 28)
+    assert (d / "pids.max").read_text() == "64"
+    assert cg.root_mems() == "0-1"
+    # drift: a changed limit is rewritten, cpuset files are the CPU policy's
+    (d / "pids.max").write_text("max")
+    (d / "cpuset.cpus").write_text("0")
+    assert cg.reapply(rel, lim()) == ["main/pids.max"]
+    assert (d / "pids.max").read_text() == "64" and (d / "cpuset.cpus").read_text() == "0"
+
+
+def test_v2_without_a_controller_is_a_clear_error_and_leaves_nothing(tmp_path):
+    root = v2_tree(tmp_path / "cg", controllers="cpuset cpu memory")
+    cg = WorkloadCgroups(detect(root), "/hwagent.slice")
+    with pytest.raises(CgroupSetupError, match="cgroup controller pids is not available"):
+        cg.create(cg.path("podu1", "main"), lim())
+    assert not (root / "hwagent.slice" / "podu1").exists()
+
+
+def test_reclaimed_on_a_kernel_without_cpu_idle(tmp_path):
+    root = v2_tree(tmp_path / "cg")
+    cg = WorkloadCgroups(detect(root), "/hwagent.slice")
+    rel = cg.path("podu1", "main")
+    with pytest.raises(CgroupSetupError, match="no cpu.idle"):
+        cg.create(rel, lim(cpu_idle=True))
+    # (that the directory is removed again is shown on the real kernel: a fixture
+    # tree's control files are regular files, which rmdir does not remove)
+
+
+def test_v1_comounted_controllers_are_one_directory(tmp_path):
+    root = tmp_path / "cg"
+    (root / "cpu,cpuacct").mkdir(parents=True)
+    (root / "cpu").symlink_to("cpu,cpuacct")
+    (root / "cpuacct").symlink_to("cpu,cpuacct")
+    for c in ("cpuset", "memory", "pids", "devices"):
+        (root / c).mkdir()
+    (root / "cpuset" / "cpuset.cpus").write_text("0-3\n")
+    (root / "cpuset" / "cpuset.mems").write_text("0\n")
+    cg = WorkloadCgroups(detect(root), "/hwagent.slice")
+    assert sorted(h.controllers for h in cg.hierarchies) == [("cpu", "cpuacct"), ("cpuset",), ("devices",),
+                                                             ("memory",), ("pids",)]
+    procs = cg.create(cg.path("podu1", "main"), lim())
+    assert len(procs) == 5
+    # the intermediate cpusets got the root's CPUs and nodes (v1 starts them empty)
+    assert (root / "cpuset/hwagent.slice/cpuset.cpus").read_text() == "0-3"
+    assert (root / "cpuset/hwagent.slice/podu1/cpuset.mems").read_text() == "0"
+    assert (root / "cpu,cpuacct/hwagent.slice/podu1/main/cpu.cfs_quota_us").read_text() == "50000"
+
+
+def test_paths_outside_the_subtree_are_refused(tmp_path):
+    cg = WorkloadCgroups(detect(v2_tree(tmp_path / "cg")), "/hwagent.slice")
+    for bad in ("/hwagent.slice", "/kubepods/pod1/c", "/hwagent.slice/../kubepods", "/hwagent.slicex/p/c", "rel/p"):
+        assert not cg.owns(bad)
+        with pytest.raises((CgroupError, ValueError)):
+            cg.kill(bad)
+    assert cg.owns("/hwagent.slice/podu1/main")
+    with pytest.raises(CgroupError):
+        WorkloadCgroups(detect(tmp_path / "cg"), "/")

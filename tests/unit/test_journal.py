@@ -1,0 +1,143 @@
+"""agent.journal: group commit (one fdatasync for every record waiting, each
+caller answered after the sync holding its record), compaction into a new
+snapshot with rotation, snapshots on request, resume without rewriting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+
+from agent.journal import Journal, StateCorrupt
+
+
+class ListCodec:
+    def empty(self):
+        return []
+
+    def decode_snapshot(self, raw):
+        try:
+            d = json.loads(raw)
+            return list(d["items"]), int(d["seq"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise StateCorrupt(str(e)) from None
+
+    def encode_snapshot(self, state, seq):
+        return json.dumps({"items": list(state), "seq": seq}).encode()
+
+    def apply(self, state, payload):
+        state.append(int(payload))
+        return state
+
+
+def _open(path, **kw):
+    j = Journal(path, ListCodec(), **kw)
+    items = j.recover().state
+    j.start(list(items), capture=lambda: list(items))
+    return j, items
+
+
+def _recovered(path):
+    j = Journal(path, ListCodec())
+    try:
+        return j.recover()
+    finally:
+        j.close_sync()
+
+
+def test_records_waiting_during_a_sync_share_the_next_one(tmp_path, monkeypatch):
+    release = threading.Event()
+    entered = threading.Event()
+    real = os.fdatasync
+    calls = []
+
+    def slow_sync(fd):
+        calls.append(fd)
+        if len(calls) == 1:
+            entered.set()
+            release.wait(10)
+        real(fd)
+
+    async def main():
+        j, items = _open(tmp_path / "s.json")
+        monkeypatch.setattr(os, "fdatasync", slow_sync)
+        items.append(0)
+        first = j.append(b"0")
+        while not entered.is_set():
+            await asyncio.sleep(0.001)
+        later = []
+        for v in range(1, 11):
+            items.append(v)
+            later.append(j.append(str(v).encode()))
+        await asyncio.sleep(0.05)
+        assert not first.done() and not any(f.done() for f in later)  # nobody answered before its sync
+        release.set()
+        await first
+        await asyncio.gather(*later)
+        assert j.syncs == 2 and j.records == 11  # 1 + 10 records, two fdatasyncs
+        await j.close()
+
+    asyncio.run(main())
+    assert _recovered(tmp_path / "s.json").state == list(range(11))
+
+
+def test_compaction_rotates_snapshots_and_drops_the_old_journal(tmp_path):
+    path = tmp_path / "s.json"
+
+    async def main():
+        j, items = _open(path, compact_bytes=512)
+        for v in range(200):
+            items.append(v)
+            await j.append(str(v).encode())
+        await j.drain()
+        assert j.snapshots >= 1
+        assert not (tmp_path / "s.json.wal.1").exists()
+        assert (tmp_path / "s.json.wal").stat().st_size < 512 + 64
+        await j.close()
+
+    asyncio.run(main())
+    rec = _recovered(path)
+    assert rec.state == list(range(200)) and rec.snapshot_seq > 0 and rec.problems == []
+
+
+def test_snapshot_on_request_and_resume_without_rewrite(tmp_path):
+    path = tmp_path / "s.json"
+
+    async def main():
+        j, items = _open(path)
+        for v in range(5):
+            items.append(v)
+            await j.append(str(v).encode())
+        j.request_snapshot()
+        await j.drain()
+        assert json.loads(path.read_bytes()) == {"items": [0, 1, 2, 3, 4], "seq": 5}
+        await j.close()
+
+    asyncio.run(main())
+    before = path.read_bytes()
+
+    async def again():
+        j = Journal(path, ListCodec())
+        items = j.recover().state
+        j.resume(capture=lambda: list(items))
+        items.append(5)
+        await j.append(b"5")
+        await j.close()
+
+    asyncio.run(again())
+    assert path.read_bytes() == before  # resumed: appended, snapshot untouched
+    assert _recovered(path).state == list(range(6))
+
+
+def test_barrier_waits_for_pending_records(tmp_path):
+    async def main():
+        j, items = _open(tmp_path / "s.json")
+        items.append(1)
+        fut = j.append(b"1")
+        await j.barrier()
+        assert fut.done() and j.durable_seq == 1
+        await j.barrier()  # nothing pending: returns at once
+        await j.close()
+
+    asyncio.run(main())

@@ -1,0 +1,52 @@
+"""`hwagent launch` flags -> the Pod manifest they mean (no daemon needed)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import pytest
+
+from agent.cli import CommandError
+from agent.commands import launch
+from agent.commands.launch import ENHANCEMENT_KEY, QOS_KEY, add_parser, manifest_from_flags
+from agent.workloads.manifest import parse_manifest
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    return parser.parse_args(["launch", *argv])
+
+
+@pytest.mark.parametrize("extra", [(), ("--numa-binding",)], ids=["implied", "explicit"])
+def test_dedicated_is_numa_bound_with_or_without_the_flag(extra: tuple[str, ...]) -> None:
+    # the CPU policy serves dedicated cores only NUMA-bound (issue 13's `launch --cpus 1 --qos dedicated`)
+    m = manifest_from_flags(parse("--name", "hog", "--cpus", "1", "--qos", "dedicated", *extra, "--", "sh"))
+    ann = m["metadata"]["annotations"]
+    assert ann[QOS_KEY] == "dedicated_cores"
+    assert json.loads(ann[ENHANCEMENT_KEY]) == {"numa_binding": "true"}
+    assert m["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
+
+
+@pytest.mark.parametrize("qos", ["shared", "reclaimed", "system", None])
+def test_other_qos_levels_are_not_bound_unless_asked(qos: str | None) -> None:
+    argv = ["--name", "w", "--cpu-request", "500m", *(["--qos", qos] if qos else []), "--", "sh"]
+    assert ENHANCEMENT_KEY not in manifest_from_flags(parse(*argv))["metadata"].get("annotations", {})
+    bound = manifest_from_flags(parse(*argv[:-2], "--numa-binding", "--", "sh"))
+    assert json.loads(bound["metadata"]["annotations"][ENHANCEMENT_KEY]) == {"numa_binding": "true"}
+
+
+def test_a_launch_without_name_gets_one_from_its_command():
+    m1 = launch.manifest_from_flags(parse("--cpus", "1", "--", "/usr/bin/Stress_NG", "--cpu", "1"))
+    m2 = launch.manifest_from_flags(parse("--cpus", "1", "--", "/usr/bin/Stress_NG", "--cpu", "1"))
+    n1, n2 = m1["metadata"]["name"], m2["metadata"]["name"]
+    assert re.fullmatch(r"stress-ng-[a-z0-9]{5}", n1) and n1 != n2
+    # the generated name is one the manifest validator accepts
+    assert parse_manifest(json.dumps(m1)).pod.name == n1
+
+
+def test_no_command_is_a_clear_error():
+    with pytest.raises(CommandError, match="command to run is missing"):
+        launch.manifest_from_flags(parse("--cpus", "1"))
