@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from agent.cgroups.paths import CgroupPathError, validate_rel_path
 
@@ -85,3 +85,17 @@ class DaemonConfig:
                 raise ValueError(f"workload_cgroup_roots: {root!r}: {e}") from None
         if not 0 < self.stop_timeout_seconds <= 3600:
             raise ValueError(f"stop_timeout_seconds: must be in (0, 3600], got {self.stop_timeout_seconds}")
+
+
+def workload_cgroup_roots(config: Any) -> tuple[str, ...]:
+    """Every subtree whose cgroups hwagent may bind, enforce and kill: the configured
+    roots plus the workload runtime's own subtree, which is a workload root by
+    definition (a runtime moved to another subtree must not lose its pods' cpusets
+    and eviction). One answer for the CPU policy and the pressure engine."""
+    roots = tuple(config["daemon"].workload_cgroup_roots)
+    runtime = config.sections.get("runtime") if hasattr(config, "sections") else None
+    if runtime is not None and getattr(runtime, "enabled", False):
+        subtree = "/" + str(runtime.cgroup_subtree).strip("/")
+        if subtree not in roots:
+            roots += (subtree,)
+    return roots

@@ -138,7 +138,9 @@ async def main(n: int, background: int) -> None:
     # shared pods join their pool after the transition period; 0 here, and ramp-up is
     # completed after setup, so the 1,000 background pods are in the steady state
     policy = DynamicPolicy(topo, PolicyOptions(reserved_count=2, transition_period_s=0), pod_running=lambda uid: True)
-    engine = CPUEngine(policy, CheckpointStore(base / "cpu"))
+    store = CheckpointStore(base / "cpu")
+    engine = CPUEngine(policy, store)
+    store.save(policy.state)  # snapshot + open journal, as the CPU component does at start
     services: dict = {"cpu_policy": CPUPolicyService(SimpleNamespace(engine=engine)), "devicemanager": dm}
     registry = Registry(PodFileStore(base / "pods"))
     tm = TopologyManager(TopologyManagerConfig(policy="single-numa-node"), topo.numa_ids)

@@ -21,6 +21,7 @@ from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups, validate_rel_path
 from agent.component import DaemonContext
+from agent.daemon_config import workload_cgroup_roots
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
 from agent.cpu.config import CPUConfig
 from agent.cpu.engine import CPUEngine
@@ -127,7 +128,7 @@ class CPUPolicyComponent:
     async def start(self, ctx: DaemonContext) -> None:
         from agent.cpu.server import serve  # grpc import stays out of factory import time
 
-        self.cgroup_roots = tuple(ctx.config["daemon"].workload_cgroup_roots)
+        self.cgroup_roots = workload_cgroup_roots(ctx.config)
 
         self._ctx = ctx
         from agent.cpu.calculator import TopoIndex

@@ -22,6 +22,7 @@ from prometheus_client import REGISTRY
 
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
 from agent.component import DaemonContext
+from agent.daemon_config import workload_cgroup_roots
 from agent.pressure.config import PressureConfig
 from agent.pressure.actions import StandaloneEviction
 from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult
@@ -49,7 +50,7 @@ class PressureComponent:
     async def start(self, ctx: DaemonContext) -> None:
         cfg = ctx.config["pressure"]
         dcfg = ctx.config["daemon"]
-        roots = getattr(dcfg, "workload_cgroup_roots", DEFAULT_WORKLOAD_ROOTS)
+        roots = workload_cgroup_roots(ctx.config) if hasattr(dcfg, "workload_cgroup_roots") else DEFAULT_WORKLOAD_ROOTS
         action = None
         if ctx.mode == "standalone":
             from agent.contracts import RUNTIME

@@ -14,6 +14,7 @@ relies on.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import tomllib
 from collections.abc import Iterator, Mapping

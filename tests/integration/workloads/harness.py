@@ -83,7 +83,9 @@ async def pipeline(
             await plugin.register(h.socket, RES)
             await until(lambda: h.cap()[0] == len(devs), what="plugin devices")
             pol = DynamicPolicy(topo, PolicyOptions(reserved_count=reserved))
-            engine = CPUEngine(pol, CheckpointStore(base / "cpu"))
+            store = CheckpointStore(base / "cpu")
+            engine = CPUEngine(pol, store)
+            store.save(pol.state)  # a fresh snapshot and an open journal, as the CPU component does at start
             services: dict[str, Any] = {
                 "cpu_policy": CPUPolicyService(SimpleNamespace(engine=engine)),  # type: ignore[arg-type]
                 "devicemanager": h.manager,
