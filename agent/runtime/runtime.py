@@ -150,6 +150,9 @@ class WorkloadRuntime:
             return
         p = self._new_pod(pod, PodRecord(pod.uid, pod.spec.key))
         self._pods[pod.uid] = p
+        # the pod's state dir exists before any of its cgroups: restore() treats as orphans
+        # only pods this runtime has state for, never another daemon's cgroups in the subtree
+        await self._save(p)
         p.task = asyncio.get_running_loop().create_task(self._main(p, {}), name=f"pod-{pod.spec.key}")
         await self._wait_first(p)
 
@@ -523,13 +526,21 @@ class WorkloadRuntime:
         p.first.set()
 
     async def _remove_orphans(self, known: set[str]) -> None:
-        """Runtime state and cgroups of pods admission no longer has: killed, removed."""
+        """Runtime state and cgroups of pods admission no longer has: killed, removed.
+
+        Only pods this runtime has state for (its root dir) are its orphans: a pod
+        cgroup in the subtree without state here belongs to another hwagent sharing the
+        subtree (another root dir) and is left alone, said once in the log."""
         uids: set[str] = set()
         with contextlib.suppress(OSError):
             uids |= {d.name for d in self.state_root.iterdir() if d.is_dir()}
-        for name in self.cgroups.pod_dirs():
-            if name.startswith("pod"):
-                uids.add(name[3:])
+        foreign = sorted(
+            name[3:] for name in self.cgroups.pod_dirs()
+            if name.startswith("pod") and name[3:] not in uids and name[3:] not in known
+        )
+        if foreign:
+            log.warning("foreign_pod_cgroups_left pods=%s: no state for them under %s", ",".join(foreign),
+                        self.state_root)
         for uid in sorted(uids - known):
             log.warning("orphan_pod_removed uid=%s", uid)
             try:

@@ -333,3 +333,27 @@ def test_one_container_that_cannot_start_fails_the_pod_and_stops_the_others(env)
         assert env.dirs() == []
 
     run(go())
+
+
+def test_restore_leaves_another_daemons_pods_in_a_shared_subtree_alone(env, tmp_path):
+    """Two hwagents with different root dirs and the same cgroup subtree: the second one's
+    restore must not take the first one's running pod for an orphan and kill it (it did)."""
+    async def go():
+        first = env.runtime()
+        pod = make_pod("keep", ["sleep", "300"])
+        await first.run(pod)
+        await env.sink.wait(pod.uid, lambda st: st.phase == PodPhase.RUNNING)
+        from agent.cgroups.workload import WorkloadCgroups
+        from agent.runtime.runtime import WorkloadRuntime
+
+        other = WorkloadRuntime(env.cfg, WorkloadCgroups(env.layout, env.subtree), tmp_path / "other-root",
+                                lambda: env.sink)
+        await other.restore([])
+        await asyncio.sleep(0.5)
+        assert first.status(pod.uid).phase == PodPhase.RUNNING
+        # nothing was reported for it: no kill, no exit
+        assert env.sink.history[pod.uid][-1].phase == PodPhase.RUNNING
+        await first.stop(pod.uid, grace_s=1)
+        assert env.dirs() == []
+
+    run(go())
