@@ -148,6 +148,12 @@ EOT
     # the initramfs's mounts of /proc, /sys, /dev stay where they are under the new root
     say "switching root to systemd at $(up)s"
     ln -sf vmtest.target $U/default.target
+    # tmpfiles' boot clean-up empties /tmp: where the checkout lives under the host's /tmp
+    # (CI clones there) it would delete the checkout from the guest's view, walking the
+    # whole host /tmp over 9p under TCG for minutes first. The test target needs none of it.
+    for u in systemd-tmpfiles-setup.service systemd-tmpfiles-clean.service systemd-tmpfiles-clean.timer; do
+        ln -sf /dev/null $U/$u
+    done
     exec switch_root $R /lib/systemd/systemd --unit=vmtest.target --log-target=console --log-level=warning
 fi
 HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb LANG=C.UTF-8 \
