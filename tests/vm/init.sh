@@ -154,7 +154,9 @@ EOT
     for u in systemd-tmpfiles-setup.service systemd-tmpfiles-clean.service systemd-tmpfiles-clean.timer; do
         ln -sf /dev/null $U/$u
     done
-    exec switch_root $R /lib/systemd/systemd --unit=vmtest.target --log-target=console --log-level=warning
+    # systemd logs to the journal as on a node, so `journalctl -u hwagent` has its lines
+    # about the unit (start, watchdog, restart) beside the daemon's own
+    exec switch_root $R /lib/systemd/systemd --unit=vmtest.target
 fi
 HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb LANG=C.UTF-8 \
     chroot $R /bin/sh -c 'cd "$1" && exec /bin/sh /out/cmd.sh' vmtest "$CWD"
