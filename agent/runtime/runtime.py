@@ -510,6 +510,14 @@ class WorkloadRuntime:
                     "ContainerCreating", "PodInitializing") and message.startswith(f"container {ctr.spec.name}:"):
                 ctr.status = replace(ctr.status, state=ContainerState.TERMINATED, reason="StartError",
                                      message=message, exit_code=128, finished_at=self.clock())
+            elif ctr.status.state == ContainerState.WAITING:
+                # a terminal pod runs nothing more: a container still being created (its
+                # sibling failed first) or waiting out a back-off will never start
+                ran = ctr.status.exit_code is not None
+                ctr.status = replace(ctr.status, state=ContainerState.TERMINATED, finished_at=self.clock(),
+                                     reason=("Completed" if ctr.status.exit_code == 0 else "Error") if ran
+                                     else "NotStarted",
+                                     message=ctr.status.message if ran else f"the pod ended ({reason}) before it started")
             if ctr.bound:
                 await self._bind(p, ctr, None)
         p.phase, p.reason, p.message, p.finished_at = phase, reason, message, self.clock()
