@@ -26,7 +26,7 @@ __all__ = ["Config", "ConfigError", "dumps", "load", "loads", "SECTIONS", "secti
 
 #: section name -> "module:DataclassName". Every field needs a default.
 SECTIONS: dict[str, str] = {
-    "daemon": "agent.daemon_config:DaemonConfig",
+    "daemon": "agent.daemon.config:DaemonConfig",
     "cpu": "agent.cpu.config:CPUConfig",
     "devicemanager": "agent.devicemanager.config:DeviceManagerConfig",
     "devices": "agent.devices.config:DevicesConfig",

@@ -48,7 +48,7 @@ from agent.cpu.hints import Hint  # noqa: E402
 from agent.cpu.policy import DynamicPolicy, PolicyOptions, Request  # noqa: E402
 from agent.cpu.qos import CPU_ENHANCEMENT_KEY, MEMORY_ENHANCEMENT_KEY, QOS_KEY  # noqa: E402
 from agent.cpu.server import serve  # noqa: E402
-from agent.daemon import freeze_startup_heap  # noqa: E402
+from agent.daemon.daemon import freeze_startup_heap  # noqa: E402
 from agent.topology.model import synthetic  # noqa: E402
 
 BIND = json.dumps({"numa_binding": "true", "numa_exclusive": "false"})

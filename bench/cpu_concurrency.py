@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb  # noqa: E402
 from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc  # noqa: E402
 from agent.cpu.checkpoint import CheckpointStore  # noqa: E402
-from agent.daemon import freeze_startup_heap  # noqa: E402
+from agent.daemon.daemon import freeze_startup_heap  # noqa: E402
 
 from bench.cpu import ServerThread, populate, start_noop, start_real, stop_real  # noqa: E402
 

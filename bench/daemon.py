@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from prometheus_client import Gauge, start_http_server  # noqa: E402
 
-from agent.metrics_http import HealthReport, MetricsServer  # noqa: E402
+from agent.daemon.metrics_http import HealthReport, MetricsServer  # noqa: E402
 
 
 def _scrape(url: str) -> float:
@@ -145,7 +145,7 @@ def bench_startup(rounds: int) -> None:
              "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(b'READY=1', os.environ['NOTIFY_SOCKET']);"
              "signal.sigwait({signal.SIGTERM})"]
     run = ["run", "--root-dir", "{root}", "--metrics-address", "127.0.0.1:0", "--mode", "standalone"]
-    bare = [py, "-c", "import sys, agent.daemon as d; d.COMPONENTS = (); from agent.cli import main;"
+    bare = [py, "-c", "import sys, agent.daemon.daemon as d; d.COMPONENTS = (); from agent.cli import main;"
             "sys.exit(main(sys.argv[1:]))", *run]
     full = [str(Path(py).parent / "hwagent"), *run]
     results: dict[str, list[float]] = {"floor": [], "bare": [], "full": [], "probes": []}

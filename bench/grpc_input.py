@@ -50,7 +50,7 @@ def _serve(sock: str, mode: str, log_path: str, ready) -> None:
     from agent.devices.config import ResourceRule
     from agent.devices.model import Device
     from agent.deviceplugin import server as srv
-    from agent.logging_setup import setup_logging
+    from agent.daemon.logs import setup_logging
 
     handler = setup_logging("info", stream=open(log_path, "w"), journald=False)
     if mode == "inline":

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 
-from agent.pressure.doctor import run_checks
+from agent.doctor import run_checks
 from agent.commands._format import add_format_option
 
 

@@ -11,7 +11,7 @@ import os
 
 from agent.cli import CommandError
 from agent.config import Config, ConfigError, dumps, load
-from agent.logging_setup import LEVELS, setup_logging
+from agent.daemon.logs import LEVELS, setup_logging
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     # the CLI's other commands need none of this: keep `hwagent topology` quick to start
     import asyncio
 
-    from agent.daemon import Daemon
+    from agent.daemon.daemon import Daemon
 
     # SIGHUP re-reads the same file with the same flags on top
     return asyncio.run(Daemon(config, reload_config=lambda: effective_config(args)).run())

@@ -20,8 +20,8 @@ from typing import Any
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups, validate_rel_path
-from agent.component import DaemonContext
-from agent.daemon_config import workload_cgroup_roots
+from agent.daemon.component import DaemonContext
+from agent.daemon.config import workload_cgroup_roots
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
 from agent.cpu.config import CPUConfig
 from agent.cpu.engine import CPUEngine

@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 from agent.devicemanager.config import DeviceManagerConfig
 from agent.devicemanager.manager import DeviceManager
 from agent.devicemanager.registration import RegistrationServer

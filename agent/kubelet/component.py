@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 from agent.contracts import ServiceKey
 from agent.cpuset import CPUSet
 from agent.kubelet.config import KubeletConfig

@@ -22,7 +22,7 @@ from typing import Any
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.devbpf import DevicePrograms
 from agent.cgroups.workload import WorkloadCgroups
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 from agent.contracts import RUNTIME, WORKLOADS
 from agent.runtime.config import RuntimeConfig
 from agent.runtime.runtime import WorkloadRuntime

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 
 log = logging.getLogger("hwagent.status")
 

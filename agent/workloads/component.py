@@ -22,7 +22,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 from agent.contracts import WORKLOADS
 from agent.workloads.config import WorkloadsConfig
 

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 from agent.config import section_defaults
 from agent.cpu.component import CPUPolicyComponent
 from agent.pods import StaticActivePods

@@ -24,7 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent import __version__
-from agent.daemon import ROOT_LAYOUT
+from agent.daemon.daemon import ROOT_LAYOUT
 from agent.topology.sysfs import read_topology
 
 REPO = Path(__file__).resolve().parents[3]
@@ -105,7 +105,7 @@ class Daemon:
             cmd = [str(HWAGENT), *argv]
         else:
             # the real CLI with COMPONENTS swapped for test components (as a future COMPONENTS line would)
-            code = ("import sys, agent.daemon as d; d.COMPONENTS = tuple(filter(None, sys.argv[1].split(',')));"
+            code = ("import sys, agent.daemon.daemon as d; d.COMPONENTS = tuple(filter(None, sys.argv[1].split(',')));"
                     "from agent.cli import main; sys.exit(main(sys.argv[2:]))")
             cmd = [sys.executable, "-c", code, ",".join(components), *argv]
         full_env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC",

@@ -19,7 +19,7 @@ import grpc
 
 from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb
 from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc
-from agent.metrics_http import ACCEPT_BACKLOG, MAX_CONNECTIONS
+from agent.daemon.metrics_http import ACCEPT_BACKLOG, MAX_CONNECTIONS
 
 from .test_lifecycle import daemons, get, metrics_url, systemd  # noqa: F401 - fixtures
 

@@ -44,7 +44,7 @@ def test_unit_is_a_notify_service_with_watchdog_and_restart():
     assert re.fullmatch(r"\d+s", svc["WatchdogSec"])
     assert svc["ExecStart"].split()[:2] == [INSTALLED, "run"]
     # the stop timeout leaves room for the daemon's per-component stop timeout
-    from agent.daemon_config import DaemonConfig
+    from agent.daemon.config import DaemonConfig
 
     assert int(svc["TimeoutStopSec"].rstrip("s")) > DaemonConfig().stop_timeout_seconds
     # the default root dir is the unit's state directory
@@ -52,8 +52,8 @@ def test_unit_is_a_notify_service_with_watchdog_and_restart():
 
 
 def test_unit_reloads_bounds_descriptors_and_does_not_retry_config_errors():
-    from agent.daemon import EXIT_CONFIG
-    from agent.metrics_http import MAX_CONNECTIONS
+    from agent.daemon.daemon import EXIT_CONFIG
+    from agent.daemon.metrics_http import MAX_CONNECTIONS
 
     unit = unit_directives()
     svc = unit["Service"]

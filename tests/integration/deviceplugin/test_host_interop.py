@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 from agent.config import loads
 from agent.deviceplugin.component import factory as plugins_factory
 from agent.devicemanager.component import factory as host_factory

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 
 from agent.config import section_defaults
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 from agent.cpuset import CPUSet
 from agent.pressure.component import PressureComponent, factory
 from agent.topology.model import synthetic

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 from agent.config import loads
 from agent.contracts import WORKLOADS
 from agent.workloads.component import STATE_DIR, factory

@@ -11,7 +11,7 @@ from agent.cgroups.paths import (
     pod_cgroup_candidates,
     validate_rel_path,
 )
-from agent.daemon_config import DaemonConfig
+from agent.daemon.config import DaemonConfig
 
 
 @pytest.mark.parametrize(

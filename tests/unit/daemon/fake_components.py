@@ -11,7 +11,7 @@ import os
 import socket
 from pathlib import Path
 
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 
 EVENTS: list[tuple[str, str]] = []
 #: component name -> healthy(); tests flip it

@@ -9,7 +9,7 @@ import pytest
 
 from agent import config as config_mod
 from agent.config import Config, ConfigError, dumps, load, loads, section_defaults
-from agent.daemon_config import DaemonConfig
+from agent.daemon.config import DaemonConfig
 
 
 def test_no_file_is_the_embedded_defaults():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.config import loads
-from agent.config_checks import config_warnings
+from agent.daemon.checks import config_warnings
 from agent.topology.model import synthetic
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.config import ConfigError, section_defaults
-from agent.config_reload import DAEMON_LIVE_SETTINGS, plan_reload
+from agent.daemon.reload import DAEMON_LIVE_SETTINGS, plan_reload
 from agent.pressure.engine import LIVE_SETTINGS
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import load
-from agent.daemon import (
+from agent.daemon.daemon import (
     EXIT_FAILED,
     EXIT_OK,
     PID_FILE,
@@ -24,7 +24,7 @@ from agent.daemon import (
     prepare_root,
     resolve_mode,
 )
-from agent.daemon_config import DaemonConfig
+from agent.daemon.config import DaemonConfig
 from agent.topology import synthetic
 from tests.unit.daemon import fake_components as fc
 

@@ -7,7 +7,7 @@ import logging
 
 from prometheus_client import REGISTRY
 
-from agent.logging_setup import RepeatLimiter, setup_logging
+from agent.daemon.logs import RepeatLimiter, setup_logging
 
 
 def _suppressed(logger: str, level: str) -> float:

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from agent.logging_setup import LogfmtFormatter, logfmt_value, setup_logging, stream_is_journald
+from agent.daemon.logs import LogfmtFormatter, logfmt_value, setup_logging, stream_is_journald
 
 
 def _record(msg="hello", level=logging.INFO, exc=None, **extra):
@@ -137,7 +137,7 @@ def test_setup_logging_replaces_its_own_handler():
     ],
 )
 def test_split_event(message, expected):
-    from agent.logging_setup import split_event
+    from agent.daemon.logs import split_event
 
     assert split_event(message) == expected
 

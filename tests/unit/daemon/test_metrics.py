@@ -10,8 +10,9 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent import __version__, metrics
-from agent.metrics_http import HealthReport, MetricsServer, handle_request
+from agent import __version__
+from agent.daemon import metrics
+from agent.daemon.metrics_http import HealthReport, MetricsServer, handle_request
 from agent.topology import synthetic
 
 

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from agent.sdnotify import Notifier, socket_address, watchdog_interval
+from agent.daemon.sdnotify import Notifier, socket_address, watchdog_interval
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.config import loads
-from agent.daemon_config import workload_cgroup_roots
+from agent.daemon.config import workload_cgroup_roots
 
 
 def test_runtime_subtree_joins_the_configured_roots():

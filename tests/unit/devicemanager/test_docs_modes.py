@@ -6,7 +6,7 @@ import re
 import stat
 from pathlib import Path
 
-from agent.daemon import SUBDIR_MODE, prepare_root
+from agent.daemon.daemon import SUBDIR_MODE, prepare_root
 from agent.unixsock import ensure_private_dir
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "devicemanager.md"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 from agent.config import loads
 from agent.deviceplugin.component import factory, resolve_paths
 from agent.deviceplugin.server import socket_name

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 from agent.config import section_defaults
 from agent.deviceplugin.health import HealthBoard
 from agent.pressure.component import PressureComponent

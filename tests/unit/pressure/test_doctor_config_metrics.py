@@ -7,7 +7,7 @@ import pytest
 
 from agent.config import ConfigError, loads
 from agent.pressure.config import PressureConfig
-from agent.pressure.doctor import run_checks
+from agent.doctor import run_checks
 from agent.pressure.eviction import EvictionPolicy, PressureEvaluator
 from agent.pressure.health import HealthDriver, HealthPolicy, HealthTracker
 from agent.pressure.hist import Histogram

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.component import DaemonContext
+from agent.daemon.component import DaemonContext
 from agent.config import loads
 from agent.devicemanager.component import factory as host_factory
 from agent.devicemanager.manager import ContainerRequest

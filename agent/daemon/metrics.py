@@ -4,7 +4,7 @@ Metric objects live at module level on prometheus_client's default REGISTRY
 (the project convention: whoever owns a metric defines it in its own module),
 alongside the default process and GC collectors, which are how the agent's
 own overhead is watched. The HTTP endpoint that serves them is
-``agent.metrics_http``.
+``agent.daemon.metrics_http``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ metrics/health endpoint, start the components of ``COMPONENTS`` in order, tell
 systemd READY. Stop (SIGTERM/SIGINT, or a component asking): STOPPING, stop the
 components in reverse, close the endpoint, remove what the daemon created
 (pid file, registered sockets), exit 0. SIGHUP re-reads the config and applies
-what can change live (agent.config_reload); the rest is logged as needing a
+what can change live (agent.daemon.reload); the rest is logged as needing a
 restart. A component that fails to start stops the ones already started and
 the daemon exits 1 naming it.
 
@@ -31,12 +31,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.component import Component, ComponentFactory, DaemonContext
+from agent.daemon.component import Component, ComponentFactory, DaemonContext
 from agent.config import Config, ConfigError
-from agent.config_reload import DAEMON_LIVE_SETTINGS, plan_reload
-from agent.daemon_config import DaemonConfig, parse_host_port
-from agent.metrics_http import HealthReport, MetricsServer
-from agent.sdnotify import Notifier, watchdog_interval
+from agent.daemon.reload import DAEMON_LIVE_SETTINGS, plan_reload
+from agent.daemon.config import DaemonConfig, parse_host_port
+from agent.daemon.metrics_http import HealthReport, MetricsServer
+from agent.daemon.sdnotify import Notifier, watchdog_interval
 from agent.topology.model import Topology
 
 __all__ = [
@@ -327,7 +327,7 @@ class Daemon:
             return
         self.config = plan.effective
         if "daemon.log_level" in plan.applied:
-            from agent.logging_setup import LEVELS
+            from agent.daemon.logs import LEVELS
 
             logging.getLogger("hwagent").setLevel(LEVELS[self.cfg.log_level])
         for s in self._started:
@@ -394,7 +394,7 @@ class Daemon:
             sockets_before = set(_sockets_under(root))
 
             from agent import __version__
-            from agent.config_checks import config_warnings
+            from agent.daemon.checks import config_warnings
 
             source = str(self.config.path) if self.config.path else "embedded defaults"
             log.info("hwagent starting", extra={"version": __version__, "config": source, "root_dir": root})
@@ -406,7 +406,7 @@ class Daemon:
             for warning in config_warnings(self.config, topo):
                 log.warning("config value cannot apply", extra={"warning": warning})
 
-            from agent import metrics  # prometheus_client objects; import only when serving
+            from agent.daemon import metrics  # prometheus_client objects; import only when serving
 
             metrics.publish_build_info()
             metrics.publish_topology(topo)
