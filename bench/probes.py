@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil  # noqa: E402
 
+from agent.cgroups.hierarchy import detect_hierarchy  # noqa: E402
 from agent.cpuset import CPUSet  # noqa: E402
-from agent.pressure.cgroupfs import detect_hierarchy  # noqa: E402
 from agent.pressure.bpfsys import fd_info  # noqa: E402
 from agent.pressure.config import PressureConfig  # noqa: E402
 

@@ -86,7 +86,8 @@ class PodDirectoryComponent:
 
     async def start(self, ctx: DaemonContext) -> None:
         from agent.kubelet.client import PodResourcesClient
-        from agent.pressure.cgroupfs import cgroup_mounts, detect_hierarchy
+        from agent.cgroups.hierarchy import detect_hierarchy
+        from agent.cgroups.mounts import cgroup_mounts
 
         self._ctx = ctx
         dcfg = ctx.config["daemon"]

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from agent.cgroups.kill import kill_cgroup
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, CgroupPathError
-from agent.pressure.cgroupfs import cgroup_mounts
+from agent.cgroups.mounts import cgroup_mounts
 from agent.pressure.eviction import Eviction
 
 log = logging.getLogger("hwagent.pressure")

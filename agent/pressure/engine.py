@@ -18,7 +18,8 @@ from typing import Any
 
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
 from agent.pressure.actions import EvictionAction, EvictionRecord, ReportEviction, StandaloneEviction
-from agent.pressure.cgroupfs import CgroupIndex, Hierarchy, cgroup_mounts, detect_hierarchy, relative_cgroup_path
+from agent.cgroups.hierarchy import CgroupIndex, Hierarchy, detect_hierarchy, relative_cgroup_path
+from agent.cgroups.mounts import cgroup_mounts
 from agent.pressure.config import PressureConfig
 from agent.pressure.eviction import (
     Container,
@@ -345,8 +346,8 @@ class PressureEngine:
             net.setdefault(("net", name), {})["tx_timeouts"] = (c.tx_timeouts, "TX watchdog timeouts")
         for dev, n in self.last_extras.iommu_faults.items():
             r.setdefault(("pci", dev), {})["iommu_fault"] = (n, "IOMMU page faults")
-        for dev, counters in r.items():
-            base = self._base.get(dev, {})
+        for key, counters in r.items():
+            base = self._base.get(key, {})
             for name, (n, what) in list(counters.items()):
                 counters[name] = (n - base.get(name, (0, ""))[0], what)
         return r, boot

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from agent.cgroups.paths import mount_suffixes
 from agent.contracts import PodRuntime
 from agent.pressure.actions import EvictionAction
 from agent.pressure.eviction import Eviction
@@ -82,13 +83,8 @@ def _owned(rt: PodRuntime, path: str) -> bool:
     """Whether a cgroup path (relative, or absolute under a controller mount) is the runtime's."""
     if rt.owns_cgroup(path):
         return True
-    parts = path.split("/")
     # /sys/fs/cgroup/<controller>/<rel> or /sys/fs/cgroup/<rel> (v2)
-    for i in range(len(parts)):
-        rel = "/" + "/".join(p for p in parts[i:] if p)
-        if rel != "/" and path.startswith("/sys/fs/cgroup") and rt.owns_cgroup(rel):
-            return True
-    return False
+    return any(rt.owns_cgroup(rel) for rel in mount_suffixes(path))
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

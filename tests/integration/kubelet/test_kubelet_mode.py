@@ -24,7 +24,8 @@ from agent.daemon.component import DaemonContext
 from agent.config import section_defaults
 from agent.kubelet.component import PodDirectoryComponent
 from agent.kubelet.evictionplugin import EVICTION_SCOPE, EvictionPluginComponent
-from agent.pressure.cgroupfs import cgroup_mounts, detect_hierarchy
+from agent.cgroups.hierarchy import detect_hierarchy
+from agent.cgroups.mounts import cgroup_mounts
 from agent.pressure.component import PressureComponent
 from agent.topology.sysfs import read_topology
 from tests.integration.pressure.conftest import CgroupTree

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.pressure.cgroupfs import cgroup_mounts, detect_hierarchy
+from agent.cgroups.hierarchy import detect_hierarchy
+from agent.cgroups.mounts import cgroup_mounts
 
 HOG = ["/bin/sh", "-c", "while :; do :; done"]
 

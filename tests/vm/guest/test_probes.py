@@ -27,7 +27,9 @@ from agent.config import loads
 from agent.devicemanager.component import factory as host_factory
 from agent.deviceplugin.component import factory as plugins_factory
 from agent.pods import StaticActivePods
-from agent.pressure.cgroupfs import CgroupIndex, cgroup_mounts, cgroup_thread_ids, detect_hierarchy
+from agent.cgroups.hierarchy import CgroupIndex, detect_hierarchy
+from agent.cgroups.mounts import cgroup_mounts
+from agent.cgroups.tree import cgroup_thread_ids
 from agent.pressure.config import PressureConfig
 from agent.pressure.engine import PressureEngine
 from agent.pressure.procfs import run_delay_ns
