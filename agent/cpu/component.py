@@ -21,7 +21,7 @@ from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups, validate_rel_path
 from agent.daemon.component import DaemonContext
-from agent.daemon.config import workload_cgroup_roots
+from agent.cgroups.config import workload_roots
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
 from agent.cpu.config import CPUConfig
 from agent.cpu.engine import CPUEngine
@@ -118,7 +118,7 @@ class CPUPolicyComponent:
         self.socket_path: Path | None = None
         self._server: Any = None
         self._reg: Any = None
-        #: where bound cgroups may live (daemon.workload_cgroup_roots, read at start)
+        #: where bound cgroups may live (cgroups.workload_roots, read at start)
         self.cgroup_roots: tuple[str, ...] = DEFAULT_WORKLOAD_ROOTS
         self._tasks: list[asyncio.Task[None]] = []
         self._ctx: DaemonContext | None = None
@@ -128,7 +128,7 @@ class CPUPolicyComponent:
     async def start(self, ctx: DaemonContext) -> None:
         from agent.cpu.server import serve  # grpc import stays out of factory import time
 
-        self.cgroup_roots = workload_cgroup_roots(ctx.config)
+        self.cgroup_roots = workload_roots(ctx.config)
 
         self._ctx = ctx
         from agent.cpu.calculator import TopoIndex
@@ -144,7 +144,7 @@ class CPUPolicyComponent:
         except ValueError as e:
             raise RuntimeError(f"cpu policy cannot start: {e}") from None
         if self.cfg.enforce_cgroups:
-            root = ctx.config["daemon"].cgroup_root
+            root = ctx.config["cgroups"].root
             try:
                 self.fs = CgroupFS(detect(root))
                 self.enforcer = Enforcer(self.fs, policy.idx.numa_of)

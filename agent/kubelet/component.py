@@ -95,7 +95,7 @@ class PodDirectoryComponent:
         self._client = PodResourcesClient(sock)
         self.service = PodDirectoryService(sock, ctx.topology.online)
         try:
-            h = detect_hierarchy(ctx.config["pressure"].cgroup_hierarchy, dcfg.procfs_root)
+            h = detect_hierarchy(ctx.config["cgroups"].hierarchy, dcfg.procfs_root)
             mounts = cgroup_mounts(dcfg.procfs_root)
             self._roots = (h.mount, mounts.get("cpuset", h.mount) if not h.is_v2 else h.mount)
         except ValueError as e:
@@ -110,7 +110,8 @@ class PodDirectoryComponent:
         from agent.kubelet.logs import read_log_names
         from agent.kubelet.resolve import build_directory
 
-        cgroups = walk_kubepods(self._roots[0], self.cfg.cgroup_root, self._roots[1]) if self._roots else []
+        cgroup_root = self._ctx.config["cgroups"].kubelet_cgroup_root if self._ctx else "/"
+        cgroups = walk_kubepods(self._roots[0], cgroup_root, self._roots[1]) if self._roots else []
         logs = read_log_names(self.cfg.log_dir)
         assert self.service is not None
         source = f"kubelet pod-resources {self.service.socket}" if snapshot else "kubepods tree and kubelet logs"

@@ -20,9 +20,8 @@ import logging
 import threading
 from prometheus_client import REGISTRY
 
-from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
 from agent.daemon.component import DaemonContext
-from agent.daemon.config import workload_cgroup_roots
+from agent.cgroups.config import workload_roots
 from agent.pressure.config import PressureConfig
 from agent.pressure.actions import StandaloneEviction
 from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult
@@ -50,7 +49,7 @@ class PressureComponent:
     async def start(self, ctx: DaemonContext) -> None:
         cfg = ctx.config["pressure"]
         dcfg = ctx.config["daemon"]
-        roots = workload_cgroup_roots(ctx.config) if hasattr(dcfg, "workload_cgroup_roots") else DEFAULT_WORKLOAD_ROOTS
+        roots = workload_roots(ctx.config)
         action = None
         if ctx.mode == "standalone":
             from agent.contracts import RUNTIME
@@ -67,6 +66,7 @@ class PressureComponent:
             procfs_root=dcfg.procfs_root,
             sysfs_root=dcfg.sysfs_root,
             cgroup_roots=roots,
+            cgroup_hierarchy=ctx.config["cgroups"].hierarchy,
             action=action,
         )
         ctx.services["pressure"] = self.engine  # read by the eviction plugin (kubelet mode) and status

@@ -107,6 +107,7 @@ class PressureEngine:
         clock: Callable[[], float] = time.monotonic,
         action: EvictionAction | None = None,
         cgroup_roots: Sequence[str] = DEFAULT_WORKLOAD_ROOTS,
+        cgroup_hierarchy: str = "auto",
     ) -> None:
         self.cfg = cfg
         self.services = services if services is not None else {}
@@ -120,6 +121,8 @@ class PressureEngine:
         self.loaded = False
         #: the subtrees an eviction may kill in (agent.cgroups.kill refuses the rest)
         self.cgroup_roots = tuple(cgroup_roots)
+        #: cgroups.hierarchy: the hierarchy the run-queue probe keys cgroups on
+        self.cgroup_hierarchy = cgroup_hierarchy
         self.hierarchy: Hierarchy | None = None
         self.index: CgroupIndex | None = None
         self.mounts: dict[str, Path] = {}
@@ -168,7 +171,7 @@ class PressureEngine:
         on its loop."""
         mounts = cgroup_mounts(self.procfs_root)
         try:
-            hierarchy: Hierarchy | None = detect_hierarchy(self.cfg.cgroup_hierarchy, self.procfs_root)
+            hierarchy: Hierarchy | None = detect_hierarchy(self.cgroup_hierarchy, self.procfs_root)
         except ValueError as e:
             log.warning("cgroup_hierarchy_unavailable error=%s", e)
             hierarchy = None

@@ -128,11 +128,8 @@ class PressureCollector:
     def describe(self) -> list:
         return []  # dynamic: don't let the registry call collect() at registration
 
-    def collect(self) -> Iterator:
-        t0 = time.perf_counter()
-        e = self.engine
-        cfg = e.cfg
-
+    def _setup_families(self, e: Any) -> Iterator:
+        """How each probe runs (BPF or fallback) and where set-up stands."""
         attached = GaugeMetricFamily(f"{NS}_probe_attached", "1 when the probe runs in BPF, 0 when its fallback runs",
                                      labels=["probe", "mode"])
         for name, (mode, _detail) in e.status().items():
@@ -147,6 +144,12 @@ class PressureCollector:
             for name in ("loading", "running", "failed"):
                 st.add_metric([name], 1.0 if now == name else 0.0)
             yield st
+
+    def collect(self) -> Iterator:
+        t0 = time.perf_counter()
+        e = self.engine
+        cfg = e.cfg
+        yield from self._setup_families(e)
 
         rq = HistogramMetricFamily(
             f"{NS}_runqueue_delay_seconds",

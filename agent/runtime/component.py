@@ -54,10 +54,11 @@ class RuntimeComponent:
     async def start(self, ctx: DaemonContext) -> None:
         self._ctx = ctx
         dcfg = ctx.config["daemon"]
+        cg = ctx.config["cgroups"]
         try:
-            layout = detect(dcfg.cgroup_root)
+            layout = detect(cg.root)
             bpf = self.cfg.devices_bpf == "always" or (self.cfg.devices_bpf == "auto" and layout.mode == "v2")
-            cgroups = WorkloadCgroups(layout, self.cfg.cgroup_subtree, DevicePrograms() if bpf else None)
+            cgroups = WorkloadCgroups(layout, cg.runtime_subtree, DevicePrograms() if bpf else None)
         except (CgroupError, ValueError) as e:
             raise RuntimeError(f"workload runtime cannot start: {e}") from None
         self.runtime = WorkloadRuntime(

@@ -467,6 +467,20 @@ def _distances(d: str, nid: int, orders: list[list[int]], existing: set[int], no
 
 
 # -- caches -----------------------------------------------------------------------
+def _attr_names(d: str) -> frozenset[str]:
+    try:
+        return frozenset(os.listdir(d))
+    except OSError:
+        return frozenset()
+
+
+def _cache_sharers(d: str, cpu: int, attrs: frozenset[str], notes: Notes) -> CPUSet | None:
+    if "shared_cpu_list" in attrs:
+        return notes.cpuset(f"{d}/shared_cpu_list", f"{d}/shared_cpu_map", containing=cpu)
+    # before 2.6.2x: the mask only
+    return notes.cpuset(f"{d}/shared_cpu_map", f"{d}/shared_cpu_list", containing=cpu, first_is_mask=True)
+
+
 def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[Cache, ...]:
     """One ``Cache`` per instance: (level, type, sharing set) read once per group of sharers.
 
@@ -514,14 +528,8 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
                 continue
             d = f"{base}/index{index}"
             if attrs is None:
-                try:
-                    attrs = frozenset(os.listdir(d))
-                except OSError:
-                    attrs = frozenset()
-            if "shared_cpu_list" in attrs:
-                shared = notes.cpuset(f"{d}/shared_cpu_list", f"{d}/shared_cpu_map", containing=cpu)
-            else:  # before 2.6.2x: the mask only
-                shared = notes.cpuset(f"{d}/shared_cpu_map", f"{d}/shared_cpu_list", containing=cpu, first_is_mask=True)
+                attrs = _attr_names(d)
+            shared = _cache_sharers(d, cpu, attrs, notes)
             if shared is None and indexes is template and not os.path.isdir(d):
                 continue  # this CPU has fewer cache leaves than the first
             if shared is None:
