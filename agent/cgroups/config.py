@@ -34,6 +34,9 @@ class CgroupsConfig:
     hierarchy: Literal["auto", "v2", "cpu", "cpuset", "cpuacct"] = "auto"
     #: the kubelet's --cgroup-root (kubepods lives below it)
     kubelet_cgroup_root: str = "/"
+    #: the reclaimed cores' root cgroup, whose cpu.idle the CPU policy keeps ([cpu] sync_cpu_idle);
+    #: "" = the besteffort QoS cgroup that exists
+    reclaim_cgroup: str = ""
 
     #: old "section.key" -> key here; agent.config moves such values in with a warning
     DEPRECATED_KEYS: ClassVar[Mapping[str, str]] = {
@@ -42,6 +45,7 @@ class CgroupsConfig:
         "runtime.cgroup_subtree": "runtime_subtree",
         "pressure.cgroup_hierarchy": "hierarchy",
         "kubelet.cgroup_root": "kubelet_cgroup_root",
+        "cpu.reclaim_cgroup": "reclaim_cgroup",
     }
 
     def validate(self) -> None:
@@ -49,6 +53,8 @@ class CgroupsConfig:
             value = getattr(self, key)
             if not value.startswith("/"):
                 raise ValueError(f"{key}: must be an absolute path, got {value!r}")
+        if self.reclaim_cgroup and not self.reclaim_cgroup.startswith("/"):
+            raise ValueError("reclaim_cgroup: must start with '/'")
         for root in self.workload_roots:
             try:
                 if validate_rel_path(root, None) == "/":

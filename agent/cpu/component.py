@@ -120,6 +120,8 @@ class CPUPolicyComponent:
         self._reg: Any = None
         #: where bound cgroups may live (cgroups.workload_roots, read at start)
         self.cgroup_roots: tuple[str, ...] = DEFAULT_WORKLOAD_ROOTS
+        #: cgroups.reclaim_cgroup ("" = look for the besteffort QoS cgroup), read at start
+        self.reclaim_root = ""
         self._tasks: list[asyncio.Task[None]] = []
         self._ctx: DaemonContext | None = None
         self.last_check: CheckReport | None = None
@@ -129,6 +131,7 @@ class CPUPolicyComponent:
         from agent.cpu.server import serve  # grpc import stays out of factory import time
 
         self.cgroup_roots = workload_roots(ctx.config)
+        self.reclaim_root = ctx.config["cgroups"].reclaim_cgroup
 
         self._ctx = ctx
         from agent.cpu.calculator import TopoIndex
@@ -267,8 +270,8 @@ class CPUPolicyComponent:
         return due
 
     def reclaim_cgroup(self) -> str | None:
-        if self.cfg.reclaim_cgroup:
-            return self.cfg.reclaim_cgroup
+        if self.reclaim_root:
+            return self.reclaim_root
         assert self.fs is not None
         for rel in reclaim_root_candidates():
             if (self.fs.cpu_root / rel.lstrip("/")).is_dir():

@@ -15,6 +15,7 @@ OLD_SPELLINGS = [
     ("runtime", "cgroup_subtree", '"/jobs.slice"', "runtime_subtree", "/jobs.slice"),
     ("pressure", "cgroup_hierarchy", '"cpuset"', "hierarchy", "cpuset"),
     ("kubelet", "cgroup_root", '"/host"', "kubelet_cgroup_root", "/host"),
+    ("cpu", "reclaim_cgroup", '"/kubepods/besteffort"', "reclaim_cgroup", "/kubepods/besteffort"),
 ]
 
 
@@ -57,6 +58,8 @@ def test_a_bad_old_value_is_reported_under_the_key_written() -> None:
         loads("[pressure]\ncgroup_hierarchy = 'memory'\n")
     with pytest.raises(ConfigError, match="cgroups.root: must be an absolute path"):
         loads('[daemon]\ncgroup_root = "relative"\n')
+    with pytest.raises(ConfigError, match="cgroups.reclaim_cgroup: must start with '/'"):
+        loads('[cpu]\nreclaim_cgroup = "besteffort"\n')
     with pytest.raises(ConfigError, match="cgroups.workload_roots"):
         loads('[cgroups]\nworkload_roots = ["/"]\n')
 
