@@ -80,6 +80,10 @@ class CgroupFS:
     def exists(self, rel: str) -> bool:
         return self._dir(self.cpuset_root, rel).is_dir()
 
+    def cpu_cgroup_exists(self, rel: str) -> bool:
+        """Whether ``rel`` exists in the hierarchy that holds cpu.idle."""
+        return self._dir(self.cpu_root, rel).is_dir()
+
     def read_cpus(self, rel: str) -> CPUSet:
         """The configured cpuset.cpus ("" on v2 means "inherit" and reads as empty)."""
         try:

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.cgroups.config import workload_roots
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups, validate_rel_path
 from agent.daemon.component import DaemonContext
-from agent.cgroups.config import workload_roots
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
 from agent.cpu.config import CPUConfig
 from agent.cpu.engine import CPUEngine
@@ -274,7 +274,7 @@ class CPUPolicyComponent:
             return self.reclaim_root
         assert self.fs is not None
         for rel in reclaim_root_candidates():
-            if (self.fs.cpu_root / rel.lstrip("/")).is_dir():
+            if self.fs.cpu_cgroup_exists(rel):
                 return rel
         return None
 

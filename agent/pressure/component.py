@@ -20,8 +20,8 @@ import logging
 import threading
 from prometheus_client import REGISTRY
 
-from agent.daemon.component import DaemonContext
 from agent.cgroups.config import workload_roots
+from agent.daemon.component import DaemonContext
 from agent.pressure.config import PressureConfig
 from agent.pressure.actions import StandaloneEviction
 from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult
