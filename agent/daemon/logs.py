@@ -5,40 +5,46 @@ machines, so every record is one line of ``key=value`` pairs:
 
     ts=2026-11-30T07:42:37.123Z level=info logger=hwagent.daemon msg="component started" component=cpu
 
-Fields passed with ``extra={...}`` become extra pairs, and so do the pairs of a
-message written in the project's ``"event key=%s"`` convention. Under journald (stderr is
-the stream named by ``$JOURNAL_STREAM``) the timestamp is dropped, since journald
-stamps each line itself, and each line starts with a ``<N>`` syslog priority so
-``journalctl -p warning`` works.
+The project logs one way: a module's logger comes from :func:`get_logger`, and a
+call names an *event* (a short lowercase phrase, the same every time: "cpu
+policy started", "allocation refused") and passes what varies as keyword
+fields (``log.info("pod admitted", pod=key, qos=qos)``). The event is ``msg``;
+each field becomes one more pair, in call order. Nothing is interpolated into
+the message, so nothing has to be parsed back out of it, and a grep for an
+event finds every line of it. Under journald (stderr is the stream named by
+``$JOURNAL_STREAM``) the timestamp is dropped, since journald stamps each line
+itself, and each line starts with a ``<N>`` syslog priority so ``journalctl -p
+warning`` works.
 
-Warnings and errors are rate-limited per message (:class:`RepeatLimiter`): a
+Warnings and errors are rate-limited per event (:class:`RepeatLimiter`): a
 client that sends the same bad request a thousand times a second must not turn
-the journal into a copy of its traffic. A few lines per message pass in each
+the journal into a copy of its traffic. A few lines per event pass in each
 window; the rest are counted in ``hwagent_log_lines_suppressed_total`` and the
 first line of the next window says ``suppressed=N``.
 """
 
 from __future__ import annotations
 
-import ast
 import logging
 import os
-import re
 import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from collections.abc import Mapping, MutableMapping
 from typing import IO, Any
 
 from prometheus_client import Counter
 
 __all__ = [
+    "FIELDS_ATTR",
     "LEVELS",
+    "EventLogger",
     "LogfmtFormatter",
     "RepeatLimiter",
+    "get_logger",
     "logfmt_value",
     "setup_logging",
-    "split_event",
     "stream_is_journald",
 ]
 
@@ -64,46 +70,38 @@ _SYSLOG_PRIORITY = (
     (logging.INFO, 6),
 )
 
-#: attributes every LogRecord has; anything else came from ``extra=``
-_RECORD_ATTRS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+#: the record attribute that carries a call's keyword fields, in call order
+FIELDS_ATTR = "fields"
+
+#: fields every line has; a call field of the same name is written with a trailing ``_``
+_FIXED_KEYS = frozenset({"ts", "level", "logger", "msg", "exc", "suppressed"})
+
+#: keywords that keep their :mod:`logging` meaning; every other keyword is a field
+_CALL_KEYWORDS = frozenset({"exc_info", "stack_info", "stacklevel", "extra"})
 
 
-#: fields every line has; a message field of the same name stays inside msg
-_FIXED_KEYS = frozenset({"ts", "level", "logger", "msg", "exc"})
+class EventLogger(logging.LoggerAdapter[logging.Logger]):
+    """A logger whose calls are ``log.info(event, **fields)``.
 
-_EVENT = re.compile(r"[A-Za-z_][\w.:/-]*")
-_PAIR = re.compile(r"""\s+([A-Za-z_]\w*)=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s'"]\S*|)(?=\s|$)""")
-
-
-def split_event(message: str) -> tuple[str, list[tuple[str, str]]] | None:
-    """Parse the project's ``event key=value ...`` message convention.
-
-    Values may be bare tokens or Python string reprs (``reason=%r``). Returns
-    None for anything else (free text, a trailing remark), which is then logged
-    whole as ``msg="..."``: nothing is ever dropped or reordered.
+    The keyword fields travel on the record as one mapping (:data:`FIELDS_ATTR`)
+    rather than as record attributes, so a field may be called ``name`` or
+    ``module`` without colliding with what :class:`logging.LogRecord` already
+    has. ``exc_info``, ``stack_info``, ``stacklevel`` and ``extra`` keep their
+    meaning. Only :meth:`process` is overridden, so the caller found for a record
+    (``funcName``, ``lineno``) is the module that logged, not this one.
     """
-    m = _EVENT.match(message)
-    if m is None:
-        return None
-    pairs: list[tuple[str, str]] = []
-    pos = m.end()
-    while pos < len(message):
-        p = _PAIR.match(message, pos)
-        if p is None:
-            return None
-        key, raw = p.group(1), p.group(2)
-        if raw[:1] in ("'", '"'):
-            try:
-                value = ast.literal_eval(raw)
-            except (ValueError, SyntaxError):
-                return None
-            if not isinstance(value, str):
-                return None
-        else:
-            value = raw
-        pairs.append((key, value))
-        pos = p.end()
-    return m.group(0), pairs
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        fields = {k: kwargs.pop(k) for k in [k for k in kwargs if k not in _CALL_KEYWORDS]}
+        if fields:
+            extra: Mapping[str, object] = kwargs.get("extra") or {}
+            kwargs["extra"] = {**extra, FIELDS_ATTR: fields}
+        return msg, kwargs
+
+
+def get_logger(name: str) -> EventLogger:
+    """The project's module logger: ``log = get_logger("hwagent.cpu")``."""
+    return EventLogger(logging.getLogger(name))
 
 
 def syslog_priority(levelno: int) -> int:
@@ -142,18 +140,14 @@ class LogfmtFormatter(logging.Formatter):
             parts.append(f"ts={time.strftime('%Y-%m-%dT%H:%M:%S', t)}.{ms:03d}Z")
         parts.append(f"level={record.levelname.lower()}")
         parts.append(f"logger={logfmt_value(record.name)}")
-        extras = [(k, v) for k, v in record.__dict__.items() if k not in _RECORD_ATTRS and not k.startswith("_")]
-        message = record.getMessage()
-        split = split_event(message)
-        taken = _FIXED_KEYS | {k for k, _ in extras}
-        if split is not None and not any(k in taken for k, _ in split[1]):
-            # "event key=value" messages become real fields instead of one quoted string
-            event, pairs = split
-            parts.append(f"msg={logfmt_value(event)}")
-            parts.extend(f"{k}={logfmt_value(v)}" for k, v in pairs)
-        else:
-            parts.append(f"msg={logfmt_value(message)}")
-        parts.extend(f"{k}={logfmt_value(v)}" for k, v in extras)
+        parts.append(f"msg={logfmt_value(record.getMessage())}")
+        fields = getattr(record, FIELDS_ATTR, None)
+        if isinstance(fields, Mapping):
+            for k, v in fields.items():
+                parts.append(f"{k}_={logfmt_value(v)}" if k in _FIXED_KEYS else f"{k}={logfmt_value(v)}")
+        suppressed = getattr(record, "suppressed", None)
+        if suppressed:
+            parts.append(f"suppressed={suppressed}")
         if record.exc_info:
             parts.append(f"exc={logfmt_value(self.formatException(record.exc_info).rstrip())}")
         elif record.exc_text:
@@ -165,16 +159,17 @@ class LogfmtFormatter(logging.Formatter):
 
 
 class RepeatLimiter(logging.Filter):
-    """Lets ``burst`` records of one message through per ``interval`` seconds.
+    """Lets ``burst`` records of one event through per ``interval`` seconds.
 
-    "One message" is the logger, the level and the unformatted template (the
-    project logs ``"event key=%s"``), so a flood of one refusal with varying
-    arguments counts as one. Debug and info records always pass.
+    "One event" is the logger, the level, the event (the message, which the
+    convention keeps free of values) and the exception type: the fields vary
+    from line to line, the event does not, so a flood of one refusal with
+    varying requests counts as one. Debug and info records always pass.
     """
 
     DEFAULT_BURST = 5
     DEFAULT_INTERVAL = 10.0
-    #: distinct messages remembered; the least recently seen is forgotten first
+    #: distinct events remembered; the least recently seen is forgotten first
     MAX_KEYS = 1024
 
     def __init__(self, burst: int = DEFAULT_BURST, interval: float = DEFAULT_INTERVAL,

@@ -59,19 +59,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import logging
 import re
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.daemon.logs import get_logger
 from agent.devicemanager.metrics import CHECKPOINT_ERRORS
 from agent.devicemanager.model import CONTAINER_TYPES, HEALTHY, NO_TOPOLOGY, UNHEALTHY, Allocation, Device
 from agent.journal import Journal, StateCorrupt
 from agent.statefile import canonical_str, sha256_checksum, sha256_of
 
-log = logging.getLogger("hwagent.devicemanager")
+log = get_logger("hwagent.devicemanager")
 
 FORMAT_VERSION = 2
 #: versions this hwagent reads (1: before the journal)
@@ -440,14 +440,16 @@ def load(path: Path, read_only: bool = False) -> CheckpointData | None:
         rec = journal.recover(accept_loss=True, read_only=read_only)
     except OSError as e:
         CHECKPOINT_ERRORS.labels(kind="read").inc()
-        log.error("checkpoint_read_failed path=%s error=%s", path, e)
+        log.error("checkpoint read failed", path=path, error=e)
         return None
     finally:
         journal.close_sync()
     if rec.problems:
         CHECKPOINT_ERRORS.labels(kind="corrupt").inc()
     if rec.snapshot_discarded:
-        log.error("checkpoint_corrupt path=%s moved_to=%s reason=%s action=start_empty",
-                  path, rec.kept_aside[0] if rec.kept_aside else None, rec.problems[0])
+        log.error(
+            "checkpoint corrupt", path=path, moved_to=rec.kept_aside[0] if rec.kept_aside else None,
+            reason=rec.problems[0], action="start_empty",
+        )
         return None
     return rec.state.data()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -11,11 +10,12 @@ import grpc
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from agent.daemon.logs import get_logger
 from agent.devicemanager.model import Device
 from agent.devicemanager.selection import AllocationError
 from agent.limits import LimitError, check_name
 
-log = logging.getLogger("hwagent.devicemanager")
+log = get_logger("hwagent.devicemanager")
 
 
 class EndpointStopped(AllocationError):
@@ -95,7 +95,7 @@ class Endpoint:
             try:
                 check_name("device_id", d.id)
             except LimitError as e:
-                log.warning("device_ignored resource=%s socket=%s error=%r", self.resource, self.socket, str(e))
+                log.warning("device ignored", resource=self.resource, socket=self.socket, error=str(e))
                 continue
             kept.append(d)
         return kept

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import grpc
 
+from agent.daemon.logs import get_logger
 from agent.devicemanager import metrics as m
 from agent.devicemanager.checkpoint import (
     CheckpointData,
@@ -59,7 +59,7 @@ from agent.journal import JournalError
 from agent.limits import LimitError, check_name, check_qualified_name
 from agent.pods import ActivePods
 
-log = logging.getLogger("hwagent.devicemanager")
+log = get_logger("hwagent.devicemanager")
 
 
 @dataclass(frozen=True)
@@ -152,9 +152,11 @@ class DeviceManager:
             rec = await loop.run_in_executor(None, self._journal.recover, True)
             if rec.problems:
                 m.CHECKPOINT_ERRORS.labels(kind="corrupt").inc()
-                log.error("checkpoint_corrupt path=%s kept_aside=%s reason=%s action=%s", self._checkpoint_path,
-                          [str(p) for p in rec.kept_aside], "; ".join(rec.problems),
-                          "start_empty" if rec.snapshot_discarded else "replay_stopped_before_it")
+                log.error(
+                    "checkpoint corrupt", path=self._checkpoint_path, kept_aside=[str(p) for p in rec.kept_aside],
+                    reason="; ".join(rec.problems),
+                    action="start_empty" if rec.snapshot_discarded else "replay_stopped_before_it",
+                )
             data = rec.state.data()
             if data.allocations or data.registered or data.deleted:
                 self.restore(data)
@@ -197,9 +199,7 @@ class DeviceManager:
             self._devices.setdefault(resource, ResourceDevices())
             self._stopped.setdefault(resource, _Stopped(sockets.get(resource, ""), now))
             self._refresh_metrics(resource)
-        log.info(
-            "checkpoint_restored allocations=%d resources=%d", len(data.allocations), len(self._stopped)
-        )
+        log.info("checkpoint restored", allocations=len(data.allocations), resources=len(self._stopped))
 
     # ------------------------------------------------------------ registration
 
@@ -222,7 +222,7 @@ class DeviceManager:
         old = self.attach(ep)
         if old is not None:
             await old.close()  # no on_closed: the resource keeps its devices and health
-            log.info("plugin_replaced resource=%s socket=%s", resource, socket)
+            log.info("plugin replaced", resource=resource, socket=socket)
         return ep
 
     def attach(self, ep: Endpoint) -> Endpoint | None:
@@ -245,8 +245,8 @@ class DeviceManager:
             self._journaled_sockets[resource] = socket
             self._append_background(record_register(resource, socket))
         log.info(
-            "plugin_connected resource=%s socket=%s pre_start_required=%s preferred_allocation=%s",
-            resource, socket, ep.options.pre_start_required, ep.options.get_preferred_allocation_available,
+            "plugin connected", resource=resource, socket=socket, pre_start_required=ep.options.pre_start_required,
+            preferred_allocation=ep.options.get_preferred_allocation_available,
         )
         self._refresh_metrics(resource)
         self._schedule_checkpoint()
@@ -266,8 +266,8 @@ class DeviceManager:
         self._devices[ep.resource] = ResourceDevices.from_snapshot(devices)
         res = self._devices[ep.resource]
         log.info(
-            "devices_updated resource=%s socket=%s capacity=%d allocatable=%d",
-            ep.resource, ep.socket, res.capacity, res.allocatable,
+            "devices updated", resource=ep.resource, socket=ep.socket, capacity=res.capacity,
+            allocatable=res.allocatable,
         )
         self._refresh_metrics(ep.resource)
         self._schedule_checkpoint()
@@ -282,16 +282,15 @@ class DeviceManager:
         del eps[ep.socket]
         if eps:
             log.warning(
-                "plugin_disconnected resource=%s socket=%s reason=%r survivors=%d",
-                ep.resource, ep.socket, reason, len(eps),
+                "plugin disconnected", resource=ep.resource, socket=ep.socket, reason=reason, survivors=len(eps),
             )
         else:
             del self._endpoints[ep.resource]
             self._devices[ep.resource] = self._devices.get(ep.resource, ResourceDevices()).all_unhealthy()
             self._stopped[ep.resource] = _Stopped(ep.socket, ep.stop_time or time.time())
             log.warning(
-                "plugin_disconnected resource=%s socket=%s reason=%r devices=unhealthy grace_seconds=%g",
-                ep.resource, ep.socket, reason, self.stop_grace,
+                "plugin disconnected", resource=ep.resource, socket=ep.socket, reason=reason, devices="unhealthy",
+                grace_seconds=f"{self.stop_grace:g}",
             )
         self._refresh_metrics(ep.resource)
         self._schedule_checkpoint()
@@ -416,7 +415,7 @@ class DeviceManager:
         for key in keys:
             self._drop(key)
         if keys:
-            log.info("pod_released pod=%s allocations=%d", pod_uid, len(keys))
+            log.info("pod released", pod=pod_uid, allocations=len(keys))
             for r in resources:
                 self._refresh_metrics(r)
             self._append_background(record_release(pod_uid))
@@ -493,9 +492,7 @@ class DeviceManager:
             for resource in sorted(r for r, n in req.resources.items() if n > 0):
                 m.ALLOCATIONS.labels(resource=resource, outcome="error").inc()
             if isinstance(e, AllocationError):
-                log.warning(
-                    "allocation_failed pod=%s container=%s error=%r", req.pod_uid, req.container_name, str(e)
-                )
+                log.warning("allocation failed", pod=req.pod_uid, container=req.container_name, error=str(e))
             raise
         for a in reserved:
             if self._allocs.get(a.key) is not a:
@@ -514,8 +511,7 @@ class DeviceManager:
                 m.CHECKPOINT_ERRORS.labels(kind="write").inc()
                 for a in done:
                     m.ALLOCATIONS.labels(resource=a.resource, outcome="error").inc()
-                log.error("allocation_not_persisted pod=%s container=%s error=%r",
-                          req.pod_uid, req.container_name, str(e))
+                log.error("allocation not persisted", pod=req.pod_uid, container=req.container_name, error=str(e))
                 raise AllocationError(
                     f"device allocation could not be persisted, nothing was allocated: {e}", "UNAVAILABLE"
                 ) from None
@@ -530,8 +526,8 @@ class DeviceManager:
             m.ALLOCATIONS.labels(resource=a.resource, outcome="reused").inc()
         if reserved:
             log.info(
-                "allocated pod=%s container=%s devices=%s", req.pod_uid, req.container_name,
-                ";".join(f"{a.resource}={','.join(a.device_ids)}" for a in done),
+                "allocated", pod=req.pod_uid, container=req.container_name,
+                devices=";".join(f"{a.resource}={','.join(a.device_ids)}" for a in done),
             )
         return ContainerAllocation(req.pod_uid, req.container_name, tuple(kept) + tuple(done))
 
@@ -673,7 +669,9 @@ class DeviceManager:
             del self._stopped[r]
             self._devices.pop(r, None)
             self._deleted.add(r)
-            log.warning("resource_deleted resource=%s reason=stop_grace_expired grace_seconds=%g", r, self.stop_grace)
+            log.warning(
+                "resource deleted", resource=r, reason="stop_grace_expired", grace_seconds=f"{self.stop_grace:g}",
+            )
             _forget_metrics(r)
             self._journaled_sockets.pop(r, None)
             self._append_background(record_delete(r))
