@@ -30,7 +30,7 @@ from typing import Any
 import grpc
 from prometheus_client import Counter
 
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.limits import GRPC_MESSAGE_LIMITS, LimitError
 
 __all__ = ["OFFLOAD_BYTES", "Guard", "INTERNAL_ERRORS", "REJECTED", "new_server"]

@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
-from agent.daemon.logs import EventLogger, get_logger
+from agent.eventlog import EventLogger, get_logger
 from agent.statefile import _fsync_dir, set_aside, write_atomic
 
 __all__ = [

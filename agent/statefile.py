@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from agent.daemon.logs import EventLogger, get_logger
+from agent.eventlog import EventLogger, get_logger
 
 __all__ = [
     "Coalescer",

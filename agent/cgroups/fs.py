@@ -22,7 +22,7 @@ from prometheus_client import Counter
 from agent.cgroups.detect import CgroupLayout
 from agent.cgroups.paths import safe_rel
 from agent.cpuset import CPUSet
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 
 __all__ = ["CgroupFS", "ApplyReport", "CgroupVanished", "VANISHED", "WRITE_ERRORS"]
 

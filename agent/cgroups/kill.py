@@ -26,7 +26,7 @@ from pathlib import Path
 
 from agent.cgroups.mounts import cgroup_mounts
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, validate_rel_path
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 
 __all__ = ["KillResult", "kill_cgroup"]
 

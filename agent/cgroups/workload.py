@@ -26,7 +26,7 @@ from agent.cgroups.detect import CgroupError, CgroupLayout
 from agent.cgroups.devbpf import DeviceProgramError, DevicePrograms
 from agent.cgroups.limits import CgroupLimits
 from agent.cgroups.paths import safe_rel
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 
 __all__ = ["WORKLOAD_CONTROLLERS", "CgroupSetupError", "WorkloadCgroups", "controller_files", "Hierarchy"]
 

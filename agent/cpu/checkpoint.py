@@ -55,7 +55,7 @@ from agent.cpu.state import (
     validate_state,
 )
 from agent.cpuset import CPUSet
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.journal import Journal, JournalCorrupt, Recovered, StateCorrupt
 from agent.statefile import canonical_str, sha256_checksum, sha256_of
 

@@ -35,7 +35,7 @@ from agent.cpu.metrics import (
 from agent.cpu.periodic import ResidualTracker
 from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, PolicyOptions, Request
 from agent.cpu.state import AllocationInfo, PolicyState
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.statefile import Coalescer
 
 __all__ = ["CPUPolicyComponent", "CPUPolicyService", "create", "options_from_config", "socket_path_for"]

@@ -23,7 +23,7 @@ from agent.cgroups.fs import CgroupFS, CgroupVanished
 from agent.cgroups.paths import CgroupPathError, container_dirs, find_pod_cgroup
 from agent.cpu.state import PolicyState
 from agent.cpuset import CPUSet
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 
 __all__ = ["Plan", "plan_cgroups", "Enforcer", "CheckReport"]
 

@@ -30,7 +30,7 @@ from agent.cpu.errors import UNAVAILABLE, PolicyError
 from agent.cpu.metrics import CHECKPOINT_WRITES, DURATION, FAILURES, REQUESTS, publish_state
 from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, Request
 from agent.cpu.state import AllocationInfo, PolicyState
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.journal import JournalError
 
 __all__ = ["CPUEngine"]

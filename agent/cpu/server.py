@@ -18,7 +18,7 @@ from agent.cpu.errors import PolicyError, invalid
 from agent.cpu.hints import Hint
 from agent.cpu.policy import RESOURCE_NAME, AllocateResult, Request
 from agent.cpu.state import AllocationInfo
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.grpcguard import new_server
 from agent.limits import LimitError, check_annotations, check_labels, check_name, check_qualified_name, shown
 from agent.unixsock import serve_unix

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from agent.config import Config
-from agent.daemon.logs import EventLogger, get_logger
+from agent.eventlog import EventLogger, get_logger
 from agent.topology.model import Topology
 
 if TYPE_CHECKING:

@@ -35,9 +35,9 @@ from agent.daemon.component import Component, ComponentFactory, DaemonContext
 from agent.config import Config, ConfigError
 from agent.daemon.reload import DAEMON_LIVE_SETTINGS, plan_reload
 from agent.daemon.config import DaemonConfig, parse_host_port
-from agent.daemon.logs import get_logger
 from agent.daemon.metrics_http import HealthReport, MetricsServer
 from agent.daemon.sdnotify import Notifier, watchdog_interval
+from agent.eventlog import get_logger
 from agent.topology.model import Topology
 
 __all__ = [

@@ -5,7 +5,8 @@ machines, so every record is one line of ``key=value`` pairs:
 
     ts=2026-11-30T07:42:37.123Z level=info logger=hwagent.daemon msg="component started" component=cpu
 
-The project logs one way: a module's logger comes from :func:`get_logger`, and a
+The project logs one way: a module's logger comes from
+:func:`agent.eventlog.get_logger`, and a
 call names an *event* (a short lowercase phrase, the same every time: "cpu
 policy started", "allocation refused") and passes what varies as keyword
 fields (``log.info("pod admitted", pod=key, qos=qos)``). The event is ``msg``;
@@ -31,18 +32,17 @@ import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from typing import IO, Any
 
 from prometheus_client import Counter
 
+from agent.eventlog import FIELDS_ATTR
+
 __all__ = [
-    "FIELDS_ATTR",
     "LEVELS",
-    "EventLogger",
     "LogfmtFormatter",
     "RepeatLimiter",
-    "get_logger",
     "logfmt_value",
     "setup_logging",
     "stream_is_journald",
@@ -70,39 +70,8 @@ _SYSLOG_PRIORITY = (
     (logging.INFO, 6),
 )
 
-#: the record attribute that carries a call's keyword fields, in call order
-FIELDS_ATTR = "fields"
-
 #: fields every line has; a call field of the same name is written with a trailing ``_``
 _FIXED_KEYS = frozenset({"ts", "level", "logger", "msg", "exc", "suppressed"})
-
-#: keywords that keep their :mod:`logging` meaning; every other keyword is a field
-_CALL_KEYWORDS = frozenset({"exc_info", "stack_info", "stacklevel", "extra"})
-
-
-class EventLogger(logging.LoggerAdapter[logging.Logger]):
-    """A logger whose calls are ``log.info(event, **fields)``.
-
-    The keyword fields travel on the record as one mapping (:data:`FIELDS_ATTR`)
-    rather than as record attributes, so a field may be called ``name`` or
-    ``module`` without colliding with what :class:`logging.LogRecord` already
-    has. ``exc_info``, ``stack_info``, ``stacklevel`` and ``extra`` keep their
-    meaning. Only :meth:`process` is overridden, so the caller found for a record
-    (``funcName``, ``lineno``) is the module that logged, not this one.
-    """
-
-    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
-        fields = {k: kwargs.pop(k) for k in [k for k in kwargs if k not in _CALL_KEYWORDS]}
-        if fields:
-            extra: Mapping[str, object] = kwargs.get("extra") or {}
-            kwargs["extra"] = {**extra, FIELDS_ATTR: fields}
-        return msg, kwargs
-
-
-def get_logger(name: str) -> EventLogger:
-    """The project's module logger: ``log = get_logger("hwagent.cpu")``."""
-    return EventLogger(logging.getLogger(name))
-
 
 def syslog_priority(levelno: int) -> int:
     for threshold, prio in _SYSLOG_PRIORITY:

@@ -28,7 +28,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 
 __all__ = ["HealthReport", "MetricsServer", "Response", "handle_request"]
 

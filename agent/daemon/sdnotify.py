@@ -16,7 +16,7 @@ import os
 import socket
 from collections.abc import Mapping
 
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 
 __all__ = ["Notifier", "socket_address", "watchdog_interval"]
 

@@ -65,9 +65,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.daemon.logs import get_logger
 from agent.devicemanager.metrics import CHECKPOINT_ERRORS
 from agent.devicemanager.model import CONTAINER_TYPES, HEALTHY, NO_TOPOLOGY, UNHEALTHY, Allocation, Device
+from agent.eventlog import get_logger
 from agent.journal import Journal, StateCorrupt
 from agent.statefile import canonical_str, sha256_checksum, sha256_of
 

@@ -19,13 +19,13 @@ import grpc
 
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.daemon.component import DaemonContext
-from agent.daemon.logs import get_logger
 from agent.devicemanager.config import DeviceManagerConfig
 from agent.devicemanager.manager import DeviceManager
 from agent.devicemanager.registration import RegistrationServer
 from agent.grpcguard import new_server
 from agent.unixsock import ensure_private_dir, serve_unix
 from agent.devicemanager.watcher import PluginWatcher
+from agent.eventlog import get_logger
 from agent.podresources.server import PodResourcesServicer
 
 log = get_logger("hwagent.devicemanager")

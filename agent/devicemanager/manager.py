@@ -34,7 +34,6 @@ from pathlib import Path
 
 import grpc
 
-from agent.daemon.logs import get_logger
 from agent.devicemanager import metrics as m
 from agent.devicemanager.checkpoint import (
     CheckpointData,
@@ -55,6 +54,7 @@ from agent.devicemanager.model import (
     merge_run_options,
 )
 from agent.devicemanager.selection import AllocationError, TopologyHint, container_hints, select_devices
+from agent.eventlog import get_logger
 from agent.journal import JournalError
 from agent.limits import LimitError, check_name, check_qualified_name
 from agent.pods import ActivePods

@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import Literal
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 
 log = get_logger("hwagent.devicemanager")
 

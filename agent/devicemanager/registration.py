@@ -26,12 +26,12 @@ import grpc
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
-from agent.daemon.logs import get_logger
 from agent.devicemanager.manager import DeviceManager
 from agent.devicemanager.metrics import REGISTRATIONS
 from agent.devicemanager.model import SUPPORTED_VERSIONS
 from agent.devicemanager.selection import AllocationError
 from agent.devices.names import extended_resource_name_error
+from agent.eventlog import get_logger
 from agent.grpcguard import new_server
 from agent.limits import LimitError, check_name, check_qualified_name, shown
 from agent.unixsock import ensure_private_dir, serve_unix

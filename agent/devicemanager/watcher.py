@@ -23,7 +23,6 @@ import grpc
 
 from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from agent.daemon.logs import get_logger
 from agent.devicemanager.manager import DeviceManager
 from agent.devicemanager.metrics import REGISTRATIONS
 from agent.devicemanager.model import API_VERSION
@@ -31,6 +30,7 @@ from agent.limits import LimitError, check_name, check_qualified_name
 from agent.unixsock import SUN_PATH_MAX, ensure_private_dir
 from agent.devicemanager.selection import AllocationError
 from agent.devices.names import extended_resource_name_error
+from agent.eventlog import get_logger
 
 log = get_logger("hwagent.devicemanager")
 

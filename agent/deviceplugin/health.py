@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client import Counter
 
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 
 __all__ = ["HealthBoard", "HEALTH_CHANGES"]
 

@@ -19,8 +19,8 @@ from prometheus_client import Counter
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
-from agent.daemon.logs import get_logger
 from agent.deviceplugin.server import DevicePluginServer
+from agent.eventlog import get_logger
 
 __all__ = ["API_VERSION", "register_once", "Registrar"]
 

@@ -20,11 +20,11 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
-from agent.daemon.logs import get_logger
 from agent.devices.config import ResourceRule
 from agent.devices.model import Device
 from agent.devices.rules import ContainerGrant, grant
 from agent.deviceplugin.allocation import RequestError, check_ids, preferred
+from agent.eventlog import get_logger
 from agent.grpcguard import new_server
 from agent.unixsock import serve_unix
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agent.daemon.logs import get_logger
 from agent.devices.config import DevicesConfig, ResourceRule
 from agent.devices.hotplug import HotplugMonitor, UEvent
 from agent.devices.model import Device, Inventory
@@ -22,6 +21,7 @@ from agent.devices.udev import discover
 from agent.deviceplugin.health import HealthBoard
 from agent.deviceplugin.registration import Registrar
 from agent.deviceplugin.server import DevicePluginServer, PluginDevice, socket_name
+from agent.eventlog import get_logger
 
 __all__ = ["DevicePluginService"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pyudev
 from prometheus_client import Counter
 
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 
 __all__ = ["UEvent", "HotplugMonitor", "SUBSYSTEMS", "default_source"]
 

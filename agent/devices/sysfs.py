@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from agent.cpuset import CPUSet, CPUSetError
-from agent.daemon.logs import get_logger
 from agent.devices.model import Device, DevNode, Inventory, PCIInfo
+from agent.eventlog import get_logger
 
 __all__ = [
     "read_inventory",

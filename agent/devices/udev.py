@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.daemon.logs import get_logger
 from agent.devices.model import Inventory
 from agent.devices.sysfs import PCI_ADDRESS, build_inventory, read_inventory
+from agent.eventlog import get_logger
 
 __all__ = ["read_inventory_udev", "discover"]
 

@@ -18,7 +18,7 @@ import grpc
 from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.cpuset import CPUSet
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.kubelet.model import ContainerResources, PodResources, PodResourcesSnapshot
 
 log = get_logger("hwagent.kubelet")

@@ -22,7 +22,7 @@ from typing import Any
 from agent.daemon.component import DaemonContext
 from agent.contracts import ServiceKey
 from agent.cpuset import CPUSet
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.kubelet.config import KubeletConfig
 from agent.kubelet.model import PodDirectory, PodResourcesSnapshot
 

@@ -39,7 +39,7 @@ from agent.api.k8s.core.v1 import api_pb2 as core
 from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.daemon.component import DaemonContext
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.kubelet.config import KubeletConfig
 from agent.kubelet.pressure_signal import HARD_MET, NOT_MET, Candidate, PoolWatch
 from agent.pressure.eviction import Eviction, EvictionPolicy

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from agent.cgroups.kill import kill_cgroup
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, CgroupPathError
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.pressure.cgroupfs import cgroup_mounts
 from agent.pressure.eviction import Eviction
 

@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
 from agent.daemon.component import DaemonContext
 from agent.daemon.config import workload_cgroup_roots
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.pressure.config import PressureConfig
 from agent.pressure.actions import StandaloneEviction
 from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult

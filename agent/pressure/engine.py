@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.pressure.actions import EvictionAction, EvictionRecord, ReportEviction, StandaloneEviction
 from agent.pressure.cgroupfs import CgroupIndex, Hierarchy, cgroup_mounts, detect_hierarchy, relative_cgroup_path
 from agent.pressure.config import PressureConfig

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 
 log = get_logger("hwagent.pressure")
 

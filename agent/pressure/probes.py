@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.pressure import bpfsys
 from agent.pressure.bpfbuild import BuildError, BuildRequest, ProgramLoad, build_in_child
 from agent.pressure.bpfmaps import BpfMap, DescError

@@ -23,7 +23,7 @@ from agent.cgroups.devbpf import DevicePrograms
 from agent.cgroups.workload import WorkloadCgroups
 from agent.daemon.component import DaemonContext
 from agent.contracts import RUNTIME, WORKLOADS
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.runtime.config import RuntimeConfig
 from agent.runtime.runtime import WorkloadRuntime
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.contracts import PodRuntime
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.pressure.actions import EvictionAction
 from agent.pressure.eviction import Eviction
 

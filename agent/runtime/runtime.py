@@ -31,7 +31,7 @@ from agent.cgroups.devbpf import DeviceProgramError
 from agent.cgroups.workload import CgroupSetupError, WorkloadCgroups
 from agent.contracts import PodStatusSink
 from agent.cpuset import CPUSet
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.runtime.backoff import Backoff
 from agent.runtime.config import RuntimeConfig
 from agent.runtime.launcher import LaunchError, Started, attach, shim_command, spawn, wait_exit

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.daemon.component import DaemonContext
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 
 log = get_logger("hwagent.status")
 

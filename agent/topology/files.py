@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from agent.cpuset import CPUSet, CPUSetError
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 
 __all__ = ["Notes", "listdir_ids", "parse_mask", "parse_size", "read_text"]
 

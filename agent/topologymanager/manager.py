@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from .config import TopologyManagerConfig
 from .hints import Decision, ProviderHints, TopologyAffinityError, TopologyHint
 from .merge import merge_hints

@@ -29,8 +29,8 @@ from agent.contracts import RUNTIME, PodRuntime
 from agent.cpu.errors import PolicyError
 from agent.cpu.qos import DEDICATED, RECLAIMED, SHARED, SYSTEM, parse_qos
 from agent.cpuset import CPUSet
-from agent.daemon.logs import get_logger
 from agent.devicemanager.selection import AllocationError
+from agent.eventlog import get_logger
 from agent.topologymanager import TopologyAffinityError, TopologyHint, TopologyManager
 from agent.workloads import metrics as m
 from agent.workloads.errors import AdmissionError

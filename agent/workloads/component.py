@@ -23,7 +23,7 @@ from typing import Any
 
 from agent.daemon.component import DaemonContext
 from agent.contracts import WORKLOADS
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.workloads.config import WorkloadsConfig
 
 __all__ = ["WorkloadsComponent", "factory", "socket_path_for", "manifest_dir_for", "STATE_DIR"]

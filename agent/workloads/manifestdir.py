@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.workloads import metrics as m
 from agent.workloads.admission import Workloads
 from agent.workloads.errors import AdmissionError

@@ -16,7 +16,7 @@ import grpc
 
 from agent.api.admission.v1 import api_pb2 as pb
 from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.workloads.admission import AdmitResult, Workloads
 from agent.workloads.errors import AdmissionError
 from agent.workloads.registry import ADDED, RegistryEvent

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.statefile import canonical_json, set_aside, sha256_checksum, write_atomic
 from agent.workloads.codec import pod_from_json, pod_to_json, status_from_json, status_to_json
 from agent.workloads.model import AdmittedPod, PodStatus

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent import statefile
-from agent.daemon.logs import get_logger
+from agent.eventlog import get_logger
 from agent.statefile import (
     Coalescer,
     canonical_json,

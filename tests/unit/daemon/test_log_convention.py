@@ -1,4 +1,4 @@
-"""Every log call in agent/ follows the one convention of agent/daemon/logs.py.
+"""Every log call in agent/ follows the one convention of agent/eventlog.py (formatted by agent/daemon/logs.py).
 
 ``log = get_logger("hwagent.x")`` at module top; ``log.info("event phrase",
 key=value)``: the event a literal lowercase phrase (no punctuation, nothing
@@ -54,7 +54,7 @@ def violations(source: str, where: str) -> list[str]:
     out: list[str] = []
     for stmt in tree.body:
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None and _is_get_logger_call(stmt.value):
-            out.append(f"{where}:{stmt.lineno}: module logger not made by agent.daemon.logs.get_logger")
+            out.append(f"{where}:{stmt.lineno}: module logger not made by agent.eventlog.get_logger")
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue

@@ -7,7 +7,8 @@ import logging
 
 from prometheus_client import REGISTRY
 
-from agent.daemon.logs import RepeatLimiter, get_logger, setup_logging
+from agent.daemon.logs import RepeatLimiter, setup_logging
+from agent.eventlog import get_logger
 
 
 def _suppressed(logger: str, level: str) -> float:

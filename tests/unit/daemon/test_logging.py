@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from agent.daemon.logs import FIELDS_ATTR, LogfmtFormatter, get_logger, logfmt_value, setup_logging, stream_is_journald
+from agent.daemon.logs import LogfmtFormatter, logfmt_value, setup_logging, stream_is_journald
+from agent.eventlog import FIELDS_ATTR, get_logger
 
 
 def _record(msg="hello", level=logging.INFO, exc=None, **fields):
@@ -168,7 +169,7 @@ def test_logging_keywords_keep_their_meaning(caplog):
         helper()
     failed, stacked, called = caplog.records
     assert failed.exc_info and failed.exc_info[0] is ValueError and failed.fields == {"method": "Get"}
-    # the caller is the module that logged, not the adapter in agent/daemon/logs.py
+    # the caller is the module that logged, not the adapter in agent/eventlog.py
     assert failed.funcName == "test_logging_keywords_keep_their_meaning" and failed.pathname == __file__
     assert stacked.stack_info and not hasattr(stacked, "fields")
     assert called.funcName == "test_logging_keywords_keep_their_meaning" and called.fields == {"pod": "p"}
