@@ -130,6 +130,9 @@ class _Stopped:
 
 
 class DeviceManager:
+    """The ``types.DeviceManagerAPI``: endpoints, device health and the
+    allocation table (``PodDevices``), each changed only on the owning loop."""
+
     def __init__(
         self,
         *,
