@@ -26,7 +26,7 @@ import grpc
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
-from agent.devicemanager.manager import DeviceManager
+from agent.devicemanager.types import PluginRegistry
 from agent.devicemanager.metrics import REGISTRATIONS
 from agent.devicemanager.model import SUPPORTED_VERSIONS
 from agent.devicemanager.selection import AllocationError
@@ -118,7 +118,7 @@ def status_code(err: AllocationError) -> grpc.StatusCode:
 
 
 class RegistrationServicer(pb_grpc.RegistrationServicer):
-    def __init__(self, manager: DeviceManager, plugins_dir: Path, reserved: set[str]) -> None:
+    def __init__(self, manager: PluginRegistry, plugins_dir: Path, reserved: set[str]) -> None:
         self.manager = manager
         self.plugins_dir = plugins_dir
         self.reserved = reserved
@@ -174,7 +174,7 @@ def prepare_socket_dir(directory: Path, keep: set[str]) -> list[str]:
 class RegistrationServer:
     """The Registration gRPC server on ``<plugins_dir>/<socket_name>``."""
 
-    def __init__(self, manager: DeviceManager, plugins_dir: Path, socket_name: str, reserved: set[str]) -> None:
+    def __init__(self, manager: PluginRegistry, plugins_dir: Path, socket_name: str, reserved: set[str]) -> None:
         self.manager = manager
         self.plugins_dir = plugins_dir
         self.socket_path = plugins_dir / socket_name

@@ -23,7 +23,7 @@ import grpc
 
 from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from agent.devicemanager.manager import DeviceManager
+from agent.devicemanager.types import PluginRegistry
 from agent.devicemanager.metrics import REGISTRATIONS
 from agent.devicemanager.model import API_VERSION
 from agent.limits import LimitError, check_name, check_qualified_name
@@ -87,7 +87,7 @@ class _Seen:
 class PluginWatcher:
     def __init__(
         self,
-        manager: DeviceManager,
+        manager: PluginRegistry,
         directory: Path,
         *,
         poll_seconds: float = 1.0,
@@ -154,12 +154,12 @@ class PluginWatcher:
                     await self.manager.deregister(seen.resource, seen.endpoint)
         now = time.monotonic()
         for path, identity in sorted(current.items()):
-            seen = self._seen.get(path)
-            if seen is None:
-                seen = self._seen[path] = _Seen(identity)
-            elif seen.resource is not None or now < seen.retry_at:
+            known = self._seen.get(path)
+            if known is None:
+                known = self._seen[path] = _Seen(identity)
+            elif known.resource is not None or now < known.retry_at:
                 continue
-            await self._register(path, seen)
+            await self._register(path, known)
 
     async def _register(self, path: str, seen: _Seen) -> None:
         # a PluginInfo is a few names: a plugin cannot make the host read megabytes

@@ -16,8 +16,8 @@ import grpc
 
 from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
-from agent.devicemanager.metrics import POD_RESOURCES_ERRORS, POD_RESOURCES_REQUESTS
 from agent.eventlog import get_logger
+from agent.podresources.metrics import POD_RESOURCES_ERRORS, POD_RESOURCES_REQUESTS
 from agent.limits import LimitError, check_name
 
 log = get_logger("hwagent.podresources")
