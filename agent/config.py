@@ -15,7 +15,6 @@ import difflib
 import importlib
 import functools
 import json
-import logging
 import math
 import tomllib
 import types
@@ -23,6 +22,8 @@ import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from agent.eventlog import get_logger
 
 __all__ = ["Config", "ConfigError", "dumps", "load", "loads", "SECTIONS", "section_defaults"]
 
@@ -40,7 +41,7 @@ SECTIONS: dict[str, str] = {
     "cgroups": "agent.cgroups.config:CgroupsConfig",
 }
 
-log = logging.getLogger("hwagent.config")
+log = get_logger("hwagent.config")
 
 
 class ConfigError(ValueError):
@@ -90,7 +91,7 @@ def _move_deprecated(data: dict[str, Any], where: str) -> None:
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None
         target.setdefault(key, raw)  # checked again, with its section, as the file's own value
-        log.warning("config_key_deprecated key=%s use=%s where=%s", old, new, where)
+        log.warning("config key deprecated", key=old, use=new, where=where)
 
 
 def _check_type(value: Any, tp: Any, where: str) -> Any:

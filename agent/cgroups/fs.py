@@ -13,7 +13,6 @@ logged, counted in ``hwagent_cgroups_vanished_total``, and skipped.
 from __future__ import annotations
 
 import errno
-import logging
 from collections.abc import Callable
 from functools import partial
 from dataclasses import dataclass, field
@@ -25,10 +24,11 @@ from prometheus_client import Counter
 from agent.cgroups.detect import CgroupLayout
 from agent.cgroups.paths import safe_rel
 from agent.cpuset import CPUSet
+from agent.eventlog import get_logger
 
 __all__ = ["CgroupFS", "ApplyReport", "CgroupVanished", "VANISHED", "WRITE_ERRORS"]
 
-log = logging.getLogger("hwagent.cgroups")
+log = get_logger("hwagent.cgroups")
 
 VANISHED = Counter(
     "hwagent_cgroups_vanished_total", "cgroups that disappeared while hwagent read or wrote them", ["controller"]
@@ -74,7 +74,7 @@ class CgroupFS:
 
     def _vanished(self, controller: str, rel: str, what: str) -> CgroupVanished:
         VANISHED.labels(controller).inc()
-        log.info("cgroup_vanished controller=%s path=%s during=%s", controller, rel, what)
+        log.info("cgroup vanished", controller=controller, path=rel, during=what)
         return CgroupVanished(rel)
 
     def exists(self, rel: str) -> bool:
@@ -171,7 +171,7 @@ class CgroupFS:
             if self._guarded(report, rel, partial(self._narrow, key, rel, plan)):
                 report.written.append(rel)
         for rel, msg in report.errors:
-            log.warning("cpuset_write_failed key=%s path=%s error=%r", key, rel, msg)
+            log.warning("cpuset write failed", key=key, path=rel, error=msg)
         return report
 
     @staticmethod

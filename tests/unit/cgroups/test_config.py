@@ -35,8 +35,9 @@ def test_an_old_key_loads_into_cgroups_with_one_warning_naming_the_new_key(
         cfg = loads(f"[{section}]\n{key} = {toml}\n")
     assert getattr(cfg["cgroups"], new) == value
     assert not hasattr(cfg[section], key)
-    warnings = [r.getMessage() for r in caplog.records if r.name == "hwagent.config"]
-    assert len(warnings) == 1 and f"cgroups.{new}" in warnings[0] and f"{section}.{key}" in warnings[0]
+    warnings = [r for r in caplog.records if r.name == "hwagent.config"]
+    assert len(warnings) == 1 and warnings[0].getMessage() == "config key deprecated"
+    assert warnings[0].fields["key"] == f"{section}.{key}" and warnings[0].fields["use"] == f"cgroups.{new}"
 
 
 def test_the_new_key_loads_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
