@@ -41,7 +41,7 @@ from agent.api.admission.v1 import api_pb2_grpc as apb_grpc  # noqa: E402
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb  # noqa: E402
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc  # noqa: E402
 from agent.cpu.checkpoint import CheckpointStore  # noqa: E402
-from agent.cpu.component import CPUPolicyService  # noqa: E402
+from agent.cpu.component import PolicyCPUAllocator  # noqa: E402
 from agent.cpu.engine import CPUEngine  # noqa: E402
 from agent.cpu.policy import DynamicPolicy, PolicyOptions  # noqa: E402
 from agent.devicemanager.manager import DeviceManager  # noqa: E402
@@ -141,11 +141,10 @@ async def main(n: int, background: int) -> None:
     store = CheckpointStore(base / "cpu")
     engine = CPUEngine(policy, store)
     store.save(policy.state)  # snapshot + open journal, as the CPU component does at start
-    services: dict = {"cpu_policy": CPUPolicyService(SimpleNamespace(engine=engine)), "devicemanager": dm}
+    cpu = PolicyCPUAllocator(SimpleNamespace(engine=engine))
     registry = Registry(PodFileStore(base / "pods"))
     tm = TopologyManager(TopologyManagerConfig(policy="single-numa-node"), topo.numa_ids)
-    w = Workloads(registry, tm, lambda: services, topo.numa_ids, machine_memory_bytes=None)
-    services["active_pods"] = w
+    w = Workloads(registry, tm, topo.numa_ids, cpu_policy=cpu, device_manager=dm, machine_memory_bytes=None)
     dm.active_pods = w
 
     server = grpc.aio.server()

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = load(args.config)["pressure"]
     except ConfigError as e:
         raise CommandError(str(e)) from None
-    engine = PressureEngine(cfg, {}, mode="kubelet")  # a viewer never evicts
+    engine = PressureEngine(cfg, mode="kubelet")  # a viewer never evicts
     engine.load()
     try:
         engine.tick()

@@ -3,9 +3,13 @@
 Start order: read the checkpoint (a corrupt one stops start unless
 ``accept_state_loss``), build the policy (machine state regenerated from pod
 entries, reserve/reclaim pools initialised), write the checkpoint back, detect
-the cgroup hierarchy, serve the socket, publish ``ctx.services["cpu_policy"]``
-and start the periodic loops: residual cleanup, cpuset check/repair (with
-ramp-up completion), cpu.idle sync.
+the cgroup hierarchy, serve the socket, publish ``CPU_POLICY`` (a
+``CPUAllocator``) and start the periodic loops: residual cleanup, cpuset
+check/repair (with ramp-up completion), cpu.idle sync.
+
+Looks up nothing at start. The residual cleanup asks the active-pods source,
+which admission publishes after this component started: a deferred
+``ACTIVE_PODS``, inert until it is published.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
+from agent.contracts import ACTIVE_PODS, CPU_POLICY, ActivePods, Deferred
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups, validate_rel_path
 from agent.daemon.component import DaemonContext
 from agent.daemon.config import workload_cgroup_roots
@@ -36,9 +41,10 @@ from agent.cpu.metrics import (
 from agent.cpu.periodic import ResidualTracker
 from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, PolicyOptions, Request
 from agent.cpu.state import AllocationInfo, PolicyState
+from agent.cpuset import CPUSet
 from agent.statefile import Coalescer
 
-__all__ = ["CPUPolicyComponent", "CPUPolicyService", "create", "options_from_config", "socket_path_for"]
+__all__ = ["CPUPolicyComponent", "PolicyCPUAllocator", "create", "options_from_config", "socket_path_for"]
 
 log = logging.getLogger("hwagent.cpu")
 
@@ -67,8 +73,9 @@ def socket_path_for(ctx: DaemonContext, cfg: CPUConfig) -> Path:
     return ctx.path("cpu", cfg.socket_name)
 
 
-class CPUPolicyService:
-    """What other components use (``ctx.services["cpu_policy"]``)."""
+class PolicyCPUAllocator:
+    """The ``CPUAllocator`` this component publishes (``CPU_POLICY``): the policy's
+    engine, so in-process calls take the gRPC path's journal and enforcement."""
 
     def __init__(self, component: CPUPolicyComponent) -> None:
         self._c = component
@@ -79,6 +86,10 @@ class CPUPolicyService:
 
     def allocations(self) -> list[AllocationInfo]:
         return self._c.engine.policy.state.containers()
+
+    def allocatable_cpus(self) -> CPUSet:
+        pol = self._c.engine.policy
+        return CPUSet(pol.idx.all) - pol.reserved
 
     def remove_pod(self, pod_uid: str) -> None:
         self._c.engine.policy.remove_pod(pod_uid)
@@ -122,6 +133,7 @@ class CPUPolicyComponent:
         self.cgroup_roots: tuple[str, ...] = DEFAULT_WORKLOAD_ROOTS
         self._tasks: list[asyncio.Task[None]] = []
         self._ctx: DaemonContext | None = None
+        self._active_pods: Deferred[ActivePods] = lambda: None
         self.last_check: CheckReport | None = None
         self._loop_errors = 0
 
@@ -131,6 +143,7 @@ class CPUPolicyComponent:
         self.cgroup_roots = workload_cgroup_roots(ctx.config)
 
         self._ctx = ctx
+        self._active_pods = ctx.deferred(ACTIVE_PODS)
         from agent.cpu.calculator import TopoIndex
 
         store = CheckpointStore(ctx.root_dir / "cpu", online=TopoIndex(ctx.topology).all)
@@ -157,7 +170,7 @@ class CPUPolicyComponent:
         await loop.run_in_executor(None, store.save, policy.state, lambda: self.engine.policy.state)
         self.socket_path = socket_path_for(ctx, self.cfg)
         self._server, self._reg = await serve(self.engine, self.socket_path)
-        ctx.services["cpu_policy"] = CPUPolicyService(self)
+        ctx.publish(CPU_POLICY, PolicyCPUAllocator(self))
         self._kick_enforce(policy.state)
         self._tasks = [
             loop.create_task(self._every(self.cfg.cpuset_check_interval_s, self.check_once)),
@@ -211,7 +224,7 @@ class CPUPolicyComponent:
             with contextlib.suppress(FileNotFoundError):
                 self.socket_path.unlink()
         if self._ctx is not None:
-            self._ctx.services.pop("cpu_policy", None)
+            self._ctx.withdraw(CPU_POLICY)
 
     def healthy(self) -> bool:
         if self._server is None or self.socket_path is None or not self.socket_path.is_socket():
@@ -251,8 +264,7 @@ class CPUPolicyComponent:
         return self.last_check
 
     async def residual_once(self) -> list[str]:
-        assert self._ctx is not None
-        source = self._ctx.services.get("active_pods")
+        source = self._active_pods()
         if source is None:
             return []
         active = source.active_pod_uids()

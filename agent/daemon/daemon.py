@@ -431,7 +431,6 @@ class Daemon:
                 # No "active_pods" yet: until the admission path registers a source,
                 # nobody can tell a gone pod from an unlisted one, and an empty set
                 # would make the first allocation release every checkpointed pod.
-                services={},
                 on_stop_request=lambda reason, failed=True: self.request_stop(reason, failed),
                 mode_reason=why,
                 component_health=self.component_health,
@@ -536,6 +535,7 @@ class Daemon:
                 "component started",
                 extra={"component": started.name, "seconds": f"{time.monotonic() - t:.3f}"},
             )
+        ctx.freeze()  # every handle is published: deferred references resolve, publishing ends
         return True
 
     async def _stop_components(self) -> bool:

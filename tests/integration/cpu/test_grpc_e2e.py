@@ -10,6 +10,7 @@ import math
 import grpc
 import pytest
 
+from agent.contracts import CPU_POLICY
 from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb
@@ -100,13 +101,13 @@ def test_end_to_end(tmp_path):
             await stub.GetTopologyAwareResources(pb.GetTopologyAwareResourcesRequest(pod_uid="s", container_name="c"))
         assert e.value.code() == grpc.StatusCode.NOT_FOUND
         # the service other components use
-        svc = ctx.services["cpu_policy"]
+        svc = ctx.lookup(CPU_POLICY)
         assert [(a.pod_uid, str(a.cpuset), a.qos_level) for a in svc.allocations()] == [
             ("d", "1,8-9", "dedicated_cores")
         ]
 
     ctx = asyncio.run(_run(tmp_path, body))
-    assert "cpu_policy" not in ctx.services
+    assert ctx.lookup(CPU_POLICY) is None
 
 
 BAD = [

@@ -11,6 +11,7 @@ import os
 import socket
 from pathlib import Path
 
+from agent.contracts import ACTIVE_PODS, HandleKey
 from agent.daemon.component import DaemonContext
 
 EVENTS: list[tuple[str, str]] = []
@@ -51,7 +52,7 @@ class Fake:
                 ctx.remove_on_exit(self.sock_path)
         if self.fail_start:
             raise RuntimeError(f"{self.name} cannot start: no such device")
-        ctx.services[self.name] = self
+        ctx.publish(HandleKey(self.name), self)
 
     async def stop(self) -> None:
         _record("stop", self.name)
@@ -115,9 +116,9 @@ def crashing(ctx: DaemonContext) -> Fake:
 
 def needs_services(ctx: DaemonContext) -> Fake:
     """Reads what an earlier component published, as real components do."""
-    assert "alpha" in ctx.services
+    assert ctx.lookup(HandleKey("alpha")) is not None
     # no active-pods source until admission registers one: absence means "unknown", never "none active"
-    assert "active_pods" not in ctx.services
+    assert ctx.lookup(ACTIVE_PODS) is None
     return Fake("needs_services")
 
 

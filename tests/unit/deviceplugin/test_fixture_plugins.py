@@ -12,6 +12,10 @@ from pathlib import Path
 import grpc
 import pytest
 
+from agent.config import section_defaults
+from agent.contracts import DEVICE_HEALTH
+from agent.daemon.component import DaemonContext
+from agent.topology.model import synthetic
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.devices.config import DevicesConfig, ResourceRule
 from agent.devices.rules import RuleConflictError
@@ -109,10 +113,10 @@ def test_unbind_vanish_and_health_board(tmp_path):
     async def run():
         kubelet = KubeletStub(tmp_path / "dp" / "kubelet.sock")
         await kubelet.start()
-        ctx = type("Ctx", (), {"services": {}})()
+        ctx = DaemonContext(section_defaults(), tmp_path / "root", synthetic())
         svc = _svc(tmp_path, fs.root, DevicesConfig())
         await svc.start(ctx)
-        board = ctx.services["device_health"]
+        board = ctx.lookup(DEVICE_HEALTH)
         try:
             ep = await kubelet.endpoint(res)
             assert set(ep.latest()) == {"0000:3b:00.2", "0000:3b:00.3", "0000:3b:00.4"}
