@@ -29,7 +29,7 @@ from agent.daemon.component import DaemonContext
 from agent.daemon.config import workload_cgroup_roots
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
 from agent.cpu.config import CPUConfig
-from agent.cpu.engine import CPUEngine
+from agent.cpu.durable import DurablePolicy
 from agent.cpu.enforce import CheckReport, Enforcer
 from agent.cpu.metrics import (
     CGROUP_UNRESOLVED,
@@ -74,36 +74,37 @@ def socket_path_for(ctx: DaemonContext, cfg: CPUConfig) -> Path:
 
 
 class PolicyCPUAllocator:
-    """The ``CPUAllocator`` this component publishes (``CPU_POLICY``): the policy's
-    engine, so in-process calls take the gRPC path's journal and enforcement."""
+    """The ``CPUAllocator`` this component publishes (``CPU_POLICY``): calls go
+    through the durable policy, so in-process callers get the gRPC path's journal
+    and enforcement."""
 
     def __init__(self, component: CPUPolicyComponent) -> None:
         self._c = component
 
     @property
     def policy(self) -> DynamicPolicy:
-        return self._c.engine.policy
+        return self._c.durable.policy
 
     def allocations(self) -> list[AllocationInfo]:
-        return self._c.engine.policy.state.containers()
+        return self._c.durable.policy.state.containers()
 
     def allocatable_cpus(self) -> CPUSet:
-        pol = self._c.engine.policy
+        pol = self._c.durable.policy
         return CPUSet(pol.idx.all) - pol.reserved
 
     def remove_pod(self, pod_uid: str) -> None:
-        self._c.engine.policy.remove_pod(pod_uid)
+        self._c.durable.policy.remove_pod(pod_uid)
 
     async def release_pod(self, pod_uid: str) -> bool:
         """RemovePod, with the checkpoint written before it returns (admission's release path)."""
-        return await self._c.engine.remove_pod(pod_uid)
+        return await self._c.durable.remove_pod(pod_uid)
 
     # standalone in-process calls, same path as gRPC (persisted before returning)
     async def get_topology_hints(self, req: Request) -> HintsResult:
-        return await self._c.engine.hints(req)
+        return await self._c.durable.hints(req)
 
     async def allocate(self, req: Request) -> AllocateResult:
-        return await self._c.engine.allocate(req)
+        return await self._c.durable.allocate(req)
 
     async def bind_cgroup(self, pod_uid: str, container: str, cgroup_path: str | None) -> None:
         """Tell the policy which cgroup a container runs in (launchers do this).
@@ -112,7 +113,7 @@ class PolicyCPUAllocator:
         only cgroups below the configured workload roots are enforced and killed."""
         if cgroup_path is not None:
             cgroup_path = validate_rel_path(cgroup_path, self._c.cgroup_roots)
-        await self._c.engine.bind_cgroup(pod_uid, container, cgroup_path)
+        await self._c.durable.bind_cgroup(pod_uid, container, cgroup_path)
 
 
 class CPUPolicyComponent:
@@ -121,7 +122,7 @@ class CPUPolicyComponent:
     def __init__(self, cfg: CPUConfig, clock: Any = time.time) -> None:
         self.cfg = cfg
         self.clock = clock
-        self.engine: CPUEngine
+        self.durable: DurablePolicy
         self.fs: CgroupFS | None = None
         self.enforcer: Enforcer | None = None
         self.enforce: Coalescer[PolicyState] | None = None
@@ -166,10 +167,10 @@ class CPUPolicyComponent:
                 log.warning("cgroup_enforcement_disabled reason=%r", str(e))
             else:
                 self._log_own_cgroup(ctx)
-        self.engine = CPUEngine(policy, store, on_enforce=self._kick_enforce)
-        await loop.run_in_executor(None, store.save, policy.state, lambda: self.engine.policy.state)
+        self.durable = DurablePolicy(policy, store, on_enforce=self._kick_enforce)
+        await loop.run_in_executor(None, store.save, policy.state, lambda: self.durable.policy.state)
         self.socket_path = socket_path_for(ctx, self.cfg)
-        self._server, self._reg = await serve(self.engine, self.socket_path)
+        self._server, self._reg = await serve(self.durable, self.socket_path)
         ctx.publish(CPU_POLICY, PolicyCPUAllocator(self))
         self._kick_enforce(policy.state)
         self._tasks = [
@@ -209,14 +210,14 @@ class CPUPolicyComponent:
         if self._server is not None:
             await self._server.stop(0.5)
             self._server = None
-        if hasattr(self, "engine"):
+        if hasattr(self, "durable"):
             with contextlib.suppress(Exception):
-                await self.engine.wait_durable()
-            if self.engine.store is not None:
+                await self.durable.wait_durable()
+            if self.durable.store is not None:
                 with contextlib.suppress(Exception):  # a clean stop leaves one checksummed snapshot, no journal
-                    await self.engine.store.journal.compact_now()
+                    await self.durable.store.journal.compact_now()
                 with contextlib.suppress(Exception):
-                    await self.engine.store.journal.close()
+                    await self.durable.store.journal.close()
         if self.enforce is not None:
             with contextlib.suppress(Exception):
                 await self.enforce.drain()
@@ -255,11 +256,11 @@ class CPUPolicyComponent:
 
     async def check_once(self) -> CheckReport | None:
         """Ramp-up completion, then a full cpuset check (detect + repair)."""
-        self.engine.policy.complete_ramp_up()
-        await self.engine.wait_durable()
+        self.durable.policy.complete_ramp_up()
+        await self.durable.wait_durable()
         if self.enforce is None:
             return None
-        self.enforce.submit(self.engine.policy.state)
+        self.enforce.submit(self.durable.policy.state)
         await self.enforce.wait()
         return self.last_check
 
@@ -268,14 +269,14 @@ class CPUPolicyComponent:
         if source is None:
             return []
         active = source.active_pod_uids()
-        due = self.residual.due(self.engine.policy.state.entries.keys(), active, self.clock())
+        due = self.residual.due(self.durable.policy.state.entries.keys(), active, self.clock())
         for uid in due:
             log.info("residual_pod_removed pod_uid=%s after_s=%g", uid, self.cfg.residual_cleanup_s)
-            self.engine.policy.remove_pod(uid)
+            self.durable.policy.remove_pod(uid)
             self.residual.forget(uid)
             RESIDUAL_REMOVED.inc()
         if due:
-            await self.engine.wait_durable()
+            await self.durable.wait_durable()
         return due
 
     def reclaim_cgroup(self) -> str | None:

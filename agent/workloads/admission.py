@@ -1,4 +1,4 @@
-"""The admission pipeline and the ``WORKLOADS`` service.
+"""The admission pipeline and the registry it publishes as ``WORKLOADS``.
 
 validate → topology manager (hints of the CPU policy and the device manager,
 merged; each provider's Allocate with the merged affinity, rolled back on a
@@ -96,7 +96,7 @@ class AdmitResult:
 
 @dataclass
 class Workloads:
-    """The admission service: registry + pipeline. Published as ``WORKLOADS``."""
+    """Admission: registry + pipeline. Published as ``WORKLOADS`` and ``ACTIVE_PODS``."""
 
     registry: Registry
     topology_manager: TopologyManager

@@ -1,4 +1,4 @@
-"""The admission API (hwagent.admission.v1) over the ``Workloads`` service.
+"""The admission API (hwagent.admission.v1) over admission (``Workloads``).
 
 Every handler maps ``AdmissionError`` to its status code and anything else to
 INTERNAL with the exception named, so our own code never answers UNKNOWN.

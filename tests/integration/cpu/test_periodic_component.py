@@ -56,7 +56,7 @@ def test_residual_cleanup_and_ramp_up(tmp_path):
             assert not a.ramp_up and a.owner_pool_name == "share"
             # removal through the service other components use
             svc.remove_pod("keep")
-            await comp.engine.wait_durable()
+            await comp.durable.wait_durable()
             assert svc.allocations() == []
         finally:
             await comp.stop()
@@ -100,7 +100,7 @@ def test_reclaimed_pod_gets_reclaim_pool(tmp_path):
                 Request(pod_uid="r", container_name="c", resource_requests={"cpu": 1},
                         annotations={QOS_KEY: "reclaimed_cores"})  # fmt: skip
             )
-            assert r.allocation.cpuset == comp.engine.policy.state.pools["reclaim"]
+            assert r.allocation.cpuset == comp.durable.policy.state.pools["reclaim"]
         finally:
             await comp.stop()
 

@@ -14,7 +14,7 @@ from typing import Any
 from agent.contracts import RUNTIME
 from agent.cpu.checkpoint import CheckpointStore
 from agent.cpu.component import PolicyCPUAllocator
-from agent.cpu.engine import CPUEngine
+from agent.cpu.durable import DurablePolicy
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
 from agent.topology.model import Topology, synthetic
 from agent.topologymanager import TopologyManager, TopologyManagerConfig
@@ -85,9 +85,9 @@ async def pipeline(
             await until(lambda: h.cap()[0] == len(devs), what="plugin devices")
             pol = DynamicPolicy(topo, PolicyOptions(reserved_count=reserved))
             store = CheckpointStore(base / "cpu")
-            engine = CPUEngine(pol, store)
+            engine = DurablePolicy(pol, store)
             store.save(pol.state)  # a fresh snapshot and an open journal, as the CPU component does at start
-            cpu = PolicyCPUAllocator(SimpleNamespace(engine=engine))  # type: ignore[arg-type]
+            cpu = PolicyCPUAllocator(SimpleNamespace(durable=engine))  # type: ignore[arg-type]
             #: what a test publishes late (the runtime, under RUNTIME.name), as the daemon's context would
             services: dict[str, Any] = {"cpu_policy": cpu, "devicemanager": h.manager}
             registry = Registry(PodFileStore(base / "pods"))

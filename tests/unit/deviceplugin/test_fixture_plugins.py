@@ -19,16 +19,16 @@ from agent.topology.model import synthetic
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.devices.config import DevicesConfig, ResourceRule
 from agent.devices.rules import RuleConflictError
-from agent.deviceplugin.service import DevicePluginService
+from agent.deviceplugin.plugins import DevicePluginsComponent
 from tests.integration.deviceplugin.kubelet_stub import KubeletStub
 from tests.unit.devices.fakesysfs import FakeSysfs
 
 VE = "example.com/ioat"
 
 
-def _svc(tmp: Path, sysfs: Path, cfg: DevicesConfig) -> DevicePluginService:
+def _svc(tmp: Path, sysfs: Path, cfg: DevicesConfig) -> DevicePluginsComponent:
     cfg = DevicesConfig(**{**cfg.__dict__, "register_backoff_initial_s": 0.05, "socket_check_interval_s": 0.05})
-    return DevicePluginService(cfg, sysfs_root=str(sysfs), plugin_dir=tmp / "dp",
+    return DevicePluginsComponent(cfg, sysfs_root=str(sysfs), plugin_dir=tmp / "dp",
                                registration_socket=tmp / "dp" / "kubelet.sock", hotplug=False)
 
 

@@ -32,13 +32,13 @@ from agent.deviceplugin.server import DevicePluginServer, PluginDevice, socket_n
 if TYPE_CHECKING:
     from agent.daemon.component import DaemonContext
 
-__all__ = ["DevicePluginService"]
+__all__ = ["DevicePluginsComponent"]
 
 log = logging.getLogger("hwagent.deviceplugin")
 
 
 
-class DevicePluginService:
+class DevicePluginsComponent:
     name = "deviceplugins"
 
     def __init__(self, cfg: DevicesConfig, *, sysfs_root: str = "/sys", plugin_dir: str | Path,
