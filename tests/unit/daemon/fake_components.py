@@ -137,3 +137,13 @@ class Warming(Fake):
 
 def warming(ctx: DaemonContext) -> Warming:
     return Warming("warming")
+
+
+#: contexts the ``observer`` factory was handed, with whether each was frozen then
+OBSERVED: list[tuple[DaemonContext, bool]] = []
+
+
+def observer(ctx: DaemonContext) -> Fake:
+    """Keeps the context so a test can look at it while the daemon runs."""
+    OBSERVED.append((ctx, ctx.frozen))
+    return Fake("observer")
