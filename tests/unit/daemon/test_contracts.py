@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import section_defaults
-from agent.contracts import ACTIVE_PODS, CPU_POLICY, RUNTIME, WORKLOADS, HandleKey
+from agent.contracts import ACTIVE_PODS, RUNTIME, HandleKey
 from agent.daemon.component import DaemonContext
 from agent.pods import StaticActivePods
 from agent.topology.model import synthetic
