@@ -13,19 +13,21 @@ the CPU policy; the runtime after admission) the consumer holds a
 handle. Once every component has started the daemon freezes the context:
 publishing after that raises. The contracts and who uses them:
 
-    contract          published by (key)                     looked up by
-    CPUAllocations    cpu (CPU_POLICY)                       pod-resources, status, pressure, kubelet-pods
-    CPUAllocator      cpu (CPU_POLICY)                       admission, runtime, standalone eviction
-    DeviceAllocations devicemanager (DEVICE_MANAGER)         pod-resources, status
-    DeviceAllocator   devicemanager (DEVICE_MANAGER)         admission, standalone eviction
-    DeviceHealth      devices (DEVICE_HEALTH)                pressure, eviction plugin
-    DevicePlugins     devices (DEVICE_PLUGINS)               status
-    ActivePods        workloads (ACTIVE_PODS)                device manager, CPU policy (deferred), pod-resources
-    PodDirectorySource kubelet-pods (POD_DIRECTORY)          pressure, eviction plugin, status
-    PressureSignals   pressure (PRESSURE)                    eviction plugin, status
-    EvictionPluginView katalyst-eviction-plugin (EVICTION_PLUGIN) status
-    WorkloadRegistry  workloads (WORKLOADS)                  runtime, pod-resources
-    PodRuntime        runtime (RUNTIME)                      admission (deferred), eviction
+    contract            published by (key)                        used by
+    CPUAllocations      cpu (CPU_POLICY)                          pod-resources (deferred), status,
+                                                                  pressure, kubelet-pods
+    CPUAllocator        cpu (CPU_POLICY)                          admission, runtime, standalone eviction
+    DeviceAllocations   devicemanager (DEVICE_MANAGER)            pod-resources, status
+    DeviceAllocator     devicemanager (DEVICE_MANAGER)            admission, standalone eviction
+    DeviceHealth        devices (DEVICE_HEALTH)                   pressure, eviction plugin
+    DevicePlugins       devices (DEVICE_PLUGINS)                  status
+    ActivePods          workloads (ACTIVE_PODS)                   device manager and CPU policy and
+                                                                  pod-resources (deferred)
+    PodDirectorySource  kubelet-pods (POD_DIRECTORY)              pressure, eviction plugin, status
+    PressureSignals     pressure (PRESSURE)                       eviction plugin, status
+    EvictionPluginView  katalyst-eviction-plugin (EVICTION_PLUGIN) status
+    WorkloadRegistry    workloads (WORKLOADS)                     runtime, pod-resources (deferred)
+    PodRuntime          runtime (RUNTIME)                         admission and pressure (deferred)
 
 The topology manager's own ``HintProvider`` (``agent.topologymanager``) is what
 admission's providers implement over ``CPUAllocator`` and ``DeviceAllocator``.

@@ -57,7 +57,7 @@ def host_paths(cfg: DeviceManagerConfig, root_dir: Path) -> HostPaths:
     )
 
 
-class _ActivePodsOnceStarted:
+class _ActivePodsWhenPublished:
     """The active-pods source as the manager sees it: until admission has published
     it (with every pod admitted before a restart), and again once it is withdrawn,
     every pod holding devices counts as active, so nothing is released on a guess."""
@@ -96,7 +96,7 @@ class DeviceManagerComponent:
             allocate_timeout_seconds=cfg.allocate_timeout_seconds,
         )
         manager = self.manager
-        manager.active_pods = _ActivePodsOnceStarted(ctx.deferred(ACTIVE_PODS), manager)
+        manager.active_pods = _ActivePodsWhenPublished(ctx.deferred(ACTIVE_PODS), manager)
         ensure_private_dir(paths.plugins_dir)
         await self.manager.start()
         self.registration = RegistrationServer(
