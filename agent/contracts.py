@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from agent.devicemanager.checkpoint import CheckpointData
     from agent.devicemanager.manager import ContainerAllocation, ContainerRequest
     from agent.devicemanager.model import Allocation, Device, ResourceDevices
-    from agent.devicemanager.selection import TopologyHint as DeviceHint
+    from agent.devicemanager.hints import TopologyHint as DeviceHint
     from agent.deviceplugin.registration import Registrar
     from agent.deviceplugin.server import DevicePluginServer
     from agent.kubelet.model import PodDirectory

@@ -15,13 +15,13 @@ component may still ``withdraw`` its handle.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast, runtime_checkable
 
 from agent.config import Config
+from agent.eventlog import EventLogger, get_logger
 from agent.topology.model import Topology
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class DaemonContext:
     topology: Topology
     #: "standalone" or "kubelet", decided once at start (config mode=auto resolved)
     mode: str = "standalone"
-    log: logging.Logger = field(default_factory=lambda: logging.getLogger("hwagent"))
+    log: EventLogger = field(default_factory=lambda: get_logger("hwagent"))
     #: set by the daemon: ask it to shut down (reason, failed) from inside a component
     on_stop_request: Callable[[str, bool], None] | None = field(default=None, repr=False)
     #: files the daemon unlinks at exit if their owner did not (see remove_on_exit)

@@ -15,7 +15,6 @@ for pod-resources ``CPU_POLICY``, ``WORKLOADS`` and ``ACTIVE_PODS``.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,9 +29,10 @@ from agent.devicemanager.registration import RegistrationServer
 from agent.grpcguard import new_server
 from agent.unixsock import ensure_private_dir, serve_unix
 from agent.devicemanager.watcher import PluginWatcher
+from agent.eventlog import get_logger
 from agent.podresources.server import PodResourcesServicer
 
-log = logging.getLogger("hwagent.devicemanager")
+log = get_logger("hwagent.devicemanager")
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,9 @@ class DeviceManagerComponent:
         await serve_unix(self._pod_resources, paths.pod_resources_socket)
         ctx.publish(DEVICE_MANAGER, self.manager)
         log.info(
-            "devicemanager_started mode=%s registration=%s plugins_registry=%s pod_resources=%s checkpoint=%s",
-            ctx.mode, paths.registration_socket, paths.plugins_registry, paths.pod_resources_socket, paths.checkpoint,
+            "devicemanager started", mode=ctx.mode, registration=paths.registration_socket,
+            plugins_registry=paths.plugins_registry, pod_resources=paths.pod_resources_socket,
+            checkpoint=paths.checkpoint,
         )
 
     async def stop(self) -> None:
@@ -145,9 +146,9 @@ class DeviceManagerComponent:
 def factory(ctx: DaemonContext) -> DeviceManagerComponent | None:
     cfg: DeviceManagerConfig = ctx.config["devicemanager"]
     if not cfg.enabled:
-        log.info("devicemanager_disabled reason=config")
+        log.info("devicemanager disabled", reason="config")
         return None
     if ctx.mode != "standalone":
-        log.info("devicemanager_disabled reason=mode mode=%s (the kubelet hosts device plugins)", ctx.mode)
+        log.info("devicemanager disabled", reason="mode", mode=ctx.mode, note="the kubelet hosts device plugins")
         return None
     return DeviceManagerComponent(cfg)

@@ -13,7 +13,6 @@ relies on.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 import tomllib
@@ -22,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.eventlog import get_logger
 from agent.pressure import bpfsys
 from agent.pressure.bpfbuild import BuildError, BuildRequest, ProgramLoad, build_in_child
 from agent.pressure.bpfmaps import BpfMap, DescError
 from agent.pressure.btf import BTF, BTFError, hierarchy_macros, load_btf, offset_macros
 from agent.pressure.config import ALL_PROBES
 
-log = logging.getLogger("hwagent.pressure")
+log = get_logger("hwagent.pressure")
 
 __all__ = [
     "PROBES",
@@ -363,7 +363,7 @@ class ProbeSet:
         try:
             res = build_in_child(req)
         except BuildError as e:
-            log.warning("probes_build_failed probes=%s reason=%r", ",".join(self._plans), str(e))
+            log.warning("probes build failed", probes=",".join(self._plans), reason=str(e))
             for n in self._plans:
                 self._unavailable(n, str(e))
             self._plans = {}
@@ -371,7 +371,7 @@ class ProbeSet:
         self.compile_s, self.child_s = res.compile_s, res.child_s
         obj = LoadedObject({}, {})
         for n, why in res.failed.items():
-            log.warning("probe_build_failed probe=%s reason=%r", n, why)
+            log.warning("probe build failed", probe=n, reason=why)
         for name, plan in list(self._plans.items()):
             progs = {ld.program: res.programs.pop(ld.program) for ld in plan.loads if ld.program in res.programs}
             maps = {m: res.maps.pop(m) for m in plan.spec.maps if m in res.maps}
