@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(e)) from None
     cfg = config["pressure"]
     # a viewer never evicts
-    engine = PressureEngine(cfg, {}, mode="kubelet", cgroup_hierarchy=config["cgroups"].hierarchy)
+    engine = PressureEngine(cfg, mode="kubelet", cgroup_hierarchy=config["cgroups"].hierarchy)
     engine.load()
     try:
         engine.tick()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
+from agent.contracts import CPUAllocator, DeviceAllocator, DeviceHealth, PodDirectorySource
 from agent.eventlog import get_logger
 from agent.pressure.actions import EvictionAction, EvictionRecord, ReportEviction, StandaloneEviction
 from agent.cgroups.hierarchy import CgroupIndex, Hierarchy, detect_hierarchy, relative_cgroup_path
@@ -94,11 +95,22 @@ class TickResult:
 
 
 class PressureEngine:
+    """The ``PressureSignals`` the pressure component publishes.
+
+    What it reads and acts on is handed in (the component looks each up at its
+    start): the CPU policy's allocations (which containers to watch; released
+    with the device manager's on a standalone eviction), the device-health board
+    and, in kubelet mode, the pod directory. None for a part that does not run.
+    """
+
     def __init__(
         self,
         cfg: PressureConfig,
-        services: dict[str, Any] | None = None,
         *,
+        cpu: CPUAllocator | None = None,
+        devices: DeviceAllocator | None = None,
+        device_health: DeviceHealth | None = None,
+        pod_directory: PodDirectorySource | None = None,
         mode: str = "standalone",
         record_path: Path | None = None,
         procfs_root: str = "/proc",
@@ -110,7 +122,9 @@ class PressureEngine:
         cgroup_hierarchy: str = "auto",
     ) -> None:
         self.cfg = cfg
-        self.services = services if services is not None else {}
+        self.cpu = cpu
+        self.device_health = device_health
+        self.pod_directory = pod_directory
         self.mode = mode
         self.procfs_root = procfs_root
         self.sysfs_root = sysfs_root
@@ -132,7 +146,7 @@ class PressureEngine:
         self.extras: BpfExtras | None = None
         self.health = HealthDriver(
             HealthTracker(HealthPolicy(cfg.error_threshold, cfg.error_window_s, cfg.recovery_s)),
-            lambda: self.services.get("device_health"),
+            device_health,
         )
         self.evaluator = PressureEvaluator(
             EvictionPolicy(
@@ -142,7 +156,7 @@ class PressureEngine:
         )
         if action is None:
             action = (
-                StandaloneEviction(self.services, procfs_root, cgroup_roots)
+                StandaloneEviction(procfs_root, cgroup_roots, cpu=cpu, devices=devices)
                 if mode == "standalone"
                 else ReportEviction(cfg.eviction_hook)
             )
@@ -239,14 +253,14 @@ class PressureEngine:
     # -- one cycle ---------------------------------------------------------------
     def read_containers(self) -> list[Container]:
         """The CPU policy's containers now (on the policy owner's thread: the daemon's loop)."""
-        policy = self.services.get("cpu_policy")
+        policy = self.cpu
         out = []
         for r in policy.allocations() if policy is not None else ():
             try:
                 out.append(container_from_record(r))
             except Exception as e:  # one malformed record must not stop the rest
                 log.warning("allocation record skipped", error=repr(e))
-        pods = self.services.get("pod_directory")  # kubelet mode: every container the kubepods tree holds
+        pods = self.pod_directory  # kubelet mode: every container the kubepods tree holds
         if pods is not None:
             have = {c.cgroup_path for c in out if c.cgroup_path}
             by_key = {c.key: i for i, c in enumerate(out)}

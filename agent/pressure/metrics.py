@@ -112,8 +112,7 @@ class PressureCollector:
         fam = GaugeMetricFamily(f"{NS}_held_device_healthy",
                                 "Health of a device a pod holds, naming the pod (1 healthy, 0 not)",
                                 labels=["kind", "device", "resource", "device_id", "namespace", "pod", "container"])
-        services = getattr(e, "services", None) or {}
-        board, pods = services.get("device_health"), services.get("pod_directory")
+        board, pods = getattr(e, "device_health", None), getattr(e, "pod_directory", None)
         targets = getattr(board, "targets", None)
         if targets is None or pods is None:
             return fam
