@@ -346,7 +346,7 @@ def synthetic(
             )
         )
     caches: list[Cache] = []
-    for pkg, numa, core_id, ids in cores:
+    for *_where, ids in cores:
         caches.append(Cache(level=1, type="Data", size_bytes=48 << 10, cpus=CPUSet(ids)))
         caches.append(Cache(level=2, type="Unified", size_bytes=1 << 20, cpus=CPUSet(ids)))
     if l3_per_numa:
