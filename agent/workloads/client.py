@@ -56,8 +56,8 @@ def call(args: argparse.Namespace, fn: Callable[[Any], T]) -> T:
         try:
             return fn(pb_grpc.AdmissionStub(channel))
         except grpc.RpcError as e:
-            code = e.code()  # type: ignore[attr-defined]
-            details = e.details()  # type: ignore[attr-defined]
+            code = e.code()
+            details = e.details()
             if code == grpc.StatusCode.UNAVAILABLE and "connect" in (details or "").lower():
                 raise CommandError(f"cannot connect to {path}: {details}", EXIT_REFUSED) from None
             raise CommandError(f"{code.name}: {details}", EXIT_REFUSED) from None

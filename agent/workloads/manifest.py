@@ -129,7 +129,7 @@ def is_extended_resource_name(s: str) -> bool:
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses aliases and duplicate keys and bounds nesting."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise ManifestError("", f"YAML aliases are not accepted (line {event.start_mark.line + 1})")
@@ -141,7 +141,7 @@ class _StrictLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # type: ignore[override]
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
