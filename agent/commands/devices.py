@@ -90,8 +90,8 @@ def _text(rows: list[dict]) -> str:
             " ".join(x for x in (_short(r["vendor_name"]), r["device_name"] or r["class_name"]) if x) or "-",
             ",".join(r["dev_nodes"] + r["children"]) or "-",
         ))
-    widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in table)
+    widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]  # the last column is not padded
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1] for row in table)
 
 
 def _name(r: dict) -> str:
