@@ -125,12 +125,6 @@ class Assignment:
     #: device id -> the resources that claim it; such devices are in no resource
     conflicts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def resource_of(self, dev_id: str) -> str | None:
-        for name, ids in self.members.items():
-            if dev_id in ids:
-                return name
-        return None
-
     def owner_map(self) -> dict[str, str]:
         return {d: name for name, ids in self.members.items() for d in ids}
 

@@ -23,7 +23,6 @@ Identity rules, chosen because kernel ids are not globally unique:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -372,6 +371,3 @@ def synthetic(
         source="synthetic",
     )
 
-
-def union_cpus(nodes: Iterable[NUMANode]) -> CPUSet:
-    return CPUSet.union_all(n.cpus for n in nodes)

@@ -43,7 +43,7 @@ driver = ["ioatdma"]
     request.addfinalizer(lambda: shutil.rmtree(short, ignore_errors=True))
     ctx = DaemonContext(cfg, short / "root", synthetic(sockets=2), mode="standalone",
                         services={"active_pods": StaticActivePods({"pod-1"})})
-    for d in ("device-plugins", "plugins_registry", "pod-resources", "checkpoints", "cpu"):
+    for d in ("device-plugins", "plugins_registry", "pod-resources", "cpu"):
         (ctx.root_dir / d).mkdir(parents=True, exist_ok=True)
 
     async def run():

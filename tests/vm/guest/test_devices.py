@@ -87,7 +87,7 @@ net_name = ["eth*", "enp*"]
     topo = read_topology()
     ctx = DaemonContext(cfg, short / "root", topo, mode="standalone",
                         services={"active_pods": StaticActivePods({"pod-a", "pod-b"})})
-    for d in ("device-plugins", "plugins_registry", "pod-resources", "checkpoints"):
+    for d in ("device-plugins", "plugins_registry", "pod-resources"):
         (ctx.root_dir / d).mkdir(parents=True, exist_ok=True)
     far = max(pci_nodes)
 

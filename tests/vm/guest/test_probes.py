@@ -168,7 +168,7 @@ block_name = ["{Path(dev).name}"]
     short = Path(tempfile.mkdtemp(prefix="hwvmbh"))
     ctx = DaemonContext(cfg, short / "root", read_topology(), mode="standalone",
                         services={"active_pods": StaticActivePods()})
-    for d in ("device-plugins", "plugins_registry", "pod-resources", "checkpoints"):
+    for d in ("device-plugins", "plugins_registry", "pod-resources"):
         (ctx.root_dir / d).mkdir(parents=True, exist_ok=True)
 
     async def run() -> None:
