@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -45,6 +44,7 @@ from agent.cpuset import CPUSet  # noqa: E402
 from agent.pressure.cgroupfs import detect_hierarchy  # noqa: E402
 from agent.pressure.bpfsys import fd_info  # noqa: E402
 from agent.pressure.config import PressureConfig  # noqa: E402
+from tests.integration.pressure.fakes import FakePolicy, Rec  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -122,28 +122,6 @@ def in_kernel_cost(ps, loops: int) -> list[tuple[str, int, float]]:
     return sorted(rows, key=lambda r: -r[1] * r[2])
 
 
-@dataclass(frozen=True)
-class Rec:
-    pod_uid: str
-    pod_namespace: str
-    pod_name: str
-    container_name: str
-    qos_level: str
-    cpuset: CPUSet
-    cgroup_path: str | None
-
-
-class Policy:
-    def __init__(self, recs):
-        self.recs = recs
-
-    def allocations(self):
-        return list(self.recs)
-
-    def remove_pod(self, uid):
-        self.recs = [r for r in self.recs if r.pod_uid != uid]
-
-
 def onset_to_decision(probes, hierarchy, fallback: bool) -> float | None:
     from agent.pressure.engine import PressureEngine
     from agent.pressure.readers import SchedstatRunqueue
@@ -157,7 +135,7 @@ def onset_to_decision(probes, hierarchy, fallback: bool) -> float | None:
         rec = Rec("uid", "bench", "hog", "ctr", "reclaimed_cores", CPUSet.parse(f"0-{ncpu - 1}"), f"/{name}/ctr")
         cfg = PressureConfig(interval_s=0.25, window_s=1.0, met_fraction=0.75, soft_threshold=0.3,
                              hard_threshold=0.6, health_enabled=False)
-        eng = PressureEngine(cfg, {"cpu_policy": Policy([rec])}, probes=probes, mode="standalone")
+        eng = PressureEngine(cfg, {"cpu_policy": FakePolicy([rec])}, probes=probes, mode="standalone")
         eng.load()
         if fallback:
             eng.runqueue = SchedstatRunqueue(hierarchy.mount)

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from agent.daemon.component import DaemonContext
+from agent.daemon.daemon import prepare_root
 from agent.config import loads
 from agent.deviceplugin.component import factory as plugins_factory
 from agent.devicemanager.component import factory as host_factory
@@ -43,8 +44,7 @@ driver = ["ioatdma"]
     request.addfinalizer(lambda: shutil.rmtree(short, ignore_errors=True))
     ctx = DaemonContext(cfg, short / "root", synthetic(sockets=2), mode="standalone",
                         services={"active_pods": StaticActivePods({"pod-1"})})
-    for d in ("device-plugins", "plugins_registry", "pod-resources", "cpu"):
-        (ctx.root_dir / d).mkdir(parents=True, exist_ok=True)
+    prepare_root(ctx.root_dir)
 
     async def run():
         host = host_factory(ctx)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from agent.pressure.cgroupfs import cgroup_mounts, detect_hierarchy
+from tests.cgroup_cleanup import rmdir_cgroup
 
 HOG = ["/bin/sh", "-c", "while :; do :; done"]
 
@@ -76,14 +76,7 @@ class CgroupTree:
             except subprocess.TimeoutExpired:
                 pass
         for d in sorted(self.made, key=lambda p: len(p.parts), reverse=True):
-            for _ in range(50):
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            rmdir_cgroup(d, tries=50, pause_s=0.05)
 
 
 @pytest.fixture

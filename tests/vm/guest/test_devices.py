@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from agent.daemon.component import DaemonContext
+from agent.daemon.daemon import prepare_root
 from agent.config import loads
 from agent.devicemanager.component import factory as host_factory
 from agent.devicemanager.manager import ContainerRequest
@@ -87,8 +88,7 @@ net_name = ["eth*", "enp*"]
     topo = read_topology()
     ctx = DaemonContext(cfg, short / "root", topo, mode="standalone",
                         services={"active_pods": StaticActivePods({"pod-a", "pod-b"})})
-    for d in ("device-plugins", "plugins_registry", "pod-resources"):
-        (ctx.root_dir / d).mkdir(parents=True, exist_ok=True)
+    prepare_root(ctx.root_dir)
     far = max(pci_nodes)
 
     async def run() -> None:

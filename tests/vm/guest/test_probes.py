@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from agent.daemon.component import DaemonContext
+from agent.daemon.daemon import prepare_root
 from agent.config import loads
 from agent.devicemanager.component import factory as host_factory
 from agent.deviceplugin.component import factory as plugins_factory
@@ -168,8 +169,7 @@ block_name = ["{Path(dev).name}"]
     short = Path(tempfile.mkdtemp(prefix="hwvmbh"))
     ctx = DaemonContext(cfg, short / "root", read_topology(), mode="standalone",
                         services={"active_pods": StaticActivePods()})
-    for d in ("device-plugins", "plugins_registry", "pod-resources"):
-        (ctx.root_dir / d).mkdir(parents=True, exist_ok=True)
+    prepare_root(ctx.root_dir)
 
     async def run() -> None:
         host = host_factory(ctx)
