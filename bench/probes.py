@@ -44,7 +44,7 @@ from agent.cpuset import CPUSet  # noqa: E402
 from agent.pressure.cgroupfs import detect_hierarchy  # noqa: E402
 from agent.pressure.bpfsys import fd_info  # noqa: E402
 from agent.pressure.config import PressureConfig  # noqa: E402
-from tests.integration.pressure.fakes import FakePolicy, Rec  # noqa: E402
+from tests.integration.pressure.test_eviction import FakePolicy as Policy, Rec  # noqa: E402  (the eviction tests' fakes)
 
 
 def rss_mb() -> float:
@@ -135,7 +135,7 @@ def onset_to_decision(probes, hierarchy, fallback: bool) -> float | None:
         rec = Rec("uid", "bench", "hog", "ctr", "reclaimed_cores", CPUSet.parse(f"0-{ncpu - 1}"), f"/{name}/ctr")
         cfg = PressureConfig(interval_s=0.25, window_s=1.0, met_fraction=0.75, soft_threshold=0.3,
                              hard_threshold=0.6, health_enabled=False)
-        eng = PressureEngine(cfg, {"cpu_policy": FakePolicy([rec])}, probes=probes, mode="standalone")
+        eng = PressureEngine(cfg, {"cpu_policy": Policy([rec])}, probes=probes, mode="standalone")
         eng.load()
         if fallback:
             eng.runqueue = SchedstatRunqueue(hierarchy.mount)

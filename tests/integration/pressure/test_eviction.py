@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
 import pytest
 
@@ -12,9 +13,33 @@ from agent.cpuset import CPUSet
 from agent.pressure.config import PressureConfig
 from agent.pressure.engine import PressureEngine
 
-from .fakes import FakePolicy, Rec
-
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
+
+
+@dataclass(frozen=True)
+class Rec:
+    pod_uid: str
+    pod_namespace: str
+    pod_name: str
+    container_name: str
+    qos_level: str
+    cpuset: CPUSet
+    cgroup_path: str | None
+
+
+class FakePolicy:
+    """Same surface as the CPU policy service (ctx.services["cpu_policy"])."""
+
+    def __init__(self, recs: list[Rec]) -> None:
+        self.recs = list(recs)
+        self.removed: list[str] = []
+
+    def allocations(self):
+        return list(self.recs)
+
+    def remove_pod(self, pod_uid: str) -> None:
+        self.removed.append(pod_uid)
+        self.recs = [r for r in self.recs if r.pod_uid != pod_uid]
 
 
 class FakeDevices:
