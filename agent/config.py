@@ -53,62 +53,43 @@ def _check_type(value: Any, tp: Any, where: str) -> Any:
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        return _check_union(value, tp, where)
+        errors = []
+        for arm in typing.get_args(tp):
+            if arm is type(None):
+                if value is None:
+                    return None
+                continue
+            try:
+                return _check_type(value, arm, where)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"{where}: unexpected value {value!r}")
     if origin is typing.Literal:
-        return _check_literal(value, tp, where)
+        allowed = typing.get_args(tp)
+        # compare with the type too: in Python True == 1 and 1 == 1.0
+        if not any(type(value) is type(a) and value == a for a in allowed):
+            raise ConfigError(f"{where}: must be one of {', '.join(map(_toml_repr, allowed))}, got {_toml_repr(value)}")
+        return value
     if origin in (list, tuple):
-        return _check_sequence(value, tp, origin, where)
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {_type_name(value)}")
+        args = typing.get_args(tp)
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise ConfigError(f"{where}: expected a list of {len(args)} items, got {len(value)}")
+            return tuple(_check_type(v, t, f"{where}[{i}]") for i, (v, t) in enumerate(zip(value, args)))
+        item_t = args[0] if args else Any
+        items = [_check_type(v, item_t, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a table, got {_type_name(value)}")
         _kt, vt = typing.get_args(tp) or (str, Any)
         return {k: _check_type(v, vt, f"{where}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+    if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a table, got {_type_name(value)}")
         return _build(tp, value, where)
-    return _check_scalar(value, tp, where)
-
-
-def _check_union(value: Any, tp: Any, where: str) -> Any:
-    """The first arm that accepts the value; else the first arm's complaint."""
-    errors = []
-    for arm in typing.get_args(tp):
-        if arm is type(None):
-            if value is None:
-                return None
-            continue
-        try:
-            return _check_type(value, arm, where)
-        except ConfigError as e:
-            errors.append(str(e))
-    raise ConfigError(errors[0] if errors else f"{where}: unexpected value {value!r}")
-
-
-def _check_literal(value: Any, tp: Any, where: str) -> Any:
-    allowed = typing.get_args(tp)
-    # compare with the type too: in Python True == 1 and 1 == 1.0
-    if not any(type(value) is type(a) and value == a for a in allowed):
-        raise ConfigError(f"{where}: must be one of {', '.join(map(_toml_repr, allowed))}, got {_toml_repr(value)}")
-    return value
-
-
-def _check_sequence(value: Any, tp: Any, origin: Any, where: str) -> Any:
-    """A TOML array as a list, a tuple of fixed arity, or a homogeneous tuple."""
-    if not isinstance(value, list):
-        raise ConfigError(f"{where}: expected a list, got {_type_name(value)}")
-    args = typing.get_args(tp)
-    if origin is tuple and args and args[-1] is not Ellipsis:
-        if len(value) != len(args):
-            raise ConfigError(f"{where}: expected a list of {len(args)} items, got {len(value)}")
-        return tuple(_check_type(v, t, f"{where}[{i}]") for i, (v, t) in enumerate(zip(value, args, strict=True)))
-    item_t = args[0] if args else Any
-    items = [_check_type(v, item_t, f"{where}[{i}]") for i, v in enumerate(value)]
-    return tuple(items) if origin is tuple else items
-
-
-def _check_scalar(value: Any, tp: Any, where: str) -> Any:
-    """float (an int is accepted and coerced; nan is not), int, bool, str, or any other class."""
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {_type_name(value)}")
