@@ -232,10 +232,10 @@ def _read_cpu(
         siblings = CPUSet([cpu])
     package_cpus = _shared_set(topo, cpu, _PACKAGE_FILES, names, known.setdefault("package", {}), notes)
     package = _set_id(cpu, package_cpus, "physical_package_id", read_int, known)
-    if package is None or _absent(package):
+    if _absent(package):
         package = _UNKNOWN  # s390, ps3, some arm boards
     core_id = read_int("core_id")
-    if core_id is None or _absent(core_id):
+    if _absent(core_id):
         # ps3 and some embedded kernels: the sibling set is the only core
         # identity, so number the core by its first thread
         notes.cpu(cpu, "no core_id; core numbered by its first thread sibling")
@@ -499,9 +499,15 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
         base = f"{cpu_dir}/cpu{cpu}/cache"
         if n == 2 and not covered and not os.path.isdir(base):
             break  # three CPUs without a cache directory: this kernel exports none (ia64, old arm)
-        indexes = _cache_indexes(base, template)
-        if template is None:
-            template = indexes
+        # The first CPU's index list stands for the others (the kernel gives
+        # every CPU of a design the same leaves); one stat of the index after
+        # the last catches a CPU with more, which is then listed in full.
+        if template is None or os.path.isdir(f"{base}/index{len(template)}"):
+            indexes = listdir_ids(base, "index")
+            if template is None:
+                template = indexes
+        else:
+            indexes = template
         for index in indexes:
             done = covered.setdefault(index, set())
             if cpu in done:
@@ -512,7 +518,10 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
                     attrs = frozenset(os.listdir(d))
                 except OSError:
                     attrs = frozenset()
-            shared = _cache_sharers(d, attrs, cpu, notes)
+            if "shared_cpu_list" in attrs:
+                shared = notes.cpuset(f"{d}/shared_cpu_list", f"{d}/shared_cpu_map", containing=cpu)
+            else:  # before 2.6.2x: the mask only
+                shared = notes.cpuset(f"{d}/shared_cpu_map", f"{d}/shared_cpu_list", containing=cpu, first_is_mask=True)
             if shared is None and indexes is template and not os.path.isdir(d):
                 continue  # this CPU has fewer cache leaves than the first
             if shared is None:
@@ -523,7 +532,6 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
             size_text = notes.text(f"{d}/size")
             size = (parse_size(size_text) if size_text else None) or None
             shape = (index, size, core_private)
-            level: int | None
             if core_private and shape in private_kind:
                 level, ctype = private_kind[shape]
             else:
@@ -539,7 +547,10 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
                 continue
             kind = (level, ctype, size)
             if kind not in design:
-                design[kind] = _cache_design(d, attrs, notes)
+                design[kind] = (
+                    notes.int(f"{d}/coherency_line_size") or None if "coherency_line_size" in attrs else None,
+                    notes.int(f"{d}/ways_of_associativity") or None if "ways_of_associativity" in attrs else None,
+                )
             line_size, ways = design[kind]
             seen[key] = Cache(
                 level=level,
@@ -551,28 +562,3 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
                 ways=ways,
             )
     return tuple(sorted(seen.values(), key=lambda c: (c.level, c.type, c.cpus.first())))
-
-
-def _cache_indexes(base: str, template: list[int] | None) -> list[int]:
-    """A CPU's cache leaves. The first CPU's index list stands for the others (the kernel gives
-    every CPU of a design the same leaves); one stat of the index after the last catches a CPU
-    with more, which is then listed in full."""
-    if template is None or os.path.isdir(f"{base}/index{len(template)}"):
-        return listdir_ids(base, "index")
-    return template
-
-
-def _cache_sharers(d: str, attrs: frozenset[str], cpu: int, notes: Notes) -> CPUSet | None:
-    """The CPUs sharing the cache leaf ``d`` of ``cpu``: its list, else its mask."""
-    if "shared_cpu_list" in attrs:
-        return notes.cpuset(f"{d}/shared_cpu_list", f"{d}/shared_cpu_map", containing=cpu)
-    # before 2.6.2x: the mask only
-    return notes.cpuset(f"{d}/shared_cpu_map", f"{d}/shared_cpu_list", containing=cpu, first_is_mask=True)
-
-
-def _cache_design(d: str, attrs: frozenset[str], notes: Notes) -> tuple[int | None, int | None]:
-    """(line size, ways) of a cache design; None where the kernel does not say (or says 0)."""
-    return (
-        notes.int(f"{d}/coherency_line_size") or None if "coherency_line_size" in attrs else None,
-        notes.int(f"{d}/ways_of_associativity") or None if "ways_of_associativity" in attrs else None,
-    )
