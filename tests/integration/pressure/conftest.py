@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.pressure.cgroupfs import cgroup_mounts, detect_hierarchy
+
 from tests.cgroup_cleanup import rmdir_cgroup
 
 HOG = ["/bin/sh", "-c", "while :; do :; done"]
