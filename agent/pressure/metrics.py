@@ -21,10 +21,10 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from agent.cgroups.ancestry import nearest_ancestor
 from agent.pressure.cgroupfs import relative_cgroup_path
 from agent.pressure.hist import Histogram, prometheus_buckets
 from agent.pressure.readers import block_name
+from agent.cgroups.ancestry import nearest_ancestor
 
 __all__ = ["PressureCollector", "top_n", "container_series", "OTHER_LABELS"]
 
