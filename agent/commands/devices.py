@@ -143,14 +143,11 @@ def _grouped(rows: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.config import ConfigError, load
+    from agent.commands._config import load_config
     from agent.devices.rules import assign, effective_rules
     from agent.devices.udev import discover
 
-    try:
-        config = load(args.config)
-    except ConfigError as e:
-        raise CommandError(str(e)) from None
+    config = load_config(args)
     cfg = config["devices"]
     sysfs_root = args.sysfs_root or config["daemon"].sysfs_root
     if not os.path.isdir(os.path.join(sysfs_root, "bus")) and not os.path.isdir(os.path.join(sysfs_root, "class")):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agent.cli import CommandError
-from agent.config import ConfigError, load
+from agent.commands._config import load_config, root_dir
 
 __all__ = ["add_parser", "run", "log_file", "follow"]
 
@@ -85,11 +85,8 @@ def follow(path: Path, out: BinaryIO, poll_s: float = 0.2, stop: Callable[[], bo
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = load(args.config)
-    except ConfigError as e:
-        raise CommandError(str(e)) from None
-    root = Path(os.path.abspath(args.root_dir)) if args.root_dir else Path(config["daemon"].root_dir)
+    config = load_config(args)
+    root = root_dir(args, config)
     namespace, _, name = args.name.rpartition("/")
     path = log_file(root, namespace or args.namespace, name, args.container)
     out = sys.stdout.buffer
