@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
 from prometheus_client import Counter
 
+from agent.eventlog import get_logger
 from agent.limits import GRPC_MESSAGE_LIMITS, LimitError
 
 __all__ = ["OFFLOAD_BYTES", "Guard", "INTERNAL_ERRORS", "REJECTED", "new_server"]
 
-log = logging.getLogger("hwagent.grpc")
+log = get_logger("hwagent.grpc")
 
 #: request bodies at least this large are decoded off the event loop
 OFFLOAD_BYTES = 64 * 1024
@@ -155,7 +155,7 @@ class Guard(grpc.aio.ServerInterceptor):
                 request = _Undecodable(e)
         if isinstance(request, _Undecodable):
             REJECTED.labels(self.api, method, "undecodable").inc()
-            log.warning("grpc_request_undecodable api=%s method=%s error=%r", self.api, method, str(request.error))
+            log.warning("grpc request undecodable", api=self.api, method=method, error=str(request.error))
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"{method}: the request body does not decode: {request.error}"
             )
@@ -166,12 +166,10 @@ class Guard(grpc.aio.ServerInterceptor):
             raise e  # the handler chose its status already
         if isinstance(e, LimitError):
             REJECTED.labels(self.api, method, "limit").inc()
-            log.warning("grpc_request_refused api=%s method=%s kind=%s error=%r", self.api, method, e.kind, str(e))
+            log.warning("grpc request refused", api=self.api, method=method, kind=e.kind, error=str(e))
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         INTERNAL_ERRORS.labels(self.api, method, type(e).__name__).inc()
-        log.error(
-            "grpc_handler_failed api=%s method=%s exception=%s", self.api, method, type(e).__name__, exc_info=e
-        )
+        log.error("grpc handler failed", api=self.api, method=method, exception=type(e).__name__, exc_info=e)
         await context.abort(grpc.StatusCode.INTERNAL, f"{method}: internal error in hwagent ({type(e).__name__})")
 
 

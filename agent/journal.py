@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import logging
 import os
 import struct
 import time
@@ -70,6 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
+from agent.eventlog import EventLogger, get_logger
 from agent.statefile import _fsync_dir, set_aside, write_atomic
 
 __all__ = [
@@ -85,7 +85,7 @@ __all__ = [
     "remove_stale_temps",
 ]
 
-log = logging.getLogger("hwagent.journal")
+log = get_logger("hwagent.journal")
 S = TypeVar("S")
 
 MAGIC = b"HWJ1"
@@ -180,7 +180,7 @@ def remove_stale_temps(path: Path) -> int:
         except FileNotFoundError:
             pass
     if n:
-        log.warning("stale_temp_files_removed dir=%s name=%s count=%d", path.parent, path.name, n)
+        log.warning("stale temp files removed", dir=path.parent, name=path.name, count=n)
     return n
 
 
@@ -201,7 +201,7 @@ class Journal(Generic[S]):
         codec: JournalCodec[S],
         *,
         compact_bytes: int = 4 << 20,
-        logger: logging.Logger | None = None,
+        logger: EventLogger | None = None,
         mode: int = 0o600,
     ) -> None:
         self.path = Path(path)
@@ -262,8 +262,7 @@ class Journal(Generic[S]):
                 rec.problems.append(f"{p.name}: {why}; {len(data) - bad_off} bytes kept aside")
                 if not read_only:
                     rec.kept_aside.append(self._cut(p, data, bad_off))
-                self.log.error("journal_tail_discarded path=%s offset=%d bytes=%d reason=%r",
-                               p, bad_off, len(data) - bad_off, why)
+                self.log.error("journal tail discarded", path=p, offset=bad_off, bytes=len(data) - bad_off, reason=why)
         self.seq = self.durable_seq = rec.seq
         return rec
 
@@ -285,8 +284,10 @@ class Journal(Generic[S]):
                 for p in (self.path, self.old, self.wal):
                     if p.exists():
                         rec.kept_aside.append(set_aside(p))
-                self.log.error("state_snapshot_corrupt path=%s kept_as=%s reason=%r action=start_empty",
-                               self.path, rec.kept_aside[0] if rec.kept_aside else None, str(e))
+                self.log.error(
+                    "state snapshot corrupt", path=self.path, kept_as=rec.kept_aside[0] if rec.kept_aside else None,
+                    reason=str(e), action="start_empty",
+                )
             return False
         return True
 
@@ -503,14 +504,15 @@ class Journal(Generic[S]):
         self.failures += 1
         err = e if isinstance(e, JournalError) else JournalError(
             getattr(e, "errno", None) or 0, f"{getattr(e, 'strerror', None) or e} (writing {self.wal.name})")
-        self.log.error("journal_write_failed path=%s records=%d error=%r reset=%s",
-                       self.wal, len(failed), str(e), self._needs_reset)
+        self.log.error(
+            "journal write failed", path=self.wal, records=len(failed), error=str(e), reset=self._needs_reset,
+        )
         for p in reversed(failed):
             if p.undo is not None:
                 try:
                     p.undo()
                 except Exception:  # noqa: BLE001 - one bad undo must not stop the others
-                    self.log.exception("journal_undo_failed seq=%d", p.seq)
+                    self.log.exception("journal undo failed", seq=p.seq)
         for p in failed:
             if not p.fut.done():
                 p.fut.set_exception(err)
@@ -527,7 +529,7 @@ class Journal(Generic[S]):
         try:
             rotated = await loop.run_in_executor(self._io, self._rotate_sync)
         except OSError as e:
-            self.log.error("journal_rotate_failed path=%s error=%r", self.wal, str(e))
+            self.log.error("journal rotate failed", path=self.wal, error=str(e))
             self._needs_reset = True
             return
         self._compaction = loop.run_in_executor(None, self._snapshot_sync, state, seq, rotated)
@@ -547,7 +549,7 @@ class Journal(Generic[S]):
             _fsync_dir(self.path.parent)
             self.snapshots += 1
         except Exception as e:  # noqa: BLE001 - the journal still holds everything; retried at the next size
-            self.log.error("state_snapshot_failed path=%s error=%r", self.path, str(e))
+            self.log.error("state snapshot failed", path=self.path, error=str(e))
 
     async def compact_now(self) -> None:
         """Write a snapshot of ``capture()`` now (tests, shutdown): waits for

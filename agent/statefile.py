@@ -15,12 +15,13 @@ import asyncio
 import errno
 import hashlib
 import json
-import logging
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
+
+from agent.eventlog import EventLogger, get_logger
 
 __all__ = [
     "Coalescer",
@@ -32,7 +33,7 @@ __all__ = [
     "write_atomic",
 ]
 
-log = logging.getLogger("hwagent.statefile")
+log = get_logger("hwagent.statefile")
 T = TypeVar("T")
 
 
@@ -157,7 +158,7 @@ class Coalescer(Generic[T]):
         work: Callable[[T], Any],
         name: str,
         snapshot: Callable[[], T] | None = None,
-        logger: logging.Logger | None = None,
+        logger: EventLogger | None = None,
     ) -> None:
         self.work = work
         self.name = name
@@ -217,7 +218,7 @@ class Coalescer(Generic[T]):
                 await loop.run_in_executor(None, self.work, value)
             except Exception as e:  # noqa: BLE001 - reported to waiters and logged
                 err = e
-                self.log.error("%s_failed error=%r", self.name, str(e))
+                self.log.error("coalesced work failed", work=self.name, error=str(e))
             else:
                 self.done = gen
             keep = []

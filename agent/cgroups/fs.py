@@ -13,7 +13,6 @@ logged, counted in ``hwagent_cgroups_vanished_total``, and skipped.
 from __future__ import annotations
 
 import errno
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +22,11 @@ from prometheus_client import Counter
 from agent.cgroups.detect import CgroupLayout
 from agent.cgroups.paths import safe_rel
 from agent.cpuset import CPUSet
+from agent.eventlog import get_logger
 
 __all__ = ["CgroupFS", "ApplyReport", "CgroupVanished", "VANISHED", "WRITE_ERRORS"]
 
-log = logging.getLogger("hwagent.cgroups")
+log = get_logger("hwagent.cgroups")
 
 VANISHED = Counter(
     "hwagent_cgroups_vanished_total", "cgroups that disappeared while hwagent read or wrote them", ["controller"]
@@ -72,7 +72,7 @@ class CgroupFS:
 
     def _vanished(self, controller: str, rel: str, what: str) -> CgroupVanished:
         VANISHED.labels(controller).inc()
-        log.info("cgroup_vanished controller=%s path=%s during=%s", controller, rel, what)
+        log.info("cgroup vanished", controller=controller, path=rel, during=what)
         return CgroupVanished(rel)
 
     def exists(self, rel: str) -> bool:
@@ -191,7 +191,7 @@ class CgroupFS:
             except OSError as e:
                 report.errors.append((rel, f"{e.strerror or e}"))
         for rel, msg in report.errors:
-            log.warning("cpuset_write_failed key=%s path=%s error=%r", key, rel, msg)
+            log.warning("cpuset write failed", key=key, path=rel, error=msg)
         return report
 
     def _clamp_children(self, key: str, rel: str, new: CPUSet, plan: dict[str, CPUSet]) -> None:

@@ -17,7 +17,6 @@ the next. hwagent never signals itself.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import signal
 import time
@@ -27,10 +26,11 @@ from pathlib import Path
 
 from agent.cgroups.mounts import cgroup_mounts
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, validate_rel_path
+from agent.eventlog import get_logger
 
 __all__ = ["KillResult", "kill_cgroup"]
 
-log = logging.getLogger("hwagent.cgroups")
+log = get_logger("hwagent.cgroups")
 
 #: time between rounds of SIGKILL (v1) or looks at cgroup.procs (v2 cgroup.kill)
 _ROUND_S = 0.02
@@ -96,7 +96,7 @@ def kill_cgroup(
     if v2 and (v2[0] / "cgroup.kill").exists():
         before = _procs(v2)
         if me in before:  # cgroup.kill cannot spare one process: fall back to signals
-            log.warning("cgroup_kill_skipped path=%s reason=holds_hwagent", rel)
+            log.warning("cgroup kill skipped", path=rel, reason="holds_hwagent")
         else:
             try:
                 (v2[0] / "cgroup.kill").write_text("1")
@@ -106,7 +106,7 @@ def kill_cgroup(
                     time.sleep(_ROUND_S)
             except OSError as e:
                 if e.errno not in (errno.ENOENT, errno.ENODEV):
-                    log.warning("cgroup_kill_write_failed path=%s error=%s", rel, e.strerror)
+                    log.warning("cgroup kill write failed", path=rel, error=e.strerror)
     all_dirs = [d for dirs in trees.values() for d in dirs]
     while True:
         pids = _procs(all_dirs)
@@ -124,6 +124,6 @@ def kill_cgroup(
         if signalled and "sigkill" not in methods:
             methods.append("sigkill")
         if clock() > deadline:
-            log.error("cgroup_kill_incomplete path=%s remaining=%d", rel, len(pids))
+            log.error("cgroup kill incomplete", path=rel, remaining=len(pids))
             return KillResult(rel, len(killed), len(pids), tuple(methods))
         time.sleep(_ROUND_S)

@@ -16,7 +16,6 @@ nothing here can signal or remove a cgroup hwagent does not own.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import signal
 import time
@@ -27,10 +26,11 @@ from agent.cgroups.detect import CgroupError, CgroupLayout
 from agent.cgroups.devbpf import DeviceProgramError, DevicePrograms
 from agent.cgroups.limits import CgroupLimits
 from agent.cgroups.paths import safe_rel
+from agent.eventlog import get_logger
 
 __all__ = ["WORKLOAD_CONTROLLERS", "CgroupSetupError", "WorkloadCgroups", "controller_files", "Hierarchy"]
 
-log = logging.getLogger("hwagent.cgroups")
+log = get_logger("hwagent.cgroups")
 
 WORKLOAD_CONTROLLERS = ("cpuset", "cpu", "cpuacct", "memory", "devices", "pids")
 #: the v2 controllers a container's limits are written through (devices are BPF on v2)
@@ -300,7 +300,7 @@ class WorkloadCgroups:
             if self.signal(rel, signal.SIGKILL) == 0 and not self.pids(rel):
                 return True
             if time.monotonic() > deadline:
-                log.error("workload_kill_incomplete cgroup=%s remaining=%d", rel, len(self.pids(rel)))
+                log.error("workload kill incomplete", cgroup=rel, remaining=len(self.pids(rel)))
                 return False
             time.sleep(pause)
             pause = min(0.02, pause * 2)

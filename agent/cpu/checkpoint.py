@@ -36,7 +36,6 @@ a crash during an append leaves: never acknowledged).
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from agent.cpu.state import (
     validate_state,
 )
 from agent.cpuset import CPUSet
+from agent.eventlog import get_logger
 from agent.journal import Journal, JournalCorrupt, Recovered, StateCorrupt
 from agent.statefile import canonical_str, sha256_checksum, sha256_of
 
@@ -68,7 +68,7 @@ READS = (1, 2)
 #: the journal is compacted into a new snapshot past this size
 COMPACT_BYTES = 4 << 20
 POLICY = "dynamic"
-log = logging.getLogger("hwagent.cpu")
+log = get_logger("hwagent.cpu")
 
 
 class CheckpointError(Exception):
@@ -293,8 +293,10 @@ class CheckpointStore:
             ) from None
         self.last_recovery = rec
         if rec.snapshot_discarded:
-            log.warning("checkpoint_discarded path=%s kept_as=%s reason=%r", self.path,
-                        rec.kept_aside[0] if rec.kept_aside else None, rec.problems[0])
+            log.warning(
+                "checkpoint discarded", path=self.path, kept_as=rec.kept_aside[0] if rec.kept_aside else None,
+                reason=rec.problems[0],
+            )
             return None
         st = rec.state.finish()
         try:
@@ -305,11 +307,13 @@ class CheckpointStore:
                     f"cpu checkpoint {self.path} and its journal are inconsistent: {e}. Drain the node, then "
                     f"delete the files or start hwagent with [cpu] accept_state_loss = true.") from None
             aside = self.journal.set_aside_all()
-            log.warning("checkpoint_discarded path=%s kept_as=%s reason=%r", self.path, aside, str(e))
+            log.warning("checkpoint discarded", path=self.path, kept_as=aside, reason=str(e))
             return None
         if rec.problems:
-            log.warning("checkpoint_recovered path=%s replayed=%d problems=%r kept_aside=%s",
-                        self.path, rec.replayed, rec.problems, [str(p) for p in rec.kept_aside])
+            log.warning(
+                "checkpoint recovered", path=self.path, replayed=rec.replayed, problems=rec.problems,
+                kept_aside=[str(p) for p in rec.kept_aside],
+            )
         return st
 
     def save(self, state: PolicyState, capture: Callable[[], PolicyState] | None = None) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -36,11 +35,12 @@ from agent.cpu.metrics import (
 from agent.cpu.periodic import ResidualTracker
 from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, PolicyOptions, Request
 from agent.cpu.state import AllocationInfo, PolicyState
+from agent.eventlog import get_logger
 from agent.statefile import Coalescer
 
 __all__ = ["CPUPolicyComponent", "CPUPolicyService", "create", "options_from_config", "socket_path_for"]
 
-log = logging.getLogger("hwagent.cpu")
+log = get_logger("hwagent.cpu")
 
 
 def options_from_config(cfg: CPUConfig) -> PolicyOptions:
@@ -150,7 +150,7 @@ class CPUPolicyComponent:
                 self.enforcer = Enforcer(self.fs, policy.idx.numa_of)
                 self.enforce = Coalescer(self._enforce_work, "cpuset_enforce", logger=log)
             except CgroupError as e:
-                log.warning("cgroup_enforcement_disabled reason=%r", str(e))
+                log.warning("cgroup enforcement disabled", reason=str(e))
             else:
                 self._log_own_cgroup(ctx)
         self.engine = CPUEngine(policy, store, on_enforce=self._kick_enforce)
@@ -166,12 +166,8 @@ class CPUPolicyComponent:
         if self.cfg.sync_cpu_idle and self.fs is not None:
             self._tasks.append(loop.create_task(self._every(self.cfg.cpu_idle_interval_s, self.cpu_idle_once)))
         log.info(
-            "cpu_policy_started socket=%s mode=%s reserved=%s containers=%d enforcement=%s",
-            self.socket_path,
-            ctx.mode,
-            policy.reserved,
-            len(policy.state.containers()),
-            self.fs.layout.mode if self.fs else "off",
+            "cpu policy started", socket=self.socket_path, mode=ctx.mode, reserved=policy.reserved,
+            containers=len(policy.state.containers()), enforcement=self.fs.layout.mode if self.fs else "off",
         )
 
     def _log_own_cgroup(self, ctx: DaemonContext) -> None:
@@ -182,9 +178,9 @@ class CPUPolicyComponent:
         except OSError:
             return
         path = own.get("cpuset") or own.get("", "/")
-        log.info("own_cgroup cpuset=%s", path)
+        log.info("own cgroup", cpuset=path)
         if "kubepods" in path:
-            log.warning("own_cgroup_under_kubepods path=%s: hwagent's CPUs follow the policy's cpusets", path)
+            log.warning("own cgroup under kubepods", path=path, note="hwagent's CPUs follow the policy's cpusets")
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -258,7 +254,7 @@ class CPUPolicyComponent:
         active = source.active_pod_uids()
         due = self.residual.due(self.engine.policy.state.entries.keys(), active, self.clock())
         for uid in due:
-            log.info("residual_pod_removed pod_uid=%s after_s=%g", uid, self.cfg.residual_cleanup_s)
+            log.info("residual pod removed", pod_uid=uid, after_s=f"{self.cfg.residual_cleanup_s:g}")
             self.engine.policy.remove_pod(uid)
             self.residual.forget(uid)
             RESIDUAL_REMOVED.inc()
@@ -287,11 +283,11 @@ class CPUPolicyComponent:
         except CgroupVanished:
             return False
         except FileNotFoundError:
-            log.warning("cpu_idle_unsupported path=%s", rel)
+            log.warning("cpu idle unsupported", path=rel)
             return False
         if wrote:
             CPU_IDLE_WRITES.inc()
-            log.info("cpu_idle_set path=%s value=%d", rel, value)
+            log.info("cpu idle set", path=rel, value=value)
         return wrote
 
     async def _every(self, period: float, fn: Any) -> None:
@@ -304,7 +300,7 @@ class CPUPolicyComponent:
                 raise
             except Exception:  # noqa: BLE001 - a periodic pass must not kill the loop
                 self._loop_errors += 1
-                log.exception("cpu_periodic_failed task=%s", getattr(fn, "__name__", fn))
+                log.exception("cpu periodic failed", task=getattr(fn, "__name__", fn))
 
 
 def create(ctx: DaemonContext) -> CPUPolicyComponent | None:

@@ -16,7 +16,6 @@ plugin does this there), and binding CPUs without memory is half a binding.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -24,10 +23,11 @@ from agent.cgroups.fs import CgroupFS, CgroupVanished
 from agent.cgroups.paths import CgroupPathError, container_dirs, find_pod_cgroup
 from agent.cpu.state import PolicyState
 from agent.cpuset import CPUSet
+from agent.eventlog import get_logger
 
 __all__ = ["Plan", "plan_cgroups", "Enforcer", "CheckReport"]
 
-log = logging.getLogger("hwagent.cpu")
+log = get_logger("hwagent.cpu")
 
 
 @dataclass
@@ -134,7 +134,7 @@ class Enforcer:
             if self.enforced.get((key, rel)) == want:
                 rep.drift.append((rel, want, got))
                 drifted.add(rel)
-                log.warning("cpuset_drift key=%s path=%s want=%s found=%s", key, rel, want, got)
+                log.warning("cpuset drift", key=key, path=rel, want=want, found=got)
                 if repair:
                     to_write[rel] = want
             else:

@@ -21,7 +21,6 @@ right now (it is then either acknowledged or undone, with its caller told).
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -31,11 +30,12 @@ from agent.cpu.errors import UNAVAILABLE, PolicyError
 from agent.cpu.metrics import CHECKPOINT_WRITES, DURATION, FAILURES, REQUESTS, publish_state
 from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, Request
 from agent.cpu.state import AllocationInfo, PolicyState
+from agent.eventlog import get_logger
 from agent.journal import JournalError
 
 __all__ = ["CPUEngine"]
 
-log = logging.getLogger("hwagent.cpu")
+log = get_logger("hwagent.cpu")
 T = TypeVar("T")
 
 

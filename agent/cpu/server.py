@@ -5,7 +5,6 @@ dataclasses, plus status-code mapping; all behaviour lives in the engine."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import grpc
@@ -19,13 +18,14 @@ from agent.cpu.errors import PolicyError, invalid
 from agent.cpu.hints import Hint
 from agent.cpu.policy import RESOURCE_NAME, AllocateResult, Request
 from agent.cpu.state import AllocationInfo
+from agent.eventlog import get_logger
 from agent.grpcguard import new_server
 from agent.limits import LimitError, check_annotations, check_labels, check_name, check_qualified_name, shown
 from agent.unixsock import serve_unix
 
 __all__ = ["ResourcePluginService", "RegistrationService", "serve", "to_request"]
 
-log = logging.getLogger("hwagent.cpu")
+log = get_logger("hwagent.cpu")
 OCI_CPUSET = "CpusetCpus"
 PLUGIN_TYPE = "ResourcePlugin"
 API_VERSION = "v1alpha1"
@@ -237,9 +237,9 @@ class RegistrationService(reg_grpc.RegistrationServicer):
         self.registered = request.plugin_registered
         self.error = request.error
         if request.plugin_registered:
-            log.info("plugin_registered name=cpu endpoint=%s", self.endpoint)
+            log.info("plugin registered", name="cpu", endpoint=self.endpoint)
         else:
-            log.error("plugin_registration_failed name=cpu error=%s", shown(request.error, 512))
+            log.error("plugin registration failed", name="cpu", error=shown(request.error, 512))
         return reg_pb.RegistrationStatusResponse()
 
 

@@ -8,13 +8,13 @@ component can be started alone in a test with a context built by hand.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from agent.config import Config
+from agent.eventlog import EventLogger, get_logger
 from agent.topology.model import Topology
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class DaemonContext:
     topology: Topology
     #: "standalone" or "kubelet", decided once at start (config mode=auto resolved)
     mode: str = "standalone"
-    log: logging.Logger = field(default_factory=lambda: logging.getLogger("hwagent"))
+    log: EventLogger = field(default_factory=lambda: get_logger("hwagent"))
     #: components publish handles here for others (e.g. "devicemanager", "cpu_policy")
     services: dict[str, Any] = field(default_factory=dict)
     #: set by the daemon: ask it to shut down (reason, failed) from inside a component

@@ -37,6 +37,7 @@ from agent.daemon.reload import DAEMON_LIVE_SETTINGS, plan_reload
 from agent.daemon.config import DaemonConfig, parse_host_port
 from agent.daemon.metrics_http import HealthReport, MetricsServer
 from agent.daemon.sdnotify import Notifier, watchdog_interval
+from agent.eventlog import get_logger
 from agent.topology.model import Topology
 
 __all__ = [
@@ -49,7 +50,7 @@ __all__ = [
     "resolve_mode",
 ]
 
-log = logging.getLogger("hwagent.daemon")
+log = get_logger("hwagent.daemon")
 
 #: "module:factory" for every component, in start order (stopped in reverse).
 #: ``factory(ctx) -> Component | None``; None means disabled by config or mode.
@@ -255,7 +256,7 @@ class Daemon:
             try:
                 ok = bool(s.component.healthy())
             except Exception:
-                log.exception("health check raised", extra={"component": s.name})
+                log.exception("health check raised", component=s.name)
                 ok = False
             out.append((s.name, ok))
         return out
@@ -271,7 +272,7 @@ class Daemon:
                 ready = bool(ready_fn()) if callable(ready_fn) else True
                 detail = str(detail_fn()) if callable(detail_fn) else ("ready" if ready else "not ready")
             except Exception:
-                log.exception("readiness check raised", extra={"component": s.name})
+                log.exception("readiness check raised", component=s.name)
                 ready, detail = False, "readiness check raised"
             out.append((s.name, ready, detail))
         return out
@@ -295,7 +296,7 @@ class Daemon:
     def request_reload(self) -> None:
         """SIGHUP: re-read the config and apply what can change live (on the loop)."""
         if self.phase != "running":
-            log.info("config reload ignored", extra={"phase": self.phase})
+            log.info("config reload ignored", phase=self.phase)
             return
         if self._reloading is not None and not self._reloading.done():
             log.info("config reload already in progress")
@@ -304,7 +305,7 @@ class Daemon:
 
     async def _reload(self) -> None:
         if self.reload_config is None:
-            log.warning("config reload unsupported: the daemon was not started from a config source")
+            log.warning("config reload unsupported", reason="the daemon was not started from a config source")
             return
         if self._notifier is not None:
             self._notifier.status("reloading config")
@@ -317,12 +318,13 @@ class Daemon:
                     live[s.name] = frozenset(settings)
             plan = plan_reload(self.config, loaded, live)
         except ConfigError as e:
-            log.error("config reload refused; running on with the config in effect", extra={"error": str(e)})
+            log.error("config reload refused", error=str(e), note="running on with the config in effect")
             self._status_running()
             return
         except Exception as e:
-            log.error("config reload failed; running on with the config in effect",
-                      extra={"error": f"{type(e).__name__}: {e}"})
+            log.error(
+                "config reload failed", error=f"{type(e).__name__}: {e}", note="running on with the config in effect",
+            )
             self._status_running()
             return
         self.config = plan.effective
@@ -335,11 +337,13 @@ class Daemon:
                 try:
                     s.component.reconfigure(self.config[s.name])  # type: ignore[attr-defined]
                 except Exception as e:
-                    log.error("component reconfigure failed", extra={"component": s.name, "error": repr(e)})
+                    log.error("component reconfigure failed", component=s.name, error=repr(e))
         if plan.needs_restart:
-            log.warning("config changes need a restart", extra={"settings": ",".join(plan.needs_restart)})
-        log.info("config reloaded", extra={"applied": ",".join(plan.applied) or "none",
-                                           "needs_restart": ",".join(plan.needs_restart) or "none"})
+            log.warning("config changes need a restart", settings=",".join(plan.needs_restart))
+        log.info(
+            "config reloaded", applied=",".join(plan.applied) or "none",
+            needs_restart=",".join(plan.needs_restart) or "none",
+        )
         self._status_running()
 
     def _status_running(self) -> None:
@@ -353,11 +357,11 @@ class Daemon:
         if self._stop is None:
             return
         if self._stop.is_set():
-            log.info("already stopping", extra={"reason": reason})
+            log.info("already stopping", reason=reason)
             return
         if failed and self._failure is None:
             self._failure = reason
-        (log.error if failed else log.info)("stop requested", extra={"reason": reason})
+        (log.error if failed else log.info)("stop requested", reason=reason)
         self._stop.set()
 
     async def run(self) -> int:
@@ -389,7 +393,7 @@ class Daemon:
             self.phase = "starting"
             created = prepare_root(root)
             if created:
-                log.info("created root dir layout", extra={"root_dir": root, "dirs_created": len(created)})
+                log.info("created root dir layout", root_dir=root, dirs_created=len(created))
             pidfile.acquire()
             sockets_before = set(_sockets_under(root))
 
@@ -397,14 +401,14 @@ class Daemon:
             from agent.daemon.checks import config_warnings
 
             source = str(self.config.path) if self.config.path else "embedded defaults"
-            log.info("hwagent starting", extra={"version": __version__, "config": source, "root_dir": root})
+            log.info("hwagent starting", version=__version__, config=source, root_dir=root)
             mode, why = resolve_mode(cfg)
-            log.info("mode resolved", extra={"mode": mode, "why": why})
+            log.info("mode resolved", mode=mode, why=why)
 
             topo = await asyncio.to_thread(self._read_topology)
             _log_topology(topo)
             for warning in config_warnings(self.config, topo):
-                log.warning("config value cannot apply", extra={"warning": warning})
+                log.warning("config value cannot apply", warning=warning)
 
             from agent.daemon import metrics  # prometheus_client objects; import only when serving
 
@@ -420,14 +424,14 @@ class Daemon:
                 reason = os.strerror(e.errno) if e.errno else str(e)
                 raise DaemonError(f"cannot listen on metrics_address {cfg.metrics_address}: {reason}") from None
             self.metrics_address = server.address
-            log.info("metrics endpoint listening", extra={"address": _hostport(server.address), "url": server.url})
+            log.info("metrics endpoint listening", address=_hostport(server.address), url=server.url)
 
             ctx = DaemonContext(
                 config=self.config,
                 root_dir=root,
                 topology=topo,
                 mode=mode,
-                log=logging.getLogger("hwagent"),
+                log=get_logger("hwagent"),
                 # No "active_pods" yet: until the admission path registers a source,
                 # nobody can tell a gone pod from an unlisted one, and an empty set
                 # would make the first allocation release every checkpointed pod.
@@ -443,17 +447,13 @@ class Daemon:
                 notifier.ready(status=status)
                 freeze_startup_heap()  # after READY: the collection is no start-up work
                 log.info(
-                    "hwagent ready",
-                    extra={
-                        "mode": mode,
-                        "components": len(self._started),
-                        "component_names": ",".join(c.name for c in self._started),
-                        "startup_seconds": f"{time.monotonic() - t0:.3f}",
-                    },
+                    "hwagent ready", mode=mode, components=len(self._started),
+                    component_names=",".join(c.name for c in self._started),
+                    startup_seconds=f"{time.monotonic() - t0:.3f}",
                 )
                 await self._stop.wait()
         except DaemonError as e:
-            log.error("cannot start", extra={"error": str(e)})
+            log.error("cannot start", error=str(e))
             self._failure = str(e)
         finally:
             self.phase = "stopping"
@@ -480,7 +480,7 @@ class Daemon:
             self.phase = "stopped"
             if stop_failed and self._failure is None:
                 self._failure = "a component did not stop cleanly"
-            log.info("hwagent stopped", extra={"clean": self._failure is None})
+            log.info("hwagent stopped", clean=self._failure is None)
         return self._exit_code()
 
     def _exit_code(self) -> int:
@@ -505,17 +505,17 @@ class Daemon:
         assert self._stop is not None
         for spec in COMPONENTS if self.components is None else self.components:
             if self._stop.is_set():
-                log.info("stop requested during start-up; not starting the rest")
+                log.info("stop requested during startup", note="not starting the rest")
                 return False
             factory = load_factory(spec)
             try:
                 component = factory(ctx)
             except Exception as e:
-                log.exception("component factory failed", extra={"component": spec})
+                log.exception("component factory failed", component=spec)
                 self._failure = f"component {spec}: {type(e).__name__}: {e}"
                 raise DaemonError(self._failure) from e
             if component is None:
-                log.info("component disabled", extra={"component": spec})
+                log.info("component disabled", component=spec)
                 continue
             started = _Started(spec, component)
             notifier.status(f"starting {started.name}")
@@ -524,18 +524,14 @@ class Daemon:
                 await component.start(ctx)
             except Exception as e:
                 log.error(
-                    "component failed to start",
+                    "component failed to start", component=started.name, error=f"{type(e).__name__}: {e}",
                     exc_info=log.isEnabledFor(logging.DEBUG),
-                    extra={"component": started.name, "error": f"{type(e).__name__}: {e}"},
                 )
                 # the half-started component may hold resources; it gets a stop() too
                 self._started.append(started)
                 raise DaemonError(f"component {started.name} failed to start: {e}") from e
             self._started.append(started)
-            log.info(
-                "component started",
-                extra={"component": started.name, "seconds": f"{time.monotonic() - t:.3f}"},
-            )
+            log.info("component started", component=started.name, seconds=f"{time.monotonic() - t:.3f}")
         return True
 
     async def _stop_components(self) -> bool:
@@ -548,16 +544,14 @@ class Daemon:
                 await asyncio.wait_for(s.component.stop(), timeout)
             except asyncio.TimeoutError:
                 failed = True
-                log.error("component did not stop in time", extra={"component": s.name, "timeout_seconds": timeout})
+                log.error("component did not stop in time", component=s.name, timeout_seconds=timeout)
             except Exception as e:
                 failed = True
                 log.error(
-                    "component failed to stop",
-                    exc_info=True,
-                    extra={"component": s.name, "error": f"{type(e).__name__}: {e}"},
+                    "component failed to stop", component=s.name, error=f"{type(e).__name__}: {e}", exc_info=True,
                 )
             else:
-                log.info("component stopped", extra={"component": s.name})
+                log.info("component stopped", component=s.name)
         return failed
 
 
@@ -580,16 +574,10 @@ async def _watchdog(notifier: Notifier, interval: float) -> None:
 
 def _log_topology(topo: Topology) -> None:
     for warning in topo.warnings:
-        log.warning("topology", extra={"warning": warning})
+        log.warning("topology", warning=warning)
     log.info(
-        "topology read",
-        extra={
-            "cpus_online": str(topo.online),
-            "cores": len(topo.cores),
-            "packages": len(topo.package_ids),
-            "numa_nodes": len(topo.numa_nodes),
-            "isolated": str(topo.isolated) or "none",
-        },
+        "topology read", cpus_online=str(topo.online), cores=len(topo.cores), packages=len(topo.package_ids),
+        numa_nodes=len(topo.numa_nodes), isolated=str(topo.isolated) or "none",
     )
 
 
@@ -616,9 +604,9 @@ def _remove_paths(paths: Iterable[Path]) -> None:
         except FileNotFoundError:
             continue
         except OSError as e:
-            log.warning("cannot remove", extra={"path": p, "error": e.strerror})
+            log.warning("cannot remove", path=p, error=e.strerror)
         else:
-            log.warning("removed a file its component left behind", extra={"path": p})
+            log.warning("removed a file its component left behind", path=p)
 
 
 def _report_leftovers(root: Path, before: set[Path]) -> None:
@@ -630,4 +618,4 @@ def _report_leftovers(root: Path, before: set[Path]) -> None:
     if not root.is_dir():
         return
     for p in sorted(set(_sockets_under(root)) - before):
-        log.warning("socket left under root dir after stop", extra={"path": p})
+        log.warning("socket left under root dir after stop", path=p)

@@ -5,32 +5,39 @@ machines, so every record is one line of ``key=value`` pairs:
 
     ts=2026-11-30T07:42:37.123Z level=info logger=hwagent.daemon msg="component started" component=cpu
 
-Fields passed with ``extra={...}`` become extra pairs, and so do the pairs of a
-message written in the project's ``"event key=%s"`` convention. Under journald (stderr is
-the stream named by ``$JOURNAL_STREAM``) the timestamp is dropped, since journald
-stamps each line itself, and each line starts with a ``<N>`` syslog priority so
-``journalctl -p warning`` works.
+The project logs one way: a module's logger comes from
+:func:`agent.eventlog.get_logger`, and a
+call names an *event* (a short lowercase phrase, the same every time: "cpu
+policy started", "allocation refused") and passes what varies as keyword
+fields (``log.info("pod admitted", pod=key, qos=qos)``). The event is ``msg``;
+each field becomes one more pair, in call order. Nothing is interpolated into
+the message, so nothing has to be parsed back out of it, and a grep for an
+event finds every line of it. Under journald (stderr is the stream named by
+``$JOURNAL_STREAM``) the timestamp is dropped, since journald stamps each line
+itself, and each line starts with a ``<N>`` syslog priority so ``journalctl -p
+warning`` works.
 
-Warnings and errors are rate-limited per message (:class:`RepeatLimiter`): a
+Warnings and errors are rate-limited per event (:class:`RepeatLimiter`): a
 client that sends the same bad request a thousand times a second must not turn
-the journal into a copy of its traffic. A few lines per message pass in each
+the journal into a copy of its traffic. A few lines per event pass in each
 window; the rest are counted in ``hwagent_log_lines_suppressed_total`` and the
 first line of the next window says ``suppressed=N``.
 """
 
 from __future__ import annotations
 
-import ast
 import logging
 import os
-import re
 import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from collections.abc import Mapping
 from typing import IO, Any
 
 from prometheus_client import Counter
+
+from agent.eventlog import FIELDS_ATTR
 
 __all__ = [
     "LEVELS",
@@ -38,7 +45,6 @@ __all__ = [
     "RepeatLimiter",
     "logfmt_value",
     "setup_logging",
-    "split_event",
     "stream_is_journald",
 ]
 
@@ -64,47 +70,8 @@ _SYSLOG_PRIORITY = (
     (logging.INFO, 6),
 )
 
-#: attributes every LogRecord has; anything else came from ``extra=``
-_RECORD_ATTRS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
-
-
-#: fields every line has; a message field of the same name stays inside msg
-_FIXED_KEYS = frozenset({"ts", "level", "logger", "msg", "exc"})
-
-_EVENT = re.compile(r"[A-Za-z_][\w.:/-]*")
-_PAIR = re.compile(r"""\s+([A-Za-z_]\w*)=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s'"]\S*|)(?=\s|$)""")
-
-
-def split_event(message: str) -> tuple[str, list[tuple[str, str]]] | None:
-    """Parse the project's ``event key=value ...`` message convention.
-
-    Values may be bare tokens or Python string reprs (``reason=%r``). Returns
-    None for anything else (free text, a trailing remark), which is then logged
-    whole as ``msg="..."``: nothing is ever dropped or reordered.
-    """
-    m = _EVENT.match(message)
-    if m is None:
-        return None
-    pairs: list[tuple[str, str]] = []
-    pos = m.end()
-    while pos < len(message):
-        p = _PAIR.match(message, pos)
-        if p is None:
-            return None
-        key, raw = p.group(1), p.group(2)
-        if raw[:1] in ("'", '"'):
-            try:
-                value = ast.literal_eval(raw)
-            except (ValueError, SyntaxError):
-                return None
-            if not isinstance(value, str):
-                return None
-        else:
-            value = raw
-        pairs.append((key, value))
-        pos = p.end()
-    return m.group(0), pairs
-
+#: fields every line has; a call field of the same name is written with a trailing ``_``
+_FIXED_KEYS = frozenset({"ts", "level", "logger", "msg", "exc", "suppressed"})
 
 def syslog_priority(levelno: int) -> int:
     for threshold, prio in _SYSLOG_PRIORITY:
@@ -142,18 +109,14 @@ class LogfmtFormatter(logging.Formatter):
             parts.append(f"ts={time.strftime('%Y-%m-%dT%H:%M:%S', t)}.{ms:03d}Z")
         parts.append(f"level={record.levelname.lower()}")
         parts.append(f"logger={logfmt_value(record.name)}")
-        extras = [(k, v) for k, v in record.__dict__.items() if k not in _RECORD_ATTRS and not k.startswith("_")]
-        message = record.getMessage()
-        split = split_event(message)
-        taken = _FIXED_KEYS | {k for k, _ in extras}
-        if split is not None and not any(k in taken for k, _ in split[1]):
-            # "event key=value" messages become real fields instead of one quoted string
-            event, pairs = split
-            parts.append(f"msg={logfmt_value(event)}")
-            parts.extend(f"{k}={logfmt_value(v)}" for k, v in pairs)
-        else:
-            parts.append(f"msg={logfmt_value(message)}")
-        parts.extend(f"{k}={logfmt_value(v)}" for k, v in extras)
+        parts.append(f"msg={logfmt_value(record.getMessage())}")
+        fields = getattr(record, FIELDS_ATTR, None)
+        if isinstance(fields, Mapping):
+            for k, v in fields.items():
+                parts.append(f"{k}_={logfmt_value(v)}" if k in _FIXED_KEYS else f"{k}={logfmt_value(v)}")
+        suppressed = getattr(record, "suppressed", None)
+        if suppressed:
+            parts.append(f"suppressed={suppressed}")
         if record.exc_info:
             parts.append(f"exc={logfmt_value(self.formatException(record.exc_info).rstrip())}")
         elif record.exc_text:
@@ -165,16 +128,17 @@ class LogfmtFormatter(logging.Formatter):
 
 
 class RepeatLimiter(logging.Filter):
-    """Lets ``burst`` records of one message through per ``interval`` seconds.
+    """Lets ``burst`` records of one event through per ``interval`` seconds.
 
-    "One message" is the logger, the level and the unformatted template (the
-    project logs ``"event key=%s"``), so a flood of one refusal with varying
-    arguments counts as one. Debug and info records always pass.
+    "One event" is the logger, the level, the event (the message, which the
+    convention keeps free of values) and the exception type: the fields vary
+    from line to line, the event does not, so a flood of one refusal with
+    varying requests counts as one. Debug and info records always pass.
     """
 
     DEFAULT_BURST = 5
     DEFAULT_INTERVAL = 10.0
-    #: distinct messages remembered; the least recently seen is forgotten first
+    #: distinct events remembered; the least recently seen is forgotten first
     MAX_KEYS = 1024
 
     def __init__(self, burst: int = DEFAULT_BURST, interval: float = DEFAULT_INTERVAL,

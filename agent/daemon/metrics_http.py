@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
@@ -29,9 +28,11 @@ from prometheus_client import REGISTRY
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
+from agent.eventlog import get_logger
+
 __all__ = ["HealthReport", "MetricsServer", "Response", "handle_request"]
 
-log = logging.getLogger("hwagent.metrics")
+log = get_logger("hwagent.metrics")
 
 #: a request line plus headers larger than this is refused (431)
 MAX_REQUEST_BYTES = 16 * 1024
@@ -195,8 +196,10 @@ class MetricsServer:
         if len(self._clients) >= self.max_connections and not self._displace_oldest_idle():
             self.refused += 1
             if self.refused == 1 or self.refused % 1000 == 0:
-                log.warning("metrics connections at the bound; refusing", extra={
-                    "max_connections": self.max_connections, "refused_total": self.refused})
+                log.warning(
+                    "metrics connection refused", reason="at the bound", max_connections=self.max_connections,
+                    refused_total=self.refused,
+                )
             await self._refuse(reader, writer)
             return
         self._clients.add(task)
@@ -264,7 +267,7 @@ class MetricsServer:
         try:
             resp = handle_request(method, target, headers, self.health, self.registry)
         except Exception:
-            log.exception("metrics handler failed", extra={"path": target})
+            log.exception("metrics handler failed", path=target)
             resp = _text(500, "internal error, see the hwagent log\n")
         writer.write(_serialize(resp, head_only=method == "HEAD"))
         await writer.drain()

@@ -12,14 +12,15 @@ daemon down, so send errors are logged, not raised.
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 from collections.abc import Mapping
 
+from agent.eventlog import get_logger
+
 __all__ = ["Notifier", "socket_address", "watchdog_interval"]
 
-log = logging.getLogger("hwagent.sdnotify")
+log = get_logger("hwagent.sdnotify")
 
 
 def socket_address(value: str) -> str | bytes | None:
@@ -68,7 +69,7 @@ class Notifier:
         raw = env.get("NOTIFY_SOCKET", "")
         address = socket_address(raw)
         if raw and address is None:
-            log.warning("unsupported NOTIFY_SOCKET, not notifying systemd", extra={"notify_socket": raw})
+            log.warning("notify socket unsupported", notify_socket=raw, note="not notifying systemd")
         return cls(address)
 
     @property
@@ -83,7 +84,7 @@ class Notifier:
         try:
             self._sock.sendto(payload, self.address)
         except OSError as e:
-            log.warning("sd_notify failed", extra={"error": e.strerror or str(e), "fields": ",".join(fields)})
+            log.warning("sd notify failed", error=e.strerror or str(e), fields=",".join(fields))
             return False
         return True
 

@@ -59,7 +59,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import logging
 import re
 import weakref
 from collections.abc import Iterable
@@ -68,10 +67,12 @@ from pathlib import Path
 
 from agent.devicemanager.metrics import CHECKPOINT_ERRORS
 from agent.devicemanager.model import CONTAINER_TYPES, HEALTHY, NO_TOPOLOGY, UNHEALTHY, Allocation, Device
+from agent.devicemanager.pod_devices import InconsistentAllocations, PodDevices
+from agent.eventlog import get_logger
 from agent.journal import Journal, StateCorrupt
 from agent.statefile import canonical_str, sha256_checksum, sha256_of
 
-log = logging.getLogger("hwagent.devicemanager")
+log = get_logger("hwagent.devicemanager")
 
 FORMAT_VERSION = 2
 #: versions this hwagent reads (1: before the journal)
@@ -226,7 +227,7 @@ def decode_with_seq(raw: bytes) -> tuple[CheckpointData, int]:
     return cp, seq
 
 
-def _decode_validated(raw: bytes) -> tuple[CheckpointData, int, DeviceState]:
+def _decode_validated(raw: bytes) -> tuple[CheckpointData, int, PodDevices]:
     data = _verified_data(raw)
     try:
         allocations = tuple(_decode_entry(e) for e in _req(data, "PodDeviceEntries", list))
@@ -253,8 +254,8 @@ def _decode_validated(raw: bytes) -> tuple[CheckpointData, int, DeviceState]:
             raise
         raise CheckpointCorrupt(f"bad shape: {e}") from None
     cp = CheckpointData(allocations, registered, devices, endpoints, deleted)
-    state = DeviceState()
-    state.add(cp.allocations)  # validates the allocations' meaning
+    state = PodDevices()
+    _add_checked(state, cp.allocations)  # validates the allocations' meaning
     for name in (*cp.registered, *cp.deleted):
         if not isinstance(name, str) or not name:
             raise CheckpointCorrupt(f"bad resource name {name!r}")
@@ -265,91 +266,38 @@ def decode(raw: bytes) -> CheckpointData:
     return decode_with_seq(raw)[0]
 
 
-class DeviceState:
-    """Allocations by key with a device -> holders index, for validating and
-    replaying: ``add`` refuses (before changing anything) what no run of the
-    host could have produced."""
-
-    def __init__(self) -> None:
-        self.allocs: dict[tuple[str, str, str], Allocation] = {}
-        self.holders: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
-
-    def add(self, allocs: Iterable[Allocation]) -> None:
-        allocs = list(allocs)
-        keys = [a.key for a in allocs]
-        if len(set(keys)) != len(keys):
-            raise CheckpointCorrupt("an allocation is recorded twice")
-        incoming: dict[tuple[str, str], list[Allocation]] = {}
-        ids_of: list[tuple[str, ...]] = []
-        for a in allocs:
-            if not a.pod_uid or not a.container_name or not a.resource:
-                raise CheckpointCorrupt(f"allocation with an empty pod uid, container or resource: {a.key}")
-            if a.container_type not in CONTAINER_TYPES:
-                raise CheckpointCorrupt(f"unknown container type {a.container_type!r}")
-            ids = a.device_ids
-            ids_of.append(ids)
-            if len(set(ids)) != len(ids) or not all(ids):
-                raise CheckpointCorrupt(f"allocation {a.key} lists a device twice or an empty id")
-            for d in ids:
-                incoming.setdefault((a.resource, d), []).append(a)
-        replacing = set(keys)
-        for dev, new in incoming.items():
-            holders = [self.allocs[k] for k in self.holders.get(dev, ()) if k not in replacing] + new
-            if len(holders) > 1 and not _reuse_allows(holders):
-                who = ", ".join(f"{h.pod_uid}/{h.container_name}" for h in holders)
-                raise CheckpointCorrupt(f"device {dev[1]} of {dev[0]} is held by {who}")
-        for k in replacing:
-            self.drop(k)
-        for a, ids in zip(allocs, ids_of):
-            key = a.key
-            self.allocs[key] = a
-            for d in ids:
-                self.holders.setdefault((a.resource, d), set()).add(key)
-
-    def drop(self, key: tuple[str, str, str]) -> None:
-        a = self.allocs.pop(key, None)
-        if a is None:
-            return
-        for d in a.device_ids:
-            hs = self.holders.get((a.resource, d))
-            if hs is not None:
-                hs.discard(key)
-                if not hs:
-                    del self.holders[(a.resource, d)]
-
-
-def _reuse_allows(holders: list[Allocation]) -> bool:
-    """Init containers of one pod may share a device with each other and with
-    at most one later container of the same pod (the kubelet's reuse)."""
-    if len({h.pod_uid for h in holders}) > 1:
-        return False
-    return sum(1 for h in holders if h.container_type != "init") <= 1
+def _add_checked(table: PodDevices, allocs: Iterable[Allocation]) -> None:
+    """Allocations read back into ``table``; a breach of its rules is corruption like a bad checksum."""
+    try:
+        table.add_checked(allocs)
+    except InconsistentAllocations as e:
+        raise CheckpointCorrupt(str(e)) from None
 
 
 @dataclass
 class Recovering:
     """Replay state of the device host (mutable: records are applied in place)."""
 
-    devs: DeviceState = field(default_factory=DeviceState)
+    devs: PodDevices = field(default_factory=PodDevices)
     registered: dict[str, tuple[str, ...]] = field(default_factory=dict)
     devices: dict[str, tuple[Device, ...]] = field(default_factory=dict)
     endpoints: dict[str, EndpointRecord] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
 
     @classmethod
-    def of(cls, cp: CheckpointData, devs: DeviceState | None = None) -> Recovering:
-        """``devs``: the allocations of ``cp`` already validated into a DeviceState."""
+    def of(cls, cp: CheckpointData, devs: PodDevices | None = None) -> Recovering:
+        """``devs``: the allocations of ``cp`` already validated into a table."""
         r = cls(registered=dict(cp.registered), devices=dict(cp.devices),
                 endpoints={e.resource: e for e in cp.endpoints}, deleted=set(cp.deleted))
         if devs is not None:
             r.devs = devs
         else:
-            r.devs.add(cp.allocations)
+            _add_checked(r.devs, cp.allocations)
         return r
 
     def data(self) -> CheckpointData:
         return CheckpointData(
-            allocations=tuple(self.devs.allocs.values()), registered=dict(self.registered),
+            allocations=tuple(self.devs), registered=dict(self.registered),
             devices=dict(self.devices), endpoints=tuple(self.endpoints.values()), deleted=tuple(sorted(self.deleted)),
         )
 
@@ -383,11 +331,9 @@ def apply_record(r: Recovering, payload: bytes) -> Recovering:
             if isinstance(e, CheckpointCorrupt):
                 raise
             raise CheckpointCorrupt(f"bad entry: {e}") from None
-        r.devs.add(allocs)
+        _add_checked(r.devs, allocs)
     elif op == "Release":
-        uid = _req(d, "PodUID", str)
-        for key in [k for k in r.devs.allocs if k[0] == uid]:
-            r.devs.drop(key)
+        r.devs.remove_pod(_req(d, "PodUID", str))
     elif op == "Register":
         name, sock = _req(d, "Resource", str), _req(d, "Socket", str)
         if not name:
@@ -440,14 +386,16 @@ def load(path: Path, read_only: bool = False) -> CheckpointData | None:
         rec = journal.recover(accept_loss=True, read_only=read_only)
     except OSError as e:
         CHECKPOINT_ERRORS.labels(kind="read").inc()
-        log.error("checkpoint_read_failed path=%s error=%s", path, e)
+        log.error("checkpoint read failed", path=path, error=e)
         return None
     finally:
         journal.close_sync()
     if rec.problems:
         CHECKPOINT_ERRORS.labels(kind="corrupt").inc()
     if rec.snapshot_discarded:
-        log.error("checkpoint_corrupt path=%s moved_to=%s reason=%s action=start_empty",
-                  path, rec.kept_aside[0] if rec.kept_aside else None, rec.problems[0])
+        log.error(
+            "checkpoint corrupt", path=path, moved_to=rec.kept_aside[0] if rec.kept_aside else None,
+            reason=rec.problems[0], action="start_empty",
+        )
         return None
     return rec.state.data()

@@ -10,7 +10,6 @@ In kubelet mode the kubelet is the host, so this component is not created.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +25,10 @@ from agent.devicemanager.registration import RegistrationServer
 from agent.grpcguard import new_server
 from agent.unixsock import ensure_private_dir, serve_unix
 from agent.devicemanager.watcher import PluginWatcher
+from agent.eventlog import get_logger
 from agent.podresources.server import PodResourcesServicer
 
-log = logging.getLogger("hwagent.devicemanager")
+log = get_logger("hwagent.devicemanager")
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,9 @@ class DeviceManagerComponent:
         await serve_unix(self._pod_resources, paths.pod_resources_socket)
         ctx.services["devicemanager"] = self.manager
         log.info(
-            "devicemanager_started mode=%s registration=%s plugins_registry=%s pod_resources=%s checkpoint=%s",
-            ctx.mode, paths.registration_socket, paths.plugins_registry, paths.pod_resources_socket, paths.checkpoint,
+            "devicemanager started", mode=ctx.mode, registration=paths.registration_socket,
+            plugins_registry=paths.plugins_registry, pod_resources=paths.pod_resources_socket,
+            checkpoint=paths.checkpoint,
         )
 
     async def stop(self) -> None:
@@ -132,9 +133,9 @@ class DeviceManagerComponent:
 def factory(ctx: DaemonContext) -> DeviceManagerComponent | None:
     cfg: DeviceManagerConfig = ctx.config["devicemanager"]
     if not cfg.enabled:
-        log.info("devicemanager_disabled reason=config")
+        log.info("devicemanager disabled", reason="config")
         return None
     if ctx.mode != "standalone":
-        log.info("devicemanager_disabled reason=mode mode=%s (the kubelet hosts device plugins)", ctx.mode)
+        log.info("devicemanager disabled", reason="mode", mode=ctx.mode, note="the kubelet hosts device plugins")
         return None
     return DeviceManagerComponent(cfg)

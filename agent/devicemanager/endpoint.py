@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 import grpc
 
@@ -13,9 +12,10 @@ from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from agent.devicemanager.model import Device
 from agent.devicemanager.selection import AllocationError
+from agent.eventlog import get_logger
 from agent.limits import LimitError, check_name
 
-log = logging.getLogger("hwagent.devicemanager")
+log = get_logger("hwagent.devicemanager")
 
 
 class EndpointStopped(AllocationError):
@@ -95,7 +95,7 @@ class Endpoint:
             try:
                 check_name("device_id", d.id)
             except LimitError as e:
-                log.warning("device_ignored resource=%s socket=%s error=%r", self.resource, self.socket, str(e))
+                log.warning("device ignored", resource=self.resource, socket=self.socket, error=str(e))
                 continue
             kept.append(d)
         return kept
@@ -120,8 +120,9 @@ class Endpoint:
         return self._stub
 
     async def get_preferred_allocation(
-        self, available: Sequence[str], must_include: Sequence[str], size: int
+        self, available: Collection[str], must_include: Collection[str], size: int
     ) -> list[str]:
+        """The plugin's advisory choice; AllocationError(UNAVAILABLE) when the call fails."""
         req = pb.PreferredAllocationRequest(
             container_requests=[
                 pb.ContainerPreferredAllocationRequest(
@@ -131,19 +132,39 @@ class Endpoint:
                 )
             ]
         )
-        resp = await self._live_stub().GetPreferredAllocation(req, timeout=self._call_timeout)
+        try:
+            resp = await self._live_stub().GetPreferredAllocation(req, timeout=self._call_timeout)
+        except grpc.aio.AioRpcError as e:
+            raise self._failed("GetPreferredAllocation", e, "UNAVAILABLE") from None
         if not resp.container_responses:
             return []
         return list(resp.container_responses[0].deviceIDs)
 
     async def allocate(self, device_ids: Sequence[str]) -> pb.ContainerAllocateResponse:
+        """The plugin's Allocate for one container. A plugin refusing the ids
+        (INVALID_ARGUMENT) is FAILED_PRECONDITION to our caller; any other
+        failure UNAVAILABLE."""
         req = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=list(device_ids))])
-        resp = await self._live_stub().Allocate(req, timeout=self._call_timeout)
+        try:
+            resp = await self._live_stub().Allocate(req, timeout=self._call_timeout)
+        except grpc.aio.AioRpcError as e:
+            refused = e.code() == grpc.StatusCode.INVALID_ARGUMENT
+            raise self._failed("Allocate", e, "FAILED_PRECONDITION" if refused else "UNAVAILABLE") from None
         if not resp.container_responses:
             raise AllocationError(f"no containers return in allocation response {resp}", "INTERNAL")
         return resp.container_responses[0]
 
     async def pre_start_container(self, device_ids: Sequence[str], timeout: float) -> None:
-        await self._live_stub().PreStartContainer(
-            pb.PreStartContainerRequest(devices_ids=list(device_ids)), timeout=timeout
+        """PreStartContainer; a timeout stays DEADLINE_EXCEEDED, other failures UNAVAILABLE."""
+        try:
+            await self._live_stub().PreStartContainer(
+                pb.PreStartContainerRequest(devices_ids=list(device_ids)), timeout=timeout
+            )
+        except grpc.aio.AioRpcError as e:
+            late = e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            raise self._failed("PreStartContainer", e, "DEADLINE_EXCEEDED" if late else "UNAVAILABLE") from None
+
+    def _failed(self, call: str, e: grpc.aio.AioRpcError, code: str) -> AllocationError:
+        return AllocationError(
+            f"device plugin {call} failed for {self.resource}: {e.code().name}: {e.details()}", code
         )

@@ -27,9 +27,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +45,7 @@ from agent.devicemanager.checkpoint import (
     record_release,
 )
 from agent.devicemanager.endpoint import Endpoint, EndpointStopped
+from agent.devicemanager.hints import TopologyHint, resource_hints
 from agent.devicemanager.model import (
     CONTAINER_TYPES,
     Allocation,
@@ -54,12 +54,15 @@ from agent.devicemanager.model import (
     RunOptions,
     merge_run_options,
 )
-from agent.devicemanager.selection import AllocationError, TopologyHint, container_hints, select_devices
+from agent.devicemanager.pod_devices import PodDevices
+from agent.devicemanager.selection import AllocationError, select_devices
+from agent.devicemanager.types import PluginEndpoint
+from agent.eventlog import get_logger
 from agent.journal import JournalError
 from agent.limits import LimitError, check_name, check_qualified_name
 from agent.pods import ActivePods
 
-log = logging.getLogger("hwagent.devicemanager")
+log = get_logger("hwagent.devicemanager")
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,22 @@ def check_request_names(req: ContainerRequest) -> None:
         check_qualified_name("resource_name", resource)
 
 
+def check_request(req: ContainerRequest) -> None:
+    """A request the manager can act on, or AllocationError(INVALID_ARGUMENT)
+    before anything is looked at or changed."""
+    if req.container_type not in CONTAINER_TYPES:
+        raise AllocationError(f"unknown container type {req.container_type!r}", "INVALID_ARGUMENT")
+    if not req.pod_uid or not req.container_name:
+        raise AllocationError("pod uid and container name are required", "INVALID_ARGUMENT")
+    try:
+        check_request_names(req)
+    except LimitError as e:
+        raise AllocationError(str(e), "INVALID_ARGUMENT") from None
+    for resource, count in req.resources.items():
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise AllocationError(f"bad device count {count!r} for {resource}", "INVALID_ARGUMENT")
+
+
 @dataclass(frozen=True)
 class ContainerAllocation:
     pod_uid: str
@@ -111,6 +130,9 @@ class _Stopped:
 
 
 class DeviceManager:
+    """The ``types.DeviceManagerAPI``: endpoints, device health and the
+    allocation table (``PodDevices``), each changed only on the owning loop."""
+
     def __init__(
         self,
         *,
@@ -129,12 +151,10 @@ class DeviceManager:
         self.dial_timeout = dial_timeout_seconds
         self.call_timeout = allocate_timeout_seconds
         self._devices: dict[str, ResourceDevices] = {}
-        self._endpoints: dict[str, dict[str, Endpoint]] = {}
+        self._endpoints: dict[str, dict[str, PluginEndpoint]] = {}
         self._stopped: dict[str, _Stopped] = {}
         self._deleted: set[str] = set()
-        self._allocs: dict[tuple[str, str, str], Allocation] = {}
-        self._by_pod: dict[str, set[tuple[str, str, str]]] = {}
-        self._owners: dict[str, dict[str, set[tuple[str, str]]]] = {}
+        self._table = PodDevices()
         self._locks: dict[str, asyncio.Lock] = {}
         self._pending: set[asyncio.Task] = set()
         self._journal = open_journal(checkpoint_path) if checkpoint_path else None
@@ -152,9 +172,11 @@ class DeviceManager:
             rec = await loop.run_in_executor(None, self._journal.recover, True)
             if rec.problems:
                 m.CHECKPOINT_ERRORS.labels(kind="corrupt").inc()
-                log.error("checkpoint_corrupt path=%s kept_aside=%s reason=%s action=%s", self._checkpoint_path,
-                          [str(p) for p in rec.kept_aside], "; ".join(rec.problems),
-                          "start_empty" if rec.snapshot_discarded else "replay_stopped_before_it")
+                log.error(
+                    "checkpoint corrupt", path=self._checkpoint_path, kept_aside=[str(p) for p in rec.kept_aside],
+                    reason="; ".join(rec.problems),
+                    action="start_empty" if rec.snapshot_discarded else "replay_stopped_before_it",
+                )
             data = rec.state.data()
             if data.allocations or data.registered or data.deleted:
                 self.restore(data)
@@ -190,16 +212,14 @@ class DeviceManager:
         now = time.time()
         sockets = {e.resource: e.socket for e in data.endpoints}
         for a in data.allocations:
-            self._put(a)
+            self._table.insert(a)
         for resource in set(data.registered) | {a.resource for a in data.allocations}:
             if resource in data.deleted and resource not in data.registered:
                 continue
             self._devices.setdefault(resource, ResourceDevices())
             self._stopped.setdefault(resource, _Stopped(sockets.get(resource, ""), now))
             self._refresh_metrics(resource)
-        log.info(
-            "checkpoint_restored allocations=%d resources=%d", len(data.allocations), len(self._stopped)
-        )
+        log.info("checkpoint restored", allocations=len(data.allocations), resources=len(self._stopped))
 
     # ------------------------------------------------------------ registration
 
@@ -222,10 +242,10 @@ class DeviceManager:
         old = self.attach(ep)
         if old is not None:
             await old.close()  # no on_closed: the resource keeps its devices and health
-            log.info("plugin_replaced resource=%s socket=%s", resource, socket)
+            log.info("plugin replaced", resource=resource, socket=socket)
         return ep
 
-    def attach(self, ep: Endpoint) -> Endpoint | None:
+    def attach(self, ep: PluginEndpoint) -> PluginEndpoint | None:
         """Adopt a connected endpoint and start consuming its device stream.
 
         register() uses it after dialling; a benchmark can pass an in-process
@@ -245,8 +265,8 @@ class DeviceManager:
             self._journaled_sockets[resource] = socket
             self._append_background(record_register(resource, socket))
         log.info(
-            "plugin_connected resource=%s socket=%s pre_start_required=%s preferred_allocation=%s",
-            resource, socket, ep.options.pre_start_required, ep.options.get_preferred_allocation_available,
+            "plugin connected", resource=resource, socket=socket, pre_start_required=ep.options.pre_start_required,
+            preferred_allocation=ep.options.get_preferred_allocation_available,
         )
         self._refresh_metrics(resource)
         self._schedule_checkpoint()
@@ -260,38 +280,37 @@ class DeviceManager:
         await ep.close()
         self._disconnected(ep, "deregistered")
 
-    def _on_snapshot(self, ep: Endpoint, devices: list[Device]) -> None:
+    def _on_snapshot(self, ep: PluginEndpoint, devices: list[Device]) -> None:
         if self._endpoints.get(ep.resource, {}).get(ep.socket) is not ep:
             return  # a late message from a replaced endpoint
         self._devices[ep.resource] = ResourceDevices.from_snapshot(devices)
         res = self._devices[ep.resource]
         log.info(
-            "devices_updated resource=%s socket=%s capacity=%d allocatable=%d",
-            ep.resource, ep.socket, res.capacity, res.allocatable,
+            "devices updated", resource=ep.resource, socket=ep.socket, capacity=res.capacity,
+            allocatable=res.allocatable,
         )
         self._refresh_metrics(ep.resource)
         self._schedule_checkpoint()
 
-    def _on_closed(self, ep: Endpoint, reason: str) -> None:
+    def _on_closed(self, ep: PluginEndpoint, reason: str) -> None:
         self._disconnected(ep, reason)
 
-    def _disconnected(self, ep: Endpoint, reason: str) -> None:
+    def _disconnected(self, ep: PluginEndpoint, reason: str) -> None:
         eps = self._endpoints.get(ep.resource, {})
         if eps.get(ep.socket) is not ep:
             return  # not (or no longer) the registered endpoint for that socket
         del eps[ep.socket]
         if eps:
             log.warning(
-                "plugin_disconnected resource=%s socket=%s reason=%r survivors=%d",
-                ep.resource, ep.socket, reason, len(eps),
+                "plugin disconnected", resource=ep.resource, socket=ep.socket, reason=reason, survivors=len(eps),
             )
         else:
             del self._endpoints[ep.resource]
             self._devices[ep.resource] = self._devices.get(ep.resource, ResourceDevices()).all_unhealthy()
             self._stopped[ep.resource] = _Stopped(ep.socket, ep.stop_time or time.time())
             log.warning(
-                "plugin_disconnected resource=%s socket=%s reason=%r devices=unhealthy grace_seconds=%g",
-                ep.resource, ep.socket, reason, self.stop_grace,
+                "plugin disconnected", resource=ep.resource, socket=ep.socket, reason=reason, devices="unhealthy",
+                grace_seconds=f"{self.stop_grace:g}",
             )
         self._refresh_metrics(ep.resource)
         self._schedule_checkpoint()
@@ -326,15 +345,10 @@ class DeviceManager:
 
     def allocations(self) -> list[Allocation]:
         """Committed allocations (the ``devicemanager`` service contract)."""
-        return [a for a in self._allocs.values() if a.committed]
+        return self._table.committed()
 
     def container_allocations(self, pod_uid: str) -> dict[str, list[Allocation]]:
-        out: dict[str, list[Allocation]] = {}
-        for key in sorted(self._by_pod.get(pod_uid, ())):
-            a = self._allocs[key]
-            if a.committed:
-                out.setdefault(a.container_name, []).append(a)
-        return out
+        return self._table.container_allocations(pod_uid)
 
     def run_options(self, pod_uid: str, container_name: str) -> RunOptions | None:
         allocs = self.container_allocations(pod_uid).get(container_name)
@@ -344,7 +358,7 @@ class DeviceManager:
 
     def snapshot(self) -> CheckpointData:
         return CheckpointData(
-            allocations=tuple(a for a in self._allocs.values() if a.committed),
+            allocations=self._table.to_checkpoint(),
             registered={r: tuple(d.healthy) for r, d in self._devices.items()},
             devices={r: tuple(d.devices.values()) for r, d in self._devices.items()},
             endpoints=tuple(self.endpoints()),
@@ -363,44 +377,7 @@ class DeviceManager:
 
     # --------------------------------------------------------------- allocation
 
-    def _put(self, a: Allocation) -> None:
-        self._allocs[a.key] = a
-        self._by_pod.setdefault(a.pod_uid, set()).add(a.key)
-        owners = self._owners.setdefault(a.resource, {})
-        for dev in a.device_ids:
-            owners.setdefault(dev, set()).add((a.pod_uid, a.container_name))
-
-    def _drop(self, key: tuple[str, str, str]) -> Allocation | None:
-        a = self._allocs.pop(key, None)
-        if a is None:
-            return None
-        keys = self._by_pod.get(a.pod_uid)
-        if keys is not None:
-            keys.discard(key)
-            if not keys:
-                del self._by_pod[a.pod_uid]
-        owners = self._owners.get(a.resource, {})
-        for dev in a.device_ids:
-            holders = owners.get(dev)
-            if holders is not None:
-                holders.discard((a.pod_uid, a.container_name))
-                if not holders:
-                    del owners[dev]
-        return a
-
-    def _reusable(self, pod_uid: str, resource: str) -> set[str]:
-        """Devices of the pod's regular init containers not held by its app
-        containers or sidecars: what later containers of the pod take first."""
-        pool: set[str] = set()
-        taken: set[str] = set()
-        for key in self._by_pod.get(pod_uid, ()):
-            a = self._allocs[key]
-            if a.resource != resource:
-                continue
-            (pool if a.container_type == "init" else taken).update(a.device_ids)
-        return pool - taken
-
-    def _primary(self, resource: str) -> Endpoint:
+    def _primary(self, resource: str) -> PluginEndpoint:
         eps = self._endpoints.get(resource)
         if eps:
             return next(reversed(eps.values()))
@@ -411,13 +388,10 @@ class DeviceManager:
 
     def release_pod(self, pod_uid: str) -> None:
         """Forget every allocation of a pod (the ``devicemanager`` service contract)."""
-        keys = list(self._by_pod.get(pod_uid, ()))
-        resources = {k[2] for k in keys}
-        for key in keys:
-            self._drop(key)
+        keys = self._table.remove_pod(pod_uid)
         if keys:
-            log.info("pod_released pod=%s allocations=%d", pod_uid, len(keys))
-            for r in resources:
+            log.info("pod released", pod=pod_uid, allocations=len(keys))
+            for r in {k[2] for k in keys}:
                 self._refresh_metrics(r)
             self._append_background(record_release(pod_uid))
 
@@ -429,8 +403,8 @@ class DeviceManager:
         if active is None:  # no source registered (yet): nothing is known to be gone
             return []
         gone = [
-            uid for uid, keys in self._by_pod.items()
-            if uid not in active and uid != exempt and all(self._allocs[k].committed for k in keys)
+            uid for uid in self._table.pods()
+            if uid not in active and uid != exempt and self._table.pod_committed(uid)
         ]
         for uid in gone:
             self.release_pod(uid)
@@ -446,163 +420,169 @@ class DeviceManager:
         """Give a container its devices: reuse, choose, call the plugins, commit.
 
         All-or-nothing per call: if any resource fails (choice or the plugin's
-        Allocate), every reservation made by this call is rolled back.
+        Allocate), every reservation made by this call is rolled back; a
+        commit whose journal record cannot be made durable is undone
+        (``UNAVAILABLE``), so an error leaves memory and disk as they were.
         """
-        if req.container_type not in CONTAINER_TYPES:
-            raise AllocationError(f"unknown container type {req.container_type!r}", "INVALID_ARGUMENT")
-        if not req.pod_uid or not req.container_name:
-            raise AllocationError("pod uid and container name are required", "INVALID_ARGUMENT")
-        try:
-            check_request_names(req)
-        except LimitError as e:
-            raise AllocationError(str(e), "INVALID_ARGUMENT") from None
-        for resource, count in req.resources.items():
-            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                raise AllocationError(f"bad device count {count!r} for {resource}", "INVALID_ARGUMENT")
+        check_request(req)
         self.gc_inactive(exempt=req.pod_uid)
+        wanted = sorted(r for r, n in req.resources.items() if n > 0)
         kept: list[Allocation] = []
         reserved: list[Allocation] = []
         try:
-            for resource in sorted(r for r, n in req.resources.items() if n > 0):
-                async with self._lock(resource):
-                    a, fresh = await self._choose(req, resource, req.resources[resource])
-                    if fresh:
-                        self._put(a)
-                        reserved.append(a)
-                    else:
-                        kept.append(a)
-            done: list[Allocation] = []
-            for a in reserved:
-                ep = self._primary(a.resource)
-                t0 = time.perf_counter()
-                try:
-                    resp = await ep.allocate(a.device_ids)
-                except grpc.aio.AioRpcError as e:
-                    raise AllocationError(
-                        f"device plugin Allocate failed for {a.resource}: {e.code().name}: {e.details()}",
-                        "UNAVAILABLE" if e.code() != grpc.StatusCode.INVALID_ARGUMENT else "FAILED_PRECONDITION",
-                    ) from None
-                finally:
-                    m.ALLOC_DURATION.labels(resource=a.resource).observe(time.perf_counter() - t0)
-                done.append(dataclasses.replace(a, response=resp.SerializeToString()))
+            await self._reserve(req, wanted, kept, reserved)
+            done = await self._call_plugins(reserved)
         except BaseException as e:
-            for a in reserved:
-                if self._allocs.get(a.key) is a:
-                    self._drop(a.key)
-                self._refresh_metrics(a.resource)
-            for resource in sorted(r for r, n in req.resources.items() if n > 0):
+            self._undo(reserved)
+            for resource in wanted:
                 m.ALLOCATIONS.labels(resource=resource, outcome="error").inc()
             if isinstance(e, AllocationError):
-                log.warning(
-                    "allocation_failed pod=%s container=%s error=%r", req.pod_uid, req.container_name, str(e)
-                )
+                log.warning("allocation failed", pod=req.pod_uid, container=req.container_name, error=str(e))
             raise
-        for a in reserved:
-            if self._allocs.get(a.key) is not a:
-                for b in reserved:  # all or nothing: the others go back too
-                    if self._allocs.get(b.key) is b:
-                        self._drop(b.key)
-                    self._refresh_metrics(b.resource)
-                raise AllocationError(f"pod {req.pod_uid} was released during its allocation", "ABORTED")
-        for committed in done:
-            self._allocs[committed.key] = committed
-            self._refresh_metrics(committed.resource)
-        if done and self._journal is not None:
-            try:
-                await self._journal.append(record_allocate(done), undo=lambda: self._undo_commit(done))
-            except JournalError as e:
-                m.CHECKPOINT_ERRORS.labels(kind="write").inc()
-                for a in done:
-                    m.ALLOCATIONS.labels(resource=a.resource, outcome="error").inc()
-                log.error("allocation_not_persisted pod=%s container=%s error=%r",
-                          req.pod_uid, req.container_name, str(e))
-                raise AllocationError(
-                    f"device allocation could not be persisted, nothing was allocated: {e}", "UNAVAILABLE"
-                ) from None
-        elif kept and self._journal is not None:
-            try:  # a repeated Allocate answers from a commit whose record may still be syncing
-                await self._journal.barrier()
-            except JournalError as e:
-                raise AllocationError(f"device allocation could not be persisted: {e}", "UNAVAILABLE") from None
+        self._commit(req, reserved, done)
+        await self._persist(req, done, kept)
         for a in done:
             m.ALLOCATIONS.labels(resource=a.resource, outcome="ok").inc()
         for a in kept:
             m.ALLOCATIONS.labels(resource=a.resource, outcome="reused").inc()
         if reserved:
             log.info(
-                "allocated pod=%s container=%s devices=%s", req.pod_uid, req.container_name,
-                ";".join(f"{a.resource}={','.join(a.device_ids)}" for a in done),
+                "allocated", pod=req.pod_uid, container=req.container_name,
+                devices=";".join(f"{a.resource}={','.join(a.device_ids)}" for a in done),
             )
         return ContainerAllocation(req.pod_uid, req.container_name, tuple(kept) + tuple(done))
 
-    async def _choose(self, req: ContainerRequest, resource: str, count: int) -> tuple[Allocation, bool]:
-        key = (req.pod_uid, req.container_name, resource)
+    async def _reserve(
+        self, req: ContainerRequest, wanted: list[str], kept: list[Allocation], reserved: list[Allocation]
+    ) -> None:
+        """Per resource, under its lock: the container's committed allocation
+        (appended to ``kept``) or freshly chosen devices, recorded at once so no
+        concurrent call picks them (appended to ``reserved`` as they are made,
+        for the caller to roll back if a later resource fails)."""
+        for resource in wanted:
+            async with self._lock(resource):
+                existing = self._table.get((req.pod_uid, req.container_name, resource))
+                if existing is not None:
+                    kept.append(self._reuse(req, resource, existing))
+                    continue
+                a = await self._choose(req, resource, req.resources[resource])
+                self._table.insert(a)
+                reserved.append(a)
+
+    async def _call_plugins(self, reserved: list[Allocation]) -> list[Allocation]:
+        """Each reservation with its plugin's Allocate response (the commit to be)."""
+        done: list[Allocation] = []
+        for a in reserved:
+            ep = self._primary(a.resource)
+            t0 = time.perf_counter()
+            try:
+                resp = await ep.allocate(a.device_ids)
+            finally:
+                m.ALLOC_DURATION.labels(resource=a.resource).observe(time.perf_counter() - t0)
+            done.append(dataclasses.replace(a, response=resp.SerializeToString()))
+        return done
+
+    def _commit(self, req: ContainerRequest, reserved: list[Allocation], done: list[Allocation]) -> None:
+        """Replace the reservations by their committed allocations, unless the
+        pod was released meanwhile (then all of them go back: ABORTED)."""
+        if not all(self._table.holds(a) for a in reserved):
+            self._undo(reserved)
+            raise AllocationError(f"pod {req.pod_uid} was released during its allocation", "ABORTED")
+        for committed in done:
+            self._table.commit(committed)
+            self._refresh_metrics(committed.resource)
+
+    async def _persist(self, req: ContainerRequest, done: list[Allocation], kept: list[Allocation]) -> None:
+        """Answer only once the commit is durable. A record that cannot be
+        made durable undoes the commit (the journal calls ``_undo``) and fails
+        UNAVAILABLE; a repeated Allocate waits for the record of the commit it
+        answers from, which may still be syncing."""
+        if self._journal is None:
+            return
+        if done:
+            try:
+                await self._journal.append(record_allocate(done), undo=lambda: self._undo(done))
+            except JournalError as e:
+                m.CHECKPOINT_ERRORS.labels(kind="write").inc()
+                for a in done:
+                    m.ALLOCATIONS.labels(resource=a.resource, outcome="error").inc()
+                log.error("allocation not persisted", pod=req.pod_uid, container=req.container_name, error=str(e))
+                raise AllocationError(
+                    f"device allocation could not be persisted, nothing was allocated: {e}", "UNAVAILABLE"
+                ) from None
+        elif kept:
+            try:
+                await self._journal.barrier()
+            except JournalError as e:
+                raise AllocationError(f"device allocation could not be persisted: {e}", "UNAVAILABLE") from None
+
+    def _undo(self, allocs: list[Allocation]) -> None:
+        """Take back these allocations (each only if it is still the one recorded)."""
+        for a in allocs:
+            if self._table.holds(a):
+                self._table.remove(a.key)
+            self._refresh_metrics(a.resource)
+
+    def _reuse(self, req: ContainerRequest, resource: str, existing: Allocation) -> Allocation:
+        """A repeated Allocate answers from the container's commit, if it still stands."""
+        count = req.resources[resource]
+        if not existing.committed:
+            raise AllocationError(
+                f"pod {req.pod_uid!r} container {req.container_name!r} is already being allocated {resource}",
+                "ABORTED",
+            )
+        if len(existing.device_ids) != count:
+            raise AllocationError(
+                f"pod {req.pod_uid!r} container {req.container_name!r} changed request for resource "
+                f"{resource!r} from {len(existing.device_ids)} to {count}",
+                "FAILED_PRECONDITION",
+            )
         res = self._devices.get(resource)
-        existing = self._allocs.get(key)
-        if existing is not None:
-            if not existing.committed:
-                raise AllocationError(
-                    f"pod {req.pod_uid!r} container {req.container_name!r} is already being allocated {resource}",
-                    "ABORTED",
-                )
-            if len(existing.device_ids) != count:
-                raise AllocationError(
-                    f"pod {req.pod_uid!r} container {req.container_name!r} changed request for resource "
-                    f"{resource!r} from {len(existing.device_ids)} to {count}",
-                    "FAILED_PRECONDITION",
-                )
-            healthy = res.healthy if res else frozenset()
-            if not set(existing.device_ids) <= healthy:
-                raise AllocationError(
-                    "previously allocated devices are no longer healthy; "
-                    f"cannot allocate unhealthy devices {resource}",
-                    "FAILED_PRECONDITION",
-                )
-            return existing, False
+        healthy = res.healthy if res else frozenset()
+        if not set(existing.device_ids) <= healthy:
+            raise AllocationError(
+                "previously allocated devices are no longer healthy; "
+                f"cannot allocate unhealthy devices {resource}",
+                "FAILED_PRECONDITION",
+            )
+        return existing
+
+    async def _choose(self, req: ContainerRequest, resource: str, count: int) -> Allocation:
+        """Fresh devices for the container (not yet recorded)."""
+        res = self._devices.get(resource)
         if res is None:
             raise AllocationError(f"cannot allocate unregistered device {resource}", "NOT_FOUND")
-        healthy = res.healthy
-        if not healthy:
+        if not res.healthy:
             raise AllocationError(
                 f"no healthy devices present; cannot allocate unhealthy devices {resource}", "UNAVAILABLE"
             )
         ep = self._primary(resource)
-        owners = self._owners.get(resource, {})
-        available = frozenset(d for d in healthy if d not in owners)
-        preferred = None
-        if ep.options.get_preferred_allocation_available:
-            async def preferred(avail: frozenset[str], must: frozenset[str], size: int) -> list[str]:
-                try:
-                    return await ep.get_preferred_allocation(avail, must, size)
-                except grpc.aio.AioRpcError as e:
-                    raise AllocationError(
-                        f"device plugin GetPreferredAllocation failed for {resource}: "
-                        f"{e.code().name}: {e.details()}",
-                        "UNAVAILABLE",
-                    ) from None
-        reusable = self._reusable(req.pod_uid, resource)
+        reusable = self._table.reusable(req.pod_uid, resource)
         picked = await select_devices(
-            resource=resource, required=count, devices=res.devices, available=available,
-            reusable=reusable, hint=req.hint, preferred=preferred,
+            resource=resource, required=count, devices=res.devices, available=self._table.free(resource, res.healthy),
+            reusable=reusable, hint=req.hint,
+            preferred=ep.get_preferred_allocation if ep.options.get_preferred_allocation_available else None,
         )
-        # the plugin RPC may have let a health update in: re-check before reserving
+        now = self._still_free(resource, picked, reusable)
+        return Allocation(
+            pod_uid=req.pod_uid, pod_namespace=req.pod_namespace, pod_name=req.pod_name,
+            container_name=req.container_name, container_type=req.container_type, resource=resource,
+            devices=tuple((d, now.devices[d].numa) for d in sorted(picked)),
+        )
+
+    def _still_free(self, resource: str, picked: Collection[str], reusable: set[str]) -> ResourceDevices:
+        """The plugin RPC may have let a health update or another reservation
+        in: the picked devices must still be healthy and free (or reusable)."""
         now = self._devices.get(resource)
-        owners = self._owners.get(resource, {})
         stale = [
             d for d in picked
-            if now is None or d not in now.healthy or (d in owners and d not in reusable)
+            if now is None or d not in now.healthy or (self._table.in_use(resource, d) and d not in reusable)
         ]
-        if stale:
+        if now is None or stale:
             raise AllocationError(
                 f"devices of {resource} changed during allocation ({', '.join(stale)}); retry", "ABORTED"
             )
-        devs = now.devices
-        alloc = Allocation(
-            pod_uid=req.pod_uid, pod_namespace=req.pod_namespace, pod_name=req.pod_name,
-            container_name=req.container_name, container_type=req.container_type, resource=resource,
-            devices=tuple((d, devs[d].numa) for d in sorted(picked)),
-        )
-        return alloc, True
+        return now
 
     async def pre_start(self, pod_uid: str, container_name: str) -> None:
         """PreStartContainer for each of the container's resources whose plugin asked for it."""
@@ -610,56 +590,24 @@ class DeviceManager:
             if not a.device_ids:
                 continue
             ep = self._primary(a.resource)
-            if not ep.options.pre_start_required:
-                continue
-            try:
+            if ep.options.pre_start_required:
                 await ep.pre_start_container(a.device_ids, self.prestart_timeout)
-            except grpc.aio.AioRpcError as e:
-                raise AllocationError(
-                    f"device plugin PreStartContainer failed for {a.resource}: {e.code().name}: {e.details()}",
-                    "DEADLINE_EXCEEDED" if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED else "UNAVAILABLE",
-                ) from None
 
     # ---------------------------------------------------------------- hints
 
     def topology_hints(
         self, pod_uid: str, container_name: str, requests: Mapping[str, int]
     ) -> dict[str, list[TopologyHint] | None]:
-        """Per resource: every NUMA mask that can satisfy the container's request
-        (minimal ones preferred), ``None`` for no preference, ``[]`` for none possible."""
+        """Container scope (``hints.resource_hints``); pods gone are released first."""
         self.gc_inactive(exempt=pod_uid)
-        out: dict[str, list[TopologyHint] | None] = {}
-        for resource, count in sorted(requests.items()):
-            res = self._devices.get(resource)
-            if res is None or count <= 0:
-                continue
-            held = self._allocs.get((pod_uid, container_name, resource))
-            owners = self._owners.get(resource, {})
-            available = [d for d in res.healthy if d not in owners]
-            out[resource] = container_hints(
-                self.numa_ids, res.devices, held.device_ids if held else (), available,
-                self._reusable(pod_uid, resource), count,
-            )
-        return out
+        return resource_hints(self.numa_ids, self._devices, self._table, pod_uid, container_name, requests)
 
     def pod_topology_hints(
         self, pod_uid: str, requests: Mapping[str, int]
     ) -> dict[str, list[TopologyHint] | None]:
         """Pod scope: the pod-level request against what the whole pod holds."""
         self.gc_inactive(exempt=pod_uid)
-        out: dict[str, list[TopologyHint] | None] = {}
-        for resource, count in sorted(requests.items()):
-            res = self._devices.get(resource)
-            if res is None or count <= 0:
-                continue
-            held: set[str] = set()
-            for key in self._by_pod.get(pod_uid, ()):
-                if key[2] == resource:
-                    held.update(self._allocs[key].device_ids)
-            owners = self._owners.get(resource, {})
-            available = [d for d in res.healthy if d not in owners]
-            out[resource] = container_hints(self.numa_ids, res.devices, held, available, (), count)
-        return out
+        return resource_hints(self.numa_ids, self._devices, self._table, pod_uid, None, requests)
 
     # ---------------------------------------------------------------- internals
 
@@ -673,7 +621,9 @@ class DeviceManager:
             del self._stopped[r]
             self._devices.pop(r, None)
             self._deleted.add(r)
-            log.warning("resource_deleted resource=%s reason=stop_grace_expired grace_seconds=%g", r, self.stop_grace)
+            log.warning(
+                "resource deleted", resource=r, reason="stop_grace_expired", grace_seconds=f"{self.stop_grace:g}",
+            )
             _forget_metrics(r)
             self._journaled_sockets.pop(r, None)
             self._append_background(record_delete(r))
@@ -700,18 +650,12 @@ class DeviceManager:
         fut = journal.append(record, undo=journal.request_reset)
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())
 
-    def _undo_commit(self, done: list[Allocation]) -> None:
-        for a in done:
-            if self._allocs.get(a.key) is a:
-                self._drop(a.key)
-            self._refresh_metrics(a.resource)
-
     def _refresh_metrics(self, resource: str) -> None:
         res = self._devices.get(resource)
         if res is not None:
             m.CAPACITY.labels(resource=resource).set(res.capacity)
             m.ALLOCATABLE.labels(resource=resource).set(res.allocatable)
-        m.ALLOCATED.labels(resource=resource).set(len(self._owners.get(resource, {})))
+        m.ALLOCATED.labels(resource=resource).set(self._table.allocated_count(resource))
         m.ENDPOINTS.labels(resource=resource, state="connected").set(len(self._endpoints.get(resource, {})))
         m.ENDPOINTS.labels(resource=resource, state="stopped").set(1 if resource in self._stopped else 0)
 

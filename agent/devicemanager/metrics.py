@@ -9,10 +9,8 @@ running both a kubelet and hwagent never exports two series of one name:
   (counted before validation, like the kubelet)
 - ``hwagent_device_plugin_alloc_duration_seconds{resource}`` = kubelet_device_plugin_alloc_duration_seconds
   (latency of the plugin's Allocate RPC)
-- ``hwagent_pod_resources_endpoint_requests_total{server_api_version,method}`` and
-  ``..._errors_total`` fold the kubelet's per-method counters
-  (kubelet_pod_resources_endpoint_requests_{list,get_allocatable,get}) into one
-  ``method`` label.
+
+(The pod-resources server's counters are in ``agent.podresources.metrics``.)
 
 hwagent-only (the kubelet has none): capacity/allocatable gauges per resource,
 endpoints per state, allocation outcomes, checkpoint errors.
@@ -62,14 +60,4 @@ CHECKPOINT_ERRORS = Counter(
     "hwagent_device_manager_checkpoint_errors",
     "Checkpoint failures: corrupt (file set aside at start), read, write.",
     ["kind"],
-)
-POD_RESOURCES_REQUESTS = Counter(
-    "hwagent_pod_resources_endpoint_requests",
-    "Pod-resources API requests, per method.",
-    ["server_api_version", "method"],
-)
-POD_RESOURCES_ERRORS = Counter(
-    "hwagent_pod_resources_endpoint_errors",
-    "Pod-resources API requests that failed, per method.",
-    ["server_api_version", "method"],
 )

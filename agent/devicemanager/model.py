@@ -7,15 +7,15 @@ container runtime eventually needs).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
+from agent.eventlog import get_logger
 
-log = logging.getLogger("hwagent.devicemanager")
+log = get_logger("hwagent.devicemanager")
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
@@ -152,7 +152,7 @@ def merge_run_options(responses: Iterable[tuple[str, pb.ContainerAllocateRespons
     def put(table: dict, key: str, value, what: str, resource: str) -> None:
         if key in table:
             if table[key] != value:
-                log.warning("run_option_conflict kind=%s key=%s resource=%s kept=first", what, key, resource)
+                log.warning("run option conflict", kind=what, key=key, resource=resource, kept="first")
             return
         table[key] = value
 

@@ -18,7 +18,6 @@ re-register that way after their own restarts.
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 from pathlib import Path
@@ -27,16 +26,17 @@ import grpc
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
-from agent.devicemanager.manager import DeviceManager
+from agent.devicemanager.types import PluginRegistry
 from agent.devicemanager.metrics import REGISTRATIONS
 from agent.devicemanager.model import SUPPORTED_VERSIONS
 from agent.devicemanager.selection import AllocationError
 from agent.devices.names import extended_resource_name_error
+from agent.eventlog import get_logger
 from agent.grpcguard import new_server
 from agent.limits import LimitError, check_name, check_qualified_name, shown
 from agent.unixsock import ensure_private_dir, serve_unix
 
-log = logging.getLogger("hwagent.devicemanager")
+log = get_logger("hwagent.devicemanager")
 
 #: sun_path is 108 bytes including the terminating NUL
 MAX_SOCKET_PATH = 107
@@ -118,7 +118,7 @@ def status_code(err: AllocationError) -> grpc.StatusCode:
 
 
 class RegistrationServicer(pb_grpc.RegistrationServicer):
-    def __init__(self, manager: DeviceManager, plugins_dir: Path, reserved: set[str]) -> None:
+    def __init__(self, manager: PluginRegistry, plugins_dir: Path, reserved: set[str]) -> None:
         self.manager = manager
         self.plugins_dir = plugins_dir
         self.reserved = reserved
@@ -140,13 +140,12 @@ class RegistrationServicer(pb_grpc.RegistrationServicer):
             path = socket_path_for(self.plugins_dir, request.endpoint, self.reserved)
             await self.manager.register(name, str(path))
         except RegistrationRejected as e:
-            log.warning("registration_rejected resource=%s endpoint=%s error=%r",
-                        shown(name), shown(request.endpoint), str(e))
+            log.warning("registration rejected", resource=shown(name), endpoint=shown(request.endpoint), error=str(e))
             await context.abort(e.code, str(e))
         except AllocationError as e:
-            log.warning("registration_failed resource=%r endpoint=%r error=%r", name, request.endpoint, str(e))
+            log.warning("registration failed", resource=name, endpoint=request.endpoint, error=str(e))
             await context.abort(status_code(e), str(e))
-        log.info("registered resource=%s endpoint=%s version=%s", name, request.endpoint, request.version)
+        log.info("registered", resource=name, endpoint=request.endpoint, version=request.version)
         return pb.Empty()
 
 
@@ -168,14 +167,14 @@ def prepare_socket_dir(directory: Path, keep: set[str]) -> list[str]:
         except FileNotFoundError:
             continue
     if removed:
-        log.info("stale_sockets_removed dir=%s names=%s", directory, ",".join(sorted(removed)))
+        log.info("stale sockets removed", dir=directory, names=",".join(sorted(removed)))
     return removed
 
 
 class RegistrationServer:
     """The Registration gRPC server on ``<plugins_dir>/<socket_name>``."""
 
-    def __init__(self, manager: DeviceManager, plugins_dir: Path, socket_name: str, reserved: set[str]) -> None:
+    def __init__(self, manager: PluginRegistry, plugins_dir: Path, socket_name: str, reserved: set[str]) -> None:
         self.manager = manager
         self.plugins_dir = plugins_dir
         self.socket_path = plugins_dir / socket_name
@@ -189,7 +188,7 @@ class RegistrationServer:
             RegistrationServicer(self.manager, self.plugins_dir, self.reserved), self._server
         )
         await serve_unix(self._server, self.socket_path)
-        log.info("registration_serving socket=%s", self.socket_path)
+        log.info("registration serving", socket=self.socket_path)
 
     @property
     def serving(self) -> bool:

@@ -1,19 +1,16 @@
-"""Pure decisions of the device manager: which devices a container gets, and
-which NUMA masks could satisfy a request (topology hints).
+"""Pure decisions of the device manager: which devices a container gets
+(the NUMA masks that could satisfy a request are ``hints``).
 
-These follow the kubelet's ``devicesToAllocate``/``filterByAffinity`` and
-``generateDeviceTopologyHints`` so a plugin sees the same requests from
-hwagent as from a kubelet. The one impure step, the plugin's advisory
-GetPreferredAllocation, is passed in as an awaitable callback so the order of
-decisions stays here and is testable without gRPC.
+These follow the kubelet's ``devicesToAllocate``/``filterByAffinity`` so a
+plugin sees the same requests from hwagent as from a kubelet. The one impure
+step, the plugin's advisory GetPreferredAllocation, is passed in as an
+awaitable callback so the order of decisions stays here and is testable
+without gRPC.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from itertools import combinations
 
 from agent.devicemanager.model import NO_TOPOLOGY, Device
 
@@ -127,73 +124,3 @@ async def select_devices(
     if take(unaligned) or take(no_affinity):
         return picked
     raise AllocationError(f"allocated fewer devices than required for {resource}", "INTERNAL")
-
-
-@dataclass(frozen=True, order=True)
-class TopologyHint:
-    nodes: tuple[int, ...]
-    preferred: bool
-
-
-def _masks(numa_ids: Sequence[int]) -> Iterable[frozenset[int]]:
-    for size in range(1, len(numa_ids) + 1):
-        for combo in combinations(sorted(numa_ids), size):
-            yield frozenset(combo)
-
-
-def generate_hints(
-    numa_ids: Sequence[int],
-    devices: Mapping[str, Device],
-    available: Collection[str],
-    reusable: Collection[str],
-    request: int,
-) -> list[TopologyHint]:
-    """Every NUMA mask whose devices can satisfy ``request``; the smallest preferred.
-
-    The preferred size is the smallest mask whose devices (of any health) could
-    hold the request at all, so a request forced across nodes by current
-    allocations gets no preferred hint. Every reusable device with topology must
-    fall inside a mask for it to count. Devices are grouped by their node set,
-    so the cost grows with masks x distinct node sets, not with device count.
-    """
-    all_groups = Counter(d.numa for d in devices.values() if d.numa)
-    avail_groups = Counter(devices[d].numa for d in available if d in devices and devices[d].numa)
-    reuse_sets = {devices[d].numa for d in reusable if d in devices and devices[d].numa}
-    reuse_count = sum(1 for d in reusable if d in devices and devices[d].numa)
-    min_size = len(numa_ids)
-    kept: list[frozenset[int]] = []
-    for mask in _masks(numa_ids):
-        in_mask = sum(n for nodes, n in all_groups.items() if mask.intersection(nodes))
-        if in_mask >= request and len(mask) < min_size:
-            min_size = len(mask)
-        if any(not mask.intersection(nodes) for nodes in reuse_sets):
-            continue
-        matching = reuse_count + sum(n for nodes, n in avail_groups.items() if mask.intersection(nodes))
-        if matching >= request:
-            kept.append(mask)
-    return [TopologyHint(tuple(sorted(m)), len(m) == min_size) for m in kept]
-
-
-def container_hints(
-    numa_ids: Sequence[int],
-    devices: Mapping[str, Device],
-    held: Collection[str],
-    available: Collection[str],
-    reusable: Collection[str],
-    request: int,
-) -> list[TopologyHint] | None:
-    """Hints for one resource of one container; None = no NUMA preference.
-
-    A container that already holds devices (a restart) gets hints regenerated
-    from exactly those, or ``[]`` if the count changed; ``[]`` also when too few
-    devices are left.
-    """
-    if not any(d.numa for d in devices.values()):
-        return None
-    if held:
-        if len(held) != request:
-            return []
-        return generate_hints(numa_ids, devices, held, (), request)
-    if len(set(available) | set(reusable)) < request:
-        return []
-    return generate_hints(numa_ids, devices, available, reusable, request)

@@ -13,7 +13,6 @@ the socket stays.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import stat
 import time
@@ -24,15 +23,16 @@ import grpc
 
 from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from agent.devicemanager.manager import DeviceManager
+from agent.devicemanager.types import PluginRegistry
 from agent.devicemanager.metrics import REGISTRATIONS
 from agent.devicemanager.model import API_VERSION
 from agent.limits import LimitError, check_name, check_qualified_name
 from agent.unixsock import SUN_PATH_MAX, ensure_private_dir
 from agent.devicemanager.selection import AllocationError
 from agent.devices.names import extended_resource_name_error
+from agent.eventlog import get_logger
 
-log = logging.getLogger("hwagent.devicemanager")
+log = get_logger("hwagent.devicemanager")
 
 DEVICE_PLUGIN_TYPE = "DevicePlugin"
 
@@ -87,7 +87,7 @@ class _Seen:
 class PluginWatcher:
     def __init__(
         self,
-        manager: DeviceManager,
+        manager: PluginRegistry,
         directory: Path,
         *,
         poll_seconds: float = 1.0,
@@ -125,7 +125,7 @@ class PluginWatcher:
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - one bad scan must not stop watching
-                log.exception("plugin_watcher_scan_failed dir=%s", self.directory)
+                log.exception("plugin watcher scan failed", dir=self.directory)
             await asyncio.sleep(self.poll)
 
     def _sockets(self) -> dict[str, tuple[int, int]]:
@@ -150,16 +150,16 @@ class PluginWatcher:
             if current.get(path) != seen.identity:
                 del self._seen[path]
                 if seen.resource and seen.endpoint:
-                    log.info("plugin_socket_removed path=%s resource=%s", path, seen.resource)
+                    log.info("plugin socket removed", path=path, resource=seen.resource)
                     await self.manager.deregister(seen.resource, seen.endpoint)
         now = time.monotonic()
         for path, identity in sorted(current.items()):
-            seen = self._seen.get(path)
-            if seen is None:
-                seen = self._seen[path] = _Seen(identity)
-            elif seen.resource is not None or now < seen.retry_at:
+            known = self._seen.get(path)
+            if known is None:
+                known = self._seen[path] = _Seen(identity)
+            elif known.resource is not None or now < known.retry_at:
                 continue
-            await self._register(path, seen)
+            await self._register(path, known)
 
     async def _register(self, path: str, seen: _Seen) -> None:
         # a PluginInfo is a few names: a plugin cannot make the host read megabytes
@@ -189,7 +189,7 @@ class PluginWatcher:
                 self._failed(path, seen, "NotifyRegistrationStatus failed")
                 return
             seen.resource, seen.endpoint, seen.failures = resource, endpoint, 0
-            log.info("plugin_watcher_registered path=%s resource=%s endpoint=%s", path, resource, endpoint)
+            log.info("plugin watcher registered", path=path, resource=resource, endpoint=endpoint)
 
     async def _notify(self, stub: reg_grpc.RegistrationStub, path: str, ok: bool, error: str) -> bool:
         try:
@@ -198,11 +198,11 @@ class PluginWatcher:
             )
             return True
         except grpc.aio.AioRpcError as e:
-            log.warning("plugin_notify_failed path=%s error=%s", path, e.details())
+            log.warning("plugin notify failed", path=path, error=e.details())
             return False
 
     def _failed(self, path: str, seen: _Seen, reason: str) -> None:
         seen.failures += 1
         delay = min(2.0 ** (seen.failures - 1), 60.0) * self.poll
         seen.retry_at = time.monotonic() + delay
-        log.warning("plugin_watcher_registration_failed path=%s error=%r retry_in=%.1fs", path, reason, delay)
+        log.warning("plugin watcher registration failed", path=path, error=reason, retry_in_s=round(delay, 1))

@@ -11,14 +11,15 @@ pushes the new ListAndWatch snapshots.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 
 from prometheus_client import Counter
 
+from agent.eventlog import get_logger
+
 __all__ = ["HealthBoard", "HEALTH_CHANGES"]
 
-log = logging.getLogger("hwagent.deviceplugin")
+log = get_logger("hwagent.deviceplugin")
 
 HEALTH_CHANGES = Counter(
     "hwagent_builtin_plugin_health_changes_total",
@@ -53,13 +54,17 @@ class HealthBoard:
             if now != was:
                 changed_resources.add(resource)
                 HEALTH_CHANGES.labels(resource, "Healthy" if now else "Unhealthy").inc()
-                log.warning("device_health_changed resource=%s device=%s health=%s reason=%r source=%s kind=%s key=%s",
-                            resource, dev_id, "Healthy" if now else "Unhealthy", reason, source, kind, key)
+                log.warning(
+                    "device health changed", resource=resource, device=dev_id, health="Healthy" if now else "Unhealthy",
+                    reason=reason, source=source, kind=kind, key=key,
+                )
             else:
-                log.info("device_health_mark resource=%s device=%s healthy=%s reason=%r source=%s (health unchanged: %s)",
-                         resource, dev_id, healthy, reason, source, why or "Healthy")
+                log.info(
+                    "device health mark", resource=resource, device=dev_id, healthy=healthy, reason=reason,
+                    source=source, health_unchanged=why or "Healthy",
+                )
         if not targets:
-            log.info("device_health_no_target kind=%s key=%s source=%s", kind, key, source)
+            log.info("device health no target", kind=kind, key=key, source=source)
         if changed_resources:
             self._on_change(changed_resources)
         return [d for _, d in targets]

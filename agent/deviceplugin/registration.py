@@ -11,7 +11,6 @@ own socket is gone, and retries with capped exponential backoff.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from pathlib import Path
 
@@ -21,10 +20,11 @@ from prometheus_client import Counter
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from agent.deviceplugin.server import DevicePluginServer
+from agent.eventlog import get_logger
 
 __all__ = ["API_VERSION", "register_once", "Registrar"]
 
-log = logging.getLogger("hwagent.deviceplugin")
+log = get_logger("hwagent.deviceplugin")
 
 API_VERSION = "v1beta1"
 REGISTER_TIMEOUT_S = 5.0
@@ -87,16 +87,20 @@ class Registrar:
                 await asyncio.sleep(self.check_interval_s)
                 continue
             if not self.plugin.serving():
-                log.info("plugin_socket_gone resource=%s socket=%s (serving again)",
-                         self.plugin.resource, self.plugin.socket_path)
+                log.info(
+                    "plugin socket gone", resource=self.plugin.resource, socket=self.plugin.socket_path,
+                    note="serving again",
+                )
                 await self.plugin.restart()
             try:
                 await register_once(self.reg_socket, self.plugin)
             except grpc.aio.AioRpcError as e:
                 self.last_error = f"{e.code().name}: {e.details()}"
                 REGISTRATIONS.labels(self.plugin.resource, "error").inc()
-                log.warning("register_failed resource=%s socket=%s code=%s details=%r retry_in_s=%.2f",
-                            self.plugin.resource, self.reg_socket, e.code().name, e.details(), backoff)
+                log.warning(
+                    "register failed", resource=self.plugin.resource, socket=self.reg_socket, code=e.code().name,
+                    details=e.details(), retry_in_s=round(backoff, 2),
+                )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.backoff_max_s)
                 continue
@@ -104,12 +108,16 @@ class Registrar:
             self.registrations += 1
             self.last_error = ""
             REGISTRATIONS.labels(self.plugin.resource, "ok").inc()
-            log.info("registered resource=%s socket=%s endpoint=%s", self.plugin.resource, self.reg_socket,
-                     self.plugin.socket_path.name)
+            log.info(
+                "registered", resource=self.plugin.resource, socket=self.reg_socket,
+                endpoint=self.plugin.socket_path.name,
+            )
             self.registered.set()
             # stay registered until the host's socket is replaced or ours vanishes
             while _identity(self.reg_socket) == ident and self.plugin.serving():
                 await asyncio.sleep(self.check_interval_s)
             self.registered.clear()
-            log.info("registration_lost resource=%s reason=%s", self.plugin.resource,
-                     "plugin socket removed" if not self.plugin.serving() else "registration socket recreated")
+            log.info(
+                "registration lost", resource=self.plugin.resource,
+                reason="plugin socket removed" if not self.plugin.serving() else "registration socket recreated",
+            )

@@ -10,7 +10,6 @@ NOT_FOUND or FAILED_PRECONDITION with a message naming the bad ids.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -25,12 +24,13 @@ from agent.devices.config import ResourceRule
 from agent.devices.model import Device
 from agent.devices.rules import ContainerGrant, grant
 from agent.deviceplugin.allocation import RequestError, check_ids, preferred
+from agent.eventlog import get_logger
 from agent.grpcguard import new_server
 from agent.unixsock import serve_unix
 
 __all__ = ["PluginDevice", "DevicePluginServer", "HEALTHY", "UNHEALTHY", "socket_name"]
 
-log = logging.getLogger("hwagent.deviceplugin")
+log = get_logger("hwagent.deviceplugin")
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
@@ -105,7 +105,7 @@ class DevicePluginServer(pb_grpc.DevicePluginServicer):
         await serve_unix(server, self.socket_path)
         self._server = server
         self._stopping = False
-        log.info("plugin_serving resource=%s socket=%s devices=%d", self.resource, self.socket_path, len(self._devices))
+        log.info("plugin serving", resource=self.resource, socket=self.socket_path, devices=len(self._devices))
 
     def serving(self) -> bool:
         return self._server is not None and self.socket_path.is_socket()
@@ -149,7 +149,7 @@ class DevicePluginServer(pb_grpc.DevicePluginServicer):
         REQUESTS.labels(self.resource, "ListAndWatch", "OK").inc()
         ev = asyncio.Event()
         self._watchers.add(ev)
-        log.info("list_and_watch_opened resource=%s watchers=%d", self.resource, len(self._watchers))
+        log.info("list and watch opened", resource=self.resource, watchers=len(self._watchers))
         try:
             while not self._stopping:
                 ev.clear()
@@ -157,12 +157,12 @@ class DevicePluginServer(pb_grpc.DevicePluginServicer):
                 await ev.wait()
         finally:
             self._watchers.discard(ev)
-            log.info("list_and_watch_closed resource=%s", self.resource)
+            log.info("list and watch closed", resource=self.resource)
 
     async def _refuse(self, context: grpc.aio.ServicerContext, method: str, err: RequestError) -> None:
         code = _CODES[err.code]
         REQUESTS.labels(self.resource, method, code.name).inc()
-        log.warning("request_refused resource=%s method=%s code=%s message=%r", self.resource, method, code.name, str(err))
+        log.warning("request refused", resource=self.resource, method=method, code=code.name, message=str(err))
         await context.abort(code, f"{self.resource}: {err}")
 
     async def GetPreferredAllocation(self, request: pb.PreferredAllocationRequest,
@@ -227,5 +227,5 @@ class DevicePluginServer(pb_grpc.DevicePluginServicer):
         except RequestError as e:
             await self._refuse(context, "PreStartContainer", e)
         REQUESTS.labels(self.resource, "PreStartContainer", "OK").inc()
-        log.info("pre_start resource=%s devices=%s", self.resource, ",".join(request.devices_ids))
+        log.info("pre start", resource=self.resource, devices=",".join(request.devices_ids))
         return pb.PreStartContainerResponse()

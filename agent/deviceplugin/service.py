@@ -10,7 +10,6 @@ PluginDevice (rule health x board health) -> DevicePluginServer.update.
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 
 from agent.devices.config import DevicesConfig, ResourceRule
@@ -22,10 +21,11 @@ from agent.devices.udev import discover
 from agent.deviceplugin.health import HealthBoard
 from agent.deviceplugin.registration import Registrar
 from agent.deviceplugin.server import DevicePluginServer, PluginDevice, socket_name
+from agent.eventlog import get_logger
 
 __all__ = ["DevicePluginService"]
 
-log = logging.getLogger("hwagent.deviceplugin")
+log = get_logger("hwagent.deviceplugin")
 
 
 
@@ -72,9 +72,10 @@ class DevicePluginService:
         if self.hotplug_enabled:
             self._monitor = HotplugMonitor(self._on_uevents, source=self.hotplug_source)
             self._monitor.start()
-        log.info("devices_started devices=%d resources=%s plugin_dir=%s registration=%s hotplug=%s",
-                 len(self.inventory), ",".join(self.assignment.members) or "-", self.plugin_dir,
-                 self.registration_socket, self.hotplug_enabled)
+        log.info(
+            "devices started", devices=len(self.inventory), resources=",".join(self.assignment.members) or "-",
+            plugin_dir=self.plugin_dir, registration=self.registration_socket, hotplug=self.hotplug_enabled,
+        )
 
     async def stop(self) -> None:
         self._started = False
@@ -105,7 +106,7 @@ class DevicePluginService:
             await plugin.start()
         except (OSError, RuntimeError, ValueError) as e:
             del self.plugins[resource]
-            log.error("plugin_start_failed resource=%s socket=%s error=%s", resource, plugin.socket_path, e)
+            log.error("plugin start failed", resource=resource, socket=plugin.socket_path, error=e)
             if not self.refreshes:
                 raise  # at daemon start: fail loudly
             return
@@ -131,8 +132,9 @@ class DevicePluginService:
         for resource, plugin in self.plugins.items():
             if resources is None or resource in resources:
                 if plugin.update(self._snapshot(resource)):
-                    log.info("snapshot_updated resource=%s devices=%d version=%d", resource,
-                             len(plugin.devices), plugin.version)
+                    log.info(
+                        "snapshot updated", resource=resource, devices=len(plugin.devices), version=plugin.version,
+                    )
 
     # -- inventory ---------------------------------------------------------------
 
@@ -144,10 +146,10 @@ class DevicePluginService:
         new = assign(inv, self.rules.values(), self.assignment.owner_map())
         for dev_id, rs in new.conflicts.items():
             if dev_id not in self.assignment.conflicts:
-                log.error("device_rule_conflict device=%s resources=%s (device offered by none)", dev_id, ",".join(rs))
+                log.error("device rule conflict", device=dev_id, resources=",".join(rs), note="device offered by none")
         for dev_id, why in new.unhealthy.items():
             if self.assignment.unhealthy.get(dev_id) != why:
-                log.warning("device_unhealthy_by_rule device=%s reason=%r", dev_id, why)
+                log.warning("device unhealthy by rule", device=dev_id, reason=why)
         self.inventory, self.assignment = inv, new
         self.board.forget(inv.devices)
         self.refreshes += 1

@@ -14,7 +14,6 @@ and hotplug and cannot drift from what sysfs says.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,9 +21,11 @@ from dataclasses import dataclass
 import pyudev
 from prometheus_client import Counter
 
+from agent.eventlog import get_logger
+
 __all__ = ["UEvent", "HotplugMonitor", "SUBSYSTEMS", "default_source"]
 
-log = logging.getLogger("hwagent.devices")
+log = get_logger("hwagent.devices")
 
 UEVENTS = Counter("hwagent_devices_uevents_total", "Kernel uevents received by the hotplug monitor",
                   ["subsystem", "action"])
@@ -73,14 +74,14 @@ class HotplugMonitor:
             mon.set_receive_buffer_size(RECEIVE_BUFFER_BYTES)
         except PermissionError:
             log.warning(
-                "hotplug_receive_buffer_default reason=%r",
-                "no CAP_NET_ADMIN to enlarge the uevent socket buffer; a burst of uevents may overflow it",
+                "hotplug receive buffer default",
+                reason="no CAP_NET_ADMIN to enlarge the uevent socket buffer; a burst of uevents may overflow it",
             )
         mon.start()
         self._loop = loop or asyncio.get_running_loop()
         self._loop.add_reader(mon.fileno(), self._drain)
         self._monitor = mon
-        log.info("hotplug_started source=%s subsystems=%s", self.source, ",".join(self._subsystems))
+        log.info("hotplug started", source=self.source, subsystems=",".join(self._subsystems))
 
     def _drain(self) -> None:
         mon = self._monitor
@@ -91,7 +92,7 @@ class HotplugMonitor:
             try:
                 dev = mon.poll(timeout=0)
             except (OSError, pyudev.DeviceNotFoundError) as e:  # pragma: no cover - kernel hiccup
-                log.warning("hotplug_receive_failed error=%s", e)
+                log.warning("hotplug receive failed", error=e)
                 break
             if dev is None:
                 break
@@ -100,11 +101,11 @@ class HotplugMonitor:
         if events:
             for ev in events:
                 UEVENTS.labels(ev.subsystem, ev.action).inc()
-                log.debug("uevent action=%s subsystem=%s name=%s seq=%d", ev.action, ev.subsystem, ev.name, ev.seqnum)
+                log.debug("uevent", action=ev.action, subsystem=ev.subsystem, name=ev.name, seq=ev.seqnum)
             try:
                 self._on_events(events)
             except Exception:  # one bad refresh must not kill the reader
-                log.exception("hotplug_handler_failed events=%d", len(events))
+                log.exception("hotplug handler failed", events=len(events))
 
     def stop(self) -> None:
         if self._monitor is not None and self._loop is not None:

@@ -9,7 +9,6 @@ a warning instead, so one odd device never hides the others.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections.abc import Iterable
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from agent.cpuset import CPUSet, CPUSetError
 from agent.devices.model import Device, DevNode, Inventory, PCIInfo
+from agent.eventlog import get_logger
 
 __all__ = [
     "read_inventory",
@@ -30,7 +30,7 @@ __all__ = [
     "PCI_ADDRESS",
 ]
 
-log = logging.getLogger("hwagent.devices")
+log = get_logger("hwagent.devices")
 
 #: domain may be 4 or more hex digits (32-bit domains exist, see 2pa-pcidomain32bits)
 PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -322,7 +322,7 @@ def build_inventory(root: Path, pci: Iterable[Path], block: Iterable[Path], net:
             continue
         add(read_net_device(root, p))
     for w in warnings:
-        log.warning("inventory_warning %s", w)
+        log.warning("inventory warning", warning=w)
     return Inventory(devices, tuple(warnings))
 
 

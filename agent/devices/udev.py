@@ -8,15 +8,15 @@ same Inventory. Fixture roots always go through plain sysfs.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from agent.devices.model import Inventory
 from agent.devices.sysfs import PCI_ADDRESS, build_inventory, read_inventory
+from agent.eventlog import get_logger
 
 __all__ = ["read_inventory_udev", "discover"]
 
-log = logging.getLogger("hwagent.devices")
+log = get_logger("hwagent.devices")
 
 
 def read_inventory_udev(dev_root: str = "/dev") -> Inventory:
@@ -37,5 +37,5 @@ def discover(sysfs_root: str = "/sys", dev_root: str = "/dev") -> Inventory:
         try:
             return read_inventory_udev(dev_root)
         except (ImportError, OSError) as e:  # no libudev on this host
-            log.info("udev_unavailable error=%s (reading sysfs directly)", e)
+            log.info("udev unavailable", error=e, note="reading sysfs directly")
     return read_inventory(sysfs_root, dev_root)

@@ -10,7 +10,6 @@ turns it off for the channel's life.
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
@@ -19,9 +18,10 @@ import grpc
 from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.cpuset import CPUSet
+from agent.eventlog import get_logger
 from agent.kubelet.model import ContainerResources, PodResources, PodResourcesSnapshot
 
-log = logging.getLogger("hwagent.kubelet")
+log = get_logger("hwagent.kubelet")
 
 __all__ = ["PodResourcesClient", "PodResourcesUnavailable", "from_list_response"]
 
@@ -83,7 +83,7 @@ class PodResourcesClient:
             await self._drop()
             raise PodResourcesUnavailable(f"no kubelet pod-resources socket at {self.socket_path}")
         if self._stub is not None and ino != self._inode:
-            log.info("podresources_socket_recreated socket=%s", self.socket_path)
+            log.info("podresources socket recreated", socket=self.socket_path)
             await self._drop()
         if self._stub is None:
             self._channel = grpc.aio.insecure_channel(f"unix://{self.socket_path}")
@@ -105,7 +105,7 @@ class PodResourcesClient:
             alloc = await stub.GetAllocatableResources(pr.AllocatableResourcesRequest(), timeout=self.timeout_s)
         except grpc.aio.AioRpcError as e:
             if e.code() != grpc.StatusCode.UNIMPLEMENTED:  # older kubelets lack it: List alone is fine
-                log.info("podresources_allocatable_failed code=%s details=%s", e.code().name, e.details())
+                log.info("podresources allocatable failed", code=e.code().name, details=e.details())
         return from_list_response(resp, alloc)
 
     async def get(self, namespace: str, name: str) -> PodResources | None:

@@ -15,7 +15,6 @@ cgroup nobody named yet; requests are coalesced.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,11 @@ from typing import Any
 from agent.daemon.component import DaemonContext
 from agent.contracts import ServiceKey
 from agent.cpuset import CPUSet
+from agent.eventlog import get_logger
 from agent.kubelet.config import KubeletConfig
 from agent.kubelet.model import PodDirectory, PodResourcesSnapshot
 
-log = logging.getLogger("hwagent.kubelet")
+log = get_logger("hwagent.kubelet")
 
 __all__ = ["PodDirectoryService", "PodDirectoryComponent", "POD_DIRECTORY", "factory", "pod_resources_socket"]
 
@@ -98,7 +98,7 @@ class PodDirectoryComponent:
             mounts = cgroup_mounts(dcfg.procfs_root)
             self._roots = (h.mount, mounts.get("cpuset", h.mount) if not h.is_v2 else h.mount)
         except ValueError as e:
-            log.warning("kubepods_unavailable error=%s", e)
+            log.warning("kubepods unavailable", error=e)
             self._roots = None
         await self.refresh_once()
         ctx.publish(POD_DIRECTORY, self.service)
@@ -128,7 +128,7 @@ class PodDirectoryComponent:
                                          getattr(r, "pod_name", "") or "", r.container_name,
                                          str(getattr(r, "qos_level", "") or ""), getattr(r, "cgroup_path", None)))
         except Exception as e:  # names from the CPU policy are a bonus, never a reason to stop
-            log.warning("cpu_allocations_unreadable error=%r", e)
+            log.warning("cpu allocations unreadable", error=repr(e))
         return out
 
     async def refresh_once(self) -> PodDirectory:
@@ -139,11 +139,11 @@ class PodDirectoryComponent:
         try:
             svc.snapshot = await self._client.snapshot()
             if svc.last_error:
-                log.info("podresources_reachable socket=%s", svc.socket)
+                log.info("podresources reachable", socket=svc.socket)
             svc.last_error = ""
         except PodResourcesUnavailable as e:
             if str(e) != svc.last_error:
-                log.warning("podresources_unavailable error=%s", e)
+                log.warning("podresources unavailable", error=e)
             svc.last_error = str(e)
         allocs = self._allocations()
         svc.current = await asyncio.get_running_loop().run_in_executor(None, self._walk, svc.snapshot, allocs)
@@ -164,7 +164,7 @@ class PodDirectoryComponent:
             try:
                 await self.refresh_once()
             except Exception:
-                log.exception("pod_directory_refresh_failed")
+                log.exception("pod directory refresh failed")
 
     async def stop(self) -> None:
         if self._task is not None:

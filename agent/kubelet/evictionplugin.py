@@ -24,7 +24,6 @@ the watch on the loop, which owns it.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections import deque
@@ -40,11 +39,12 @@ from agent.api.k8s.core.v1 import api_pb2 as core
 from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.daemon.component import DaemonContext
+from agent.eventlog import get_logger
 from agent.kubelet.config import KubeletConfig
 from agent.kubelet.pressure_signal import HARD_MET, NOT_MET, Candidate, PoolWatch
 from agent.pressure.eviction import Eviction, EvictionPolicy
 
-log = logging.getLogger("hwagent.kubelet")
+log = get_logger("hwagent.kubelet")
 
 __all__ = ["EvictionPluginServicer", "EvictionPluginComponent", "factory", "EVICTION_SCOPE", "PLUGIN_TYPE"]
 
@@ -168,8 +168,10 @@ class EvictionPluginComponent:
                    "evidence": {"pool": c.pool, "qos": c.qos, "pod_share": c.share,
                                 "pod_wait_s_per_s": c.wait_s_per_s}}
             self.recent.append(rec)
-            log.warning("eviction_candidate pod=%s/%s uid=%s pool=%s qos=%s share=%.3f to=katalyst",
-                        c.namespace, c.name, c.pod_uid, c.pool, c.qos, c.share)
+            log.warning(
+                "eviction candidate", pod=f"{c.namespace}/{c.name}", uid=c.pod_uid, pool=c.pool, qos=c.qos,
+                share=round(c.share, 3), to="katalyst",
+            )
 
     def unhealthy_device_pods(self, active: Sequence[core.Pod]) -> list[tuple[core.Pod, str]]:
         if not self.cfg.evict_on_unhealthy_device or self._ctx is None:
@@ -190,11 +192,11 @@ class EvictionPluginComponent:
         self.registered, self.registration_error = ok, error
         engine = self._engine()
         if ok:
-            log.info("eviction_plugin_registered name=%s socket=%s", self.cfg.plugin_name, self.socket_path)
+            log.info("eviction plugin registered", name=self.cfg.plugin_name, socket=self.socket_path)
             if engine is not None and self._saved_action is None:
                 self._saved_action, engine.action = engine.action, KatalystDecides()
         else:
-            log.error("eviction_plugin_registration_failed name=%s error=%r", self.cfg.plugin_name, error)
+            log.error("eviction plugin registration failed", name=self.cfg.plugin_name, error=error)
             self._restore_action()
 
     def _restore_action(self) -> None:
@@ -221,7 +223,7 @@ class EvictionPluginComponent:
         ctx.remove_on_exit(self.socket_path)
         ctx.services["eviction_plugin"] = self
         self._task = asyncio.create_task(self._run(pc.interval_s), name="eviction-plugin")
-        log.info("eviction_plugin_serving socket=%s scope=%s", self.socket_path, EVICTION_SCOPE)
+        log.info("eviction plugin serving", socket=self.socket_path, scope=EVICTION_SCOPE)
 
     async def _run(self, interval: float) -> None:
         loop = asyncio.get_running_loop()
@@ -233,7 +235,7 @@ class EvictionPluginComponent:
                     wait = await loop.run_in_executor(None, engine.container_wait_ns, engine.last_runqueue)
                     self.watch.observe(time.monotonic(), containers, wait)
                 except Exception:
-                    log.exception("eviction_plugin_sample_failed")
+                    log.exception("eviction plugin sample failed")
             await asyncio.sleep(interval)
 
     async def stop(self) -> None:

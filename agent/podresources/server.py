@@ -8,7 +8,6 @@ per NUMA node it is attached to (without topology when it has none).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,10 +16,11 @@ import grpc
 
 from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
-from agent.devicemanager.metrics import POD_RESOURCES_ERRORS, POD_RESOURCES_REQUESTS
+from agent.eventlog import get_logger
+from agent.podresources.metrics import POD_RESOURCES_ERRORS, POD_RESOURCES_REQUESTS
 from agent.limits import LimitError, check_name
 
-log = logging.getLogger("hwagent.podresources")
+log = get_logger("hwagent.podresources")
 API_VERSION = "v1"
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 import subprocess
 import time
@@ -23,10 +22,11 @@ from typing import Any, Protocol
 
 from agent.cgroups.kill import kill_cgroup
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, CgroupPathError
+from agent.eventlog import get_logger
 from agent.pressure.cgroupfs import cgroup_mounts
 from agent.pressure.eviction import Eviction
 
-log = logging.getLogger("hwagent.pressure")
+log = get_logger("hwagent.pressure")
 
 __all__ = ["EvictionAction", "StandaloneEviction", "ReportEviction", "EvictionRecord"]
 
@@ -64,7 +64,7 @@ class StandaloneEviction:
             try:
                 killed += kill_cgroup(p, mounts, allowed_roots=self.cgroup_roots).killed
             except CgroupPathError as e:
-                log.error("eviction_kill_refused pod=%s path=%r error=%s", ev.pod_uid, p, e)
+                log.error("eviction kill refused", pod=ev.pod_uid, path=p, error=e)
                 refused.append(p)
         out: dict[str, Any] = {"killed_processes": killed}
         if refused:
@@ -81,7 +81,7 @@ class StandaloneEviction:
                 getattr(svc, method)(ev.pod_uid)
                 released.append(key)
             except Exception as e:  # keep going: the processes are already dead
-                log.error("eviction_release_failed service=%s pod=%s error=%r", key, ev.pod_uid, e)
+                log.error("eviction release failed", service=key, pod=ev.pod_uid, error=repr(e))
         outcome["released"] = released
 
 
@@ -129,5 +129,5 @@ class EvictionRecord:
                 with open(self.path, "a") as f:
                     f.write(json.dumps(rec, sort_keys=True) + "\n")
             except OSError as e:
-                log.error("eviction_record_write_failed path=%s error=%s", self.path, e.strerror)
+                log.error("eviction record write failed", path=self.path, error=e.strerror)
         return rec

@@ -16,20 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import logging
 import threading
 from prometheus_client import REGISTRY
 
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
 from agent.daemon.component import DaemonContext
 from agent.daemon.config import workload_cgroup_roots
+from agent.eventlog import get_logger
 from agent.pressure.config import PressureConfig
 from agent.pressure.actions import StandaloneEviction
 from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult
 from agent.pressure.eviction import Eviction
 from agent.pressure.metrics import PressureCollector
 
-log = logging.getLogger("hwagent.pressure")
+log = get_logger("hwagent.pressure")
 
 __all__ = ["PressureComponent", "factory"]
 
@@ -119,13 +119,13 @@ class PressureComponent:
             raise
         except Exception as e:
             self.state = "failed"
-            log.error("pressure_load_failed error=%r", e)
+            log.error("pressure load failed", error=repr(e))
             return
         self.engine.install(loaded)  # on the loop: the readers become the engine's here
         gc.freeze()  # the BPF tables live as long as the process: out of the collector's walks
         self.load_seconds = loop.time() - t0
         self.state = "running"
-        log.info("pressure_ready load_seconds=%.3f", self.load_seconds)
+        log.info("pressure ready", load_seconds=round(self.load_seconds, 3))
         await self._run()
 
     # -- the cycle ----------------------------------------------------------------
@@ -141,7 +141,7 @@ class PressureComponent:
                 self._failed = False
             except Exception:
                 self._failed = True
-                log.exception("pressure_tick_failed")
+                log.exception("pressure tick failed")
             await asyncio.sleep(eng.cfg.interval_s)
 
     async def _apply(self, res: TickResult) -> None:

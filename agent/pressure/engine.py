@@ -9,7 +9,6 @@ the ``hwagent probes`` view calls it directly.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
+from agent.eventlog import get_logger
 from agent.pressure.actions import EvictionAction, EvictionRecord, ReportEviction, StandaloneEviction
 from agent.pressure.cgroupfs import CgroupIndex, Hierarchy, cgroup_mounts, detect_hierarchy, relative_cgroup_path
 from agent.pressure.config import PressureConfig
@@ -45,7 +45,7 @@ from agent.pressure.readers import (
     rollup,
 )
 
-log = logging.getLogger("hwagent.pressure")
+log = get_logger("hwagent.pressure")
 
 __all__ = ["PressureEngine", "TickResult", "Loaded", "FALLBACKS", "LIVE_SETTINGS"]
 
@@ -169,7 +169,7 @@ class PressureEngine:
         try:
             hierarchy: Hierarchy | None = detect_hierarchy(self.cfg.cgroup_hierarchy, self.procfs_root)
         except ValueError as e:
-            log.warning("cgroup_hierarchy_unavailable error=%s", e)
+            log.warning("cgroup hierarchy unavailable", error=e)
             hierarchy = None
         p = self.probes
         if p is None:
@@ -211,7 +211,7 @@ class PressureEngine:
             self._base = self._health_readings()[0]
         self.loaded = True
         for name, st in self.status().items():
-            log.info("probe name=%s mode=%s detail=%r", name, st[0], st[1])
+            log.info("probe", name=name, mode=st[0], detail=st[1])
 
     def status(self) -> dict[str, tuple[str, str]]:
         """probe -> (mode, detail): mode "bpf", "fallback", or "loading" before install()."""
@@ -241,7 +241,7 @@ class PressureEngine:
             try:
                 out.append(container_from_record(r))
             except Exception as e:  # one malformed record must not stop the rest
-                log.warning("allocation_record_skipped error=%r", e)
+                log.warning("allocation record skipped", error=repr(e))
         pods = self.services.get("pod_directory")  # kubelet mode: every container the kubepods tree holds
         if pods is not None:
             have = {c.cgroup_path for c in out if c.cgroup_path}
@@ -314,9 +314,8 @@ class PressureEngine:
         key = (ev.reason, ev.signal)
         self.evictions_total[key] = self.evictions_total.get(key, 0) + 1
         log.warning(
-            "eviction pod=%s/%s uid=%s reason=%s signal=%s action=%s pool=%s evidence=%s outcome=%s",
-            ev.pod_namespace, ev.pod_name, ev.pod_uid, ev.reason, ev.signal, self.action.name, ev.pool,
-            dict(ev.evidence), outcome,
+            "eviction", pod=f"{ev.pod_namespace}/{ev.pod_name}", uid=ev.pod_uid, reason=ev.reason, signal=ev.signal,
+            action=self.action.name, pool=ev.pool, evidence=dict(ev.evidence), outcome=outcome,
         )
         for cb in self.on_eviction:
             cb(ev, rec)
@@ -361,4 +360,4 @@ class PressureEngine:
         self.irq_rates = {irq: (c - prev[1].get(irq, (0, 0))[0]) / dt for irq, (c, _u) in cur.items()}
         for irq, rate in self.irq_rates.items():
             if rate >= self.cfg.irq_storm_per_s:
-                log.warning("irq_storm irq=%d rate_per_s=%.0f threshold=%.0f", irq, rate, self.cfg.irq_storm_per_s)
+                log.warning("irq storm", irq=irq, rate_per_s=round(rate), threshold=round(self.cfg.irq_storm_per_s))

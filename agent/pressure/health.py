@@ -5,13 +5,14 @@ to the device-health board (``ctx.services["device_health"]``).
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-log = logging.getLogger("hwagent.pressure")
+from agent.eventlog import get_logger
+
+log = get_logger("hwagent.pressure")
 
 __all__ = ["HealthPolicy", "HealthChange", "HealthTracker", "HealthBoard", "HealthDriver"]
 
@@ -128,10 +129,10 @@ class HealthDriver:
                 try:
                     affected = board.set_health_for(c.kind, c.key, c.healthy, c.reason, self.source)
                 except Exception as e:  # a broken board must not stop the probes
-                    log.error("device_health_push_failed kind=%s key=%s error=%r", c.kind, c.key, e)
+                    log.error("device health push failed", kind=c.kind, key=c.key, error=repr(e))
             log.warning(
-                "device_health kind=%s key=%s healthy=%s reason=%r devices=%s",
-                c.kind, c.key, c.healthy, c.reason, ",".join(affected or []) or "-",
+                "device health", kind=c.kind, key=c.key, healthy=c.healthy, reason=c.reason,
+                devices=",".join(affected or []) or "-",
             )
 
     def update(

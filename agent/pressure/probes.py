@@ -13,7 +13,6 @@ relies on.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 import tomllib
@@ -22,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.eventlog import get_logger
 from agent.pressure import bpfsys
 from agent.pressure.bpfbuild import BuildError, BuildRequest, BuildResult, ProgramLoad, build_in_child
 from agent.pressure.bpfmaps import BpfMap, DescError
 from agent.pressure.btf import BTF, BTFError, hierarchy_macros, load_btf, offset_macros
 from agent.pressure.config import ALL_PROBES
 
-log = logging.getLogger("hwagent.pressure")
+log = get_logger("hwagent.pressure")
 
 __all__ = [
     "PROBES",
@@ -337,7 +337,7 @@ class ProbeSet:
         self.compile_s, self.child_s = res.compile_s, res.child_s
         obj = LoadedObject({}, {})
         for n, why in res.failed.items():
-            log.warning("probe_build_failed probe=%s reason=%r", n, why)
+            log.warning("probe build failed", probe=n, reason=why)
         for name, plan in list(self._plans.items()):
             if not self._adopt(name, plan, res, obj):
                 del self._plans[name]
@@ -398,7 +398,7 @@ class ProbeSet:
         try:
             return build_in_child(req)
         except BuildError as e:
-            log.warning("probes_build_failed probes=%s reason=%r", ",".join(self._plans), str(e))
+            log.warning("probes build failed", probes=",".join(self._plans), reason=str(e))
             for n in self._plans:
                 self._unavailable(n, str(e))
             self._plans = {}

@@ -15,7 +15,6 @@ running under their shims, to be re-attached at the next start.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +23,13 @@ from agent.cgroups.devbpf import DevicePrograms
 from agent.cgroups.workload import WorkloadCgroups
 from agent.daemon.component import DaemonContext
 from agent.contracts import RUNTIME, WORKLOADS
+from agent.eventlog import get_logger
 from agent.runtime.config import RuntimeConfig
 from agent.runtime.runtime import WorkloadRuntime
 
 __all__ = ["RuntimeComponent", "factory", "node_memory"]
 
-log = logging.getLogger("hwagent.runtime")
+log = get_logger("hwagent.runtime")
 
 
 def node_memory(procfs_root: str = "/proc") -> int | None:
@@ -73,9 +73,10 @@ class RuntimeComponent:
         registry = ctx.lookup(WORKLOADS)
         pods = list(registry.admitted()) if registry is not None else []
         await self.runtime.restore(pods)
-        log.info("runtime_started subtree=%s hierarchy=%s shim=%s restored=%d stop_workloads_on_exit=%s",
-                 cgroups.subtree, cgroups.layout.mode, self.runtime.shim[-1], len(pods),
-                 self.cfg.stop_workloads_on_exit)
+        log.info(
+            "runtime started", subtree=cgroups.subtree, hierarchy=cgroups.layout.mode, shim=self.runtime.shim[-1],
+            restored=len(pods), stop_workloads_on_exit=self.cfg.stop_workloads_on_exit,
+        )
 
     def _managed_devices(self) -> list[str]:
         """Device nodes hwagent hands out: every node granted to any admitted pod

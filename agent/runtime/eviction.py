@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Callable
 from typing import Any
 
 from agent.contracts import PodRuntime
+from agent.eventlog import get_logger
 from agent.pressure.actions import EvictionAction
 from agent.pressure.eviction import Eviction
 
 __all__ = ["RuntimeEviction", "eviction_message"]
 
-log = logging.getLogger("hwagent.runtime")
+log = get_logger("hwagent.runtime")
 
 
 def eviction_message(ev: Eviction) -> str:
@@ -54,8 +54,10 @@ class RuntimeEviction:
             return {"evicted": False, "refused": "no workload runtime in this daemon"}
         foreign = [p for p in cgroup_paths if not _owned(rt, p)]
         if not cgroup_paths or foreign:
-            log.warning("eviction_refused pod=%s cgroups=%s: not a workload hwagent runs", ev.pod_uid,
-                        ",".join(foreign or cgroup_paths) or "-")
+            log.warning(
+                "eviction refused", pod=ev.pod_uid, cgroups=",".join(foreign or cgroup_paths) or "-",
+                reason="not a workload hwagent runs",
+            )
             return {"evicted": False, "refused": "not a workload hwagent runs", "cgroups": foreign or cgroup_paths}
         message = eviction_message(ev)
 
@@ -100,4 +102,4 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
 
 def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
-        log.error("eviction_failed error=%r", task.exception())
+        log.error("eviction failed", error=repr(task.exception()))

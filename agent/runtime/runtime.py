@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import glob
-import logging
 import os
 import re
 import signal
@@ -32,6 +31,7 @@ from agent.cgroups.devbpf import DeviceProgramError
 from agent.cgroups.workload import CgroupSetupError, WorkloadCgroups
 from agent.contracts import PodStatusSink
 from agent.cpuset import CPUSet
+from agent.eventlog import get_logger
 from agent.runtime.backoff import Backoff
 from agent.runtime.config import RuntimeConfig
 from agent.runtime.launcher import LaunchError, Started, attach, shim_command, spawn, wait_exit
@@ -49,7 +49,7 @@ from agent.workloads.model import (
 
 __all__ = ["WorkloadRuntime", "pod_dir_name", "log_dir"]
 
-log = logging.getLogger("hwagent.runtime")
+log = get_logger("hwagent.runtime")
 
 _UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -146,7 +146,7 @@ class WorkloadRuntime:
 
     async def run(self, pod: AdmittedPod) -> None:
         if pod.uid in self._pods:  # idempotent: a second hand-over (e.g. racing restore) changes nothing
-            log.info("pod_already_running pod=%s uid=%s", pod.spec.key, pod.uid)
+            log.info("pod already running", pod=pod.spec.key, uid=pod.uid)
             return
         p = self._new_pod(pod, PodRecord(pod.uid, pod.spec.key))
         self._pods[pod.uid] = p
@@ -192,9 +192,11 @@ class WorkloadRuntime:
                     resume[c.name] = info
                 if self.cgroups.exists(ctr.rel):
                     await self._teardown(ctr.rel)
-            log.info("pod_restored pod=%s uid=%s running=%s exited=%s", pod.spec.key, pod.uid,
-                     ",".join(k for k, v in resume.items() if isinstance(v, Started)) or "-",
-                     ",".join(k for k, v in resume.items() if isinstance(v, ExitInfo)) or "-")
+            log.info(
+                "pod restored", pod=pod.spec.key, uid=pod.uid,
+                running=",".join(k for k, v in resume.items() if isinstance(v, Started)) or "-",
+                exited=",".join(k for k, v in resume.items() if isinstance(v, ExitInfo)) or "-",
+            )
             if any(isinstance(v, Started) for v in resume.values()):
                 p.phase = PodPhase.RUNNING if p.record.running else PodPhase.PENDING
             p.task = asyncio.get_running_loop().create_task(self._main(p, resume), name=f"pod-{pod.spec.key}")
@@ -265,7 +267,7 @@ class WorkloadRuntime:
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - a bug must end the pod visibly, not hang it
-            log.exception("pod_supervisor_failed pod=%s", spec.key)
+            log.exception("pod supervisor failed", pod=spec.key)
             await self._finish(p, PodPhase.FAILED, "RuntimeError", f"runtime error: {e!r}")
         finally:
             p.first.set()
@@ -316,7 +318,7 @@ class WorkloadRuntime:
         ctr.status = replace(ctr.status, state=ContainerState.TERMINATED, pid=None, exit_code=info.exit_code,
                              finished_at=rec.finished_at, reason=exit_reason(info.exit_code, info.signal),
                              message=info.message or (f"killed by signal {info.signal}" if info.signal else ""))
-        log.info("container_exited pod=%s container=%s exit_code=%d", p.pod.spec.key, ctr.spec.name, info.exit_code)
+        log.info("container exited", pod=p.pod.spec.key, container=ctr.spec.name, exit_code=info.exit_code)
         await self._teardown(ctr.rel)
         if not p.stopping:
             await self._save(p)
@@ -397,7 +399,7 @@ class WorkloadRuntime:
         ctr.started = started
         ctr.status = replace(ctr.status, state=ContainerState.RUNNING, reason="", message="", pid=started.pid,
                              started_at=now, finished_at=None, exit_code=None)
-        log.info("container_started pod=%s container=%s pid=%d cgroup=%s", p.pod.spec.key, name, started.pid, ctr.rel)
+        log.info("container started", pod=p.pod.spec.key, container=name, pid=started.pid, cgroup=ctr.rel)
         if p.stopping:  # a stop began while we were starting: it must not miss this one
             with contextlib.suppress(ProcessLookupError):
                 os.kill(started.pid, signal.SIGTERM)
@@ -420,17 +422,16 @@ class WorkloadRuntime:
             await policy.bind_cgroup(p.uid, ctr.spec.name, rel)
             ctr.bound = rel is not None
         except Exception as e:  # noqa: BLE001 - not in the CPU policy's state (e.g. released): nothing to bind
-            log.debug("bind_cgroup_skipped pod=%s container=%s error=%s", p.uid, ctr.spec.name, e)
+            log.debug("bind cgroup skipped", pod=p.uid, container=ctr.spec.name, error=e)
 
     def _reapply(self, p: _Pod, ctr: _Ctr) -> None:
         try:
             changed = self.cgroups.reapply(ctr.rel, self._plan(p, ctr).limits)
         except (PlanError, CgroupSetupError, OSError) as e:
-            log.warning("cgroup_reapply_failed pod=%s container=%s error=%s", p.pod.spec.key, ctr.spec.name, e)
+            log.warning("cgroup reapply failed", pod=p.pod.spec.key, container=ctr.spec.name, error=e)
             return
         if changed:
-            log.warning("cgroup_drift_repaired pod=%s container=%s files=%s", p.pod.spec.key, ctr.spec.name,
-                        ",".join(changed))
+            log.warning("cgroup drift repaired", pod=p.pod.spec.key, container=ctr.spec.name, files=",".join(changed))
 
     # -- stopping -------------------------------------------------------------------------
     def _stop_soon(self, p: _Pod, grace_s: float | None, reason: str, message: str) -> None:
@@ -489,10 +490,10 @@ class WorkloadRuntime:
         if not self.cgroups.exists(rel):
             return
         if not self.cgroups.kill(rel, self.cfg.kill_timeout_s):
-            log.error("container_cgroup_not_empty cgroup=%s", rel)
+            log.error("container cgroup not empty", cgroup=rel)
         left = self.cgroups.remove(rel)
         if left:
-            log.error("container_cgroup_not_removed dirs=%s", ",".join(left))
+            log.error("container cgroup not removed", dirs=",".join(left))
 
     async def _finish(self, p: _Pod, phase: PodPhase, reason: str, message: str) -> None:
         if p.finished:
@@ -521,8 +522,7 @@ class WorkloadRuntime:
             if ctr.bound:
                 await self._bind(p, ctr, None)
         p.phase, p.reason, p.message, p.finished_at = phase, reason, message, self.clock()
-        log.info("pod_finished pod=%s uid=%s phase=%s reason=%s message=%r", p.pod.spec.key, p.uid, phase.value,
-                 reason, message)
+        log.info("pod finished", pod=p.pod.spec.key, uid=p.uid, phase=phase.value, reason=reason, message=message)
         await self._report(p)
         # after the report: a crash in between leaves an orphan that restore() removes
         targets = [t for rec in p.record.containers.values() for t in rec.created]
@@ -547,10 +547,12 @@ class WorkloadRuntime:
             if name.startswith("pod") and name[3:] not in uids and name[3:] not in known
         )
         if foreign:
-            log.warning("foreign_pod_cgroups_left pods=%s: no state for them under %s", ",".join(foreign),
-                        self.state_root)
+            log.warning(
+                "foreign pod cgroups left", pods=",".join(foreign), state_root=self.state_root,
+                note="no state for them",
+            )
         for uid in sorted(uids - known):
-            log.warning("orphan_pod_removed uid=%s", uid)
+            log.warning("orphan pod removed", uid=uid)
             try:
                 pdir = pod_dir_name(uid)
             except PlanError:
@@ -574,7 +576,7 @@ class WorkloadRuntime:
             try:
                 await sink.pod_status_changed(p.uid, self._status(p))
             except Exception:  # noqa: BLE001 - the registry's trouble must not stop supervision
-                log.exception("pod_status_report_failed pod=%s", p.pod.spec.key)
+                log.exception("pod status report failed", pod=p.pod.spec.key)
 
     async def _save(self, p: _Pod) -> None:
         # inline: one small write and a rename, no fsync (see agent.runtime.state)
@@ -608,5 +610,5 @@ def _remove_targets(paths: Iterable[str]) -> None:
             elif os.path.isfile(path) and os.path.getsize(path) == 0:
                 os.unlink(path)
         except OSError as e:
-            log.warning("bind_target_not_removed path=%s error=%s", path, e.strerror)
+            log.warning("bind target not removed", path=path, error=e.strerror)
 

@@ -9,15 +9,15 @@ every hwagent socket.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 from pathlib import Path
 from typing import Any
 
 from agent.daemon.component import DaemonContext
+from agent.eventlog import get_logger
 
-log = logging.getLogger("hwagent.status")
+log = get_logger("hwagent.status")
 
 __all__ = ["StatusComponent", "factory", "SOCKET_NAME", "status_socket"]
 
@@ -136,7 +136,7 @@ class StatusComponent:
                 try:
                     return component.status()
                 except Exception as e:
-                    log.exception("status_failed")
+                    log.exception("status failed")
                     await context.abort(grpc.StatusCode.INTERNAL, f"status: {type(e).__name__}: {e}")
 
             async def GetView(self, request, context):
@@ -148,7 +148,7 @@ class StatusComponent:
                 except ViewUnavailable as e:
                     await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
                 except Exception as e:  # a view that breaks is our bug: say so, never UNKNOWN
-                    log.exception("status_view_failed view=%s", request.name)
+                    log.exception("status view failed", view=request.name)
                     await context.abort(grpc.StatusCode.INTERNAL, f"view {request.name!r}: {type(e).__name__}: {e}")
                 return pb.GetViewResponse(json_document=json.dumps(doc, sort_keys=True, default=str))
 

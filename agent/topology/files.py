@@ -8,17 +8,17 @@ nothing raises. The warnings end up in ``Topology.warnings`` and in the log.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable
 
 from agent.cpuset import CPUSet, CPUSetError
+from agent.eventlog import get_logger
 
 __all__ = ["Notes", "listdir_ids", "parse_mask", "parse_size", "read_text"]
 
-log = logging.getLogger("hwagent.topology")
+log = get_logger("hwagent.topology")
 
 
 _CHUNK = 1 << 16
@@ -110,7 +110,7 @@ class Notes:
             self.warn(f"cpus {CPUSet(cpus)}: {issue}")
         self._per_cpu.clear()
         for line in self.lines:
-            log.warning("topology_warning %s", line)
+            log.warning("topology warning", warning=line)
         return tuple(self.lines)
 
     # -- typed reads ----------------------------------------------------------

@@ -10,10 +10,10 @@ allocated for the pod, so an admission that fails leaves nothing behind.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from agent.eventlog import get_logger
 from .config import TopologyManagerConfig
 from .hints import Decision, ProviderHints, TopologyAffinityError, TopologyHint
 from .merge import merge_hints
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HintProvider", "TopologyManager", "ANY_HINT"]
 
-log = logging.getLogger("hwagent.topologymanager")
+log = get_logger("hwagent.topologymanager")
 
 P = TypeVar("P")
 P_contra = TypeVar("P_contra", contravariant=True)
@@ -154,9 +154,9 @@ class TopologyManager:
     def _decide(self, hints: Sequence[ProviderHints], what: str) -> TopologyHint:
         decision = self.merge(hints)
         if not decision.admit:
-            log.info("topology manager refused %s: %s", what, decision.reason)
+            log.info("topology affinity refused", what=what, reason=decision.reason)
             raise TopologyAffinityError(f"{what}: {decision.reason}", decision.resource, decision.tried)
-        log.debug("topology manager: %s aligned to %s", what, decision.hint)
+        log.debug("topology affinity aligned", what=what, hint=decision.hint)
         return decision.hint
 
     @staticmethod
@@ -170,4 +170,4 @@ class TopologyManager:
             try:
                 await provider.release(pod)
             except Exception:
-                log.exception("rollback: provider %s failed to release the pod", getattr(provider, "name", provider))
+                log.exception("rollback release failed", provider=getattr(provider, "name", provider))

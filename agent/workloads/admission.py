@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from agent.cpu.errors import PolicyError
 from agent.cpu.qos import DEDICATED, RECLAIMED, SHARED, SYSTEM, parse_qos
 from agent.cpuset import CPUSet
 from agent.devicemanager.selection import AllocationError
+from agent.eventlog import get_logger
 from agent.topologymanager import TopologyAffinityError, TopologyHint, TopologyManager
 from agent.workloads import metrics as m
 from agent.workloads.errors import AdmissionError
@@ -61,7 +61,7 @@ from agent.workloads.store import PodRecord
 
 __all__ = ["Workloads", "AdmitResult", "ContainerDecision"]
 
-log = logging.getLogger("hwagent.workloads")
+log = get_logger("hwagent.workloads")
 
 #: manifests up to this size are parsed on the loop (about a millisecond; larger ones
 #: cost ~5 ms per KiB in the pure-Python reader)
@@ -146,7 +146,7 @@ class Workloads:
             m.ADMISSIONS.labels("refused", "INVALID_ARGUMENT").inc()
             raise AdmissionError("INVALID_ARGUMENT", f"invalid manifest: {e}", reason="manifest") from None
         for w in parsed.warnings:
-            log.warning("manifest_field_ignored pod=%s warning=%r", parsed.pod.key, w)
+            log.warning("manifest field ignored", pod=parsed.pod.key, warning=w)
         result = await (self.dry_run(parsed.pod) if dry_run else self.admit(parsed.pod))
         return AdmitResult(**{**result.__dict__, "warnings": parsed.warnings})
 
@@ -193,7 +193,7 @@ class Workloads:
             result = await self._admit(spec)
         except AdmissionError as e:
             m.ADMISSIONS.labels("refused", e.code).inc()
-            log.warning("admission_refused pod=%s code=%s reason=%r", spec.key, e.code, e.message)
+            log.warning("admission refused", pod=spec.key, code=e.code, reason=e.message)
             raise
         m.ADMISSIONS.labels("admitted", "OK").inc()
         m.ADMIT_DURATION.observe(time.perf_counter() - t0)
@@ -222,7 +222,7 @@ class Workloads:
             finally:
                 self.registry.unreserve(spec.key, spec.uid)
         self._publish()
-        log.info("pod_admitted pod=%s uid=%s qos=%s %s", spec.key, spec.uid, qos, _describe_assignments(pod))
+        log.info("pod admitted", pod=spec.key, uid=spec.uid, qos=qos, containers=_describe_assignments(pod))
         return AdmitResult(pod=pod)
 
     async def _allocate(self, spec: PodSpec, qos: str) -> AdmittedPod:
@@ -262,7 +262,7 @@ class Workloads:
             try:
                 await p.release(spec)
             except Exception:  # noqa: BLE001 - keep rolling back the other provider
-                log.exception("rollback_failed pod=%s provider=%s", spec.key, p.name)
+                log.exception("rollback failed", pod=spec.key, provider=p.name)
 
     def _build(self, spec: PodSpec, qos: str, hints: Mapping[str, TopologyHint]) -> AdmittedPod:
         cpu_results = self.cpu.results.pop(spec.uid, {})
@@ -311,7 +311,7 @@ class Workloads:
             try:
                 await rt.run(pod)
             except Exception as e:  # noqa: BLE001 - the runtime reports failures as status; this is a bug path
-                log.exception("runtime_run_failed pod=%s", pod.spec.key)
+                log.exception("runtime run failed", pod=pod.spec.key)
                 await self.pod_status_changed(
                     pod.uid, PodStatus(phase=PodPhase.FAILED, reason="StartError", message=str(e))
                 )
@@ -394,7 +394,7 @@ class Workloads:
     async def pod_status_changed(self, uid: str, status: PodStatus) -> None:
         rec = self.registry.record(uid)
         if rec is None:
-            log.warning("status_for_unknown_pod uid=%s phase=%s", uid, status.phase.value)
+            log.warning("status for unknown pod", uid=uid, phase=status.phase.value)
             return
         line = None
         if status.phase != rec.status.phase or status.reason != rec.status.reason:
@@ -424,7 +424,7 @@ class Workloads:
         finally:
             self._releasing.discard(uid)
         m.RELEASES.labels("terminal" if why != "removed" else "removed").inc()
-        log.info("pod_released pod=%s uid=%s why=%s", rec.key, uid, why)
+        log.info("pod released", pod=rec.key, uid=uid, why=why)
 
     def find(self, name: str, namespace: str = "default") -> PodRecord:
         rec = self.registry.by_key(f"{namespace}/{name}")
@@ -441,7 +441,7 @@ class Workloads:
         await self.release(rec.uid, why="removed")
         gone = await self.registry.delete(rec.uid)
         self._publish()
-        log.info("pod_removed pod=%s uid=%s", rec.key, rec.uid)
+        log.info("pod removed", pod=rec.key, uid=rec.uid)
         return gone or rec
 
     async def stop(self, name: str, namespace: str = "default", grace_s: float | None = None) -> PodRecord:
@@ -470,7 +470,9 @@ class Workloads:
             elif held is not None and not rec.status.phase.terminal and rec.uid not in held:
                 needs_cpu = any(a.cpus and a.mems is not None for a in rec.pod.assignments.values())
                 if needs_cpu:
-                    log.warning("pod_cpus_unknown pod=%s uid=%s: the cpu policy holds no cpus for it", rec.key, rec.uid)
+                    log.warning(
+                        "pod cpus unknown", pod=rec.key, uid=rec.uid, note="the cpu policy holds no cpus for it",
+                    )
         self._publish()
 
     async def drain(self) -> None:
@@ -508,4 +510,4 @@ def _describe_assignments(pod: AdmittedPod) -> str:
         devs = ",".join(f"{r}={'+'.join(ids)}" for r, ids in a.devices.items())
         aff = "any" if a.numa_affinity is None else ",".join(map(str, sorted(a.numa_affinity)))
         out.append(f"{a.name}:cpus={a.cpus or '-'}:numa={aff}" + (f":devices={devs}" if devs else ""))
-    return "containers=" + ";".join(out)
+    return ";".join(out)

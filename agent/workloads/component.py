@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from pathlib import Path
 from typing import Any
 
 from agent.daemon.component import DaemonContext
 from agent.contracts import WORKLOADS
+from agent.eventlog import get_logger
 from agent.workloads.config import WorkloadsConfig
 
 __all__ = ["WorkloadsComponent", "factory", "socket_path_for", "manifest_dir_for", "STATE_DIR"]
 
-log = logging.getLogger("hwagent.workloads")
+log = get_logger("hwagent.workloads")
 
 #: under the root dir: one file per admitted pod
 STATE_DIR = ("workloads", "pods")
@@ -97,8 +97,8 @@ class WorkloadsComponent:
         ctx.remove_on_exit(self.socket_path)
         await self.manifests.start()
         log.info(
-            "workloads_started socket=%s manifests=%s pods=%d policy=%s scope=%s",
-            self.socket_path, self.manifests.dir, len(registry), tm.policy, tm.scope,
+            "workloads started", socket=self.socket_path, manifests=self.manifests.dir, pods=len(registry),
+            policy=tm.policy, scope=tm.scope,
         )
 
     async def stop(self) -> None:
@@ -127,9 +127,9 @@ class WorkloadsComponent:
 def factory(ctx: DaemonContext) -> WorkloadsComponent | None:
     cfg: WorkloadsConfig = ctx.config["workloads"]
     if not cfg.enabled:
-        log.info("workloads_disabled reason=config")
+        log.info("workloads disabled", reason="config")
         return None
     if ctx.mode != "standalone":
-        log.info("workloads_disabled reason=mode mode=%s (the kubelet admits pods)", ctx.mode)
+        log.info("workloads disabled", reason="mode", mode=ctx.mode, note="the kubelet admits pods")
         return None
     return WorkloadsComponent(cfg)

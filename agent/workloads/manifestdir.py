@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import logging
 import os
 import time
 import uuid
@@ -28,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.eventlog import get_logger
 from agent.workloads import metrics as m
 from agent.workloads.admission import Workloads
 from agent.workloads.errors import AdmissionError
@@ -35,7 +35,7 @@ from agent.workloads.manifest import MAX_MANIFEST_BYTES, ManifestError, parse_ma
 
 __all__ = ["ManifestDir", "SUFFIXES", "source_of"]
 
-log = logging.getLogger("hwagent.workloads")
+log = get_logger("hwagent.workloads")
 
 SUFFIXES = (".yaml", ".yml", ".json")
 RETRY_FIRST_S = 10.0
@@ -107,7 +107,7 @@ class ManifestDir:
                 raise
             except Exception:  # noqa: BLE001 - one bad pass must not end static pods
                 self.failed_passes += 1
-                log.exception("manifest_dir_pass_failed dir=%s", self.dir)
+                log.exception("manifest dir pass failed", dir=self.dir)
             await asyncio.sleep(self.poll_seconds)
 
     def _scan(self) -> dict[Path, tuple[int, int]]:
@@ -172,10 +172,10 @@ class ManifestDir:
             try:
                 await self.w.remove(rec.pod.spec.name, rec.pod.spec.namespace)
             except AdmissionError as e:
-                log.warning("static_pod_remove_failed path=%s pod=%s error=%r", path, rec.key, e.message)
+                log.warning("static pod remove failed", path=path, pod=rec.key, error=e.message)
                 continue
             m.MANIFEST_SYNCS.labels("removed").inc()
-            log.info("static_pod_removed path=%s pod=%s why=%r", path, rec.key, why)
+            log.info("static pod removed", path=path, pod=rec.key, why=why)
 
     def _set_error(self, path: Path, st: tuple[int, int], digest: str, error: str, retry: bool = False) -> None:
         prev = self._files.get(path)
@@ -184,7 +184,7 @@ class ManifestDir:
             f.retry_s = min(RETRY_MAX_S, prev.retry_s * 2) if prev is not None and prev.retry_at is not None else RETRY_FIRST_S
             f.retry_at = self.clock() + f.retry_s
         if prev is None or prev.error != error:
-            log.warning("static_manifest_bad path=%s error=%r", path, error)
+            log.warning("static manifest bad", path=path, error=error)
         self._files[path] = f
 
     async def _apply(self, path: Path, st: tuple[int, int], raw: bytes, digest: str) -> None:
@@ -217,7 +217,7 @@ class ManifestDir:
             self._set_error(path, st, digest, f"{e.code}: {e.message}", retry=e.code in _RETRY_CODES)
             return
         for w in parsed.warnings:
-            log.warning("static_manifest_field_ignored path=%s warning=%r", path, w)
+            log.warning("static manifest field ignored", path=path, warning=w)
         self._files[path] = _File(st, digest)
         m.MANIFEST_SYNCS.labels(action).inc()
-        log.info("static_pod_%s path=%s pod=%s uid=%s", action, path, spec.key, spec.uid)
+        log.info("static pod applied", action=action, path=path, pod=spec.key, uid=spec.uid)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -17,6 +16,7 @@ import grpc
 
 from agent.api.admission.v1 import api_pb2 as pb
 from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
+from agent.eventlog import get_logger
 from agent.workloads.admission import AdmitResult, Workloads
 from agent.workloads.errors import AdmissionError
 from agent.workloads.registry import ADDED, RegistryEvent
@@ -24,7 +24,7 @@ from agent.workloads.store import PodRecord, record_to_json
 
 __all__ = ["AdmissionServicer", "pod_message", "WATCH_QUEUE"]
 
-log = logging.getLogger("hwagent.workloads")
+log = get_logger("hwagent.workloads")
 T = TypeVar("T")
 #: events a Watch stream may fall behind by before it is ended (ABORTED: re-list and watch again)
 WATCH_QUEUE = 4096
@@ -91,7 +91,7 @@ def _guard(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as e:  # noqa: BLE001 - never UNKNOWN from our own code
-            log.exception("admission_api_failed method=%s", fn.__name__)
+            log.exception("admission api failed", method=fn.__name__)
             await context.abort(grpc.StatusCode.INTERNAL, f"{fn.__name__} failed: {type(e).__name__}: {e}")
         raise AssertionError("unreachable")  # abort() raises
 

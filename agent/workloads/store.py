@@ -16,19 +16,19 @@ what to do, unless the caller accepts the loss: then it is kept aside as
 from __future__ import annotations
 
 import json
-import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from agent.eventlog import get_logger
 from agent.statefile import canonical_json, set_aside, sha256_checksum, write_atomic
 from agent.workloads.codec import pod_from_json, pod_to_json, status_from_json, status_to_json
 from agent.workloads.model import AdmittedPod, PodStatus
 
 __all__ = ["PodRecord", "RegistryStateError", "RegistryStore", "PodFileStore", "VERSION"]
 
-log = logging.getLogger("hwagent.workloads")
+log = get_logger("hwagent.workloads")
 VERSION = 1
 SUFFIX = ".json"
 
@@ -152,7 +152,7 @@ class PodFileStore:
                 )
             for p, why in bad:
                 aside = set_aside(p)
-                log.warning("registry_record_discarded path=%s kept_as=%s reason=%r", p, aside, why)
+                log.warning("registry record discarded", path=p, kept_as=aside, reason=why)
         records.sort(key=lambda r: (r.pod.admitted_at, r.key))
         return records
 

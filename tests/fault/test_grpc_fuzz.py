@@ -257,7 +257,7 @@ def test_daemon_survived_logged_no_traceback_and_counted_no_internal_error(runni
                 if line.startswith("hwagent_grpc_internal_errors_total{") and not line.endswith(" 0.0")]
     assert internal == [], internal
     log = d.log()
-    assert "Traceback" not in log and "grpc_handler_failed" not in log
+    assert "Traceback" not in log and "grpc handler failed" not in log
     assert not re.search(r"level=error logger=grpc", log)
     requests = COUNTS["fuzz: requests"]
     if requests:

@@ -88,7 +88,7 @@ def test_guard_maps_every_failure_to_a_proper_code(caplog):
                 assert c == grpc.StatusCode.INTERNAL and "RuntimeError" in msg and "a bug" not in msg
                 assert _metric("hwagent_grpc_internal_errors_total", api="resourceplugin", method="Get",
                                exception="RuntimeError") == internal0 + 1
-                failed = [r for r in caplog.records if r.getMessage().startswith("grpc_handler_failed")]
+                failed = [r for r in caplog.records if r.getMessage() == "grpc handler failed"]
                 assert len(failed) == 1 and failed[0].levelno == logging.ERROR and failed[0].exc_info
 
                 for garbage in (b"\xff\xff\xff", b"\x0a\x02\xff\xfe", b"\x12"):

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent import statefile
+from agent.eventlog import get_logger
 from agent.statefile import (
     Coalescer,
     canonical_json,
@@ -283,7 +284,7 @@ def test_failure_reaches_waiters_is_logged_and_retried(caplog):
             raise OSError("disk full")
 
     async def main():
-        co: Coalescer[str] = Coalescer(work, "thing_write", logger=logging.getLogger("hwagent.test"))
+        co: Coalescer[str] = Coalescer(work, "thing_write", logger=get_logger("hwagent.test"))
         co.submit("x")
         with pytest.raises(OSError, match="disk full"):
             await co.wait()
@@ -294,7 +295,8 @@ def test_failure_reaches_waiters_is_logged_and_retried(caplog):
     with caplog.at_level(logging.ERROR, logger="hwagent.test"):
         asyncio.run(main())
     assert calls == ["x", "x"]
-    assert any(r.name == "hwagent.test" and "thing_write_failed" in r.getMessage() for r in caplog.records)
+    assert any(r.name == "hwagent.test" and r.getMessage() == "coalesced work failed" and r.fields["work"] == "thing_write"
+               for r in caplog.records)
 
 
 def test_cancelled_waiter_does_not_cancel_the_write():

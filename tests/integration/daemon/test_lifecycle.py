@@ -367,9 +367,9 @@ def test_sighup_reloads_the_config_and_keeps_running(tmp_path, systemd, daemons)
     conf.write_text("[pressure\nsoft_threshold = 0.9\n")
     d.proc.send_signal(signal.SIGHUP)
     deadline = time.monotonic() + START_TIMEOUT_S
-    while 'msg="config reload refused' not in d.log() and time.monotonic() < deadline:
+    while 'msg="config reload refused"' not in d.log() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert 'msg="config reload refused; running on with the config in effect"' in d.log(), d.log()
+    assert 'msg="config reload refused" error=' in d.log(), d.log()
     assert d.proc.poll() is None and thresholds(url) == {"soft": 0.2, "hard": 0.4}
 
     assert d.stop(signal.SIGTERM) == 0

@@ -136,5 +136,5 @@ def test_monitor_runs_without_cap_net_admin():
         capture_output=True, text=True, timeout=120, cwd=repo,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "hotplug_receive_buffer_default" in r.stdout
+    assert "hotplug receive buffer default" in r.stdout
     assert "EVENT-SEEN" in r.stdout

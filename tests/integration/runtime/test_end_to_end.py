@@ -114,7 +114,7 @@ def test_launch_runs_pinned_survives_kill9_and_stop_leaves_nothing(tmp_path, sub
         d = start(2)
         p = until(lambda: (q := pod(root, "hog")) and q["phase"] == "Running" and q, "the pod after the restart", d)
         assert p["containers"][0]["pid"] == pid and alive(pid)
-        assert "pod_restored pod=default/hog" in d.log()
+        assert 'msg="pod restored" pod=default/hog' in d.log()
         # stop: SIGTERM (sh dies of it), cgroups removed, resources released
         r = cli(root, "stop", "hog", "--grace", "5")
         assert r.returncode == 0, r.stderr

@@ -41,9 +41,10 @@ def _reset():
 
 
 def logged(caplog, msg: str, **fields) -> bool:
-    """Whether a record with this message and these extra fields (substring match) was logged."""
+    """Whether a record with this event and these fields (substring match) was logged."""
     for r in caplog.records:
-        if r.getMessage() == msg and all(v in str(getattr(r, k, "")) for k, v in fields.items()):
+        got = getattr(r, "fields", {})
+        if r.getMessage() == msg and all(v in str(got.get(k, "")) for k, v in fields.items()):
             return True
     return False
 

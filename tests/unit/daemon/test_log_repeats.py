@@ -8,6 +8,7 @@ import logging
 from prometheus_client import REGISTRY
 
 from agent.daemon.logs import RepeatLimiter, setup_logging
+from agent.eventlog import get_logger
 
 
 def _suppressed(logger: str, level: str) -> float:
@@ -17,19 +18,19 @@ def _suppressed(logger: str, level: str) -> float:
 def test_a_flood_of_one_warning_becomes_a_few_lines_and_a_count():
     buf = io.StringIO()
     handler = setup_logging("info", stream=buf, journald=False)
-    log = logging.getLogger("hwagent.test.flood")
+    log = get_logger("hwagent.test.flood")
     before = _suppressed("hwagent.test.flood", "warning")
     try:
         for i in range(1000):
-            log.warning("request_refused method=Allocate error=%r", f"bad body {i}")
-        log.info("registered resource=%s", "x")  # info lines are never limited
-        log.error("other_event n=%d", 1)  # a different message has its own budget
+            log.warning("request refused", method="Allocate", error=f"bad body {i}")  # fields vary, the event does not
+        log.info("registered", resource="x")  # info lines are never limited
+        log.error("other event", n=1)  # a different event has its own budget
     finally:
         logging.getLogger().removeHandler(handler)
     lines = buf.getvalue().splitlines()
-    refused = [line for line in lines if "request_refused" in line]
+    refused = [line for line in lines if 'msg="request refused"' in line]
     assert 1 <= len(refused) <= RepeatLimiter.DEFAULT_BURST
-    assert any("registered" in line for line in lines) and any("other_event" in line for line in lines)
+    assert any("registered" in line for line in lines) and any("other event" in line for line in lines)
     assert _suppressed("hwagent.test.flood", "warning") - before == 1000 - len(refused)
 
 

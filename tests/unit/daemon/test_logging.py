@@ -10,11 +10,12 @@ import re
 import pytest
 
 from agent.daemon.logs import LogfmtFormatter, logfmt_value, setup_logging, stream_is_journald
+from agent.eventlog import FIELDS_ATTR, get_logger
 
 
-def _record(msg="hello", level=logging.INFO, exc=None, **extra):
+def _record(msg="hello", level=logging.INFO, exc=None, **fields):
     logger = logging.getLogger("hwagent.test")
-    return logger.makeRecord("hwagent.test", level, __file__, 1, msg, (), exc, extra=extra)
+    return logger.makeRecord("hwagent.test", level, __file__, 1, msg, (), exc, extra={FIELDS_ATTR: fields})
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,7 @@ def _parse_logfmt(line: str) -> dict[str, str]:
     return out
 
 
-def test_record_reads_back_with_extras():
+def test_record_reads_back_with_fields():
     line = LogfmtFormatter().format(_record("component started", component="cpu policy", seconds="0.010"))
     assert "\n" not in line
     kv = _parse_logfmt(line)
@@ -94,8 +95,8 @@ def test_setup_logging_levels():
     buf = io.StringIO()
     handler = setup_logging("warning", stream=buf, journald=False)
     try:
-        logging.getLogger("hwagent.x").info("hidden")
-        logging.getLogger("hwagent.x").warning("shown", extra={"k": "v"})
+        get_logger("hwagent.x").info("hidden")
+        get_logger("hwagent.x").warning("shown", k="v")
         logging.getLogger("some.library").info("library chatter")
         logging.getLogger("some.library").error("library error")
     finally:
@@ -118,45 +119,65 @@ def test_setup_logging_replaces_its_own_handler():
         logging.getLogger("hwagent").setLevel(logging.NOTSET)
 
 
-@pytest.mark.parametrize(
-    "message, expected",
-    [
-        ("started", ("started", [])),
-        ("probe name=runqlat mode=bpf", ("probe", [("name", "runqlat"), ("mode", "bpf")])),
-        # %r-formatted values (Python string reprs), escapes included
-        ("register_failed details='no such file' retry_in_s=0.20",
-         ("register_failed", [("details", "no such file"), ("retry_in_s", "0.20")])),
-        ("x reason=\"it's\" other='a\\'b'", ("x", [("reason", "it's"), ("other", "a'b")])),
-        ("empty value=", ("empty", [("value", "")])),
-        # free text anywhere: not the convention, logged whole
-        ("plugin_socket_gone resource=x (serving again)", None),
-        ("hwagent ready", None),
-        ("key=value", None),
-        ("bad quote='unterminated", None),
-        ("", None),
-    ],
-)
-def test_split_event(message, expected):
-    from agent.daemon.logs import split_event
-
-    assert split_event(message) == expected
+def _lines(emit) -> list[str]:
+    buf = io.StringIO()
+    handler = setup_logging("debug", stream=buf, journald=False)
+    try:
+        emit()
+    finally:
+        logging.getLogger().removeHandler(handler)
+        logging.getLogger("hwagent").setLevel(logging.NOTSET)
+    return buf.getvalue().splitlines()
 
 
-def test_event_messages_become_fields():
-    record = logging.makeLogRecord({
-        "name": "hwagent.pressure", "levelno": logging.WARNING, "levelname": "WARNING",
-        "msg": "device_health kind=%s key=%s reason=%r", "args": ("block", "7:0", "1 errors in 60s"),
-    })
-    line = LogfmtFormatter().format(record)
+def test_keyword_fields_become_pairs_in_call_order():
+    log = get_logger("hwagent.test.fields")
+    (line,) = _lines(lambda: log.warning("device health", kind="block", key="7:0", reason="1 errors in 60s",
+                                         healthy=False, name="nvme0n1", errors=3))
+    assert line.endswith('logger=hwagent.test.fields msg="device health" kind=block key=7:0 '
+                         'reason="1 errors in 60s" healthy=false name=nvme0n1 errors=3')
     kv = _parse_logfmt(line)
-    assert kv["msg"] == "device_health"
-    assert (kv["kind"], kv["key"], kv["reason"]) == ("block", "7:0", "1 errors in 60s")
-    assert line.endswith('msg=device_health kind=block key=7:0 reason="1 errors in 60s"')
+    assert kv["level"] == "warning" and kv["msg"] == "device health"
 
 
-def test_event_pairs_never_shadow_fixed_or_extra_fields():
-    # a pair named like a fixed field, or like an extra, keeps the whole message in msg
-    for msg, extra in (("ev level=9", {}), ("ev component=a", {"component": "b"})):
-        line = LogfmtFormatter().format(_record(msg, **extra))
-        kv = _parse_logfmt(line)
-        assert kv["msg"] == msg and kv["level"] == "info"
+def test_fields_never_touch_the_record_or_the_fixed_fields(caplog):
+    # "name" and "module" are LogRecord attributes: as fields they must neither clash nor overwrite
+    log = get_logger("hwagent.test.clash")
+    with caplog.at_level(logging.INFO, logger="hwagent.test.clash"):
+        log.info("probe", name="runqlat", module="bpf", logger="9", exc="x")
+    (r,) = caplog.records
+    assert r.name == "hwagent.test.clash" and r.module == "test_logging" and r.levelname == "INFO"
+    assert r.fields == {"name": "runqlat", "module": "bpf", "logger": "9", "exc": "x"}
+    line = LogfmtFormatter().format(r)
+    kv = _parse_logfmt(line)
+    assert kv["level"] == "info" and kv["msg"] == "probe" and kv["name"] == "runqlat"
+    assert kv["logger"] == "hwagent.test.clash" and kv["logger_"] == "9" and kv["exc_"] == "x" and "exc" not in kv
+
+
+def test_logging_keywords_keep_their_meaning(caplog):
+    log = get_logger("hwagent.test.kw")
+
+    def helper():
+        log.info("from the caller", stacklevel=2, pod="p")
+
+    with caplog.at_level(logging.INFO, logger="hwagent.test.kw"):
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            log.exception("handler failed", method="Get")
+        log.error("with stack", stack_info=True)
+        helper()
+    failed, stacked, called = caplog.records
+    assert failed.exc_info and failed.exc_info[0] is ValueError and failed.fields == {"method": "Get"}
+    # the caller is the module that logged, not the adapter in agent/eventlog.py
+    assert failed.funcName == "test_logging_keywords_keep_their_meaning" and failed.pathname == __file__
+    assert stacked.stack_info and not hasattr(stacked, "fields")
+    assert called.funcName == "test_logging_keywords_keep_their_meaning" and called.fields == {"pod": "p"}
+    line = LogfmtFormatter().format(failed)
+    assert 'msg="handler failed" method=Get exc="Traceback' in line
+
+
+def test_a_message_is_never_parsed():
+    # a library's (or a stray) "event key=value" message stays one msg value: no fields are guessed from it
+    (line,) = _lines(lambda: logging.getLogger("hwagent.test.raw").warning("probe name=%s mode=%s", "runqlat", "bpf"))
+    assert line.endswith('msg="probe name=runqlat mode=bpf"')

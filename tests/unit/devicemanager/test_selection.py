@@ -1,4 +1,4 @@
-"""Pure device choice and topology hints (kubelet devicesToAllocate / topology_hints cases)."""
+"""Pure device choice (kubelet devicesToAllocate cases)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,7 @@ import asyncio
 import pytest
 
 from agent.devicemanager.model import Device
-from agent.devicemanager.selection import (
-    AllocationError,
-    container_hints,
-    filter_by_affinity,
-    generate_hints,
-    select_devices,
-)
+from agent.devicemanager.selection import AllocationError, filter_by_affinity, select_devices
 
 
 def devs(*specs: tuple[str, tuple[int, ...]], healthy: bool = True) -> dict[str, Device]:
@@ -116,53 +110,3 @@ def test_preferred_empty_answer_falls_back():
 
     assert choose(d, 1, preferred=pref) == ["a"]
 
-
-def H(hints):
-    return [(h.nodes, h.preferred) for h in hints] if hints is not None else None
-
-
-class TestHints:
-    """TestGetTopologyHints common cases."""
-
-    def test_no_topology_is_no_preference(self):
-        d = devs(("a", ()), ("b", ()))
-        assert container_hints((0, 1), d, (), ["a", "b"], (), 1) is None
-
-    def test_only_one_with_alignment(self):
-        d = devs(("dev1", ()), ("dev2", (1,)))
-        assert H(container_hints((0, 1), d, (), ["dev1", "dev2"], (), 1)) == [((1,), True), ((0, 1), False)]
-
-    def test_one_device_per_socket(self):
-        d = devs(("a", (0,)), ("b", (1,)))
-        assert H(container_hints((0, 1), d, (), ["a", "b"], (), 1)) == [((0,), True), ((1,), True), ((0, 1), False)]
-        assert H(container_hints((0, 1), d, (), ["a", "b"], (), 2)) == [((0, 1), True)]
-
-    def test_two_devices_per_socket(self):
-        d = devs(("a", (0,)), ("b", (0,)), ("c", (1,)), ("e", (1,)))
-        assert H(container_hints((0, 1), d, (), list(d), (), 2)) == [((0,), True), ((1,), True), ((0, 1), False)]
-
-    def test_forced_cross_numa_is_not_preferred(self):
-        d = devs(("a", (0,)), ("b", (0,)), ("c", (1,)), ("e", (1,)))
-        assert H(container_hints((0, 1), d, (), ["b", "c"], (), 2)) == [((0, 1), False)]
-
-    def test_more_requested_than_available(self):
-        d = devs(("a", (0,)), ("b", (1,)))
-        assert container_hints((0, 1), d, (), ["a", "b"], (), 3) == []
-
-    def test_regenerated_from_what_the_container_holds(self):
-        d = devs(("a", (0,)), ("b", (0,)), ("c", (1,)))
-        assert H(container_hints((0, 1), d, ["a", "b"], [], (), 2)) == [((0,), True), ((0, 1), False)]
-        assert container_hints((0, 1), d, ["a"], ["b", "c"], (), 2) == []  # less than requested
-        assert container_hints((0, 1), d, ["a", "b"], [], (), 1) == []  # more than requested
-
-    def test_reusable_devices_must_be_inside_the_mask(self):
-        d = devs(("a", (0,)), ("b", (1,)), ("c", (1,)))
-        hints = generate_hints((0, 1), d, available=["c"], reusable=["a"], request=2)
-        assert H(hints) == [((0, 1), False)]  # b+c on node 1 would do, but the reusable one is on 0
-
-    def test_many_devices_many_nodes_is_cheap_and_exact(self):
-        d = {f"d{n}-{i}": Device(f"d{n}-{i}", True, (n,)) for n in range(8) for i in range(128)}
-        hints = generate_hints(tuple(range(8)), d, list(d), (), 128)
-        assert len(hints) == 255 and [h.nodes for h in hints if h.preferred] == [(n,) for n in range(8)]
-        hints = generate_hints(tuple(range(8)), d, list(d), (), 129)
-        assert all(len(h.nodes) >= 2 for h in hints) and sum(h.preferred for h in hints) == 28

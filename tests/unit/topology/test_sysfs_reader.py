@@ -317,7 +317,8 @@ def test_warnings_are_logged(machine: FakeMachine, caplog: pytest.LogCaptureFixt
     machine.remove("sys/devices/system/node/node1/distance")
     with caplog.at_level(logging.WARNING, logger="hwagent.topology"):
         read(machine)
-    assert any("topology_warning node1: no distance file" in r.getMessage() for r in caplog.records)
+    assert any(r.getMessage() == "topology warning" and r.fields["warning"] == "node1: no distance file"
+               for r in caplog.records)
 
 
 # -- kernel "no value" ids and groups ------------------------------------------------
