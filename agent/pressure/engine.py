@@ -344,8 +344,8 @@ class PressureEngine:
             net.setdefault(("net", name), {})["tx_timeouts"] = (c.tx_timeouts, "TX watchdog timeouts")
         for dev, n in self.last_extras.iommu_faults.items():
             r.setdefault(("pci", dev), {})["iommu_fault"] = (n, "IOMMU page faults")
-        for key, counters in r.items():
-            base = self._base.get(key, {})
+        for dev, counters in r.items():
+            base = self._base.get(dev, {})
             for name, (n, what) in list(counters.items()):
                 counters[name] = (n - base.get(name, (0, ""))[0], what)
         return r, boot
