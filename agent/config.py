@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import functools
 import json
 import math
 import tomllib
@@ -21,6 +22,8 @@ import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from agent.eventlog import get_logger
 
 __all__ = ["Config", "ConfigError", "dumps", "load", "loads", "SECTIONS", "section_defaults"]
 
@@ -35,7 +38,10 @@ SECTIONS: dict[str, str] = {
     "workloads": "agent.workloads.config:WorkloadsConfig",
     "runtime": "agent.runtime.config:RuntimeConfig",
     "kubelet": "agent.kubelet.config:KubeletConfig",
+    "cgroups": "agent.cgroups.config:CgroupsConfig",
 }
+
+log = get_logger("hwagent.config")
 
 
 class ConfigError(ValueError):
@@ -47,49 +53,106 @@ def _section_class(name: str) -> type:
     return getattr(importlib.import_module(mod), cls)
 
 
+@functools.cache
+def _deprecated_keys() -> dict[tuple[str, str], tuple[str, str]]:
+    """(old section, old key) -> (section, key) for every key a section took over.
+
+    A section lists them in a ``DEPRECATED_KEYS`` class attribute ("old.key" -> its
+    key), so a setting can move to the section that owns it without breaking a file.
+    """
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for name in SECTIONS:
+        for old, new in getattr(_section_class(name), "DEPRECATED_KEYS", {}).items():
+            old_section, _, old_key = old.partition(".")
+            out[(old_section, old_key)] = (name, new)
+    return out
+
+
+def _move_deprecated(data: dict[str, Any], where: str) -> None:
+    """Move values spelled the old way to their new section, with one warning each.
+
+    The value is checked against its new key's type here, so an error still names
+    the key the user wrote; the old and the new spelling together must agree.
+    """
+    for (old_section, old_key), (name, key) in _deprecated_keys().items():
+        table = data.get(old_section)
+        if not isinstance(table, dict) or old_key not in table:
+            continue
+        old, new = f"{old_section}.{old_key}", f"{name}.{key}"
+        hint = typing.get_type_hints(_section_class(name))[key]
+        try:
+            raw = table.pop(old_key)
+            value = _check_type(raw, hint, f"{old} (now {new})")
+            target = data.setdefault(name, {})
+            if not isinstance(target, dict):
+                continue  # reported as "must be a table" by the caller
+            if key in target and _check_type(target[key], hint, new) != value:
+                raise ConfigError(f"{old} is the old spelling of {new} and the two disagree: set only {new}")
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
+        target.setdefault(key, raw)  # checked again, with its section, as the file's own value
+        log.warning("config key deprecated", key=old, use=new, where=where)
+
+
 def _check_type(value: Any, tp: Any, where: str) -> Any:
     """Check (and lightly coerce: int -> float) a TOML value against a type hint."""
     origin = typing.get_origin(tp)
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        errors = []
-        for arm in typing.get_args(tp):
-            if arm is type(None):
-                if value is None:
-                    return None
-                continue
-            try:
-                return _check_type(value, arm, where)
-            except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(errors[0] if errors else f"{where}: unexpected value {value!r}")
+        return _check_union(value, tp, where)
     if origin is typing.Literal:
-        allowed = typing.get_args(tp)
-        # compare with the type too: in Python True == 1 and 1 == 1.0
-        if not any(type(value) is type(a) and value == a for a in allowed):
-            raise ConfigError(f"{where}: must be one of {', '.join(map(_toml_repr, allowed))}, got {_toml_repr(value)}")
-        return value
+        return _check_literal(value, tp, where)
     if origin in (list, tuple):
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {_type_name(value)}")
-        args = typing.get_args(tp)
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            if len(value) != len(args):
-                raise ConfigError(f"{where}: expected a list of {len(args)} items, got {len(value)}")
-            return tuple(_check_type(v, t, f"{where}[{i}]") for i, (v, t) in enumerate(zip(value, args)))
-        item_t = args[0] if args else Any
-        items = [_check_type(v, item_t, f"{where}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else items
+        return _check_sequence(value, tp, origin, where)
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a table, got {_type_name(value)}")
         _kt, vt = typing.get_args(tp) or (str, Any)
         return {k: _check_type(v, vt, f"{where}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a table, got {_type_name(value)}")
         return _build(tp, value, where)
+    return _check_scalar(value, tp, where)
+
+
+def _check_union(value: Any, tp: Any, where: str) -> Any:
+    errors = []
+    for arm in typing.get_args(tp):
+        if arm is type(None):
+            if value is None:
+                return None
+            continue
+        try:
+            return _check_type(value, arm, where)
+        except ConfigError as e:
+            errors.append(str(e))
+    raise ConfigError(errors[0] if errors else f"{where}: unexpected value {value!r}")
+
+
+def _check_literal(value: Any, tp: Any, where: str) -> Any:
+    allowed = typing.get_args(tp)
+    # compare with the type too: in Python True == 1 and 1 == 1.0
+    if not any(type(value) is type(a) and value == a for a in allowed):
+        raise ConfigError(f"{where}: must be one of {', '.join(map(_toml_repr, allowed))}, got {_toml_repr(value)}")
+    return value
+
+
+def _check_sequence(value: Any, tp: Any, origin: Any, where: str) -> Any:
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: expected a list, got {_type_name(value)}")
+    args = typing.get_args(tp)
+    if origin is tuple and args and args[-1] is not Ellipsis:
+        if len(value) != len(args):
+            raise ConfigError(f"{where}: expected a list of {len(args)} items, got {len(value)}")
+        return tuple(_check_type(v, t, f"{where}[{i}]") for i, (v, t) in enumerate(zip(value, args, strict=True)))
+    item_t = args[0] if args else Any
+    items = [_check_type(v, item_t, f"{where}[{i}]") for i, v in enumerate(value)]
+    return tuple(items) if origin is tuple else items
+
+
+def _check_scalar(value: Any, tp: Any, where: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {_type_name(value)}")
@@ -183,6 +246,15 @@ class Config:
         """
         if name not in self.sections:
             raise _unknown_key("<override>", name, self.sections, what="section")
+        moved = {k: changes.pop(k) for k in list(changes) if (name, k) in _deprecated_keys()}
+        if moved:
+            table: dict[str, Any] = {name: moved}
+            _move_deprecated(table, "<override>")
+            out = self
+            for section, values in table.items():
+                if values:
+                    out = out.replace(section, **values)
+            return out.replace(name, **changes) if changes else out
         current = self.sections[name]
         checked = _check_fields(type(current), changes, name)
         new = dict(self.sections)
@@ -206,6 +278,7 @@ def loads(text: str, path: Path | None = None) -> Config:
     for name in sorted(data):
         if name not in SECTIONS:
             raise _unknown_key(where, name, SECTIONS, what="section")
+    _move_deprecated(data, where)
     sections: dict[str, Any] = {}
     for name in SECTIONS:
         table = data.get(name, {})

@@ -1,10 +1,36 @@
-"""What components promise each other, as small Protocols.
+"""What components promise each other, as small Protocols, and the typed keys they are published under.
 
 Components do not reach into each other's classes; each depends on the
 narrowest interface that serves it, named here, so the coupling between them is
-visible in imports and checked by mypy. Handles are published and looked up
-through typed keys (``ServiceKey``), in start order: a component only looks up
-what a component started before it published.
+visible in imports and checked by mypy (as the kubelet's container manager hands
+its managers small interfaces: devicemanager ``Manager``, podresources
+``CPUsProvider``/``DevicesProvider``). A component publishes a handle under a
+``HandleKey`` in its start(); a component started later looks it up in its own
+start(), in the order of ``agent.daemon.daemon.COMPONENTS``. Where a producer
+starts after its consumer (the active-pods source after the device manager and
+the CPU policy; the runtime after admission) the consumer holds a
+``Deferred``: it answers None until the producer has published, then the
+handle. Once every component has started the daemon freezes the context:
+publishing after that raises. The contracts and who uses them:
+
+    contract            published by (key)                        used by
+    CPUAllocations      cpu (CPU_POLICY)                          pod-resources (deferred), status,
+                                                                  pressure, kubelet-pods
+    CPUAllocator        cpu (CPU_POLICY)                          admission, runtime, standalone eviction
+    DeviceAllocations   devicemanager (DEVICE_MANAGER)            pod-resources, status
+    DeviceAllocator     devicemanager (DEVICE_MANAGER)            admission, standalone eviction
+    DeviceHealth        devices (DEVICE_HEALTH)                   pressure, eviction plugin
+    DevicePlugins       devices (DEVICE_PLUGINS)                  status
+    ActivePods          workloads (ACTIVE_PODS)                   device manager and CPU policy and
+                                                                  pod-resources (deferred)
+    PodDirectorySource  kubelet-pods (POD_DIRECTORY)              pressure, eviction plugin, status
+    PressureSignals     pressure (PRESSURE)                       eviction plugin, status
+    EvictionPluginView  katalyst-eviction-plugin (EVICTION_PLUGIN) status
+    WorkloadRegistry    workloads (WORKLOADS)                     runtime, pod-resources (deferred)
+    PodRuntime          runtime (RUNTIME)                         admission and pressure (deferred)
+
+The topology manager's own ``HintProvider`` (``agent.topologymanager``) is what
+admission's providers implement over ``CPUAllocator`` and ``DeviceAllocator``.
 
 The admission/runtime pair is the core of standalone mode:
 
@@ -16,40 +42,247 @@ Admission owns the registry and every resource decision; the runtime owns
 processes and their cgroups and never allocates or releases anything itself:
 when a pod reaches a terminal phase it says so, and admission releases the
 pod's CPUs and devices.
+
+Data types in the signatures (allocation records, hints, requests) stay in their
+owners' modules and are imported for type checking only, so importing this
+module costs nothing at daemon start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from agent.workloads.model import AdmittedPod, PodStatus
+if TYPE_CHECKING:
+    from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, Request
+    from agent.cpu.state import AllocationInfo
+    from agent.cpuset import CPUSet
+    from agent.devicemanager.checkpoint import CheckpointData
+    from agent.devicemanager.manager import ContainerAllocation, ContainerRequest
+    from agent.devicemanager.model import Allocation, Device, ResourceDevices
+    from agent.devicemanager.hints import TopologyHint as DeviceHint
+    from agent.deviceplugin.registration import Registrar
+    from agent.deviceplugin.server import DevicePluginServer
+    from agent.kubelet.model import PodDirectory
+    from agent.pressure.actions import EvictionAction, EvictionRecord
+    from agent.pressure.eviction import Container
+    from agent.pressure.hist import Histogram
+    from agent.workloads.model import AdmittedPod, PodStatus
 
 __all__ = [
-    "ServiceKey",
+    "HandleKey",
+    "Deferred",
+    "CPUAllocations",
+    "CPUAllocator",
+    "DeviceAllocations",
+    "DeviceAllocator",
+    "DeviceHealth",
+    "DevicePlugins",
     "ActivePods",
+    "PodDirectorySource",
+    "PressureSignals",
+    "EvictionPluginView",
     "PodStatusSink",
     "WorkloadRegistry",
     "PodRuntime",
+    "CPU_POLICY",
+    "DEVICE_MANAGER",
+    "DEVICE_HEALTH",
+    "DEVICE_PLUGINS",
+    "ACTIVE_PODS",
+    "POD_DIRECTORY",
+    "PRESSURE",
+    "EVICTION_PLUGIN",
     "WORKLOADS",
     "RUNTIME",
 ]
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
 @dataclass(frozen=True)
-class ServiceKey(Generic[T]):
-    """A typed name for a handle in ``DaemonContext.services`` (like aiohttp's AppKey)."""
+class HandleKey(Generic[T]):
+    """The typed name of a published handle (like aiohttp's ``AppKey``): ``lookup(key)``
+    returns a ``T``, so a consumer asking for the wrong contract is a mypy error."""
 
     name: str
+
+
+class Deferred(Protocol[T_co]):
+    """A handle published by a component that starts later: None until it is published."""
+
+    def __call__(self) -> T_co | None: ...
+
+
+# --- the CPU policy ------------------------------------------------------------------------
+
+
+class CPUAllocations(Protocol):
+    """What readers ask of the CPU policy (the kubelet's podresources ``CPUsProvider``)."""
+
+    def allocations(self) -> list[AllocationInfo]:
+        """Every container the policy holds, with its cpuset, pool and QoS."""
+
+    def allocatable_cpus(self) -> CPUSet:
+        """Every online CPU but the reserved ones (what pod-resources reports allocatable)."""
+
+    @property
+    def policy(self) -> DynamicPolicy:
+        """The live policy, to read (state, pools, reserved, index); changes go through the methods."""
+
+
+class CPUAllocator(CPUAllocations, Protocol):
+    """What admission, the runtime and eviction ask of the CPU policy (persisted before returning)."""
+
+    async def get_topology_hints(self, req: Request) -> HintsResult: ...
+
+    async def allocate(self, req: Request) -> AllocateResult: ...
+
+    async def release_pod(self, pod_uid: str) -> bool:
+        """RemovePod, with the checkpoint written before it returns."""
+
+    def remove_pod(self, pod_uid: str) -> None:
+        """RemovePod from the loop without waiting for the write (eviction's release)."""
+
+    async def bind_cgroup(self, pod_uid: str, container: str, cgroup_path: str | None) -> None:
+        """Which cgroup a container runs in; the path is checked (ValueError) before anything changes."""
+
+
+# --- the device-plugin host ----------------------------------------------------------------
+
+
+class DeviceAllocations(Protocol):
+    """What readers ask of the device manager (the kubelet's podresources ``DevicesProvider``)."""
+
+    def allocations(self) -> list[Allocation]:
+        """Committed allocations, one per container and resource."""
+
+    def container_allocations(self, pod_uid: str) -> dict[str, list[Allocation]]: ...
+
+    def allocatable_devices(self) -> dict[str, list[Device]]:
+        """Healthy devices per resource."""
+
+    def capacity(self) -> tuple[dict[str, int], dict[str, int], list[str]]:
+        """(capacity, allocatable, deleted resources), as the kubelet's GetCapacity."""
+
+    def resources(self) -> dict[str, ResourceDevices]: ...
+
+    def snapshot(self) -> CheckpointData:
+        """Everything the checkpoint would hold now (the ``resources`` view)."""
+
+
+class DeviceAllocator(DeviceAllocations, Protocol):
+    """What admission and eviction ask of the device manager (devicemanager/types.go ``Manager``)."""
+
+    def topology_hints(
+        self, pod_uid: str, container_name: str, requests: Mapping[str, int]
+    ) -> dict[str, list[DeviceHint] | None]: ...
+
+    def pod_topology_hints(self, pod_uid: str, requests: Mapping[str, int]) -> dict[str, list[DeviceHint] | None]: ...
+
+    async def allocate(self, req: ContainerRequest) -> ContainerAllocation: ...
+
+    async def pre_start(self, pod_uid: str, container_name: str) -> None: ...
+
+    def release_pod(self, pod_uid: str) -> None: ...
+
+    async def flush_checkpoint(self) -> None: ...
+
+
+# --- the built-in device plugins -------------------------------------------------------------
+
+
+class DeviceHealth(Protocol):
+    """The device-health board: probe verdicts joined with the plugins' own health."""
+
+    def set_health_for(self, kind: str, key: str, healthy: bool, reason: str, source: str) -> list[str]:
+        """Mark what a probe saw (a PCI address, a block or net device); returns the device ids affected."""
+
+    def health_of(self, dev_id: str) -> tuple[bool, str]:
+        """(healthy, why not) of one device id."""
+
+    def targets(self, kind: str, key: str) -> list[tuple[str, str]]:
+        """(resource, device id) pairs a probe key stands for."""
+
+
+class DevicePlugins(Protocol):
+    """The live plugin servers and their registrars, per resource (status, kubelet mode)."""
+
+    @property
+    def plugins(self) -> Mapping[str, DevicePluginServer]: ...
+
+    @property
+    def registrars(self) -> Mapping[str, Registrar]: ...
+
+
+# --- pods ------------------------------------------------------------------------------------
 
 
 @runtime_checkable
 class ActivePods(Protocol):
     def active_pod_uids(self) -> frozenset[str]:
         """UIDs of pods that still exist and are not terminated."""
+
+
+class PodDirectorySource(Protocol):
+    """Kubelet mode: who runs in which cgroup and holds which device, refreshed by its owner."""
+
+    @property
+    def current(self) -> PodDirectory: ...
+
+    @property
+    def last_error(self) -> str: ...
+
+    def request_refresh(self) -> None:
+        """Ask for an early refresh; safe from any thread."""
+
+    def containers_for_pressure(self) -> list[Container]: ...
+
+
+# --- pressure and eviction -------------------------------------------------------------------
+
+
+class PressureSignals(Protocol):
+    """What the eviction plugin and status read of the pressure engine."""
+
+    #: who acts on an eviction; the eviction plugin swaps in "Katalyst decides" while registered
+    action: EvictionAction
+
+    @property
+    def containers(self) -> list[Container]: ...
+
+    @property
+    def last_runqueue(self) -> dict[str, Histogram]: ...
+
+    @property
+    def record(self) -> EvictionRecord: ...
+
+    def container_wait_ns(self, by_cgroup: dict[str, Histogram]) -> dict[tuple[str, str], int]: ...
+
+    def status(self) -> dict[str, tuple[str, str]]:
+        """Per probe: (mode, detail)."""
+
+
+class EvictionPluginView(Protocol):
+    """Kubelet mode: the Katalyst eviction plugin, as status shows it."""
+
+    @property
+    def socket_path(self) -> Path: ...
+
+    @property
+    def registered(self) -> bool | None: ...
+
+    @property
+    def registration_error(self) -> str: ...
+
+    @property
+    def recent(self) -> Sequence[dict[str, Any]]: ...
+
+
+# --- admission and the runtime ---------------------------------------------------------------
 
 
 class PodStatusSink(Protocol):
@@ -93,7 +326,23 @@ class PodRuntime(Protocol):
         """Whether a cgroup path (relative to a controller root) is one of the runtime's."""
 
 
-#: published by the admission component (agent.workloads), looked up by the runtime and eviction
-WORKLOADS: ServiceKey[WorkloadRegistry] = ServiceKey("workloads")
-#: published by the runtime component (agent.runtime), looked up by admission and eviction
-RUNTIME: ServiceKey[PodRuntime] = ServiceKey("runtime")
+# --- the keys, in start order ------------------------------------------------------------------
+
+#: agent.devicemanager.component (standalone)
+DEVICE_MANAGER: HandleKey[DeviceAllocator] = HandleKey("devicemanager")
+#: agent.deviceplugin.component
+DEVICE_HEALTH: HandleKey[DeviceHealth] = HandleKey("device_health")
+DEVICE_PLUGINS: HandleKey[DevicePlugins] = HandleKey("deviceplugins")
+#: agent.cpu.component
+CPU_POLICY: HandleKey[CPUAllocator] = HandleKey("cpu_policy")
+#: agent.workloads.component (standalone): the registry, also as the active-pods source
+WORKLOADS: HandleKey[WorkloadRegistry] = HandleKey("workloads")
+ACTIVE_PODS: HandleKey[ActivePods] = HandleKey("active_pods")
+#: agent.kubelet.component (kubelet mode)
+POD_DIRECTORY: HandleKey[PodDirectorySource] = HandleKey("pod_directory")
+#: agent.pressure.component
+PRESSURE: HandleKey[PressureSignals] = HandleKey("pressure")
+#: agent.runtime.component (standalone)
+RUNTIME: HandleKey[PodRuntime] = HandleKey("runtime")
+#: agent.kubelet.evictionplugin (kubelet mode)
+EVICTION_PLUGIN: HandleKey[EvictionPluginView] = HandleKey("eviction_plugin")

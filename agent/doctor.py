@@ -11,6 +11,8 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.cgroups.detect import DEFAULT_CGROUP_ROOT, CgroupError, cgroup_mount_root, detect
+
 __all__ = ["Check", "run_checks", "read_kernel_config"]
 
 #: option -> (why the agent needs it, severity if missing)
@@ -21,6 +23,14 @@ KERNEL_OPTIONS = {
     "CONFIG_SCHED_INFO": ("/proc/<tid>/schedstat run_delay (fallback and ground truth)", "warn"),
     "CONFIG_PSI": ("PSI cpu pressure (second signal)", "warn"),
     "CONFIG_BLK_DEV_IO_TRACE": ("block tracepoints are always there; this adds blktrace", "info"),
+}
+
+
+#: what ``hwagent doctor`` says of each hierarchy layout agent.cgroups.detect finds
+_CGROUP_MODES = {
+    "v2": "cgroup v2 (unified)",
+    "hybrid": "hybrid (v1 controllers + v2 at fs/cgroup/unified); pods keyed on v1 cpu",
+    "v1": "cgroup v1",
 }
 
 
@@ -119,15 +129,11 @@ def run_checks(
         out.append(Check("bcc", found, "python module bcc importable" if found else "python module bcc not found",
                          "" if found else "apt-get install python3-bpfcc and use a venv with --system-site-packages"))
 
-    cg = Path(sysfs_root) / "fs" / "cgroup"
-    if (cg / "cgroup.controllers").is_file():
-        mode, fix = "cgroup v2 (unified)", ""
-    elif (cg / "unified" / "cgroup.procs").is_file():
-        mode, fix = "hybrid (v1 controllers + v2 at fs/cgroup/unified); pods keyed on v1 cpu", ""
-    elif (cg / "cpu").is_dir():
-        mode, fix = "cgroup v1", ""
-    else:
-        mode, fix = "no cgroup hierarchy found", "mount cgroup v2 at /sys/fs/cgroup"
+    try:
+        layout = detect(cgroup_mount_root(sysfs_root))
+        mode, fix = _CGROUP_MODES[layout.mode], ""
+    except CgroupError:
+        mode, fix = "no cgroup hierarchy found", f"mount cgroup v2 at {DEFAULT_CGROUP_ROOT}"
     out.append(Check("cgroup mode", not fix, mode, fix))
 
     psi = Path(procfs_root) / "pressure" / "cpu"

@@ -2,7 +2,7 @@
 CPU policy and eviction.
 
 In standalone mode the workload registry (``agent.workloads``) is the source,
-published as ``ctx.services["active_pods"]``; tests use ``StaticActivePods``. Consumers ask only "which pod
+published as ``ACTIVE_PODS`` (``agent.contracts``); tests use ``StaticActivePods``. Consumers ask only "which pod
 UIDs are active now", the one question both the kubelet device manager and
 Katalyst's residual cleanup ask.
 """
@@ -10,7 +10,10 @@ Katalyst's residual cleanup ask.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+
+from agent.contracts import ActivePods
+
+__all__ = ["ActivePods", "StaticActivePods"]
 
 
 @dataclass(frozen=True)
@@ -18,12 +21,6 @@ class PodRef:
     uid: str
     namespace: str = ""
     name: str = ""
-
-
-@runtime_checkable
-class ActivePods(Protocol):
-    def active_pod_uids(self) -> frozenset[str]:
-        """UIDs of pods that still exist and are not terminated."""
 
 
 class StaticActivePods:

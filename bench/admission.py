@@ -41,8 +41,8 @@ from agent.api.admission.v1 import api_pb2_grpc as apb_grpc  # noqa: E402
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb  # noqa: E402
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc  # noqa: E402
 from agent.cpu.checkpoint import CheckpointStore  # noqa: E402
-from agent.cpu.component import CPUPolicyService  # noqa: E402
-from agent.cpu.engine import CPUEngine  # noqa: E402
+from agent.cpu.component import PolicyCPUAllocator  # noqa: E402
+from agent.cpu.durable import DurablePolicy  # noqa: E402
 from agent.cpu.policy import DynamicPolicy, PolicyOptions  # noqa: E402
 from agent.devicemanager.manager import DeviceManager  # noqa: E402
 from agent.topology.model import synthetic  # noqa: E402
@@ -100,7 +100,7 @@ def manifest(name: str, dedicated: bool) -> bytes:
     return json.dumps(doc).encode()
 
 
-async def cpu_durable(engine: CPUEngine) -> None:
+async def cpu_durable(engine: DurablePolicy) -> None:
     """Every CPU policy change so far is on disk (checkpoint writer today, journal after it)."""
     wait = getattr(engine, "wait_durable", None)
     await (wait() if wait is not None else engine.persist.wait())
@@ -139,13 +139,12 @@ async def main(n: int, background: int) -> None:
     # completed after setup, so the 1,000 background pods are in the steady state
     policy = DynamicPolicy(topo, PolicyOptions(reserved_count=2, transition_period_s=0), pod_running=lambda uid: True)
     store = CheckpointStore(base / "cpu")
-    engine = CPUEngine(policy, store)
+    engine = DurablePolicy(policy, store)
     store.save(policy.state)  # snapshot + open journal, as the CPU component does at start
-    services: dict = {"cpu_policy": CPUPolicyService(SimpleNamespace(engine=engine)), "devicemanager": dm}
+    cpu = PolicyCPUAllocator(SimpleNamespace(durable=engine))
     registry = Registry(PodFileStore(base / "pods"))
     tm = TopologyManager(TopologyManagerConfig(policy="single-numa-node"), topo.numa_ids)
-    w = Workloads(registry, tm, lambda: services, topo.numa_ids, machine_memory_bytes=None)
-    services["active_pods"] = w
+    w = Workloads(registry, tm, topo.numa_ids, cpu_policy=cpu, device_manager=dm, machine_memory_bytes=None)
     dm.active_pods = w
 
     server = grpc.aio.server()

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb  # noqa: E402
 from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc  # noqa: E402
 from agent.cpu.checkpoint import CheckpointStore  # noqa: E402
-from agent.cpu.engine import CPUEngine  # noqa: E402
+from agent.cpu.durable import DurablePolicy  # noqa: E402
 from agent.cpu.hints import Hint  # noqa: E402
 from agent.cpu.policy import DynamicPolicy, PolicyOptions, Request  # noqa: E402
 from agent.cpu.qos import CPU_ENHANCEMENT_KEY, MEMORY_ENHANCEMENT_KEY, QOS_KEY  # noqa: E402
@@ -170,7 +170,7 @@ def bench_grpc(sock: Path, kind: str, n: int, real: bool) -> list[float]:
 
 async def start_real(p: DynamicPolicy, ckpt_dir: Path | None):
     store = CheckpointStore(ckpt_dir) if ckpt_dir else None
-    engine = CPUEngine(p, store)
+    engine = DurablePolicy(p, store)
     if store is not None:
         store.save(p.state)
     sock = Path(tempfile.mkdtemp(prefix="hwcpub-")) / "cpu.sock"
@@ -178,7 +178,7 @@ async def start_real(p: DynamicPolicy, ckpt_dir: Path | None):
     return server, sock, engine
 
 
-async def stop_real(server, engine: CPUEngine) -> None:
+async def stop_real(server, engine: DurablePolicy) -> None:
     await server.stop(0)
     if hasattr(engine, "wait_durable"):
         await engine.wait_durable()

@@ -38,7 +38,7 @@ from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc  # noqa: E402
 from agent.devices.config import DevicesConfig, ResourceRule  # noqa: E402
 from agent.devices.model import Device, DevNode, PCIInfo  # noqa: E402
 from agent.deviceplugin.server import DevicePluginServer, PluginDevice, socket_name  # noqa: E402
-from agent.deviceplugin.service import DevicePluginService  # noqa: E402
+from agent.deviceplugin.plugins import DevicePluginsComponent  # noqa: E402
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -74,7 +74,7 @@ async def bench_hotplug(rounds: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="hwbdp", dir="/tmp"))
     name = "hwbench0"
     cfg = DevicesConfig(default_rules=False, resources=(ResourceRule(name="bench.hwagent.io/link", net_name=("hwbench*",)),))
-    svc = DevicePluginService(cfg, plugin_dir=tmp, registration_socket=tmp / "none.sock", hotplug=True,
+    svc = DevicePluginsComponent(cfg, plugin_dir=tmp, registration_socket=tmp / "none.sock", hotplug=True,
                               hotplug_source="kernel")
     # the plugin must exist before the first link: start it with the link present
     await _ip("link", "add", name, "type", kind)

@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil  # noqa: E402
 
+from agent.cgroups.hierarchy import detect_hierarchy  # noqa: E402
 from agent.cpuset import CPUSet  # noqa: E402
-from agent.pressure.cgroupfs import detect_hierarchy  # noqa: E402
 from agent.pressure.bpfsys import fd_info  # noqa: E402
 from agent.pressure.config import PressureConfig  # noqa: E402
 from tests.integration.pressure.test_eviction import FakePolicy as Policy, Rec  # noqa: E402  (the eviction tests' fakes)
@@ -135,7 +135,7 @@ def onset_to_decision(probes, hierarchy, fallback: bool) -> float | None:
         rec = Rec("uid", "bench", "hog", "ctr", "reclaimed_cores", CPUSet.parse(f"0-{ncpu - 1}"), f"/{name}/ctr")
         cfg = PressureConfig(interval_s=0.25, window_s=1.0, met_fraction=0.75, soft_threshold=0.3,
                              hard_threshold=0.6, health_enabled=False)
-        eng = PressureEngine(cfg, {"cpu_policy": Policy([rec])}, probes=probes, mode="standalone")
+        eng = PressureEngine(cfg, cpu=Policy([rec]), probes=probes, mode="standalone")
         eng.load()
         if fallback:
             eng.runqueue = SchedstatRunqueue(hierarchy.mount)
@@ -182,7 +182,7 @@ def error_to_unhealthy(probes) -> float | None:
             subprocess.run(["truncate", "-s", "8M", f"{tmp}/img"], check=True)
             dev = subprocess.run(["losetup", "-f", "--show", f"{tmp}/img"], capture_output=True, text=True,
                                  check=True).stdout.strip()
-            eng = PressureEngine(PressureConfig(interval_s=0.1, eviction_enabled=False), {"device_health": board},
+            eng = PressureEngine(PressureConfig(interval_s=0.1, eviction_enabled=False), device_health=board,
                                  probes=probes)
             eng.load()
             eng.tick()

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["CgroupError", "CgroupLayout", "V1_CONTROLLERS", "detect"]
+__all__ = ["CgroupError", "CgroupLayout", "V1_CONTROLLERS", "DEFAULT_CGROUP_ROOT", "cgroup_mount_root", "detect"]
 
 Mode = Literal["v1", "v2", "hybrid"]
+#: where hosts mount the cgroup hierarchies
+DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
 V1_CONTROLLERS = ("cpuset", "cpu", "cpuacct", "memory", "pids", "blkio", "devices", "freezer")
 
 
@@ -57,7 +59,12 @@ def _controllers(path: Path) -> frozenset[str]:
         return frozenset()
 
 
-def detect(root: str | Path = "/sys/fs/cgroup") -> CgroupLayout:
+def cgroup_mount_root(sysfs_root: str | Path = "/sys") -> Path:
+    """The cgroup mount root below a sysfs root (a fixture's sys/ or the live /sys)."""
+    return Path(sysfs_root) / "fs" / "cgroup"
+
+
+def detect(root: str | Path = DEFAULT_CGROUP_ROOT) -> CgroupLayout:
     r = Path(root)
     if (r / "cgroup.controllers").is_file():
         return CgroupLayout("v2", r, _controllers(r / "cgroup.controllers"))

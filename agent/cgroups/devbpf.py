@@ -80,7 +80,7 @@ class DevicePrograms:
         with self._lock:
             if src not in self._progs:
                 try:
-                    from bcc import BPF  # type: ignore[import-not-found]
+                    from bcc import BPF
                 except ImportError as e:
                     raise DeviceProgramError(f"device access on cgroup v2 needs bcc (python3-bpfcc): {e}") from None
                 try:
@@ -109,7 +109,7 @@ class DevicePrograms:
         if not self.needed(limits):
             return
         _b, fn = self._load(program_source(limits.device_policy, limits.device_allow, limits.device_deny))
-        from bcc import BPF, BPFAttachType  # type: ignore[import-not-found]
+        from bcc import BPF, BPFAttachType
 
         fd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:

@@ -13,6 +13,8 @@ logged, counted in ``hwagent_cgroups_vanished_total``, and skipped.
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
+from functools import partial
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +79,10 @@ class CgroupFS:
 
     def exists(self, rel: str) -> bool:
         return self._dir(self.cpuset_root, rel).is_dir()
+
+    def cpu_cgroup_exists(self, rel: str) -> bool:
+        """Whether ``rel`` exists in the hierarchy that holds cpu.idle."""
+        return self._dir(self.cpu_root, rel).is_dir()
 
     def read_cpus(self, rel: str) -> CPUSet:
         """The configured cpuset.cpus ("" on v2 means "inherit" and reads as empty)."""
@@ -156,43 +162,56 @@ class CgroupFS:
             except CgroupVanished:
                 report.vanished.append(rel)
         # pass 1 (v1 only: v2 has no containment rule on writes): widen, ancestors first
-        for rel in sorted(alive, key=lambda r: r.count("/")) if not self.cpuset_v2 else ():
-            new = plan[rel]
-            try:
-                for anc in self._ancestors(rel):
-                    if anc in plan:
-                        continue
-                    cur = self._read(key, anc)
-                    if not new <= cur:
-                        self._write(anc, key, cur | new)
-                cur = self._read(key, rel)
-                if key == "cpus" and not self.read_mems(rel):
-                    parent = self._ancestors(rel)[-1] if self._ancestors(rel) else "/"
-                    self.write_mems(rel, mems if mems is not None else self.read_mems(parent))
-                if not new <= cur:
-                    self._write(rel, key, cur | new)
-            except CgroupVanished:
-                report.vanished.append(rel)
-                alive.pop(rel, None)
-            except OSError as e:
-                report.errors.append((rel, f"{e.strerror or e}"))
-                alive.pop(rel, None)
+        if not self.cpuset_v2:
+            for rel in sorted(alive, key=lambda r: r.count("/")):
+                if not self._guarded(report, rel, partial(self._widen, key, rel, plan, mems)):
+                    alive.pop(rel, None)
         # pass 2: narrow, deepest first, clamping unplanned children first
         for rel in sorted(alive, key=lambda r: -r.count("/")):
-            new = plan[rel]
-            try:
-                if not self.cpuset_v2:
-                    self._clamp_children(key, rel, new, plan)
-                if self._read(key, rel) != new:
-                    self._write(rel, key, new)
+            if self._guarded(report, rel, partial(self._narrow, key, rel, plan)):
                 report.written.append(rel)
-            except CgroupVanished:
-                report.vanished.append(rel)
-            except OSError as e:
-                report.errors.append((rel, f"{e.strerror or e}"))
         for rel, msg in report.errors:
             log.warning("cpuset write failed", key=key, path=rel, error=msg)
         return report
+
+    @staticmethod
+    def _guarded(report: ApplyReport, rel: str, step: Callable[[], None]) -> bool:
+        """Run one cgroup's step; a vanished cgroup or a refused write goes into the
+        report (and the plan goes on with the others). True when the step succeeded."""
+        try:
+            step()
+            return True
+        except CgroupVanished:
+            report.vanished.append(rel)
+        except OSError as e:
+            report.errors.append((rel, f"{e.strerror or e}"))
+        return False
+
+    def _widen(self, key: str, rel: str, plan: dict[str, CPUSet], mems: CPUSet | None) -> None:
+        """v1: make room for ``plan[rel]`` in every unplanned ancestor and in ``rel`` itself
+        (the union of old and new), giving a cgroup without memory nodes some first."""
+        new = plan[rel]
+        ancestors = self._ancestors(rel)
+        for anc in ancestors:
+            if anc in plan:
+                continue
+            cur = self._read(key, anc)
+            if not new <= cur:
+                self._write(anc, key, cur | new)
+        cur = self._read(key, rel)
+        if key == "cpus" and not self.read_mems(rel):
+            parent = ancestors[-1] if ancestors else "/"
+            self.write_mems(rel, mems if mems is not None else self.read_mems(parent))
+        if not new <= cur:
+            self._write(rel, key, cur | new)
+
+    def _narrow(self, key: str, rel: str, plan: dict[str, CPUSet]) -> None:
+        """Set ``rel`` to exactly its planned value, after clamping unplanned children (v1)."""
+        new = plan[rel]
+        if not self.cpuset_v2:
+            self._clamp_children(key, rel, new, plan)
+        if self._read(key, rel) != new:
+            self._write(rel, key, new)
 
     def _clamp_children(self, key: str, rel: str, new: CPUSet, plan: dict[str, CPUSet]) -> None:
         for child in self._children(rel):

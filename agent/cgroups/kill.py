@@ -26,6 +26,7 @@ from pathlib import Path
 
 from agent.cgroups.mounts import cgroup_mounts
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, validate_rel_path
+from agent.cgroups.tree import cgroup_dirs, cgroup_procs
 from agent.eventlog import get_logger
 
 __all__ = ["KillResult", "kill_cgroup"]
@@ -48,25 +49,6 @@ class KillResult:
     methods: tuple[str, ...] = field(default=())
 
 
-def _subtree(mount: Path, rel: str) -> list[Path]:
-    """The cgroup dir and its descendants, never following a link out of the mount."""
-    top = mount / rel.lstrip("/")
-    real_mount = os.path.realpath(mount)
-    if not top.is_dir() or not os.path.realpath(top).startswith(real_mount.rstrip("/") + "/"):
-        return []
-    return [Path(d) for d, _dirs, _files in os.walk(top, followlinks=False)]
-
-
-def _procs(dirs: list[Path]) -> set[int]:
-    out: set[int] = set()
-    for d in dirs:
-        try:
-            out.update(int(x) for x in (d / "cgroup.procs").read_text().split())
-        except (OSError, ValueError):
-            pass  # removed while we looked
-    return out
-
-
 def kill_cgroup(
     rel_path: str,
     mounts: Mapping[str, Path] | None = None,
@@ -87,14 +69,14 @@ def kill_cgroup(
         mounts = cgroup_mounts()
     rel = validate_rel_path(rel_path, allowed_roots, mounts=mounts.values())
     me = os.getpid()
-    trees = {name: _subtree(Path(m), rel) for name, m in mounts.items()}
+    trees = {name: cgroup_dirs(Path(m), rel) for name, m in mounts.items()}
     trees = {name: dirs for name, dirs in trees.items() if dirs}
     methods: list[str] = []
     killed: set[int] = set()
     deadline = clock() + timeout_s
     v2 = trees.get("v2")
     if v2 and (v2[0] / "cgroup.kill").exists():
-        before = _procs(v2)
+        before = cgroup_procs(v2)
         if me in before:  # cgroup.kill cannot spare one process: fall back to signals
             log.warning("cgroup kill skipped", path=rel, reason="holds_hwagent")
         else:
@@ -102,14 +84,14 @@ def kill_cgroup(
                 (v2[0] / "cgroup.kill").write_text("1")
                 killed |= before
                 methods.append("cgroup.kill")
-                while _procs(v2) and clock() <= deadline:  # the kernel reaps them asynchronously
+                while cgroup_procs(v2) and clock() <= deadline:  # the kernel reaps them asynchronously
                     time.sleep(_ROUND_S)
             except OSError as e:
                 if e.errno not in (errno.ENOENT, errno.ENODEV):
                     log.warning("cgroup kill write failed", path=rel, error=e.strerror)
     all_dirs = [d for dirs in trees.values() for d in dirs]
     while True:
-        pids = _procs(all_dirs)
+        pids = cgroup_procs(all_dirs)
         pids.discard(me)
         if not pids:
             return KillResult(rel, len(killed), 0, tuple(methods))

@@ -17,7 +17,10 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from agent.cgroups.detect import DEFAULT_CGROUP_ROOT
+
 __all__ = [
+    "mount_suffixes",
     "pod_cgroup_candidates",
     "container_cgroup_candidates",
     "find_pod_cgroup",
@@ -141,6 +144,21 @@ def self_cgroups(procfs_root: str | Path = "/proc", pid: str = "self") -> dict[s
             if c:
                 out[c] = path
     return out
+
+
+def mount_suffixes(path: str, mount_root: str = DEFAULT_CGROUP_ROOT) -> list[str]:
+    """The paths an absolute cgroupfs path may mean relative to a controller root.
+
+    Without the mount table, "/sys/fs/cgroup/cpu/a/b" may be v1's "/a/b" under the
+    cpu controller or v2's "/cpu/a/b": every "/"-rooted suffix, longest first, is a
+    candidate, for a caller that checks each against what it owns. Empty for a path
+    not under ``mount_root``.
+    """
+    if not path.startswith(mount_root):
+        return []
+    parts = path.split("/")
+    rels = ("/" + "/".join(p for p in parts[i:] if p) for i in range(len(parts)))
+    return [rel for rel in rels if rel != "/"]
 
 
 class CgroupPathError(ValueError):

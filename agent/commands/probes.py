@@ -42,10 +42,12 @@ def run(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         raise CommandError("--interval must be > 0")
     try:
-        cfg = load(args.config)["pressure"]
+        config = load(args.config)
     except ConfigError as e:
         raise CommandError(str(e)) from None
-    engine = PressureEngine(cfg, {}, mode="kubelet")  # a viewer never evicts
+    cfg = config["pressure"]
+    # a viewer never evicts
+    engine = PressureEngine(cfg, mode="kubelet", cgroup_hierarchy=config["cgroups"].hierarchy)
     engine.load()
     try:
         engine.tick()

@@ -3,9 +3,13 @@
 Start order: read the checkpoint (a corrupt one stops start unless
 ``accept_state_loss``), build the policy (machine state regenerated from pod
 entries, reserve/reclaim pools initialised), write the checkpoint back, detect
-the cgroup hierarchy, serve the socket, publish ``ctx.services["cpu_policy"]``
-and start the periodic loops: residual cleanup, cpuset check/repair (with
-ramp-up completion), cpu.idle sync.
+the cgroup hierarchy, serve the socket, publish ``CPU_POLICY`` (a
+``CPUAllocator``) and start the periodic loops: residual cleanup, cpuset
+check/repair (with ramp-up completion), cpu.idle sync.
+
+Looks up nothing at start. The residual cleanup asks the active-pods source,
+which admission publishes after this component started: a deferred
+``ACTIVE_PODS``, inert until it is published.
 """
 
 from __future__ import annotations
@@ -16,14 +20,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.cgroups.config import workload_roots
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
+from agent.contracts import ACTIVE_PODS, CPU_POLICY, ActivePods, Deferred
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups, validate_rel_path
 from agent.daemon.component import DaemonContext
-from agent.daemon.config import workload_cgroup_roots
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
 from agent.cpu.config import CPUConfig
-from agent.cpu.engine import CPUEngine
+from agent.cpu.durable import DurablePolicy
 from agent.cpu.enforce import CheckReport, Enforcer
 from agent.cpu.metrics import (
     CGROUP_UNRESOLVED,
@@ -35,10 +40,11 @@ from agent.cpu.metrics import (
 from agent.cpu.periodic import ResidualTracker
 from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, PolicyOptions, Request
 from agent.cpu.state import AllocationInfo, PolicyState
+from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.statefile import Coalescer
 
-__all__ = ["CPUPolicyComponent", "CPUPolicyService", "create", "options_from_config", "socket_path_for"]
+__all__ = ["CPUPolicyComponent", "PolicyCPUAllocator", "create", "options_from_config", "socket_path_for"]
 
 log = get_logger("hwagent.cpu")
 
@@ -67,32 +73,38 @@ def socket_path_for(ctx: DaemonContext, cfg: CPUConfig) -> Path:
     return ctx.path("cpu", cfg.socket_name)
 
 
-class CPUPolicyService:
-    """What other components use (``ctx.services["cpu_policy"]``)."""
+class PolicyCPUAllocator:
+    """The ``CPUAllocator`` this component publishes (``CPU_POLICY``): calls go
+    through the durable policy, so in-process callers get the gRPC path's journal
+    and enforcement."""
 
     def __init__(self, component: CPUPolicyComponent) -> None:
         self._c = component
 
     @property
     def policy(self) -> DynamicPolicy:
-        return self._c.engine.policy
+        return self._c.durable.policy
 
     def allocations(self) -> list[AllocationInfo]:
-        return self._c.engine.policy.state.containers()
+        return self._c.durable.policy.state.containers()
+
+    def allocatable_cpus(self) -> CPUSet:
+        pol = self._c.durable.policy
+        return CPUSet(pol.idx.all) - pol.reserved
 
     def remove_pod(self, pod_uid: str) -> None:
-        self._c.engine.policy.remove_pod(pod_uid)
+        self._c.durable.policy.remove_pod(pod_uid)
 
     async def release_pod(self, pod_uid: str) -> bool:
         """RemovePod, with the checkpoint written before it returns (admission's release path)."""
-        return await self._c.engine.remove_pod(pod_uid)
+        return await self._c.durable.remove_pod(pod_uid)
 
     # standalone in-process calls, same path as gRPC (persisted before returning)
     async def get_topology_hints(self, req: Request) -> HintsResult:
-        return await self._c.engine.hints(req)
+        return await self._c.durable.hints(req)
 
     async def allocate(self, req: Request) -> AllocateResult:
-        return await self._c.engine.allocate(req)
+        return await self._c.durable.allocate(req)
 
     async def bind_cgroup(self, pod_uid: str, container: str, cgroup_path: str | None) -> None:
         """Tell the policy which cgroup a container runs in (launchers do this).
@@ -101,7 +113,7 @@ class CPUPolicyService:
         only cgroups below the configured workload roots are enforced and killed."""
         if cgroup_path is not None:
             cgroup_path = validate_rel_path(cgroup_path, self._c.cgroup_roots)
-        await self._c.engine.bind_cgroup(pod_uid, container, cgroup_path)
+        await self._c.durable.bind_cgroup(pod_uid, container, cgroup_path)
 
 
 class CPUPolicyComponent:
@@ -110,7 +122,7 @@ class CPUPolicyComponent:
     def __init__(self, cfg: CPUConfig, clock: Any = time.time) -> None:
         self.cfg = cfg
         self.clock = clock
-        self.engine: CPUEngine
+        self.durable: DurablePolicy
         self.fs: CgroupFS | None = None
         self.enforcer: Enforcer | None = None
         self.enforce: Coalescer[PolicyState] | None = None
@@ -118,19 +130,24 @@ class CPUPolicyComponent:
         self.socket_path: Path | None = None
         self._server: Any = None
         self._reg: Any = None
-        #: where bound cgroups may live (daemon.workload_cgroup_roots, read at start)
+        #: where bound cgroups may live (cgroups.workload_roots, read at start)
         self.cgroup_roots: tuple[str, ...] = DEFAULT_WORKLOAD_ROOTS
+        #: cgroups.reclaim_cgroup ("" = look for the besteffort QoS cgroup), read at start
+        self.reclaim_root = ""
         self._tasks: list[asyncio.Task[None]] = []
         self._ctx: DaemonContext | None = None
+        self._active_pods: Deferred[ActivePods] = lambda: None
         self.last_check: CheckReport | None = None
         self._loop_errors = 0
 
     async def start(self, ctx: DaemonContext) -> None:
         from agent.cpu.server import serve  # grpc import stays out of factory import time
 
-        self.cgroup_roots = workload_cgroup_roots(ctx.config)
+        self.cgroup_roots = workload_roots(ctx.config)
+        self.reclaim_root = ctx.config["cgroups"].reclaim_cgroup
 
         self._ctx = ctx
+        self._active_pods = ctx.deferred(ACTIVE_PODS)
         from agent.cpu.calculator import TopoIndex
 
         store = CheckpointStore(ctx.root_dir / "cpu", online=TopoIndex(ctx.topology).all)
@@ -144,7 +161,7 @@ class CPUPolicyComponent:
         except ValueError as e:
             raise RuntimeError(f"cpu policy cannot start: {e}") from None
         if self.cfg.enforce_cgroups:
-            root = ctx.config["daemon"].cgroup_root
+            root = ctx.config["cgroups"].root
             try:
                 self.fs = CgroupFS(detect(root))
                 self.enforcer = Enforcer(self.fs, policy.idx.numa_of)
@@ -153,11 +170,11 @@ class CPUPolicyComponent:
                 log.warning("cgroup enforcement disabled", reason=str(e))
             else:
                 self._log_own_cgroup(ctx)
-        self.engine = CPUEngine(policy, store, on_enforce=self._kick_enforce)
-        await loop.run_in_executor(None, store.save, policy.state, lambda: self.engine.policy.state)
+        self.durable = DurablePolicy(policy, store, on_enforce=self._kick_enforce)
+        await loop.run_in_executor(None, store.save, policy.state, lambda: self.durable.policy.state)
         self.socket_path = socket_path_for(ctx, self.cfg)
-        self._server, self._reg = await serve(self.engine, self.socket_path)
-        ctx.services["cpu_policy"] = CPUPolicyService(self)
+        self._server, self._reg = await serve(self.durable, self.socket_path)
+        ctx.publish(CPU_POLICY, PolicyCPUAllocator(self))
         self._kick_enforce(policy.state)
         self._tasks = [
             loop.create_task(self._every(self.cfg.cpuset_check_interval_s, self.check_once)),
@@ -192,14 +209,14 @@ class CPUPolicyComponent:
         if self._server is not None:
             await self._server.stop(0.5)
             self._server = None
-        if hasattr(self, "engine"):
+        if hasattr(self, "durable"):
             with contextlib.suppress(Exception):
-                await self.engine.wait_durable()
-            if self.engine.store is not None:
+                await self.durable.wait_durable()
+            if self.durable.store is not None:
                 with contextlib.suppress(Exception):  # a clean stop leaves one checksummed snapshot, no journal
-                    await self.engine.store.journal.compact_now()
+                    await self.durable.store.journal.compact_now()
                 with contextlib.suppress(Exception):
-                    await self.engine.store.journal.close()
+                    await self.durable.store.journal.close()
         if self.enforce is not None:
             with contextlib.suppress(Exception):
                 await self.enforce.drain()
@@ -207,7 +224,7 @@ class CPUPolicyComponent:
             with contextlib.suppress(FileNotFoundError):
                 self.socket_path.unlink()
         if self._ctx is not None:
-            self._ctx.services.pop("cpu_policy", None)
+            self._ctx.withdraw(CPU_POLICY)
 
     def healthy(self) -> bool:
         if self._server is None or self.socket_path is None or not self.socket_path.is_socket():
@@ -238,36 +255,35 @@ class CPUPolicyComponent:
 
     async def check_once(self) -> CheckReport | None:
         """Ramp-up completion, then a full cpuset check (detect + repair)."""
-        self.engine.policy.complete_ramp_up()
-        await self.engine.wait_durable()
+        self.durable.policy.complete_ramp_up()
+        await self.durable.wait_durable()
         if self.enforce is None:
             return None
-        self.enforce.submit(self.engine.policy.state)
+        self.enforce.submit(self.durable.policy.state)
         await self.enforce.wait()
         return self.last_check
 
     async def residual_once(self) -> list[str]:
-        assert self._ctx is not None
-        source = self._ctx.services.get("active_pods")
+        source = self._active_pods()
         if source is None:
             return []
         active = source.active_pod_uids()
-        due = self.residual.due(self.engine.policy.state.entries.keys(), active, self.clock())
+        due = self.residual.due(self.durable.policy.state.entries.keys(), active, self.clock())
         for uid in due:
             log.info("residual pod removed", pod_uid=uid, after_s=f"{self.cfg.residual_cleanup_s:g}")
-            self.engine.policy.remove_pod(uid)
+            self.durable.policy.remove_pod(uid)
             self.residual.forget(uid)
             RESIDUAL_REMOVED.inc()
         if due:
-            await self.engine.wait_durable()
+            await self.durable.wait_durable()
         return due
 
     def reclaim_cgroup(self) -> str | None:
-        if self.cfg.reclaim_cgroup:
-            return self.cfg.reclaim_cgroup
+        if self.reclaim_root:
+            return self.reclaim_root
         assert self.fs is not None
         for rel in reclaim_root_candidates():
-            if (self.fs.cpu_root / rel.lstrip("/")).is_dir():
+            if self.fs.cpu_cgroup_exists(rel):
                 return rel
         return None
 

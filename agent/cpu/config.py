@@ -43,8 +43,6 @@ class CPUConfig:
     sync_cpu_idle: bool = False
     cpu_idle: bool = True
     cpu_idle_interval_s: float = 30.0
-    #: reclaimed root cgroup; "" = the besteffort QoS cgroup that exists
-    reclaim_cgroup: str = ""
     socket_name: str = "qrm_cpu_plugin_dynamic.sock"
 
     def validate(self) -> None:
@@ -65,8 +63,6 @@ class CPUConfig:
                 raise ValueError(f"{name} must be > 0")
         if not re.match(r"^[A-Za-z0-9_.-]+\.sock$", self.socket_name):
             raise ValueError(f"socket_name must be a plain file name ending in .sock, got {self.socket_name!r}")
-        if self.reclaim_cgroup and not self.reclaim_cgroup.startswith("/"):
-            raise ValueError("reclaim_cgroup must start with '/'")
 
     def reserved_list(self) -> CPUSet | None:
         return CPUSet.parse(self.reserved_cpu_list) if self.reserved_cpu_list else None

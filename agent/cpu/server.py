@@ -1,7 +1,7 @@
 """gRPC serving: resourceplugin.v1alpha1.ResourcePlugin and the kubelet
 plugin-watcher pluginregistration.v1.Registration on one unix socket, as
 Katalyst's QRM plugins do. Pure conversion between protobuf and the policy's
-dataclasses, plus status-code mapping; all behaviour lives in the engine."""
+dataclasses, plus status-code mapping; all behaviour lives in the durable policy (agent.cpu.durable)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb
 from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc
-from agent.cpu.engine import CPUEngine
+from agent.cpu.durable import DurablePolicy
 from agent.cpu.errors import PolicyError, invalid
 from agent.cpu.hints import Hint
 from agent.cpu.policy import RESOURCE_NAME, AllocateResult, Request
@@ -23,7 +23,7 @@ from agent.grpcguard import new_server
 from agent.limits import LimitError, check_annotations, check_labels, check_name, check_qualified_name, shown
 from agent.unixsock import serve_unix
 
-__all__ = ["ResourcePluginService", "RegistrationService", "serve", "to_request"]
+__all__ = ["ResourcePluginServicer", "RegistrationServicer", "serve", "to_request"]
 
 log = get_logger("hwagent.cpu")
 OCI_CPUSET = "CpusetCpus"
@@ -120,13 +120,13 @@ async def _abort(context: grpc.aio.ServicerContext, e: PolicyError) -> None:
     await context.abort(getattr(grpc.StatusCode, e.code), e.message)
 
 
-class ResourcePluginService(pb_grpc.ResourcePluginServicer):
-    def __init__(self, engine: CPUEngine) -> None:
-        self.engine = engine
+class ResourcePluginServicer(pb_grpc.ResourcePluginServicer):
+    def __init__(self, durable: DurablePolicy) -> None:
+        self.durable = durable
 
     async def GetTopologyHints(self, request, context):
         try:
-            r = await self.engine.hints(to_request(request))
+            r = await self.durable.hints(to_request(request))
         except PolicyError as e:
             await _abort(context, e)
         return pb.ResourceHintsResponse(
@@ -147,7 +147,7 @@ class ResourcePluginService(pb_grpc.ResourcePluginServicer):
 
     async def Allocate(self, request, context):
         try:
-            r = await self.engine.allocate(to_request(request))
+            r = await self.durable.allocate(to_request(request))
         except PolicyError as e:
             await _abort(context, e)
         return _alloc_response(request, r)
@@ -157,14 +157,14 @@ class ResourcePluginService(pb_grpc.ResourcePluginServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pod_uid is empty")
         check_name("pod_uid", request.pod_uid)
         try:
-            await self.engine.remove_pod(request.pod_uid)
+            await self.durable.remove_pod(request.pod_uid)
         except PolicyError as e:  # state not persisted: UNAVAILABLE, nothing removed
             await _abort(context, e)
         return pb.RemovePodResponse()
 
     async def GetResourcesAllocation(self, request, context):
         resp = pb.GetResourcesAllocationResponse()
-        for a in await self.engine.resources_allocation():
+        for a in await self.durable.resources_allocation():
             cr = resp.pod_resources[a.pod_uid].container_resources[a.container_name]
             cr.resource_allocation[RESOURCE_NAME].CopyFrom(_info(a))
         return resp
@@ -173,12 +173,12 @@ class ResourcePluginService(pb_grpc.ResourcePluginServicer):
         check_name("pod_uid", request.pod_uid)
         check_name("container_name", request.container_name)
         try:
-            a = self.engine.policy.container(request.pod_uid, request.container_name)
+            a = self.durable.policy.container(request.pod_uid, request.container_name)
         except PolicyError as e:
             await _abort(context, e)
         res = pb.TopologyAwareResource(is_node_resource=False, is_scalar_resource=True)
         if not a.is_sidecar:
-            per = self.engine.policy.assignments(a.cpuset)
+            per = self.durable.policy.assignments(a.cpuset)
             res.aggregated_quantity = res.original_aggregated_quantity = float(len(a.cpuset))
             for lst in (res.topology_aware_quantity_list, res.original_topology_aware_quantity_list):
                 lst.extend(pb.TopologyAwareQuantity(resource_value=float(len(c)), node=n) for n, c in per.items())
@@ -192,7 +192,7 @@ class ResourcePluginService(pb_grpc.ResourcePluginServicer):
         )
 
     async def GetTopologyAwareAllocatableResources(self, request, context):
-        cap, alloc = self.engine.policy.allocatable()
+        cap, alloc = self.durable.policy.allocatable()
         r = pb.AllocatableTopologyAwareResource(
             is_node_resource=False,
             is_scalar_resource=True,
@@ -208,7 +208,7 @@ class ResourcePluginService(pb_grpc.ResourcePluginServicer):
         return pb.GetTopologyAwareAllocatableResourcesResponse(allocatable_resources={RESOURCE_NAME: r})
 
     async def GetResourcePluginOptions(self, request, context):
-        return pb.ResourcePluginOptions(**self.engine.policy.options_dict())
+        return pb.ResourcePluginOptions(**self.durable.policy.options_dict())
 
     async def PreStartContainer(self, request, context):
         return pb.PreStartContainerResponse()
@@ -220,7 +220,7 @@ class ResourcePluginService(pb_grpc.ResourcePluginServicer):
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, "pod-level allocation is not implemented by the cpu plugin")
 
 
-class RegistrationService(reg_grpc.RegistrationServicer):
+class RegistrationServicer(reg_grpc.RegistrationServicer):
     """kubelet plugin-watcher handshake (pluginregistration v1)."""
 
     def __init__(self, endpoint: str) -> None:
@@ -243,10 +243,10 @@ class RegistrationService(reg_grpc.RegistrationServicer):
         return reg_pb.RegistrationStatusResponse()
 
 
-async def serve(engine: CPUEngine, socket_path: Path) -> tuple[grpc.aio.Server, RegistrationService]:
+async def serve(durable: DurablePolicy, socket_path: Path) -> tuple[grpc.aio.Server, RegistrationServicer]:
     server = new_server("resourceplugin")
-    pb_grpc.add_ResourcePluginServicer_to_server(ResourcePluginService(engine), server)
-    reg = RegistrationService(str(socket_path))
+    pb_grpc.add_ResourcePluginServicer_to_server(ResourcePluginServicer(durable), server)
+    reg = RegistrationServicer(str(socket_path))
     reg_grpc.add_RegistrationServicer_to_server(reg, server)
     await serve_unix(server, socket_path)
     return server, reg

@@ -29,8 +29,8 @@ def config_warnings(config: Config, topo: Topology, cgroup_root_exists: bool | N
             )
         if cpu.reserved_cpus and cpu.reserved_cpus >= online:
             out.append(f"cpu.reserved_cpus = {cpu.reserved_cpus} leaves no CPU of the {online} online for workloads")
-    root = config["daemon"].cgroup_root
+    root = config["cgroups"].root
     exists = Path(root).is_dir() if cgroup_root_exists is None else cgroup_root_exists
     if not exists:
-        out.append(f"daemon.cgroup_root = {root!r} does not exist: no cgroup is enforced or measured")
+        out.append(f"cgroups.root = {root!r} does not exist: no cgroup is enforced or measured")
     return out

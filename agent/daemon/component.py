@@ -4,6 +4,13 @@ The daemon owns one asyncio loop. Components (device-plugin host, built-in
 device plugins, CPU policy, probes) are started in order and stopped in
 reverse; each gets the same ``DaemonContext``. Nothing else is shared, so a
 component can be started alone in a test with a context built by hand.
+
+Handles pass between components only through the context's typed keys
+(``agent.contracts``): ``publish`` in the producer's start(), ``lookup`` in a
+later consumer's start(), ``deferred`` where the producer starts later. Once
+every component has started the daemon calls ``freeze()``: nothing is published
+after that (a handle appearing mid-run would be a wiring bug). A stopping
+component may still ``withdraw`` its handle.
 """
 
 from __future__ import annotations
@@ -11,14 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast, runtime_checkable
 
 from agent.config import Config
 from agent.eventlog import EventLogger, get_logger
 from agent.topology.model import Topology
 
 if TYPE_CHECKING:
-    from agent.contracts import ServiceKey
+    from agent.contracts import Deferred, HandleKey
 
 T = TypeVar("T")
 
@@ -31,8 +38,6 @@ class DaemonContext:
     #: "standalone" or "kubelet", decided once at start (config mode=auto resolved)
     mode: str = "standalone"
     log: EventLogger = field(default_factory=lambda: get_logger("hwagent"))
-    #: components publish handles here for others (e.g. "devicemanager", "cpu_policy")
-    services: dict[str, Any] = field(default_factory=dict)
     #: set by the daemon: ask it to shut down (reason, failed) from inside a component
     on_stop_request: Callable[[str, bool], None] | None = field(default=None, repr=False)
     #: files the daemon unlinks at exit if their owner did not (see remove_on_exit)
@@ -41,6 +46,9 @@ class DaemonContext:
     mode_reason: str = ""
     #: set by the daemon: (component name, healthy) of every started component, for status
     component_health: Callable[[], list[tuple[str, bool]]] | None = field(default=None, repr=False)
+    #: the published handles by key name; only through publish/lookup/deferred/withdraw
+    _handles: dict[str, object] = field(default_factory=dict, init=False, repr=False)
+    _frozen: bool = field(default=False, init=False, repr=False)
 
     def path(self, *parts: str) -> Path:
         """A path under the root dir, created as a directory chain for the parent."""
@@ -48,16 +56,45 @@ class DaemonContext:
         p.parent.mkdir(parents=True, exist_ok=True)
         return p
 
-    def publish(self, key: ServiceKey[T], handle: T) -> None:
-        """Make a handle available to components started after this one."""
-        if key.name in self.services:
-            raise RuntimeError(f"service {key.name!r} published twice")
-        self.services[key.name] = handle
+    def publish(self, key: HandleKey[T], handle: T) -> None:
+        """Make a handle available to components started after this one (and to deferred references)."""
+        if self._frozen:
+            raise RuntimeError(f"{key.name!r} published after start: the context is frozen")
+        if key.name in self._handles:
+            raise RuntimeError(f"{key.name!r} published twice")
+        self._handles[key.name] = handle
 
-    def lookup(self, key: ServiceKey[T]) -> T | None:
+    def lookup(self, key: HandleKey[T]) -> T | None:
         """A handle a component started earlier published, or None (disabled, or not started)."""
-        handle: T | None = self.services.get(key.name)
-        return handle
+        return cast("T | None", self._handles.get(key.name))
+
+    def deferred(self, key: HandleKey[T]) -> Deferred[T]:
+        """A reference to a handle published by a component that starts later (the
+        real cycles in start order: the device manager and the CPU policy start
+        before admission, whose registry says which pods are active; admission
+        before the runtime it hands pods to). It answers None until the producer
+        published, then the handle, None again once withdrawn.
+
+        It resolves at publication, not only at freeze: a static manifest admitted
+        while later components still start must reach the runtime as soon as the
+        runtime took its restore snapshot, or it would never run."""
+
+        def resolve() -> T | None:
+            return self.lookup(key)
+
+        return resolve
+
+    def withdraw(self, key: HandleKey[T]) -> None:
+        """A stopping component takes its handle back: lookups and deferred references answer None."""
+        self._handles.pop(key.name, None)
+
+    def freeze(self) -> None:
+        """Every component has started: no more publishing."""
+        self._frozen = True
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
 
     def remove_on_exit(self, path: Path) -> Path:
         """Register a socket or file the daemon must not leave behind.

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from agent.cgroups.paths import CgroupPathError, validate_rel_path
+from typing import Literal
 
 __all__ = ["DEFAULT_METRICS_ADDRESS", "DEFAULT_ROOT_DIR", "DaemonConfig", "parse_host_port"]
 
@@ -58,44 +56,20 @@ class DaemonConfig:
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     sysfs_root: str = "/sys"
     procfs_root: str = "/proc"
-    cgroup_root: str = "/sys/fs/cgroup"
     #: how long one component may take to stop before shutdown moves on without it
     stop_timeout_seconds: float = 10.0
-    #: cgroup subtrees (relative to a controller root) whose cgroups hwagent may bind,
-    #: enforce and kill: its workload runtime's slice and the kubelet's pods
-    workload_cgroup_roots: tuple[str, ...] = ("/hwagent.slice", "/kubepods", "/kubepods.slice")
 
     def validate(self) -> None:
         try:
             parse_host_port(self.metrics_address)
         except ValueError as e:
             raise ValueError(f"metrics_address: {e}") from None
-        for key in ("root_dir", "kubelet_root_dir", "sysfs_root", "procfs_root", "cgroup_root"):
+        for key in ("root_dir", "kubelet_root_dir", "sysfs_root", "procfs_root"):
             value = getattr(self, key)
             if not value.startswith("/"):
                 raise ValueError(f"{key}: must be an absolute path, got {value!r}")
         if self.root_dir.rstrip("/") == "":
             # the daemon walks its root dir at exit to report stray sockets
             raise ValueError("root_dir: must be a directory of its own, not /")
-        for root in self.workload_cgroup_roots:
-            try:
-                if validate_rel_path(root, None) == "/":
-                    raise CgroupPathError("the root cgroup would let eviction kill anything")
-            except CgroupPathError as e:
-                raise ValueError(f"workload_cgroup_roots: {root!r}: {e}") from None
         if not 0 < self.stop_timeout_seconds <= 3600:
             raise ValueError(f"stop_timeout_seconds: must be in (0, 3600], got {self.stop_timeout_seconds}")
-
-
-def workload_cgroup_roots(config: Any) -> tuple[str, ...]:
-    """Every subtree whose cgroups hwagent may bind, enforce and kill: the configured
-    roots plus the workload runtime's own subtree, which is a workload root by
-    definition (a runtime moved to another subtree must not lose its pods' cpusets
-    and eviction). One answer for the CPU policy and the pressure engine."""
-    roots = tuple(config["daemon"].workload_cgroup_roots)
-    runtime = config.sections.get("runtime") if hasattr(config, "sections") else None
-    if runtime is not None and getattr(runtime, "enabled", False):
-        subtree = "/" + str(runtime.cgroup_subtree).strip("/")
-        if subtree not in roots:
-            roots += (subtree,)
-    return roots

@@ -54,20 +54,28 @@ log = get_logger("hwagent.daemon")
 
 #: "module:factory" for every component, in start order (stopped in reverse).
 #: ``factory(ctx) -> Component | None``; None means disabled by config or mode.
+#: A component looks up (``ctx.lookup``) only what an earlier one published; what a
+#: later one publishes it holds as ``ctx.deferred`` (see agent.contracts).
 COMPONENTS: tuple[str, ...] = (
-    # first: the host removes stale sockets in device-plugins/ before any built-in plugin binds there
+    # first: the host removes stale sockets in device-plugins/ before any built-in plugin binds there.
+    # Publishes DEVICE_MANAGER; active pods, CPU policy and registry (pod-resources) are deferred
     "agent.devicemanager.component:factory",
+    # publishes DEVICE_HEALTH, DEVICE_PLUGINS
     "agent.deviceplugin.component:factory",
+    # publishes CPU_POLICY; active pods (residual cleanup) deferred
     "agent.cpu.component:create",
-    # after the CPU policy: restores the registry, then publishes active_pods (nothing is cleaned up before)
+    # after the CPU policy and the device manager (looked up): restores the registry, then
+    # publishes WORKLOADS and ACTIVE_PODS (nothing is cleaned up before); the runtime is deferred
     "agent.workloads.component:factory",
-    # kubelet mode: who runs in which cgroup, before pressure labels its signals with it
+    # kubelet mode: who runs in which cgroup (POD_DIRECTORY), before pressure labels its signals with it
     "agent.kubelet.component:factory",
+    # looks up CPU_POLICY, DEVICE_MANAGER, DEVICE_HEALTH, POD_DIRECTORY; publishes PRESSURE
     "agent.pressure.component:factory",
-    # after admission (agent.workloads.component:factory): restores the pods its registry holds
+    # after admission: restores the pods its registry (WORKLOADS) holds; publishes RUNTIME
     "agent.runtime.component:factory",
+    # kubelet mode: looks up PRESSURE, DEVICE_HEALTH, POD_DIRECTORY; publishes EVICTION_PLUGIN
     "agent.kubelet.evictionplugin:factory",
-    # last: answers `hwagent status` about everything above
+    # last: answers `hwagent status` about everything above (looks every handle up)
     "agent.status.component:factory",
 )
 
@@ -432,10 +440,9 @@ class Daemon:
                 topology=topo,
                 mode=mode,
                 log=get_logger("hwagent"),
-                # No "active_pods" yet: until the admission path registers a source,
+                # No ACTIVE_PODS yet: until the admission path publishes a source,
                 # nobody can tell a gone pod from an unlisted one, and an empty set
                 # would make the first allocation release every checkpointed pod.
-                services={},
                 on_stop_request=lambda reason, failed=True: self.request_stop(reason, failed),
                 mode_reason=why,
                 component_health=self.component_health,
@@ -532,6 +539,7 @@ class Daemon:
                 raise DaemonError(f"component {started.name} failed to start: {e}") from e
             self._started.append(started)
             log.info("component started", component=started.name, seconds=f"{time.monotonic() - t:.3f}")
+        ctx.freeze()  # every handle is published: publishing ends here
         return True
 
     async def _stop_components(self) -> bool:

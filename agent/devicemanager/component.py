@@ -4,20 +4,24 @@ Starts, in order: the device manager (reads the checkpoint), the Registration
 server on ``<root>/device-plugins/hwagent.sock`` (removing stale sockets
 first, so it must start before hwagent's own built-in plugins), the
 plugin-watcher on ``<root>/plugins_registry/`` and the pod-resources v1 server
-on ``<root>/pod-resources/hwagent.sock``. Publishes ``ctx.services["devicemanager"]``.
-In kubelet mode the kubelet is the host, so this component is not created.
+on ``<root>/pod-resources/hwagent.sock``. In kubelet mode the kubelet is the
+host, so this component is not created.
+
+Publishes ``DEVICE_MANAGER`` (``DeviceAllocator``). Looks up nothing at start:
+it starts first, so what it needs of later components is deferred (resolved
+when they publish): ``ACTIVE_PODS`` for releasing the devices of gone pods, and
+for pod-resources ``CPU_POLICY``, ``WORKLOADS`` and ``ACTIVE_PODS``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import grpc
 
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, WORKLOADS, ActivePods, Deferred
 from agent.daemon.component import DaemonContext
 from agent.devicemanager.config import DeviceManagerConfig
 from agent.devicemanager.manager import DeviceManager
@@ -53,15 +57,20 @@ def host_paths(cfg: DeviceManagerConfig, root_dir: Path) -> HostPaths:
     )
 
 
-class _ActivePodsFromServices:
-    """Looks up ``active_pods`` at call time: the admission path may register it later."""
+class _ActivePodsWhenPublished:
+    """The active-pods source as the manager sees it: until admission has published
+    it (with every pod admitted before a restart), and again once it is withdrawn,
+    every pod holding devices counts as active, so nothing is released on a guess."""
 
-    def __init__(self, services: Mapping[str, Any]) -> None:
-        self._services = services
+    def __init__(self, source: Deferred[ActivePods], manager: DeviceManager) -> None:
+        self._source = source
+        self._manager = manager
 
-    def active_pod_uids(self) -> frozenset[str] | None:  # type: ignore[override]
-        source = self._services.get("active_pods")
-        return None if source is None else source.active_pod_uids()
+    def active_pod_uids(self) -> frozenset[str]:
+        source = self._source()
+        if source is None:
+            return frozenset(a.pod_uid for a in self._manager.allocations())
+        return source.active_pod_uids()
 
 
 class DeviceManagerComponent:
@@ -81,12 +90,13 @@ class DeviceManagerComponent:
         self.manager = DeviceManager(
             numa_ids=ctx.topology.numa_ids,
             checkpoint_path=paths.checkpoint,
-            active_pods=_ActivePodsFromServices(ctx.services),  # type: ignore[arg-type]
             stop_grace_seconds=cfg.stop_grace_seconds,
             prestart_timeout_seconds=cfg.prestart_timeout_seconds,
             dial_timeout_seconds=cfg.dial_timeout_seconds,
             allocate_timeout_seconds=cfg.allocate_timeout_seconds,
         )
+        manager = self.manager
+        manager.active_pods = _ActivePodsWhenPublished(ctx.deferred(ACTIVE_PODS), manager)
         ensure_private_dir(paths.plugins_dir)
         await self.manager.start()
         self.registration = RegistrationServer(
@@ -100,10 +110,13 @@ class DeviceManagerComponent:
         )
         await self.watcher.start()
         self._pod_resources = new_server("podresources")
-        services = ctx.services
-        pr_grpc.add_PodResourcesListerServicer_to_server(PodResourcesServicer(lambda: services), self._pod_resources)
+        cpus, workloads = ctx.deferred(CPU_POLICY), ctx.deferred(WORKLOADS)
+        servicer = PodResourcesServicer(
+            devices=lambda: manager, cpus=cpus, workloads=workloads, active_pods=ctx.deferred(ACTIVE_PODS),
+        )
+        pr_grpc.add_PodResourcesListerServicer_to_server(servicer, self._pod_resources)
         await serve_unix(self._pod_resources, paths.pod_resources_socket)
-        ctx.services["devicemanager"] = self.manager
+        ctx.publish(DEVICE_MANAGER, self.manager)
         log.info(
             "devicemanager started", mode=ctx.mode, registration=paths.registration_socket,
             plugins_registry=paths.plugins_registry, pod_resources=paths.pod_resources_socket,

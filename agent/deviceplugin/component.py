@@ -1,5 +1,5 @@
 """Daemon factory for the built-in device plugins (kept free of grpc imports
-so that ``hwagent run`` starts fast; the service module is loaded on demand).
+so that ``hwagent run`` starts fast; the plugins module is loaded on demand).
 
 Where the plugins register:
 - kubelet mode: the kubelet's ``<kubelet_root_dir>/device-plugins/kubelet.sock``,
@@ -39,12 +39,12 @@ def resolve_paths(config: Any, mode: str, root_dir: Path) -> tuple[Path, Path]:
 
 
 def factory(ctx: Any):
-    """``DevicePluginService`` for the daemon, or None when ``[devices] enabled = false``."""
+    """``DevicePluginsComponent`` for the daemon, or None when ``[devices] enabled = false``."""
     cfg = ctx.config["devices"]
     if not cfg.enabled:
         return None
-    from agent.deviceplugin.service import DevicePluginService
+    from agent.deviceplugin.plugins import DevicePluginsComponent
 
     plugin_dir, reg = resolve_paths(ctx.config, ctx.mode, ctx.root_dir)
-    return DevicePluginService(cfg, sysfs_root=ctx.config["daemon"].sysfs_root, plugin_dir=plugin_dir,
+    return DevicePluginsComponent(cfg, sysfs_root=ctx.config["daemon"].sysfs_root, plugin_dir=plugin_dir,
                                registration_socket=reg)

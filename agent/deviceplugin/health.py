@@ -2,7 +2,7 @@
 tools) mark devices Unhealthy/Healthy with a reason, by what they know (a
 block MAJ:MIN, an interface name, a PCI address).
 
-Published as ``ctx.services["device_health"]``. Marks are per source, so two
+Published as ``DEVICE_HEALTH`` (``agent.contracts``). Marks are per source, so two
 probes do not clear each other's verdicts: a device is Unhealthy while any
 source holds a mark on it. The board does not know about gRPC; its owner
 gives it a resolver (kind, key -> plugin device ids) and a callback that

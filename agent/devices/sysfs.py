@@ -17,6 +17,7 @@ from pathlib import Path
 from agent.cpuset import CPUSet, CPUSetError
 from agent.devices.model import Device, DevNode, Inventory, PCIInfo
 from agent.eventlog import get_logger
+from agent.fsread import read_int, read_stripped
 
 __all__ = [
     "read_inventory",
@@ -42,13 +43,6 @@ _SKIP_DIRS = frozenset({"power", "msi_irqs", "queues", "queue", "mq", "holders",
                         "trace", "integrity", "bdi", "subsystem", "driver", "firmware_node", "iommu"})
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def _link_name(path: Path) -> str | None:
     try:
         return os.path.basename(os.readlink(path))
@@ -57,23 +51,15 @@ def _link_name(path: Path) -> str | None:
 
 
 def _hex(path: Path, width: int) -> str:
-    raw = _read(path)
+    raw = read_stripped(path)
     if not raw:
         return ""
     raw = raw.lower().removeprefix("0x")
     return raw.zfill(width)[-width:]
 
 
-def _int(path: Path) -> int | None:
-    raw = _read(path)
-    try:
-        return int(raw) if raw is not None else None
-    except ValueError:
-        return None
-
-
 def _uevent(path: Path) -> dict[str, str]:
-    raw = _read(path / "uevent") or ""
+    raw = read_stripped(path / "uevent") or ""
     out = {}
     for line in raw.splitlines():
         k, sep, v = line.partition("=")
@@ -83,7 +69,7 @@ def _uevent(path: Path) -> dict[str, str]:
 
 
 def _devt(path: Path) -> tuple[int | None, int | None]:
-    raw = _read(path / "dev")
+    raw = read_stripped(path / "dev")
     if raw and ":" in raw:
         a, _, b = raw.partition(":")
         if a.isdigit() and b.isdigit():
@@ -101,7 +87,7 @@ def _local_cpus(path: Path) -> CPUSet | None:
     a hand-edited snapshot (2pa-pcidomain32bits); the kernel writes both
     from the same cpumask."""
     for name, parse in (("local_cpus", CPUSet.from_mask), ("local_cpulist", CPUSet.parse)):
-        text = _read(path / name)
+        text = read_stripped(path / name)
         if text:
             try:
                 return parse(text)
@@ -111,7 +97,7 @@ def _local_cpus(path: Path) -> CPUSet | None:
 
 
 def _numa(path: Path) -> int | None:
-    n = _int(path / "numa_node")
+    n = read_int(path / "numa_node")
     return n if n is not None and n >= 0 else None
 
 
@@ -213,8 +199,8 @@ def read_pci_device(path: Path, dev_root: str = "/dev") -> Device:
         iommu_group=int(iommu) if iommu and iommu.isdigit() else None,
         physfn=_link_name(path / "physfn"),
         virtfns=tuple(a for _, a in sorted(virtfns)),
-        sriov_totalvfs=_int(path / "sriov_totalvfs"),
-        sriov_numvfs=_int(path / "sriov_numvfs"),
+        sriov_totalvfs=read_int(path / "sriov_totalvfs"),
+        sriov_numvfs=read_int(path / "sriov_numvfs"),
     )
     nodes, disks, ifaces = _pci_children(path, dev_root)
     if driver == "vfio-pci" and info.iommu_group is not None:

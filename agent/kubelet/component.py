@@ -3,7 +3,11 @@
 Kubelet mode only. Every ``refresh_s`` it asks the kubelet's pod-resources API
 (List, GetAllocatableResources) on the loop, walks the kubepods tree and the
 log layout in an executor, joins them (``resolve.build_directory``) and swaps
-the new ``PodDirectory`` in. Published as ``ctx.services["pod_directory"]``.
+the new ``PodDirectory`` in.
+
+Publishes ``POD_DIRECTORY`` (a ``PodDirectorySource``). Looks up ``CPU_POLICY``
+at start (started before it): its allocations name containers the kubelet's
+pod-resources do not.
 
 A kubelet restart recreates its socket: the client redials and the last good
 snapshot keeps serving names meanwhile (cgroups are still re-walked, so gone
@@ -19,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.contracts import CPU_POLICY, POD_DIRECTORY, CPUAllocations
 from agent.daemon.component import DaemonContext
-from agent.contracts import ServiceKey
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.kubelet.config import KubeletConfig
@@ -28,7 +32,7 @@ from agent.kubelet.model import PodDirectory, PodResourcesSnapshot
 
 log = get_logger("hwagent.kubelet")
 
-__all__ = ["PodDirectoryService", "PodDirectoryComponent", "POD_DIRECTORY", "factory", "pod_resources_socket"]
+__all__ = ["KubeletPodDirectorySource", "PodDirectoryComponent", "factory", "pod_resources_socket"]
 
 
 def pod_resources_socket(cfg: KubeletConfig, kubelet_root_dir: str) -> Path:
@@ -37,8 +41,8 @@ def pod_resources_socket(cfg: KubeletConfig, kubelet_root_dir: str) -> Path:
     return Path(kubelet_root_dir) / "pod-resources" / "kubelet.sock"
 
 
-class PodDirectoryService:
-    """The handle others use: the current directory and the refresh state."""
+class KubeletPodDirectorySource:
+    """The ``PodDirectorySource`` this component publishes: the current directory and the refresh state."""
 
     def __init__(self, socket: Path, node_cpus: CPUSet) -> None:
         self.socket = socket
@@ -70,31 +74,31 @@ class PodDirectoryService:
         ]
 
 
-POD_DIRECTORY: ServiceKey[PodDirectoryService] = ServiceKey("pod_directory")
-
-
 class PodDirectoryComponent:
     name = "kubelet-pods"
 
     def __init__(self, cfg: KubeletConfig) -> None:
         self.cfg = cfg
-        self.service: PodDirectoryService | None = None
+        self.service: KubeletPodDirectorySource | None = None
         self._task: asyncio.Task[None] | None = None
         self._client: Any = None
         self._ctx: DaemonContext | None = None
         self._roots: tuple[Path, Path | None] | None = None
+        self._cpu: CPUAllocations | None = None
 
     async def start(self, ctx: DaemonContext) -> None:
         from agent.kubelet.client import PodResourcesClient
-        from agent.pressure.cgroupfs import cgroup_mounts, detect_hierarchy
+        from agent.cgroups.hierarchy import detect_hierarchy
+        from agent.cgroups.mounts import cgroup_mounts
 
         self._ctx = ctx
+        self._cpu = ctx.lookup(CPU_POLICY)
         dcfg = ctx.config["daemon"]
         sock = pod_resources_socket(self.cfg, dcfg.kubelet_root_dir)
         self._client = PodResourcesClient(sock)
-        self.service = PodDirectoryService(sock, ctx.topology.online)
+        self.service = KubeletPodDirectorySource(sock, ctx.topology.online)
         try:
-            h = detect_hierarchy(ctx.config["pressure"].cgroup_hierarchy, dcfg.procfs_root)
+            h = detect_hierarchy(ctx.config["cgroups"].hierarchy, dcfg.procfs_root)
             mounts = cgroup_mounts(dcfg.procfs_root)
             self._roots = (h.mount, mounts.get("cpuset", h.mount) if not h.is_v2 else h.mount)
         except ValueError as e:
@@ -109,7 +113,8 @@ class PodDirectoryComponent:
         from agent.kubelet.logs import read_log_names
         from agent.kubelet.resolve import build_directory
 
-        cgroups = walk_kubepods(self._roots[0], self.cfg.cgroup_root, self._roots[1]) if self._roots else []
+        cgroup_root = self._ctx.config["cgroups"].kubelet_cgroup_root if self._ctx else "/"
+        cgroups = walk_kubepods(self._roots[0], cgroup_root, self._roots[1]) if self._roots else []
         logs = read_log_names(self.cfg.log_dir)
         assert self.service is not None
         source = f"kubelet pod-resources {self.service.socket}" if snapshot else "kubepods tree and kubelet logs"
@@ -118,7 +123,7 @@ class PodDirectoryComponent:
     def _allocations(self) -> list[Any]:
         from agent.kubelet.resolve import CPUAllocation
 
-        policy = self._ctx.services.get("cpu_policy") if self._ctx else None
+        policy = self._cpu
         if policy is None:
             return []
         out = []

@@ -15,8 +15,6 @@ class KubeletConfig:
     pod_resources_socket: str = ""
     #: seconds between refreshes of the pod directory
     refresh_s: float = 2.0
-    #: the kubelet's --cgroup-root (kubepods lives below it)
-    cgroup_root: str = "/"
     #: where the kubelet keeps container logs (pods/ and containers/ name pods and containers)
     log_dir: str = "/var/log"
     #: serve Katalyst's EvictionPlugin v1alpha1 API (kubelet mode only)
@@ -33,7 +31,7 @@ class KubeletConfig:
     def validate(self) -> None:
         if self.refresh_s <= 0:
             raise ValueError("refresh_s must be > 0")
-        for key in ("cgroup_root", "log_dir", "plugin_registration_dir"):
+        for key in ("log_dir", "plugin_registration_dir"):
             if not getattr(self, key).startswith("/"):
                 raise ValueError(f"{key}: must be an absolute path, got {getattr(self, key)!r}")
         if self.pod_resources_socket and not self.pod_resources_socket.startswith("/"):

@@ -19,6 +19,9 @@ While Katalyst holds the registration, hwagent's own eviction action (report +
 hook) is set aside so a pod is not named twice; it comes back when the plugin
 is deregistered or stops. Samples are computed in an executor and handed to
 the watch on the loop, which owns it.
+
+Publishes ``EVICTION_PLUGIN`` (an ``EvictionPluginView``, for status). Looks up
+at start ``PRESSURE``, ``DEVICE_HEALTH`` and ``POD_DIRECTORY``, all started before it.
 """
 
 from __future__ import annotations
@@ -38,10 +41,19 @@ from agent.api.evictionplugin.v1alpha1 import api_pb2_grpc as ep_grpc
 from agent.api.k8s.core.v1 import api_pb2 as core
 from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from agent.contracts import (
+    DEVICE_HEALTH,
+    EVICTION_PLUGIN,
+    POD_DIRECTORY,
+    PRESSURE,
+    DeviceHealth,
+    PodDirectorySource,
+    PressureSignals,
+)
 from agent.daemon.component import DaemonContext
 from agent.eventlog import get_logger
 from agent.kubelet.config import KubeletConfig
-from agent.kubelet.pressure_signal import HARD_MET, NOT_MET, Candidate, PoolWatch
+from agent.kubelet.pressure_signal import NOT_MET, Candidate, PoolWatch
 from agent.pressure.eviction import Eviction, EvictionPolicy
 
 log = get_logger("hwagent.kubelet")
@@ -140,6 +152,9 @@ class KatalystDecides:
     def execute(self, ev: Eviction, cgroup_paths: list[str]) -> dict[str, Any]:
         return {"deferred_to": "katalyst eviction manager"}
 
+    def finish(self, ev: Eviction, outcome: dict[str, Any]) -> None:
+        """Nothing to release: the kubelet owns the pod."""
+
 
 class EvictionPluginComponent:
     name = "katalyst-eviction-plugin"
@@ -152,14 +167,16 @@ class EvictionPluginComponent:
         self.registered: bool | None = None
         self.registration_error = ""
         self.recent: deque[dict[str, Any]] = deque(maxlen=50)
-        self._ctx: DaemonContext | None = None
+        self._pressure: PressureSignals | None = None
+        self._board: DeviceHealth | None = None
+        self._pods: PodDirectorySource | None = None
         self._server: grpc.aio.Server | None = None
         self._task: asyncio.Task[None] | None = None
         self._saved_action: Any = None
 
     # -- state other parts read ----------------------------------------------------------
-    def _engine(self) -> Any:
-        return self._ctx.services.get("pressure") if self._ctx else None
+    def _engine(self) -> PressureSignals | None:
+        return self._pressure
 
     def handed_out(self, cands: Sequence[Candidate]) -> None:
         for c in cands:
@@ -174,9 +191,9 @@ class EvictionPluginComponent:
             )
 
     def unhealthy_device_pods(self, active: Sequence[core.Pod]) -> list[tuple[core.Pod, str]]:
-        if not self.cfg.evict_on_unhealthy_device or self._ctx is None:
+        if not self.cfg.evict_on_unhealthy_device:
             return []
-        board, pods = self._ctx.services.get("device_health"), self._ctx.services.get("pod_directory")
+        board, pods = self._board, self._pods
         if board is None or pods is None:
             return []
         by_name = {(p.metadata.namespace, p.metadata.name): p for p in active}
@@ -209,7 +226,9 @@ class EvictionPluginComponent:
     async def start(self, ctx: DaemonContext) -> None:
         from agent.unixsock import serve_unix
 
-        self._ctx = ctx
+        self._pressure = ctx.lookup(PRESSURE)
+        self._board = ctx.lookup(DEVICE_HEALTH)
+        self._pods = ctx.lookup(POD_DIRECTORY)
         pc = ctx.config["pressure"]
         self.watch = PoolWatch(EvictionPolicy(pc.soft_threshold, pc.hard_threshold, pc.window_s, pc.interval_s,
                                               pc.met_fraction, pc.cooldown_s, pc.psi_confirm))
@@ -221,7 +240,7 @@ class EvictionPluginComponent:
         await serve_unix(server, self.socket_path)
         self._server = server
         ctx.remove_on_exit(self.socket_path)
-        ctx.services["eviction_plugin"] = self
+        ctx.publish(EVICTION_PLUGIN, self)
         self._task = asyncio.create_task(self._run(pc.interval_s), name="eviction-plugin")
         log.info("eviction plugin serving", socket=self.socket_path, scope=EVICTION_SCOPE)
 

@@ -62,6 +62,11 @@ class _Window:
     samples: deque = field(default_factory=deque)
 
 
+def _met(samples: list[float], threshold: float, needed: int) -> bool:
+    """Whether enough samples of the window reach the threshold."""
+    return sum(1 for v in samples if v >= threshold) >= needed
+
+
 class PoolWatch:
     def __init__(self, policy: EvictionPolicy) -> None:
         self.policy = policy
@@ -94,8 +99,9 @@ class PoolWatch:
                 w.samples.append((now, sum(measured.values()) / ncpu))
             while w.samples and w.samples[0][0] <= now - p.window_s:
                 w.samples.popleft()
-            over = lambda t: sum(1 for _, v in w.samples if v >= t) >= p.needed  # noqa: E731
-            level = HARD_MET if over(p.hard) else SOFT_MET if over(p.soft) else NOT_MET
+            samples = [v for _, v in w.samples]
+            level = (HARD_MET if _met(samples, p.hard, p.needed)
+                     else SOFT_MET if _met(samples, p.soft, p.needed) else NOT_MET)
             pod_wait: dict[str, float] = {}
             for c in members:
                 pod_wait[c.pod_uid] = pod_wait.get(c.pod_uid, 0.0) + measured.get(c.key, 0.0)

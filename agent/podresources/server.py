@@ -1,21 +1,25 @@
 """PodResourcesLister v1 (List, GetAllocatableResources, Get) over hwagent's state.
 
-Devices come from the device manager (``devicemanager`` service), exclusive
-CPU ids from the CPU policy (``cpu_policy`` service) when it is running. Like
+Devices come from the device manager (``DeviceAllocations``), exclusive CPU ids
+from the CPU policy (``CPUAllocations``) when it is running, the pod list from
+admission's registry and the active-pods source: the kubelet's
+``DevicesProvider``/``CPUsProvider``/``PodsProvider``. Each is a reference
+resolved per request (``Deferred``): the server starts with the device manager,
+before the components that publish the others. Like
 the kubelet, every device is reported as its own ContainerDevices entry, once
 per NUMA node it is attached to (without topology when it has none).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import grpc
 
 from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from agent.contracts import ActivePods, CPUAllocations, Deferred, DeviceAllocations, WorkloadRegistry
 from agent.eventlog import get_logger
 from agent.podresources.metrics import POD_RESOURCES_ERRORS, POD_RESOURCES_REQUESTS
 from agent.limits import LimitError, check_name
@@ -53,13 +57,22 @@ class _Pod:
 
 
 class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
-    """Reads the live services at request time (they may start after this server)."""
+    """Reads its providers at request time (they may start after this server)."""
 
-    def __init__(self, services: Callable[[], dict[str, Any]]) -> None:
-        self._services = services
+    def __init__(
+        self,
+        *,
+        devices: Deferred[DeviceAllocations] = lambda: None,
+        cpus: Deferred[CPUAllocations] = lambda: None,
+        workloads: Deferred[WorkloadRegistry] = lambda: None,
+        active_pods: Deferred[ActivePods] = lambda: None,
+    ) -> None:
+        self._devices = devices
+        self._cpus = cpus
+        self._workloads = workloads
+        self._active_pods = active_pods
 
     def _pods(self) -> dict[str, _Pod]:
-        svc = self._services()
         pods: dict[str, _Pod] = {}
 
         def pod(uid: str, name: str, namespace: str) -> _Pod:
@@ -70,24 +83,24 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
             p.namespace = p.namespace or namespace
             return p
 
-        dm = svc.get("devicemanager")
+        dm = self._devices()
         if dm is not None:
             for a in sorted(dm.allocations(), key=lambda a: (a.pod_uid, a.container_name, a.resource)):
                 c = pod(a.pod_uid, a.pod_name, a.pod_namespace).container(a.container_name)
                 c.devices.extend(container_devices(a.resource, a.devices))
-        cpu = svc.get("cpu_policy")
+        cpu = self._cpus()
         if cpu is not None:
             for r in cpu.allocations():
                 c = pod(r.pod_uid, r.pod_name, r.pod_namespace).container(r.container_name)
                 c.cpu_ids.extend(sorted(r.cpuset))
-        workloads = svc.get("workloads")
+        workloads = self._workloads()
         if workloads is not None:
             # standalone admission: every admitted pod and app container, also those holding nothing
             for ap in workloads.admitted():
                 p = pod(ap.uid, ap.spec.name, ap.spec.namespace)
-                for c in ap.spec.containers:
-                    p.container(c.name)
-        active = svc.get("active_pods")
+                for spec in ap.spec.containers:
+                    p.container(spec.name)
+        active = self._active_pods()
         if active is not None:
             uids = active.active_pod_uids()
             pods = {u: p for u, p in pods.items() if u in uids}
@@ -109,13 +122,11 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
     async def GetAllocatableResources(self, request, context) -> pr.AllocatableResourcesResponse:
         POD_RESOURCES_REQUESTS.labels(API_VERSION, "get_allocatable").inc()
         resp = pr.AllocatableResourcesResponse()
-        svc = self._services()
-        cpu = svc.get("cpu_policy")
+        cpu = self._cpus()
         if cpu is not None:
             # as the kubelet's static policy: every online CPU but the reserved ones
-            pol = cpu.policy
-            resp.cpu_ids.extend(sorted(set(pol.idx.all) - set(pol.reserved)))
-        dm = svc.get("devicemanager")
+            resp.cpu_ids.extend(sorted(cpu.allocatable_cpus()))
+        dm = self._devices()
         if dm is not None:
             for resource, devices in sorted(dm.allocatable_devices().items()):
                 resp.devices.extend(container_devices(resource, ((d.id, d.numa) for d in devices)))
@@ -136,3 +147,4 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
         await context.abort(
             grpc.StatusCode.NOT_FOUND, f"pod {request.pod_name} in namespace {request.pod_namespace} not found"
         )
+        raise AssertionError("unreachable: context.abort raises")

@@ -16,14 +16,15 @@ import os
 import subprocess
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from agent.cgroups.kill import kill_cgroup
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, CgroupPathError
+from agent.cgroups.mounts import cgroup_mounts
+from agent.contracts import CPUAllocator, DeviceAllocator
 from agent.eventlog import get_logger
-from agent.pressure.cgroupfs import cgroup_mounts
 from agent.pressure.eviction import Eviction
 
 log = get_logger("hwagent.pressure")
@@ -48,11 +49,15 @@ class StandaloneEviction:
 
     def __init__(
         self,
-        services: Mapping[str, Any],
         procfs_root: str = "/proc",
         cgroup_roots: Sequence[str] = DEFAULT_WORKLOAD_ROOTS,
+        *,
+        cpu: CPUAllocator | None = None,
+        devices: DeviceAllocator | None = None,
     ) -> None:
-        self.services = services
+        #: released on the loop once the kill is done (both started before pressure)
+        self.cpu = cpu
+        self.devices = devices
         self.procfs_root = procfs_root
         self.cgroup_roots = tuple(cgroup_roots)
 
@@ -73,12 +78,15 @@ class StandaloneEviction:
 
     def finish(self, ev: Eviction, outcome: dict[str, Any]) -> None:
         released = []
-        for key, method in (("cpu_policy", "remove_pod"), ("devicemanager", "release_pod")):
-            svc = self.services.get(key)
-            if svc is None:
+        steps: list[tuple[str, Callable[[str], None] | None]] = [
+            ("cpu_policy", self.cpu.remove_pod if self.cpu is not None else None),
+            ("devicemanager", self.devices.release_pod if self.devices is not None else None),
+        ]
+        for key, release in steps:
+            if release is None:
                 continue
             try:
-                getattr(svc, method)(ev.pod_uid)
+                release(ev.pod_uid)
                 released.append(key)
             except Exception as e:  # keep going: the processes are already dead
                 log.error("eviction release failed", service=key, pod=ev.pod_uid, error=repr(e))

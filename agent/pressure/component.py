@@ -10,6 +10,12 @@ ListAndWatch streams through asyncio primitives), an eviction's kill runs in a
 worker thread (it may wait for processes to die) and its releases
 (cpu_policy.remove_pod, devicemanager.release_pod) run on the loop, so every
 other component keeps its single owner.
+
+Publishes ``PRESSURE`` (the engine, a ``PressureSignals``: the eviction plugin
+and status read it). Looks up at start, all started before it: ``CPU_POLICY``
+(the containers to watch), ``DEVICE_MANAGER`` (released on eviction),
+``DEVICE_HEALTH`` (where health verdicts go), ``POD_DIRECTORY`` (kubelet mode),
+and holds a deferred ``RUNTIME`` (standalone: it starts after pressure).
 """
 
 from __future__ import annotations
@@ -19,9 +25,9 @@ import gc
 import threading
 from prometheus_client import REGISTRY
 
-from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
+from agent.cgroups.config import workload_roots
+from agent.contracts import CPU_POLICY, DEVICE_HEALTH, DEVICE_MANAGER, POD_DIRECTORY, PRESSURE, RUNTIME
 from agent.daemon.component import DaemonContext
-from agent.daemon.config import workload_cgroup_roots
 from agent.eventlog import get_logger
 from agent.pressure.config import PressureConfig
 from agent.pressure.actions import StandaloneEviction
@@ -50,26 +56,31 @@ class PressureComponent:
     async def start(self, ctx: DaemonContext) -> None:
         cfg = ctx.config["pressure"]
         dcfg = ctx.config["daemon"]
-        roots = workload_cgroup_roots(ctx.config) if hasattr(dcfg, "workload_cgroup_roots") else DEFAULT_WORKLOAD_ROOTS
+        roots = workload_roots(ctx.config)
+        cpu, devices = ctx.lookup(CPU_POLICY), ctx.lookup(DEVICE_MANAGER)
         action = None
         if ctx.mode == "standalone":
-            from agent.contracts import RUNTIME
             from agent.runtime.eviction import RuntimeEviction
 
             # the runtime's pods are evicted through it; without a runtime, the kill-and-release path
-            action = RuntimeEviction(lambda: ctx.lookup(RUNTIME), asyncio.get_running_loop(),
-                                     StandaloneEviction(ctx.services, dcfg.procfs_root, roots))
+            runtime = ctx.deferred(RUNTIME)
+            action = RuntimeEviction(runtime, asyncio.get_running_loop(),
+                                     StandaloneEviction(dcfg.procfs_root, roots, cpu=cpu, devices=devices))
         self.engine = PressureEngine(
             cfg,
-            ctx.services,
+            cpu=cpu,
+            devices=devices,
+            device_health=ctx.lookup(DEVICE_HEALTH),
+            pod_directory=ctx.lookup(POD_DIRECTORY),
             mode=ctx.mode,
             record_path=ctx.path("pressure", "evictions.jsonl"),
             procfs_root=dcfg.procfs_root,
             sysfs_root=dcfg.sysfs_root,
             cgroup_roots=roots,
+            cgroup_hierarchy=ctx.config["cgroups"].hierarchy,
             action=action,
         )
-        ctx.services["pressure"] = self.engine  # read by the eviction plugin (kubelet mode) and status
+        ctx.publish(PRESSURE, self.engine)
         self._collector = PressureCollector(self.engine, lambda: self.state)
         REGISTRY.register(self._collector)
         self.state = "loading"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 ALL_PROBES = ("runqlat", "blockio", "netdev", "iommu", "thermal", "irq")
 
@@ -21,8 +20,6 @@ class PressureConfig:
     iommu: bool = True
     thermal: bool = True
     irq: bool = True
-    #: hierarchy the run-queue probe keys cgroups on: auto = v1 cpu on v1/hybrid hosts, else v2
-    cgroup_hierarchy: Literal["auto", "v2", "cpu", "cpuset", "cpuacct"] = "auto"
     max_tasks: int = 32768
     max_cgroups: int = 4096
     btf_path: str = "/sys/kernel/btf/vmlinux"

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
+from agent.contracts import CPUAllocator, DeviceAllocator, DeviceHealth, PodDirectorySource
 from agent.eventlog import get_logger
 from agent.pressure.actions import EvictionAction, EvictionRecord, ReportEviction, StandaloneEviction
-from agent.pressure.cgroupfs import CgroupIndex, Hierarchy, cgroup_mounts, detect_hierarchy, relative_cgroup_path
+from agent.cgroups.hierarchy import CgroupIndex, Hierarchy, detect_hierarchy, relative_cgroup_path
+from agent.cgroups.mounts import cgroup_mounts
 from agent.pressure.config import PressureConfig
 from agent.pressure.eviction import (
     Container,
@@ -93,11 +95,22 @@ class TickResult:
 
 
 class PressureEngine:
+    """The ``PressureSignals`` the pressure component publishes.
+
+    What it reads and acts on is handed in (the component looks each up at its
+    start): the CPU policy's allocations (which containers to watch; released
+    with the device manager's on a standalone eviction), the device-health board
+    and, in kubelet mode, the pod directory. None for a part that does not run.
+    """
+
     def __init__(
         self,
         cfg: PressureConfig,
-        services: dict[str, Any] | None = None,
         *,
+        cpu: CPUAllocator | None = None,
+        devices: DeviceAllocator | None = None,
+        device_health: DeviceHealth | None = None,
+        pod_directory: PodDirectorySource | None = None,
         mode: str = "standalone",
         record_path: Path | None = None,
         procfs_root: str = "/proc",
@@ -106,9 +119,12 @@ class PressureEngine:
         clock: Callable[[], float] = time.monotonic,
         action: EvictionAction | None = None,
         cgroup_roots: Sequence[str] = DEFAULT_WORKLOAD_ROOTS,
+        cgroup_hierarchy: str = "auto",
     ) -> None:
         self.cfg = cfg
-        self.services = services if services is not None else {}
+        self.cpu = cpu
+        self.device_health = device_health
+        self.pod_directory = pod_directory
         self.mode = mode
         self.procfs_root = procfs_root
         self.sysfs_root = sysfs_root
@@ -119,6 +135,8 @@ class PressureEngine:
         self.loaded = False
         #: the subtrees an eviction may kill in (agent.cgroups.kill refuses the rest)
         self.cgroup_roots = tuple(cgroup_roots)
+        #: cgroups.hierarchy: the hierarchy the run-queue probe keys cgroups on
+        self.cgroup_hierarchy = cgroup_hierarchy
         self.hierarchy: Hierarchy | None = None
         self.index: CgroupIndex | None = None
         self.mounts: dict[str, Path] = {}
@@ -128,7 +146,7 @@ class PressureEngine:
         self.extras: BpfExtras | None = None
         self.health = HealthDriver(
             HealthTracker(HealthPolicy(cfg.error_threshold, cfg.error_window_s, cfg.recovery_s)),
-            lambda: self.services.get("device_health"),
+            device_health,
         )
         self.evaluator = PressureEvaluator(
             EvictionPolicy(
@@ -138,7 +156,7 @@ class PressureEngine:
         )
         if action is None:
             action = (
-                StandaloneEviction(self.services, procfs_root, cgroup_roots)
+                StandaloneEviction(procfs_root, cgroup_roots, cpu=cpu, devices=devices)
                 if mode == "standalone"
                 else ReportEviction(cfg.eviction_hook)
             )
@@ -167,7 +185,7 @@ class PressureEngine:
         on its loop."""
         mounts = cgroup_mounts(self.procfs_root)
         try:
-            hierarchy: Hierarchy | None = detect_hierarchy(self.cfg.cgroup_hierarchy, self.procfs_root)
+            hierarchy: Hierarchy | None = detect_hierarchy(self.cgroup_hierarchy, self.procfs_root)
         except ValueError as e:
             log.warning("cgroup hierarchy unavailable", error=e)
             hierarchy = None
@@ -235,14 +253,14 @@ class PressureEngine:
     # -- one cycle ---------------------------------------------------------------
     def read_containers(self) -> list[Container]:
         """The CPU policy's containers now (on the policy owner's thread: the daemon's loop)."""
-        policy = self.services.get("cpu_policy")
+        policy = self.cpu
         out = []
         for r in policy.allocations() if policy is not None else ():
             try:
                 out.append(container_from_record(r))
             except Exception as e:  # one malformed record must not stop the rest
                 log.warning("allocation record skipped", error=repr(e))
-        pods = self.services.get("pod_directory")  # kubelet mode: every container the kubepods tree holds
+        pods = self.pod_directory  # kubelet mode: every container the kubepods tree holds
         if pods is not None:
             have = {c.cgroup_path for c in out if c.cgroup_path}
             by_key = {c.key: i for i, c in enumerate(out)}
@@ -344,8 +362,8 @@ class PressureEngine:
             net.setdefault(("net", name), {})["tx_timeouts"] = (c.tx_timeouts, "TX watchdog timeouts")
         for dev, n in self.last_extras.iommu_faults.items():
             r.setdefault(("pci", dev), {})["iommu_fault"] = (n, "IOMMU page faults")
-        for dev, counters in r.items():
-            base = self._base.get(dev, {})
+        for key, counters in r.items():
+            base = self._base.get(key, {})
             for name, (n, what) in list(counters.items()):
                 counters[name] = (n - base.get(name, (0, ""))[0], what)
         return r, boot

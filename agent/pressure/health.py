@@ -1,6 +1,6 @@
 """Device health from error counters: over a threshold within a window -> unhealthy,
 healthy again after a quiet period. Pure state; the driver below pushes changes
-to the device-health board (``ctx.services["device_health"]``).
+to the device-health board (``DEVICE_HEALTH`` in ``agent.contracts``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from agent.pressure.cgroupfs import relative_cgroup_path
+from agent.cgroups.hierarchy import relative_cgroup_path
 from agent.pressure.hist import Histogram, prometheus_buckets
 from agent.pressure.readers import block_name
 from agent.cgroups.ancestry import nearest_ancestor
@@ -101,8 +101,7 @@ class PressureCollector:
         fam = GaugeMetricFamily(f"{NS}_held_device_healthy",
                                 "Health of a device a pod holds, naming the pod (1 healthy, 0 not)",
                                 labels=["kind", "device", "resource", "device_id", "namespace", "pod", "container"])
-        services = getattr(e, "services", None) or {}
-        board, pods = services.get("device_health"), services.get("pod_directory")
+        board, pods = getattr(e, "device_health", None), getattr(e, "pod_directory", None)
         targets = getattr(board, "targets", None)
         if targets is None or pods is None:
             return fam
@@ -117,11 +116,8 @@ class PressureCollector:
     def describe(self) -> list:
         return []  # dynamic: don't let the registry call collect() at registration
 
-    def collect(self) -> Iterator:
-        t0 = time.perf_counter()
-        e = self.engine
-        cfg = e.cfg
-
+    def _setup_families(self, e: Any) -> Iterator:
+        """How each probe runs (BPF or fallback) and where set-up stands."""
         attached = GaugeMetricFamily(f"{NS}_probe_attached", "1 when the probe runs in BPF, 0 when its fallback runs",
                                      labels=["probe", "mode"])
         for name, (mode, _detail) in e.status().items():
@@ -136,6 +132,12 @@ class PressureCollector:
             for name in ("loading", "running", "failed"):
                 st.add_metric([name], 1.0 if now == name else 0.0)
             yield st
+
+    def collect(self) -> Iterator:
+        t0 = time.perf_counter()
+        e = self.engine
+        cfg = e.cfg
+        yield from self._setup_families(e)
 
         rq = HistogramMetricFamily(
             f"{NS}_runqueue_delay_seconds",

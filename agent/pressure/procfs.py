@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.fsread import read_int, read_optional, rooted
+
 __all__ = [
     "PSI",
     "read_psi",
@@ -31,9 +33,8 @@ class PSI:
 
 def read_psi(path: str | Path) -> PSI | None:
     """Parse a PSI file (/proc/pressure/cpu or a v2 cgroup's cpu.pressure); None if absent."""
-    try:
-        text = Path(path).read_text()
-    except OSError:
+    text = read_optional(path)
+    if text is None:
         return None
     vals: dict[str, dict[str, str]] = {}
     for line in text.splitlines():
@@ -52,10 +53,10 @@ def read_psi(path: str | Path) -> PSI | None:
 
 def thread_run_delay_ns(tid: int, procfs_root: str = "/proc") -> int | None:
     """Field 2 of /proc/<tid>/schedstat: ns spent runnable but waiting (CONFIG_SCHED_INFO)."""
+    text = read_optional(rooted(procfs_root, str(tid), "schedstat"))
     try:
-        fields = (Path(procfs_root) / str(tid) / "schedstat").read_text().split()
-        return int(fields[1])
-    except (OSError, IndexError, ValueError):
+        return int(text.split()[1]) if text is not None else None
+    except (IndexError, ValueError):
         return None
 
 
@@ -87,9 +88,8 @@ class DiskStat:
 def read_diskstats(procfs_root: str = "/proc") -> dict[str, DiskStat]:
     """MAJ:MIN -> counters. No error counts exist in diskstats: device health needs BPF."""
     out: dict[str, DiskStat] = {}
-    try:
-        text = (Path(procfs_root) / "diskstats").read_text()
-    except OSError:
+    text = read_optional(rooted(procfs_root, "diskstats"))
+    if text is None:
         return out
     for line in text.splitlines():
         f = line.split()
@@ -118,15 +118,9 @@ def read_net_errors(sysfs_root: str = "/sys") -> dict[str, NetErrors]:
     except OSError:
         return out
     for name in ifaces:
-        try:
-            errs = int((base / name / "statistics" / "tx_errors").read_text())
-        except (OSError, ValueError):
+        errs = read_int(base / name / "statistics" / "tx_errors")
+        if errs is None:
             continue
-        timeouts = 0
-        for q in (base / name / "queues").glob("tx-*"):
-            try:
-                timeouts += int((q / "tx_timeout").read_text())
-            except (OSError, ValueError):
-                pass
+        timeouts = sum(read_int(q / "tx_timeout") or 0 for q in (base / name / "queues").glob("tx-*"))
         out[name] = NetErrors(errs, timeouts)
     return out

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.pressure.cgroupfs import CgroupIndex, cgroup_thread_ids
+from agent.cgroups.hierarchy import CgroupIndex
+from agent.cgroups.tree import cgroup_thread_ids
 from agent.pressure.hist import Histogram
 from agent.pressure.probes import ProbeSet
 from agent.pressure.procfs import read_diskstats, read_net_errors, run_delay_ns

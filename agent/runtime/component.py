@@ -4,9 +4,14 @@ Starts after admission (``agent.workloads.component``): it publishes
 ``RUNTIME`` for admission to hand pods to, then restores: every pod the
 registry still holds as admitted is re-attached (or started, if the daemon
 died before it ran), every cgroup and state directory of a pod the registry
-no longer holds is killed and removed. Both sides look each other up lazily,
-so either can run without the other (a registry without a runtime admits
-only; a runtime without a registry reports to nobody).
+no longer holds is killed and removed. Either can run without the other (a
+registry without a runtime admits only; a runtime without a registry reports
+to nobody).
+
+Publishes ``RUNTIME`` (a ``PodRuntime``). Looks up, at start, ``WORKLOADS``
+(the registry it reports pod status to and restores from) and ``CPU_POLICY``
+(to bind containers' cgroups), both started before it; admission, started
+before it too, holds a deferred ``RUNTIME``.
 
 Stop: with ``stop_workloads_on_exit`` every pod is stopped (SIGTERM, its grace
 period, kill), otherwise the runtime only detaches and the workloads keep
@@ -22,7 +27,7 @@ from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.devbpf import DevicePrograms
 from agent.cgroups.workload import WorkloadCgroups
 from agent.daemon.component import DaemonContext
-from agent.contracts import RUNTIME, WORKLOADS
+from agent.contracts import CPU_POLICY, RUNTIME, WORKLOADS
 from agent.eventlog import get_logger
 from agent.runtime.config import RuntimeConfig
 from agent.runtime.runtime import WorkloadRuntime
@@ -54,23 +59,25 @@ class RuntimeComponent:
     async def start(self, ctx: DaemonContext) -> None:
         self._ctx = ctx
         dcfg = ctx.config["daemon"]
+        cg = ctx.config["cgroups"]
         try:
-            layout = detect(dcfg.cgroup_root)
+            layout = detect(cg.root)
             bpf = self.cfg.devices_bpf == "always" or (self.cfg.devices_bpf == "auto" and layout.mode == "v2")
-            cgroups = WorkloadCgroups(layout, self.cfg.cgroup_subtree, DevicePrograms() if bpf else None)
+            cgroups = WorkloadCgroups(layout, cg.runtime_subtree, DevicePrograms() if bpf else None)
         except (CgroupError, ValueError) as e:
             raise RuntimeError(f"workload runtime cannot start: {e}") from None
+        registry = ctx.lookup(WORKLOADS)
+        cpu = ctx.lookup(CPU_POLICY)
         self.runtime = WorkloadRuntime(
             self.cfg,
             cgroups,
             ctx.root_dir,
-            sink=lambda: ctx.lookup(WORKLOADS),
-            cpu_policy=lambda: ctx.services.get("cpu_policy"),
+            sink=lambda: registry,
+            cpu_policy=lambda: cpu,
             managed_devices=self._managed_devices,
             node_memory=node_memory(dcfg.procfs_root),
         )
         ctx.publish(RUNTIME, self.runtime)
-        registry = ctx.lookup(WORKLOADS)
         pods = list(registry.admitted()) if registry is not None else []
         await self.runtime.restore(pods)
         log.info(
@@ -95,7 +102,7 @@ class RuntimeComponent:
         if self.runtime is not None:
             await self.runtime.close(stop_workloads=self.cfg.stop_workloads_on_exit)
         if self._ctx is not None:
-            self._ctx.services.pop(RUNTIME.name, None)
+            self._ctx.withdraw(RUNTIME)
 
     def healthy(self) -> bool:
         return self.runtime is not None

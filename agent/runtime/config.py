@@ -9,8 +9,6 @@ from typing import Literal
 @dataclass(frozen=True)
 class RuntimeConfig:
     enabled: bool = True
-    #: cgroup subtree (relative to each controller root) that holds every workload cgroup
-    cgroup_subtree: str = "/hwagent.slice"
     #: pids.max of each container (0 = no limit); contains fork bombs
     pids_max: int = 4096
     #: a container's log is rotated when it would grow past this many bytes (0 = never)

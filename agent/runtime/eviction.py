@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from agent.cgroups.paths import mount_suffixes
 from agent.contracts import PodRuntime
 from agent.eventlog import get_logger
 from agent.pressure.actions import EvictionAction
@@ -84,13 +85,8 @@ def _owned(rt: PodRuntime, path: str) -> bool:
     """Whether a cgroup path (relative, or absolute under a controller mount) is the runtime's."""
     if rt.owns_cgroup(path):
         return True
-    parts = path.split("/")
     # /sys/fs/cgroup/<controller>/<rel> or /sys/fs/cgroup/<rel> (v2)
-    for i in range(len(parts)):
-        rel = "/" + "/".join(p for p in parts[i:] if p)
-        if rel != "/" and path.startswith("/sys/fs/cgroup") and rt.owns_cgroup(rel):
-            return True
-    return False
+    return any(rt.owns_cgroup(rel) for rel in mount_suffixes(path))
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

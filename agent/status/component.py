@@ -1,9 +1,11 @@
 """``<root>/status.sock``: the hwagent.status.v1 service, answering from live state.
 
-Started last so every other component's handle is published. Each request is
-answered on the loop from the handles (no copies kept), so what `hwagent
-status` shows is what the daemon holds at that moment. Owner-only socket, like
-every hwagent socket.
+Started last, so every other component's handle is published: it looks them
+all up in its start() (``CPU_POLICY``, ``DEVICE_MANAGER``, ``DEVICE_PLUGINS``,
+``POD_DIRECTORY``, ``PRESSURE``, ``EVICTION_PLUGIN``) and publishes nothing.
+Each request is answered on the loop from the handles (no copies kept), so what
+`hwagent status` shows is what the daemon holds at that moment. Owner-only
+socket, like every hwagent socket.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.contracts import CPU_POLICY, DEVICE_MANAGER, DEVICE_PLUGINS, EVICTION_PLUGIN, POD_DIRECTORY, PRESSURE
 from agent.daemon.component import DaemonContext
 from agent.eventlog import get_logger
+from agent.status.views import Handles
 
 log = get_logger("hwagent.status")
 
@@ -44,6 +48,7 @@ class StatusComponent:
     def __init__(self) -> None:
         self._server: Any = None
         self._ctx: DaemonContext | None = None
+        self._handles = Handles()
         self.socket_path: Path | None = None
         self._t0 = time.monotonic()
 
@@ -54,17 +59,17 @@ class StatusComponent:
 
         ctx = self._ctx
         assert ctx is not None
-        s = ctx.services
+        s = self._handles
         resp = pb.GetStatusResponse(mode=ctx.mode, mode_reason=ctx.mode_reason, phase="running", pid=os.getpid(),
                                     uptime_seconds=round(time.monotonic() - self._t0, 3))
         health = ctx.component_health() if ctx.component_health else []
         for name, ok in health:
             resp.components.append(pb.ComponentStatus(name=name, healthy=ok, ready=ok, detail=self._detail(name)))
-        engine = s.get("pressure")
+        engine = s.pressure
         if engine is not None:
             for probe, (mode, detail) in engine.status().items():
                 resp.probes.append(pb.ProbeStatus(name=probe, mode=mode, detail=detail))
-        manager = s.get("devicemanager")
+        manager = s.devices
         if manager is not None:
             cap, alloc, _ = manager.capacity()
             used: dict[str, set[str]] = {}
@@ -73,38 +78,38 @@ class StatusComponent:
             for r in sorted(cap):
                 resp.resources.append(pb.ResourceStatus(name=r, capacity=cap[r], allocatable=alloc.get(r, 0),
                                                         allocated=len(used.get(r, ())), source="host"))
-        plugins = s.get("deviceplugins")
+        plugins = s.plugins
         if plugins is not None and manager is None:
-            pods = s.get("pod_directory")
+            pods = s.pods
             for r, server in sorted(plugins.plugins.items()):
                 devs = server.devices
                 held = sum(1 for d in devs if pods is not None and pods.current.holder_of(r, d) is not None)
                 resp.resources.append(pb.ResourceStatus(name=r, capacity=len(devs),
                                                         allocatable=sum(1 for d in devs.values() if d.healthy),
                                                         allocated=held, source="plugin"))
-        pods, source = pods_view(s)
+        listed, source = pods_view(s)
         resp.pods_source = source
-        for p in pods:
+        for p in listed:
             resp.pods.append(pb.PodStatus(namespace=p["namespace"], name=p["name"], uid=p["uid"], qos=p["qos"],
                                           containers=p["containers"], devices=p["devices"]))
-        for r in evictions_view(s):
+        for ev in evictions_view(s):
             resp.evictions.append(pb.EvictionStatus(
-                namespace=r.get("pod_namespace", ""), pod=r.get("pod_name", ""), pod_uid=r.get("pod_uid", ""),
-                reason=r.get("reason", ""), signal=r.get("signal", ""), action=r.get("action", ""),
-                wall_time=r.get("wall_time", 0.0), evidence_json=json.dumps(r.get("evidence", {}), sort_keys=True,
-                                                                            default=str)))
+                namespace=ev.get("pod_namespace", ""), pod=ev.get("pod_name", ""), pod_uid=ev.get("pod_uid", ""),
+                reason=ev.get("reason", ""), signal=ev.get("signal", ""), action=ev.get("action", ""),
+                wall_time=ev.get("wall_time", 0.0), evidence_json=json.dumps(ev.get("evidence", {}), sort_keys=True,
+                                                                             default=str)))
         return resp
 
     def _detail(self, name: str) -> str:
-        s = self._ctx.services if self._ctx else {}
+        s = self._handles
         if name == self.name:
             return f"socket {self.socket_path}"
-        if name == "kubelet-pods" and s.get("pod_directory") is not None:
-            d = s["pod_directory"]
+        if name == "kubelet-pods" and s.pods is not None:
+            d = s.pods
             what = f"{len(d.current.containers)} containers, {len(d.current.devices)} devices held; {d.current.source}"
             return what + (f"; last error: {d.last_error}" if d.last_error else "")
-        if name == "katalyst-eviction-plugin" and s.get("eviction_plugin") is not None:
-            p = s["eviction_plugin"]
+        if name == "katalyst-eviction-plugin" and s.eviction_plugin is not None:
+            p = s.eviction_plugin
             reg = {None: "not yet registered", True: "registered", False: f"registration failed: {p.registration_error}"}
             return f"socket {p.socket_path}, {reg[p.registered]}"
         return ""
@@ -115,9 +120,9 @@ class StatusComponent:
         ctx = self._ctx
         assert ctx is not None
         if name == "resources":
-            return resources_view(ctx.services)
+            return resources_view(self._handles)
         if name == "cpus":
-            return cpus_view(ctx.services, _numa_cpus(ctx.topology))
+            return cpus_view(self._handles, _numa_cpus(ctx.topology))
         raise KeyError(name)
 
     # -- life cycle -----------------------------------------------------------------------
@@ -153,6 +158,10 @@ class StatusComponent:
                 return pb.GetViewResponse(json_document=json.dumps(doc, sort_keys=True, default=str))
 
         self._ctx = ctx
+        self._handles = Handles(
+            cpu=ctx.lookup(CPU_POLICY), devices=ctx.lookup(DEVICE_MANAGER), plugins=ctx.lookup(DEVICE_PLUGINS),
+            pods=ctx.lookup(POD_DIRECTORY), pressure=ctx.lookup(PRESSURE), eviction_plugin=ctx.lookup(EVICTION_PLUGIN),
+        )
         self.socket_path = status_socket(ctx.root_dir)
         from agent.grpcguard import new_server
 

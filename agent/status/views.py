@@ -1,42 +1,66 @@
 """Live views of the running daemon, as plain dicts (what the CLI prints with --format json).
 
 Each view reads the components' published handles on the loop (the status
-server calls them there), so no component's state is read mid-change.
+server calls them there), so no component's state is read mid-change. The
+handles a view may use are the fields of ``Handles``: what the status component
+looked up at start, None for a component that does not run in this daemon.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["resources_view", "cpus_view", "pods_view", "evictions_view", "ViewUnavailable"]
+from agent.contracts import (
+    CPUAllocations,
+    DeviceAllocations,
+    DevicePlugins,
+    EvictionPluginView,
+    PodDirectorySource,
+    PressureSignals,
+)
+
+__all__ = ["Handles", "resources_view", "cpus_view", "pods_view", "evictions_view", "ViewUnavailable"]
+
+
+@dataclass(frozen=True)
+class Handles:
+    """The published handles status reads (looked up in its start(): it starts last)."""
+
+    cpu: CPUAllocations | None = None
+    devices: DeviceAllocations | None = None
+    plugins: DevicePlugins | None = None
+    pods: PodDirectorySource | None = None
+    pressure: PressureSignals | None = None
+    eviction_plugin: EvictionPluginView | None = None
 
 
 class ViewUnavailable(Exception):
     """The component behind a view is not running in this daemon."""
 
 
-def _holder(pods: Any, resource: str, dev: str) -> dict[str, str] | None:
+def _holder(pods: PodDirectorySource | None, resource: str, dev: str) -> dict[str, str] | None:
     if pods is None:
         return None
     h = pods.current.holder_of(resource, dev)
     return None if h is None else {"namespace": h.namespace, "pod": h.pod, "container": h.container}
 
 
-def resources_view(services: Mapping[str, Any]) -> dict[str, Any]:
+def resources_view(handles: Handles) -> dict[str, Any]:
     """Standalone: the device-plugin host's state. Kubelet mode: the built-in plugins
     registered with the kubelet, each device's health and the pod holding it."""
-    manager = services.get("devicemanager")
+    manager = handles.devices
     if manager is not None:
         from agent.commands.resources import as_dict
 
         view = as_dict(manager.snapshot())
         view["source"] = "device-plugin host (live)"
         return view
-    plugins = services.get("deviceplugins")
+    plugins = handles.plugins
     if plugins is None:
         raise ViewUnavailable("neither the device-plugin host nor the built-in device plugins run in this daemon")
-    pods = services.get("pod_directory")
+    pods = handles.pods
     resources: dict[str, Any] = {}
     for resource, server in sorted(plugins.plugins.items()):
         reg = plugins.registrars.get(resource)
@@ -64,8 +88,8 @@ def resources_view(services: Mapping[str, Any]) -> dict[str, Any]:
             "deleted_resources": [], "allocations": allocations}
 
 
-def cpus_view(services: Mapping[str, Any], numa_cpus: Mapping[int, Any]) -> dict[str, Any]:
-    policy = services.get("cpu_policy")
+def cpus_view(handles: Handles, numa_cpus: Mapping[int, Any]) -> dict[str, Any]:
+    policy = handles.cpu
     if policy is None:
         raise ViewUnavailable("the CPU policy does not run in this daemon")
     from agent.cpu.view import Allocation, summarize
@@ -76,9 +100,9 @@ def cpus_view(services: Mapping[str, Any], numa_cpus: Mapping[int, Any]) -> dict
     return summarize(numa_cpus, st.pools, allocs, "cpu policy (live)")
 
 
-def pods_view(services: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
+def pods_view(handles: Handles) -> tuple[list[dict[str, Any]], str]:
     """Every pod the daemon knows, with its containers and devices, and where that came from."""
-    pods = services.get("pod_directory")
+    pods = handles.pods
     out: dict[str, dict[str, Any]] = {}
     source = ""
     if pods is not None:
@@ -91,10 +115,10 @@ def pods_view(services: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
                 p["containers"].append(c.container)
         by_name = {(p["namespace"], p["name"]): p for p in out.values()}
         for (resource, dev), h in sorted(d.devices.items()):
-            p = by_name.get((h.namespace, h.pod))
-            if p is not None:
-                p["devices"].append(f"{resource}/{dev}")
-    policy = services.get("cpu_policy")
+            holder = by_name.get((h.namespace, h.pod))
+            if holder is not None:
+                holder["devices"].append(f"{resource}/{dev}")
+    policy = handles.cpu
     if policy is not None:
         source = source or "cpu policy allocations"
         for a in policy.allocations():
@@ -105,12 +129,12 @@ def pods_view(services: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
     return sorted(out.values(), key=lambda p: (p["namespace"], p["name"], p["uid"])), source
 
 
-def evictions_view(services: Mapping[str, Any], keep: int = 10) -> list[dict[str, Any]]:
+def evictions_view(handles: Handles, keep: int = 10) -> list[dict[str, Any]]:
     recs: list[dict[str, Any]] = []
-    engine = services.get("pressure")
+    engine = handles.pressure
     if engine is not None:
         recs.extend(engine.record.recent)
-    plugin = services.get("eviction_plugin")
+    plugin = handles.eviction_plugin
     if plugin is not None:
         recs.extend(plugin.recent)
     return sorted(recs, key=lambda r: r.get("wall_time", 0.0))[-keep:]

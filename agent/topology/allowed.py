@@ -6,28 +6,22 @@ It is the cpuset narrowed by any ``sched_setaffinity`` on the process: what the
 agent can actually run on, which is the question being asked.
 Snapshots and very old kernels lack it; then the cpuset the process sits in
 (``/proc/self/cpuset``) is looked up in the cpuset or cgroup2 mount named by
-``/proc/mounts``, re-rooted under ``fs_root`` so that a snapshot of a whole
-machine (sys/, proc/, dev/cpuset/ side by side) reads the same way hwloc's
-``HWLOC_FSROOT`` does.
+``/proc/mounts`` (agent.cgroups.own, the cgroup layer), re-rooted under
+``fs_root`` so that a snapshot of a whole machine (sys/, proc/, dev/cpuset/
+side by side) reads the same way hwloc's ``HWLOC_FSROOT`` does.
 """
 
 from __future__ import annotations
 
 import os
 
+from agent.cgroups.mounts import MOUNTS, parse_mounts
+from agent.cgroups.own import OWN_CPUSET, own_cpuset_files
 from agent.cpuset import CPUSet
+from agent.fsread import rooted
 from agent.topology.files import Notes
 
 __all__ = ["read_allowed"]
-
-#: (cpus file, mems file) per kind of mount, tried in order. v2 only has the
-#: effective set; v1 is read like hwloc does (the configured set, which may
-#: name offline CPUs: users of ``Topology.allowed_cpus`` intersect with online).
-_CGROUP_FILES: dict[str, tuple[tuple[str, str], ...]] = {
-    "cgroup2": (("cpuset.cpus.effective", "cpuset.mems.effective"),),
-    "cgroup": (("cpuset.cpus", "cpuset.mems"), ("cpus", "mems")),  # prefixed, noprefix
-    "cpuset": (("cpus", "mems"), ("cpuset.cpus", "cpuset.mems")),  # the old cpuset filesystem
-}
 
 
 def read_allowed(procfs_root: str, fs_root: str, notes: Notes) -> tuple[CPUSet | None, CPUSet | None]:
@@ -55,24 +49,14 @@ def _parse(value: str, what: str, notes: Notes) -> CPUSet | None:
 
 
 def _from_cgroup_fs(procfs_root: str, fs_root: str, notes: Notes) -> tuple[CPUSet | None, CPUSet | None]:
-    cg = notes.text(os.path.join(procfs_root, "self", "cpuset"), stream=True)
-    mounts = notes.text(os.path.join(procfs_root, "mounts"), stream=True)
-    if cg is None or mounts is None:
+    cg = notes.text(rooted(procfs_root, OWN_CPUSET), stream=True)
+    table = notes.text(rooted(procfs_root, MOUNTS), stream=True)
+    if cg is None or table is None:
         return None, None
-    cg_path = cg.strip().lstrip("/")
-    for line in mounts.splitlines():
-        fields = line.split()
-        if len(fields) < 4:
-            continue
-        mountpoint, fstype, options = fields[1], fields[2], fields[3].split(",")
-        if not (fstype in ("cpuset", "cgroup2") or (fstype == "cgroup" and "cpuset" in options)):
-            continue
-        base = os.path.join(fs_root, mountpoint.lstrip("/"), cg_path)
-        for cpus_name, mems_name in _CGROUP_FILES[fstype]:
-            cpus_file = os.path.join(base, cpus_name)
-            if os.path.isfile(cpus_file):
-                return notes.cpuset(cpus_file), notes.cpuset(os.path.join(base, mems_name))
-    if cg_path:
+    files = own_cpuset_files(cg, parse_mounts(table), fs_root)
+    if files is not None:
+        return notes.cpuset(files[0]), notes.cpuset(files[1])
+    if cg.strip().lstrip("/"):
         # the root cpuset restricts nothing, so not finding it loses nothing
         notes.warn(f"own cpuset {cg.strip()!r} not found in any cpuset/cgroup2 mount; allowed cpus unknown")
     return None, None

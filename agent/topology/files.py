@@ -1,6 +1,6 @@
 """Small-file reading for the topology readers: tolerant, and noting what went wrong.
 
-sysfs and procfs are read through this one adapter so that every reader
+sysfs and procfs are read (through agent.fsread) by this one adapter so that every reader
 degrades the same way: a missing file is ``None`` (old kernels simply lack many
 of them), an unreadable or malformed one is ``None`` *plus* a warning, and
 nothing raises. The warnings end up in ``Topology.warnings`` and in the log.
@@ -15,13 +15,12 @@ from collections.abc import Iterable
 
 from agent.cpuset import CPUSet, CPUSetError
 from agent.eventlog import get_logger
+from agent.fsread import read_text
 
-__all__ = ["Notes", "listdir_ids", "parse_mask", "parse_size", "read_text"]
+__all__ = ["Notes", "listdir_ids", "parse_mask", "parse_size"]
 
 log = get_logger("hwagent.topology")
 
-
-_CHUNK = 1 << 16
 
 #: a whole kernel hex mask: comma-separated words of 1-8 hex digits
 _MASK = re.compile(r"(?:[0-9a-fA-F]{1,8},)*[0-9a-fA-F]{1,8}")
@@ -56,34 +55,6 @@ def parse_mask(text: str) -> CPUSet:
     for word in body.split(","):
         value = (value << 32) | int(word, 16)
     return CPUSet.from_int(value)
-
-
-def read_text(path: str, *, stream: bool = False) -> str | None:
-    """The file's text, or None when it does not exist (or is not a file).
-
-    Raw ``os.open``/``os.read``: sysfs files are tiny and there are thousands
-    of them on a big machine, and the buffered text-file machinery costs
-    several times the system calls themselves. ``stream=True`` reads to EOF
-    whatever the read sizes (procfs seq_files may come back in pieces).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    try:
-        # sysfs hands a whole attribute (at most a page) to the first read;
-        # a short read therefore means the end, saving a second system call
-        data = os.read(fd, _CHUNK)
-        if stream or len(data) == _CHUNK:
-            chunks = [data]
-            while chunk := os.read(fd, _CHUNK):
-                chunks.append(chunk)
-            data = b"".join(chunks)
-    except IsADirectoryError:
-        return None
-    finally:
-        os.close(fd)
-    return data.decode("ascii", errors="replace")
 
 
 class Notes:
@@ -123,7 +94,7 @@ class Notes:
             self.warn(f"cannot read {path}: {e.strerror or e}")
             return None
 
-    def int(self, path: str) -> int | None:
+    def integer(self, path: str) -> int | None:
         raw = self.text(path)
         if raw is None:
             return None

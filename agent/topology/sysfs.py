@@ -222,7 +222,7 @@ def _read_cpu(
     topo = f"{cpu_dir}/cpu{cpu}/topology"
 
     def read_int(name: str) -> int | None:
-        return notes.int(f"{topo}/{name}") if name in names else None
+        return notes.integer(f"{topo}/{name}") if name in names else None
 
     siblings = _shared_set(topo, cpu, _SIBLING_FILES, names, known.setdefault("core", {}), notes)
     if siblings is None and not os.path.isdir(topo):
@@ -232,10 +232,10 @@ def _read_cpu(
         siblings = CPUSet([cpu])
     package_cpus = _shared_set(topo, cpu, _PACKAGE_FILES, names, known.setdefault("package", {}), notes)
     package = _set_id(cpu, package_cpus, "physical_package_id", read_int, known)
-    if _absent(package):
+    if package is None or _absent(package):
         package = _UNKNOWN  # s390, ps3, some arm boards
     core_id = read_int("core_id")
-    if _absent(core_id):
+    if core_id is None or _absent(core_id):
         # ps3 and some embedded kernels: the sibling set is the only core
         # identity, so number the core by its first thread
         notes.cpu(cpu, "no core_id; core numbered by its first thread sibling")
@@ -467,6 +467,20 @@ def _distances(d: str, nid: int, orders: list[list[int]], existing: set[int], no
 
 
 # -- caches -----------------------------------------------------------------------
+def _attr_names(d: str) -> frozenset[str]:
+    try:
+        return frozenset(os.listdir(d))
+    except OSError:
+        return frozenset()
+
+
+def _cache_sharers(d: str, cpu: int, attrs: frozenset[str], notes: Notes) -> CPUSet | None:
+    if "shared_cpu_list" in attrs:
+        return notes.cpuset(f"{d}/shared_cpu_list", f"{d}/shared_cpu_map", containing=cpu)
+    # before 2.6.2x: the mask only
+    return notes.cpuset(f"{d}/shared_cpu_map", f"{d}/shared_cpu_list", containing=cpu, first_is_mask=True)
+
+
 def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[Cache, ...]:
     """One ``Cache`` per instance: (level, type, sharing set) read once per group of sharers.
 
@@ -514,14 +528,8 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
                 continue
             d = f"{base}/index{index}"
             if attrs is None:
-                try:
-                    attrs = frozenset(os.listdir(d))
-                except OSError:
-                    attrs = frozenset()
-            if "shared_cpu_list" in attrs:
-                shared = notes.cpuset(f"{d}/shared_cpu_list", f"{d}/shared_cpu_map", containing=cpu)
-            else:  # before 2.6.2x: the mask only
-                shared = notes.cpuset(f"{d}/shared_cpu_map", f"{d}/shared_cpu_list", containing=cpu, first_is_mask=True)
+                attrs = _attr_names(d)
+            shared = _cache_sharers(d, cpu, attrs, notes)
             if shared is None and indexes is template and not os.path.isdir(d):
                 continue  # this CPU has fewer cache leaves than the first
             if shared is None:
@@ -532,10 +540,11 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
             size_text = notes.text(f"{d}/size")
             size = (parse_size(size_text) if size_text else None) or None
             shape = (index, size, core_private)
+            level: int | None
             if core_private and shape in private_kind:
                 level, ctype = private_kind[shape]
             else:
-                level = notes.int(f"{d}/level")
+                level = notes.integer(f"{d}/level")
                 ctype = (notes.text(f"{d}/type") or "Unified").strip()
                 if level is None:
                     notes.cpu(cpu, f"cache index{index}: no level; ignored")
@@ -548,8 +557,8 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
             kind = (level, ctype, size)
             if kind not in design:
                 design[kind] = (
-                    notes.int(f"{d}/coherency_line_size") or None if "coherency_line_size" in attrs else None,
-                    notes.int(f"{d}/ways_of_associativity") or None if "ways_of_associativity" in attrs else None,
+                    notes.integer(f"{d}/coherency_line_size") or None if "coherency_line_size" in attrs else None,
+                    notes.integer(f"{d}/ways_of_associativity") or None if "ways_of_associativity" in attrs else None,
                 )
             line_size, ways = design[kind]
             seen[key] = Cache(
@@ -557,7 +566,7 @@ def _read_caches(cpu_dir: str, cpus: dict[int, CPUSet], notes: Notes) -> tuple[C
                 type=ctype,
                 size_bytes=size,
                 cpus=shared,
-                id=notes.int(f"{d}/id") if "id" in attrs and not core_private else None,
+                id=notes.integer(f"{d}/id") if "id" in attrs and not core_private else None,
                 line_size=line_size,
                 ways=ways,
             )

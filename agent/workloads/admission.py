@@ -1,4 +1,4 @@
-"""The admission pipeline and the ``WORKLOADS`` service.
+"""The admission pipeline and the registry it publishes as ``WORKLOADS``.
 
 validate → topology manager (hints of the CPU policy and the device manager,
 merged; each provider's Allocate with the merged affinity, rolled back on a
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.contracts import RUNTIME, PodRuntime
+from agent.contracts import CPUAllocator, Deferred, DeviceAllocator, PodRuntime
 from agent.cpu.errors import PolicyError
 from agent.cpu.qos import DEDICATED, RECLAIMED, SHARED, SYSTEM, parse_qos
 from agent.cpuset import CPUSet
@@ -96,13 +96,16 @@ class AdmitResult:
 
 @dataclass
 class Workloads:
-    """The admission service: registry + pipeline. Published as ``WORKLOADS``."""
+    """Admission: registry + pipeline. Published as ``WORKLOADS`` and ``ACTIVE_PODS``."""
 
     registry: Registry
     topology_manager: TopologyManager
-    #: the daemon's services dict (late lookups: cpu_policy, devicemanager, runtime)
-    services: Callable[[], Mapping[str, Any]]
     numa_ids: Sequence[int]
+    #: the CPU policy and the device manager (started before admission); None = not running here
+    cpu_policy: CPUAllocator | None = None
+    device_manager: DeviceAllocator | None = None
+    #: the runtime starts after admission: a deferred reference (None until it published itself)
+    runtime_ref: Deferred[PodRuntime] = lambda: None
     machine_memory_bytes: int | None = None
     clock: Callable[[], float] = time.time
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
@@ -110,8 +113,8 @@ class Workloads:
     _releasing: set[str] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
-        self.cpu = CPUProvider(lambda: self.services().get("cpu_policy"))
-        self.devices = DeviceProvider(lambda: self.services().get("devicemanager"))
+        self.cpu = CPUProvider(self.cpu_policy)
+        self.devices = DeviceProvider(self.device_manager)
         self._publish()
 
     # --- WorkloadRegistry -----------------------------------------------------------
@@ -129,8 +132,7 @@ class Workloads:
         return self.registry.status(uid)
 
     def runtime(self) -> PodRuntime | None:
-        handle: PodRuntime | None = self.services().get(RUNTIME.name)
-        return handle
+        return self.runtime_ref()
 
     # --- admission --------------------------------------------------------------------
 
@@ -158,7 +160,7 @@ class Workloads:
 
     def _precheck(self, spec: PodSpec) -> None:
         """Refusals that need no hints: resources this node does not have at all."""
-        dm = self.services().get("devicemanager")
+        dm = self.device_manager
         known = set(dm.resources()) if dm is not None else set()
         for c in spec.all_containers():
             for r in sorted(c.resources.extended):
@@ -243,7 +245,7 @@ class Workloads:
             from agent.workloads.providers import admission_error_from_policy
 
             raise admission_error_from_policy(e) from None
-        dm = self.services().get("devicemanager")
+        dm = self.device_manager
         try:
             if dm is not None:
                 for c in spec.all_containers():
@@ -267,9 +269,9 @@ class Workloads:
     def _build(self, spec: PodSpec, qos: str, hints: Mapping[str, TopologyHint]) -> AdmittedPod:
         cpu_results = self.cpu.results.pop(spec.uid, {})
         dev_results = self.devices.results.pop(spec.uid, {})
-        svc = self.services().get("cpu_policy")
+        svc = self.cpu_policy
         shared_pool = CPUSet()
-        numa_of: Callable[[int], int] | None = None
+        numa_of: Callable[[int], int | None] | None = None
         if svc is not None:
             from agent.cpu.pools import shared_available
 
@@ -360,7 +362,7 @@ class Workloads:
         """``free per NUMA node: cpu 0=3 1=4; example.com/dev 0=0 1=2``: dedicatable CPUs
         (not held by NUMA-bound containers, reserved excluded) and free healthy devices."""
         parts: list[str] = []
-        svc = self.services().get("cpu_policy")
+        svc = self.cpu_policy
         if svc is not None:
             from agent.cpu.state import machine_state
 
@@ -368,7 +370,7 @@ class Workloads:
             ms = machine_state(pol.idx, pol.state)
             free = {n: len(ms[n].default_cpuset - pol.reserved) for n in pol.idx.numa_ids}
             parts.append(f"{CPU_RESOURCE} " + " ".join(f"{n}={k}" for n, k in sorted(free.items())))
-        dm = self.services().get("devicemanager")
+        dm = self.device_manager
         wanted = sorted({r for c in spec.all_containers() for r in c.resources.extended}) if spec else []
         if dm is not None and wanted:
             held = {(a.resource, d) for a in dm.allocations() for d in a.device_ids}
@@ -413,10 +415,10 @@ class Workloads:
             return
         self._releasing.add(uid)
         try:
-            svc = self.services().get("cpu_policy")
+            svc = self.cpu_policy
             if svc is not None:
                 await release_cpus(svc, uid)
-            dm = self.services().get("devicemanager")
+            dm = self.device_manager
             if dm is not None:
                 dm.release_pod(uid)
                 await dm.flush_checkpoint()
@@ -462,7 +464,7 @@ class Workloads:
     async def reconcile_after_restore(self) -> None:
         """Pods that ended while their release was in flight get it now; pods that
         look alive but that the CPU policy lost (a checkpoint given up) are reported."""
-        svc = self.services().get("cpu_policy")
+        svc = self.cpu_policy
         held = {a.pod_uid for a in svc.allocations()} if svc is not None else None
         for rec in self.registry.records():
             if rec.status.phase.terminal and not rec.released:

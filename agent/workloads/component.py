@@ -1,17 +1,18 @@
 """Standalone admission as a daemon component.
 
 Start order matters: the registry is restored from disk first, then published
-as ``WORKLOADS`` and as the ``active_pods`` source. Until that moment nothing
-is released by the device manager's or the CPU policy's clean-ups (they do
-nothing while no source is published), and from that moment the source lists
-every pod that was admitted before the restart, so a restart never releases a
-live pod. Then terminal pods whose release was interrupted are released, the
+as ``WORKLOADS`` and as the ``ACTIVE_PODS`` source. Until that moment nothing
+is released by the device manager's or the CPU policy's clean-ups (their
+deferred reference to the source answers None), and from that moment the
+source lists every pod that was admitted before the restart, so a restart
+never releases a live pod. Then terminal pods whose release was interrupted are released, the
 admission API is served on ``<root>/hwagent.sock`` (owner-only) and the static
 manifest directory is watched.
 
-Runs after the CPU policy (``COMPONENTS``), so ``cpu_policy`` is there; the
-device manager started earlier still. The runtime, started after this, is
-looked up at each admission.
+Publishes ``WORKLOADS`` (``WorkloadRegistry``) and ``ACTIVE_PODS``. Looks up
+``CPU_POLICY`` and ``DEVICE_MANAGER`` at start (both started before it, see
+``COMPONENTS``); the runtime, started after it, is a deferred ``RUNTIME``
+asked at each admission.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.daemon.component import DaemonContext
-from agent.contracts import WORKLOADS
+from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, RUNTIME, WORKLOADS
 from agent.eventlog import get_logger
 from agent.workloads.config import WorkloadsConfig
 
@@ -80,10 +81,12 @@ class WorkloadsComponent:
         except ValueError as e:
             raise RuntimeError(f"topology manager: {e}") from None
         memory = sum(n.memory_bytes or 0 for n in topo.numa_nodes) or None
-        services = ctx.services
-        self.workloads = Workloads(registry, tm, lambda: services, topo.numa_ids, machine_memory_bytes=memory)
+        self.workloads = Workloads(
+            registry, tm, topo.numa_ids, cpu_policy=ctx.lookup(CPU_POLICY), device_manager=ctx.lookup(DEVICE_MANAGER),
+            runtime_ref=ctx.deferred(RUNTIME), machine_memory_bytes=memory,
+        )
         ctx.publish(WORKLOADS, self.workloads)
-        ctx.services["active_pods"] = self.workloads
+        ctx.publish(ACTIVE_PODS, self.workloads)
         await self.workloads.reconcile_after_restore()
 
         self.manifests = ManifestDir(
@@ -113,9 +116,9 @@ class WorkloadsComponent:
         if self.workloads is not None:
             await self.workloads.drain()
         if self._ctx is not None:
-            # the registry stays on disk; with it gone from services the clean-ups go inert again
-            self._ctx.services.pop("active_pods", None)
-            self._ctx.services.pop(WORKLOADS.name, None)
+            # the registry stays on disk; with it withdrawn the clean-ups go inert again
+            self._ctx.withdraw(ACTIVE_PODS)
+            self._ctx.withdraw(WORKLOADS)
 
     def healthy(self) -> bool:
         return bool(

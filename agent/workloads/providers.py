@@ -3,18 +3,19 @@
 Thin adapters: they turn a ``PodSpec`` container into each component's own
 request type, convert the components' hints into ``TopologyHint``s, and keep
 what each ``allocate`` returned until the admission pipeline builds the
-``AdmittedPod`` from it. Both components are looked up late
-(``ctx.services["cpu_policy"]`` / ``["devicemanager"]``), so admission works
-with either one disabled: a missing CPU policy gives no CPU hints and no
-CPUs (the container runs on every CPU), a missing device manager refuses any
-device request.
+``AdmittedPod`` from it. Each is given the component's contract
+(``CPUAllocator`` / ``DeviceAllocator``, looked up when admission starts, after
+both), or None when it does not run here: a missing CPU policy gives no CPU
+hints and no CPUs (the container runs on every CPU), a missing device manager
+refuses any device request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent.contracts import CPUAllocator, DeviceAllocator
 from agent.cpu.errors import PolicyError
 from agent.cpu.hints import Hint
 from agent.cpu.policy import AllocateResult, Request
@@ -79,13 +80,13 @@ class CPUProvider:
 
     name = "cpu"
 
-    def __init__(self, service: Callable[[], Any]) -> None:
-        self._service = service
+    def __init__(self, policy: CPUAllocator | None) -> None:
+        self._policy = policy
         #: pod uid -> container -> what allocate returned
         self.results: dict[str, dict[str, AllocateResult]] = {}
 
-    def _svc(self) -> Any:
-        return self._service()
+    def _svc(self) -> CPUAllocator | None:
+        return self._policy
 
     async def _hints(self, req: Request) -> list[Hint] | None:
         svc = self._svc()
@@ -151,13 +152,9 @@ class CPUProvider:
             await release_cpus(svc, pod.uid)
 
 
-async def release_cpus(svc: Any, uid: str) -> None:
-    """RemovePod, persisted before returning when the service can say so."""
-    release = getattr(svc, "release_pod", None)
-    if release is not None:
-        await release(uid)
-    else:
-        svc.remove_pod(uid)
+async def release_cpus(svc: CPUAllocator, uid: str) -> None:
+    """RemovePod, persisted before returning."""
+    await svc.release_pod(uid)
 
 
 class DeviceProvider:
@@ -165,12 +162,12 @@ class DeviceProvider:
 
     name = "devices"
 
-    def __init__(self, manager: Callable[[], Any]) -> None:
+    def __init__(self, manager: DeviceAllocator | None) -> None:
         self._manager = manager
         self.results: dict[str, dict[str, ContainerAllocation]] = {}
 
-    def _dm(self) -> Any:
-        return self._manager()
+    def _dm(self) -> DeviceAllocator | None:
+        return self._manager
 
     async def container_hints(self, pod: PodSpec, container: str) -> Mapping[str, Sequence[TopologyHint] | None]:
         dm = self._dm()

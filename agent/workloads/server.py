@@ -1,4 +1,4 @@
-"""The admission API (hwagent.admission.v1) over the ``Workloads`` service.
+"""The admission API (hwagent.admission.v1) over admission (``Workloads``).
 
 Every handler maps ``AdmissionError`` to its status code and anything else to
 INTERNAL with the exception named, so our own code never answers UNKNOWN.
@@ -116,7 +116,7 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
     def _device_numa(self, uid: str, container: str, resource: str, dev_id: str) -> Sequence[int]:
         """The device's NUMA nodes as the device manager recorded them at allocation
         (known after a restart too, before the plugin has registered again)."""
-        dm = self.w.services().get("devicemanager")
+        dm = self.w.device_manager
         if dm is None:
             return ()
         for a in dm.container_allocations(uid).get(container, ()):
@@ -180,7 +180,7 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
         name, ns = _ref(request.pod)
         return pb.GetResponse(pod=self._pod(self.w.find(name, ns)))
 
-    async def Watch(self, request: pb.WatchRequest, context: Any):  # type: ignore[override]
+    async def Watch(self, request: pb.WatchRequest, context: Any):
         queue: asyncio.Queue[RegistryEvent | None] = asyncio.Queue(WATCH_QUEUE)
         overflow = False
 

@@ -21,7 +21,7 @@ from agent.api.deviceplugin.v1beta1 import api_pb2 as dp_pb
 from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb
 from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc
 from agent.cpu.checkpoint import CheckpointStore
-from agent.cpu.engine import CPUEngine
+from agent.cpu.durable import DurablePolicy
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
 from agent.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_KEY
 from agent.cpu.server import serve
@@ -128,7 +128,7 @@ class CPUServer:
         self.store = CheckpointStore(self.dir, online=ONLINE)
         state = self.store.load()
         self.policy = DynamicPolicy(TOPO, PolicyOptions(reserved_count=2), state=state)
-        self.engine = CPUEngine(self.policy, self.store)
+        self.engine = DurablePolicy(self.policy, self.store)
         self.store.save(self.policy.state)
         self.sock = self.dir.parent / f"cpu-{uuid.uuid4().hex[:8]}.sock"
         self.server, _ = await serve(self.engine, self.sock)

@@ -14,7 +14,7 @@ import pytest
 
 from agent.cgroups.kill import kill_cgroup
 from agent.cgroups.paths import CgroupPathError
-from agent.pressure.cgroupfs import cgroup_mounts
+from agent.cgroups.mounts import cgroup_mounts
 
 pytestmark = [pytest.mark.root]
 

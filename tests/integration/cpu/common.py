@@ -8,6 +8,7 @@ from pathlib import Path
 
 from agent.daemon.component import DaemonContext
 from agent.config import section_defaults
+from agent.contracts import ACTIVE_PODS
 from agent.cpu.component import CPUPolicyComponent
 from agent.pods import StaticActivePods
 
@@ -17,14 +18,15 @@ def make_ctx(root: Path, topology, cgroup_root: Path, mode: str = "standalone", 
     cfg = cfg.replace("daemon", root_dir=str(root), cgroup_root=str(cgroup_root), kubelet_root_dir=str(root / "kubelet"))
     if cpu:
         cfg = cfg.replace("cpu", **cpu)
-    return DaemonContext(
+    ctx = DaemonContext(
         config=cfg,
         root_dir=root,
         topology=topology,
         mode=mode,
         log=logging.getLogger("test"),
-        services={"active_pods": StaticActivePods()},
     )
+    ctx.publish(ACTIVE_PODS, StaticActivePods())
+    return ctx
 
 
 def component(ctx: DaemonContext, clock=None) -> CPUPolicyComponent:

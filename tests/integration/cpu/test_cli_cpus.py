@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 
+from agent.contracts import CPU_POLICY
 from agent.cli import main
 from agent.cpu.checkpoint import CheckpointStore
 from agent.cpu.policy import DynamicPolicy, PolicyOptions, Request
@@ -46,7 +47,7 @@ def test_cpus_from_socket(tmp_path):
 
     async def serve():
         await comp.start(ctx)
-        await ctx.services["cpu_policy"].allocate(
+        await ctx.lookup(CPU_POLICY).allocate(
             Request(pod_uid="u9", pod_namespace="ns", pod_name="api", container_name="c", resource_requests={"cpu": 1})
         )
         ready.set()

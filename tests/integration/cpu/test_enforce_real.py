@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.contracts import CPU_POLICY
 from agent.cpu.hints import Hint
 from agent.cpu.metrics import DRIFT_FOUND, DRIFT_REPAIRED
 from agent.cpu.policy import Request
@@ -51,7 +52,7 @@ def test_enforce_detect_and_repair_drift(v1_sandbox, tmp_path):  # noqa: F811
         await comp.start(ctx)
         try:
             assert comp.fs is not None and comp.fs.layout.mode == "v1"
-            svc = ctx.services["cpu_policy"]
+            svc = ctx.lookup(CPU_POLICY)
             r = await svc.allocate(
                 Request(
                     pod_uid=UID,

@@ -10,6 +10,7 @@ import math
 import grpc
 import pytest
 
+from agent.contracts import CPU_POLICY
 from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb
@@ -100,13 +101,13 @@ def test_end_to_end(tmp_path):
             await stub.GetTopologyAwareResources(pb.GetTopologyAwareResourcesRequest(pod_uid="s", container_name="c"))
         assert e.value.code() == grpc.StatusCode.NOT_FOUND
         # the service other components use
-        svc = ctx.services["cpu_policy"]
+        svc = ctx.lookup(CPU_POLICY)
         assert [(a.pod_uid, str(a.cpuset), a.qos_level) for a in svc.allocations()] == [
             ("d", "1,8-9", "dedicated_cores")
         ]
 
     ctx = asyncio.run(_run(tmp_path, body))
-    assert "cpu_policy" not in ctx.services
+    assert ctx.lookup(CPU_POLICY) is None
 
 
 BAD = [
@@ -126,7 +127,7 @@ BAD = [
 def test_bad_input_is_invalid_argument_and_changes_nothing(tmp_path, name, fields):
     async def body(comp, ctx, stub, reg):
         await stub.Allocate(rq("keep", cpus=1))
-        before = comp.engine.policy.state
+        before = comp.durable.policy.state
         ckpt = (tmp_path / "root" / "cpu" / FILE_NAME).read_bytes()
         m = pb.ResourceRequest(pod_uid="bad", container_name="c", container_type=pb.MAIN, resource_name="cpu")
         m.resource_requests.update(fields.get("resource_requests", {"cpu": 1}))
@@ -136,7 +137,7 @@ def test_bad_input_is_invalid_argument_and_changes_nothing(tmp_path, name, field
                 await call(m)
             assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
             assert e.value.details()
-        assert comp.engine.policy.state is before
+        assert comp.durable.policy.state is before
         assert (tmp_path / "root" / "cpu" / FILE_NAME).read_bytes() == ckpt
 
     asyncio.run(_run(tmp_path, body))
@@ -168,14 +169,14 @@ def test_restart_from_checkpoint(tmp_path):
         seen["d"] = r.allocation_result.resource_allocation["cpu"].allocation_result
         r = await stub.Allocate(rq("s", cpus=1))
         seen["s"] = r.allocation_result.resource_allocation["cpu"].allocation_result
-        seen["pools"] = dict(comp.engine.policy.state.pools)
+        seen["pools"] = dict(comp.durable.policy.state.pools)
 
     async def second(comp, ctx, stub, reg):
         alloc = await stub.GetResourcesAllocation(pb.GetResourcesAllocationRequest())
         got = {u: v.container_resources["c"].resource_allocation["cpu"].allocation_result
                for u, v in alloc.pod_resources.items()}  # fmt: skip
         assert got == {"d": seen["d"], "s": seen["s"]}
-        assert comp.engine.policy.state.pools == seen["pools"]
+        assert comp.durable.policy.state.pools == seen["pools"]
         # fast path after restart: the kubelet re-admitting gets the same answer
         mem = {"numa_binding": "true", "numa_exclusive": "false"}
         r = await stub.Allocate(rq("d", "dedicated_cores", cpus=2, mem=mem, hint=[2]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from agent.contracts import ACTIVE_PODS, CPU_POLICY
 from agent.cpu.policy import Request
 from agent.cpu.qos import QOS_KEY
 from agent.topology.model import synthetic
@@ -32,13 +33,13 @@ def v2(root):
 def test_residual_cleanup_and_ramp_up(tmp_path):
     clock = Clock()
     ctx = make_ctx(tmp_path / "root", TOPO, v2(tmp_path / "cg"), residual_cleanup_s=300, transition_period_s=30)
-    active = ctx.services["active_pods"]
+    active = ctx.lookup(ACTIVE_PODS)
 
     async def main():
         comp = component(ctx, clock)
         await comp.start(ctx)
         try:
-            svc = ctx.services["cpu_policy"]
+            svc = ctx.lookup(CPU_POLICY)
             for uid in ("keep", "drop"):
                 await svc.allocate(Request(pod_uid=uid, container_name="c", resource_requests={"cpu": 1}))
             active.set({"keep"})
@@ -55,7 +56,7 @@ def test_residual_cleanup_and_ramp_up(tmp_path):
             assert not a.ramp_up and a.owner_pool_name == "share"
             # removal through the service other components use
             svc.remove_pod("keep")
-            await comp.engine.wait_durable()
+            await comp.durable.wait_durable()
             assert svc.allocations() == []
         finally:
             await comp.stop()
@@ -63,7 +64,7 @@ def test_residual_cleanup_and_ramp_up(tmp_path):
         comp2 = component(ctx, clock)
         await comp2.start(ctx)
         try:
-            assert ctx.services["cpu_policy"].allocations() == []
+            assert ctx.lookup(CPU_POLICY).allocations() == []
         finally:
             await comp2.stop()
 
@@ -95,11 +96,11 @@ def test_reclaimed_pod_gets_reclaim_pool(tmp_path):
         comp = component(ctx)
         await comp.start(ctx)
         try:
-            r = await ctx.services["cpu_policy"].allocate(
+            r = await ctx.lookup(CPU_POLICY).allocate(
                 Request(pod_uid="r", container_name="c", resource_requests={"cpu": 1},
                         annotations={QOS_KEY: "reclaimed_cores"})  # fmt: skip
             )
-            assert r.allocation.cpuset == comp.engine.policy.state.pools["reclaim"]
+            assert r.allocation.cpuset == comp.durable.policy.state.pools["reclaim"]
         finally:
             await comp.stop()
 

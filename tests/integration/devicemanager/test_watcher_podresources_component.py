@@ -11,6 +11,7 @@ import stat
 import grpc
 import pytest
 
+from agent.contracts import ACTIVE_PODS, DEVICE_MANAGER
 from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
@@ -112,12 +113,13 @@ def test_pod_resources_list_get_allocatable(sockdir):
         root = sockdir / "root"
         cfg = section_defaults()
         ctx = DaemonContext(config=cfg, root_dir=root, topology=synthetic(sockets=2, numa_per_socket=1, cores_per_numa=2),
-                            mode="standalone", services={"active_pods": active})
+                            mode="standalone")
+        ctx.publish(ACTIVE_PODS, active)
         comp = factory(ctx)
         assert isinstance(comp, DeviceManagerComponent)
         await comp.start(ctx)
         try:
-            m = ctx.services["devicemanager"]
+            m = ctx.lookup(DEVICE_MANAGER)
             reg_sock = root / "device-plugins" / "hwagent.sock"
             assert stat.S_IMODE(os.stat(reg_sock).st_mode) == 0o600
             # directories the component had to create itself are owner-only
@@ -240,7 +242,7 @@ def test_component_cleans_only_stale_sockets(sockdir):
 
 
 def test_pod_resources_joins_cpu_ids_from_the_cpu_policy(sockdir):
-    """CPU ids come from the ``cpu_policy`` service's records when it runs."""
+    """CPU ids come from the CPU policy's records (``CPUAllocations``) when it runs."""
     from dataclasses import dataclass
 
     from agent.cpuset import CPUSet
@@ -267,9 +269,10 @@ def test_pod_resources_joins_cpu_ids_from_the_cpu_policy(sockdir):
                 await p.register(h.socket, RES)
                 await until(lambda: h.cap() == (1, 1))
                 await h.manager.allocate(ContainerRequest("uid-1", "main", {RES: 1}, pod_namespace="ns", pod_name="web"))
-                services = {"devicemanager": h.manager, "cpu_policy": CPUPolicy()}
+                cpu = CPUPolicy()
                 server = grpc.aio.server()
-                pr_grpc.add_PodResourcesListerServicer_to_server(PodResourcesServicer(lambda: services), server)
+                servicer = PodResourcesServicer(devices=lambda: h.manager, cpus=lambda: cpu)
+                pr_grpc.add_PodResourcesListerServicer_to_server(servicer, server)
                 server.add_insecure_port(f"unix:{sockdir / 'pr.sock'}")
                 await server.start()
                 try:

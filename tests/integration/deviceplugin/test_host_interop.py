@@ -14,6 +14,7 @@ from pathlib import Path
 from agent.daemon.component import DaemonContext
 from agent.daemon.daemon import prepare_root
 from agent.config import loads
+from agent.contracts import ACTIVE_PODS, DEVICE_HEALTH, DEVICE_MANAGER
 from agent.deviceplugin.component import factory as plugins_factory
 from agent.devicemanager.component import factory as host_factory
 from agent.devicemanager.manager import ContainerRequest
@@ -42,8 +43,8 @@ driver = ["ioatdma"]
     # unix socket paths must fit in 107 bytes; pytest's tmp_path can be longer
     short = Path(tempfile.mkdtemp(prefix="hwdp", dir="/tmp"))
     request.addfinalizer(lambda: shutil.rmtree(short, ignore_errors=True))
-    ctx = DaemonContext(cfg, short / "root", synthetic(sockets=2), mode="standalone",
-                        services={"active_pods": StaticActivePods({"pod-1"})})
+    ctx = DaemonContext(cfg, short / "root", synthetic(sockets=2), mode="standalone")
+    ctx.publish(ACTIVE_PODS, StaticActivePods({"pod-1"}))
     prepare_root(ctx.root_dir)
 
     async def run():
@@ -52,7 +53,7 @@ driver = ["ioatdma"]
         plugins = plugins_factory(ctx)
         await plugins.start(ctx)
         try:
-            manager = ctx.services["devicemanager"]
+            manager = ctx.lookup(DEVICE_MANAGER)
 
             async def registered():
                 while manager.capacity()[1].get(RES, 0) < len(numa):
@@ -68,7 +69,7 @@ driver = ["ioatdma"]
             assert len(given) == want and {numa[a] for a in given} == {node}
             assert result is not None
             # the health board reaches the host: allocatable drops by one
-            assert ctx.services["device_health"].set_health_for("pci", given[0], False, "dma error", "test") == [given[0]]
+            assert ctx.lookup(DEVICE_HEALTH).set_health_for("pci", given[0], False, "dma error", "test") == [given[0]]
 
             async def dropped():
                 while manager.capacity()[1][RES] != len(numa) - 1:

@@ -18,7 +18,7 @@ from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.devices.config import DevicesConfig, ResourceRule
 from agent.devices.sysfs import read_inventory
 from agent.deviceplugin.server import socket_name
-from agent.deviceplugin.service import DevicePluginService
+from agent.deviceplugin.plugins import DevicePluginsComponent
 from tests.integration.devices.kernel import loop_device, net_link
 from tests.integration.deviceplugin.kubelet_stub import KubeletStub
 
@@ -56,7 +56,7 @@ def test_kubelet_registers_watches_hotplugs_and_allocates(tmp_path: Path) -> Non
     async def run() -> None:
         kubelet = KubeletStub(tmp_path / "kubelet.sock")
         await kubelet.start()
-        svc = DevicePluginService(_cfg(), plugin_dir=tmp_path, registration_socket=tmp_path / "kubelet.sock",
+        svc = DevicePluginsComponent(_cfg(), plugin_dir=tmp_path, registration_socket=tmp_path / "kubelet.sock",
                                   hotplug=True)
         await svc.start()
         try:
@@ -163,7 +163,7 @@ def test_real_driver_unbind_turns_device_unhealthy_and_bind_heals(tmp_path: Path
     async def run() -> None:
         kubelet = KubeletStub(tmp_path / "kubelet.sock")
         await kubelet.start()
-        svc = DevicePluginService(cfg, plugin_dir=tmp_path, registration_socket=tmp_path / "kubelet.sock",
+        svc = DevicePluginsComponent(cfg, plugin_dir=tmp_path, registration_socket=tmp_path / "kubelet.sock",
                                   hotplug=True)
         await svc.start()
         try:

@@ -14,7 +14,7 @@ from agent.devices.config import DevicesConfig
 from agent.devices.hotplug import HotplugMonitor, UEvent
 from agent.devices.sysfs import read_inventory
 from agent.devices.udev import read_inventory_udev
-from agent.deviceplugin.service import DevicePluginService
+from agent.deviceplugin.plugins import DevicePluginsComponent
 from tests.integration.devices.kernel import loop_device, net_link
 
 pytestmark = [pytest.mark.root]
@@ -57,7 +57,7 @@ def test_monitor_sees_link_loop_and_change_events():
 def test_inventory_follows_add_remove_through_the_service(tmp_path):
     """The component's inventory stays current with no plugin involved."""
     async def run():
-        svc = DevicePluginService(DevicesConfig(default_rules=False), plugin_dir=tmp_path,
+        svc = DevicePluginsComponent(DevicesConfig(default_rules=False), plugin_dir=tmp_path,
                                   registration_socket=tmp_path / "kubelet.sock", hotplug=True)
         await svc.start()
         try:

@@ -20,11 +20,13 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.contracts import POD_DIRECTORY
 from agent.daemon.component import DaemonContext
 from agent.config import section_defaults
 from agent.kubelet.component import PodDirectoryComponent
 from agent.kubelet.evictionplugin import EVICTION_SCOPE, EvictionPluginComponent
-from agent.pressure.cgroupfs import cgroup_mounts, detect_hierarchy
+from agent.cgroups.hierarchy import detect_hierarchy
+from agent.cgroups.mounts import cgroup_mounts
 from agent.pressure.component import PressureComponent
 from agent.topology.sysfs import read_topology
 from tests.integration.pressure.conftest import CgroupTree
@@ -117,7 +119,7 @@ def test_pod_labels_and_eviction_plugin_under_pressure(setup):
             for c in comps:
                 await c.start(ctx)
                 started.append(c)
-            directory = ctx.services["pod_directory"].current
+            directory = ctx.lookup(POD_DIRECTORY).current
             names = {c.cgroup: (c.namespace, c.pod, c.container, c.qos) for c in directory.containers}
             assert names == {tree.rel(hog.rel()): (hog.ns, hog.name, hog.container, "reclaimed"),
                              tree.rel(idle.rel()): (idle.ns, idle.name, idle.container, "reclaimed")}
@@ -184,7 +186,7 @@ def test_pod_labels_and_eviction_plugin_under_pressure(setup):
                                                                              {"example.com/disk": ["d1"]})]))
             kubelet.restart()
             deadline = time.monotonic() + DEADLINE_S
-            svc = ctx.services["pod_directory"]
+            svc = ctx.lookup(POD_DIRECTORY)
             while time.monotonic() < deadline and svc.current.holder_of("example.com/disk", "d1") is None:
                 await asyncio.sleep(0.3)
             assert svc.current.holder_of("example.com/disk", "d1").pod == "late"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.pressure.cgroupfs import cgroup_mounts, detect_hierarchy
+from agent.cgroups.hierarchy import detect_hierarchy
+from agent.cgroups.mounts import cgroup_mounts
 
 from tests.cgroup_cleanup import rmdir_cgroup
 

@@ -12,6 +12,7 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 
 from agent.config import section_defaults
+from agent.contracts import CPU_POLICY
 from agent.daemon.component import DaemonContext
 from agent.cpuset import CPUSet
 from agent.pressure.component import PressureComponent, factory
@@ -58,7 +59,8 @@ def test_component_evicts_and_serves_metrics(hierarchy, cgroup_tree, tmp_path):
     async def scenario():
         loop_thread = [threading.get_ident()]
         policy = LoopCheckingPolicy([rec], loop_thread)
-        ctx = DaemonContext(cfg, tmp_path, synthetic(), mode="standalone", services={"cpu_policy": policy})
+        ctx = DaemonContext(cfg, tmp_path, synthetic(), mode="standalone")
+        ctx.publish(CPU_POLICY, policy)
         comp = factory(ctx)
         assert isinstance(comp, PressureComponent)
         await comp.start(ctx)

@@ -26,7 +26,7 @@ LOOP_FULL_ERRNOS = {errnos.ENOSPC, errnos.EIO}
 
 
 class FakeBoard:
-    """Same method as the device-plugin health board (ctx.services["device_health"])."""
+    """The part of ``DeviceHealth`` (``DEVICE_HEALTH``) the pressure engine uses."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, bool, str, str]] = []
@@ -64,7 +64,7 @@ def test_enospc_marks_block_device_unhealthy_then_recovers(probe_set, failing_lo
     dev, key = failing_loop
     board = FakeBoard()
     cfg = PressureConfig(error_threshold=1, error_window_s=30, recovery_s=1.0)
-    eng = PressureEngine(cfg, {"device_health": board}, probes=probe_set)
+    eng = PressureEngine(cfg, device_health=board, probes=probe_set)
     eng.load()
     eng.tick()  # baseline: the shared probe set's counters may hold earlier tests' errors
     assert not [c for c in board.calls if c[1] == key]
@@ -92,7 +92,7 @@ def test_enospc_marks_block_device_unhealthy_then_recovers(probe_set, failing_lo
 def test_errors_below_threshold_keep_device_healthy(probe_set, failing_loop):
     dev, key = failing_loop
     board = FakeBoard()
-    eng = PressureEngine(PressureConfig(error_threshold=10_000, error_window_s=30), {"device_health": board},
+    eng = PressureEngine(PressureConfig(error_threshold=10_000, error_window_s=30), device_health=board,
                          probes=probe_set)
     eng.load()
     eng.tick()

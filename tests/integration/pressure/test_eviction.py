@@ -28,7 +28,7 @@ class Rec:
 
 
 class FakePolicy:
-    """Same surface as the CPU policy service (ctx.services["cpu_policy"])."""
+    """The part of ``CPUAllocator`` (``CPU_POLICY``) the pressure engine uses."""
 
     def __init__(self, recs: list[Rec]) -> None:
         self.recs = list(recs)
@@ -64,7 +64,7 @@ def test_hard_pressure_evicts_reclaimed_pod_and_kills_it(probe_set, hierarchy, c
     policy, devices = FakePolicy(recs), FakeDevices()
     cfg = PressureConfig(soft_threshold=0.3, hard_threshold=0.6, window_s=2.0, interval_s=0.5,
                          met_fraction=0.75, cooldown_s=60)
-    eng = PressureEngine(cfg, {"cpu_policy": policy, "devicemanager": devices}, probes=probe_set,
+    eng = PressureEngine(cfg, cpu=policy, devices=devices, probes=probe_set,
                          record_path=tmp_path / "evictions.jsonl", cgroup_roots=(cgroup_tree.rel(""),))
     eng.load()
     eng.tick()

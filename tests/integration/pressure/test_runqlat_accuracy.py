@@ -9,7 +9,9 @@ import time
 
 import pytest
 
-from agent.pressure.cgroupfs import CgroupIndex, Hierarchy, cgroup_mounts, cgroup_thread_ids
+from agent.cgroups.hierarchy import CgroupIndex, Hierarchy
+from agent.cgroups.mounts import cgroup_mounts
+from agent.cgroups.tree import cgroup_thread_ids
 from agent.pressure.procfs import run_delay_ns
 from agent.pressure.readers import BpfRunqueue, rollup
 

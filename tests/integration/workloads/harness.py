@@ -11,9 +11,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from agent.contracts import RUNTIME
 from agent.cpu.checkpoint import CheckpointStore
-from agent.cpu.component import CPUPolicyService
-from agent.cpu.engine import CPUEngine
+from agent.cpu.component import PolicyCPUAllocator
+from agent.cpu.durable import DurablePolicy
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
 from agent.topology.model import Topology, synthetic
 from agent.topologymanager import TopologyManager, TopologyManagerConfig
@@ -84,15 +85,15 @@ async def pipeline(
             await until(lambda: h.cap()[0] == len(devs), what="plugin devices")
             pol = DynamicPolicy(topo, PolicyOptions(reserved_count=reserved))
             store = CheckpointStore(base / "cpu")
-            engine = CPUEngine(pol, store)
+            engine = DurablePolicy(pol, store)
             store.save(pol.state)  # a fresh snapshot and an open journal, as the CPU component does at start
-            services: dict[str, Any] = {
-                "cpu_policy": CPUPolicyService(SimpleNamespace(engine=engine)),  # type: ignore[arg-type]
-                "devicemanager": h.manager,
-            }
+            cpu = PolicyCPUAllocator(SimpleNamespace(durable=engine))  # type: ignore[arg-type]
+            #: what a test publishes late (the runtime, under RUNTIME.name), as the daemon's context would
+            services: dict[str, Any] = {"cpu_policy": cpu, "devicemanager": h.manager}
             registry = Registry(PodFileStore(base / "pods"))
             tm = TopologyManager(TopologyManagerConfig(policy=policy, scope=scope), topo.numa_ids)
-            w = Workloads(registry, tm, lambda: services, topo.numa_ids, machine_memory_bytes=16 << 30)
+            w = Workloads(registry, tm, topo.numa_ids, cpu_policy=cpu, device_manager=h.manager,
+                          runtime_ref=lambda: services.get(RUNTIME.name), machine_memory_bytes=16 << 30)
             services["active_pods"] = w
             h.manager.active_pods = w
             yield Env(w, registry, pol, h.manager, plugin, services, base, topo)

@@ -8,7 +8,7 @@ import pytest
 
 from agent.daemon.component import DaemonContext
 from agent.config import loads
-from agent.contracts import WORKLOADS
+from agent.contracts import ACTIVE_PODS, WORKLOADS
 from agent.workloads.component import STATE_DIR, factory
 from agent.workloads.manifestdir import ManifestDir
 from tests.integration.devicemanager.harness import run
@@ -37,13 +37,14 @@ def test_restore_before_publish_and_corrupt_records(sockdir):
         ctx = _ctx(root, '[workloads]\nsocket_path = "%s"\n' % (sockdir / "a.sock"))
         published: list[frozenset[str]] = []
 
-        class Watching(dict):
-            def __setitem__(self, k, v):
-                if k == "active_pods":
-                    published.append(v.active_pod_uids())  # what the clean-ups see from the first moment
-                super().__setitem__(k, v)
+        publish = ctx.publish
 
-        ctx.services = Watching()
+        def watching(key, handle):
+            if key == ACTIVE_PODS:
+                published.append(handle.active_pod_uids())  # what the clean-ups see from the first moment
+            publish(key, handle)
+
+        ctx.publish = watching  # type: ignore[method-assign]
         comp = factory(ctx)
         await comp.start(ctx)
         try:
@@ -52,7 +53,7 @@ def test_restore_before_publish_and_corrupt_records(sockdir):
             assert (sockdir / "a.sock").stat().st_mode & 0o777 == 0o600
         finally:
             await comp.stop()
-        assert "active_pods" not in ctx.services
+        assert ctx.lookup(ACTIVE_PODS) is None
 
         (root.joinpath(*STATE_DIR) / f"{pod.uid}.json").write_text("{torn")
         comp = factory(ctx)

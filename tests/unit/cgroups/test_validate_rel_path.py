@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.cgroups.config import CgroupsConfig
 from agent.cgroups.paths import (
     DEFAULT_WORKLOAD_ROOTS,
     CgroupPathError,
@@ -11,7 +12,6 @@ from agent.cgroups.paths import (
     pod_cgroup_candidates,
     validate_rel_path,
 )
-from agent.daemon.config import DaemonConfig
 
 
 @pytest.mark.parametrize(
@@ -94,8 +94,8 @@ def test_find_pod_cgroup_refuses_a_uid_that_walks_out(tmp_path) -> None:
         find_pod_cgroup(tmp_path, "/../../system.slice")
 
 
-def test_daemon_config_defaults_and_refusals() -> None:
-    assert DaemonConfig().workload_cgroup_roots == DEFAULT_WORKLOAD_ROOTS
+def test_cgroups_config_defaults_and_refusals() -> None:
+    assert CgroupsConfig().workload_roots == DEFAULT_WORKLOAD_ROOTS
     for bad in (("/",), ("/a/..",), ("rel",)):
-        with pytest.raises(ValueError, match="workload_cgroup_roots"):
-            DaemonConfig(workload_cgroup_roots=bad).validate()
+        with pytest.raises(ValueError, match="workload_roots"):
+            CgroupsConfig(workload_roots=bad).validate()

@@ -11,6 +11,7 @@ import os
 import socket
 from pathlib import Path
 
+from agent.contracts import ACTIVE_PODS, HandleKey
 from agent.daemon.component import DaemonContext
 
 EVENTS: list[tuple[str, str]] = []
@@ -51,7 +52,7 @@ class Fake:
                 ctx.remove_on_exit(self.sock_path)
         if self.fail_start:
             raise RuntimeError(f"{self.name} cannot start: no such device")
-        ctx.services[self.name] = self
+        ctx.publish(HandleKey(self.name), self)
 
     async def stop(self) -> None:
         _record("stop", self.name)
@@ -115,9 +116,9 @@ def crashing(ctx: DaemonContext) -> Fake:
 
 def needs_services(ctx: DaemonContext) -> Fake:
     """Reads what an earlier component published, as real components do."""
-    assert "alpha" in ctx.services
+    assert ctx.lookup(HandleKey("alpha")) is not None
     # no active-pods source until admission registers one: absence means "unknown", never "none active"
-    assert "active_pods" not in ctx.services
+    assert ctx.lookup(ACTIVE_PODS) is None
     return Fake("needs_services")
 
 
@@ -136,3 +137,13 @@ class Warming(Fake):
 
 def warming(ctx: DaemonContext) -> Warming:
     return Warming("warming")
+
+
+#: contexts the ``observer`` factory was handed, with whether each was frozen then
+OBSERVED: list[tuple[DaemonContext, bool]] = []
+
+
+def observer(ctx: DaemonContext) -> Fake:
+    """Keeps the context so a test can look at it while the daemon runs."""
+    OBSERVED.append((ctx, ctx.frozen))
+    return Fake("observer")

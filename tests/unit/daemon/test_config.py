@@ -40,7 +40,7 @@ def test_values_are_read(tmp_path):
     [
         ("[deamon]\n", "unknown section [deamon] (did you mean 'daemon'?"),
         ("[daemon]\nrootdir = '/x'\n", "daemon.rootdir: unknown key (did you mean 'root_dir'?"),
-        ("[daemon]\nbogus = 1\n", "daemon.bogus: unknown key (known: cgroup_root, "),
+        ("[daemon]\nbogus = 1\n", "daemon.bogus: unknown key (known: kubelet_root_dir, "),
         ("[daemon]\nroot_dir = 5\n", "daemon.root_dir: expected a string, got an integer"),
         ("[daemon]\nstop_timeout_seconds = 'ten'\n", "daemon.stop_timeout_seconds: expected a number, got a string"),
         ("[daemon]\nstop_timeout_seconds = true\n", "daemon.stop_timeout_seconds: expected a number, got a boolean"),

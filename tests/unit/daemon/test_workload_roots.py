@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from agent.config import loads
-from agent.daemon.config import workload_cgroup_roots
+from agent.cgroups.config import workload_roots
 
 
 def test_runtime_subtree_joins_the_configured_roots():
     cfg = loads('[runtime]\ncgroup_subtree = "/tenant-a.slice/"\n')
-    assert workload_cgroup_roots(cfg) == ("/hwagent.slice", "/kubepods", "/kubepods.slice", "/tenant-a.slice")
+    assert workload_roots(cfg) == ("/hwagent.slice", "/kubepods", "/kubepods.slice", "/tenant-a.slice")
 
 
 def test_default_subtree_is_not_listed_twice_and_a_disabled_runtime_adds_nothing():
-    assert workload_cgroup_roots(loads("")) == ("/hwagent.slice", "/kubepods", "/kubepods.slice")
+    assert workload_roots(loads("")) == ("/hwagent.slice", "/kubepods", "/kubepods.slice")
     cfg = loads('[runtime]\nenabled = false\ncgroup_subtree = "/elsewhere"\n')
-    assert "/elsewhere" not in workload_cgroup_roots(cfg)
+    assert "/elsewhere" not in workload_roots(cfg)

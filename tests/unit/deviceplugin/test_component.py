@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from agent.contracts import DEVICE_HEALTH
 from agent.daemon.component import DaemonContext
 from agent.config import loads
 from agent.deviceplugin.component import factory, resolve_paths
@@ -47,7 +48,7 @@ def test_component_lifecycle(tmp_path):
         await comp.start(ctx)
         sock = comp.plugin_dir / socket_name("hwagent.io/nvme")
         assert sock.is_socket() and comp.healthy()
-        assert ctx.services["device_health"] is comp.board
+        assert ctx.lookup(DEVICE_HEALTH) is comp.board
         assert not comp.hotplug_enabled  # fixture root: no uevents to follow
         await comp.stop()
         assert not sock.exists() and not comp.healthy()

@@ -12,19 +12,23 @@ from pathlib import Path
 import grpc
 import pytest
 
+from agent.config import section_defaults
+from agent.contracts import DEVICE_HEALTH
+from agent.daemon.component import DaemonContext
+from agent.topology.model import synthetic
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.devices.config import DevicesConfig, ResourceRule
 from agent.devices.rules import RuleConflictError
-from agent.deviceplugin.service import DevicePluginService
+from agent.deviceplugin.plugins import DevicePluginsComponent
 from tests.integration.deviceplugin.kubelet_stub import KubeletStub
 from tests.unit.devices.fakesysfs import FakeSysfs
 
 VE = "example.com/ioat"
 
 
-def _svc(tmp: Path, sysfs: Path, cfg: DevicesConfig) -> DevicePluginService:
+def _svc(tmp: Path, sysfs: Path, cfg: DevicesConfig) -> DevicePluginsComponent:
     cfg = DevicesConfig(**{**cfg.__dict__, "register_backoff_initial_s": 0.05, "socket_check_interval_s": 0.05})
-    return DevicePluginService(cfg, sysfs_root=str(sysfs), plugin_dir=tmp / "dp",
+    return DevicePluginsComponent(cfg, sysfs_root=str(sysfs), plugin_dir=tmp / "dp",
                                registration_socket=tmp / "dp" / "kubelet.sock", hotplug=False)
 
 
@@ -109,10 +113,10 @@ def test_unbind_vanish_and_health_board(tmp_path):
     async def run():
         kubelet = KubeletStub(tmp_path / "dp" / "kubelet.sock")
         await kubelet.start()
-        ctx = type("Ctx", (), {"services": {}})()
+        ctx = DaemonContext(section_defaults(), tmp_path / "root", synthetic())
         svc = _svc(tmp_path, fs.root, DevicesConfig())
         await svc.start(ctx)
-        board = ctx.services["device_health"]
+        board = ctx.lookup(DEVICE_HEALTH)
         try:
             ep = await kubelet.endpoint(res)
             assert set(ep.latest()) == {"0000:3b:00.2", "0000:3b:00.3", "0000:3b:00.4"}

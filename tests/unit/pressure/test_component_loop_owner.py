@@ -16,6 +16,7 @@ from typing import Any
 
 from agent.daemon.component import DaemonContext
 from agent.config import section_defaults
+from agent.contracts import CPU_POLICY, DEVICE_HEALTH
 from agent.deviceplugin.health import HealthBoard
 from agent.pressure.component import PressureComponent
 from agent.topology.model import synthetic
@@ -77,9 +78,9 @@ def test_health_changes_are_applied_on_the_loop_in_debug_mode(tmp_path: Path) ->
 
         board = HealthBoard(lambda kind, key: [("example.com/nic", "nic-eth9")] if key == "eth9" else [],
                             on_change)
-        services = {"device_health": LoopOwned(board, me, violations),
-                    "cpu_policy": LoopOwned(NoPods(), me, violations)}
-        ctx = DaemonContext(cfg, tmp_path / "root", synthetic(), mode="standalone", services=services)
+        ctx = DaemonContext(cfg, tmp_path / "root", synthetic(), mode="standalone")
+        ctx.publish(DEVICE_HEALTH, LoopOwned(board, me, violations))
+        ctx.publish(CPU_POLICY, LoopOwned(NoPods(), me, violations))
         comp = PressureComponent()
         await comp.start(ctx)
         try:

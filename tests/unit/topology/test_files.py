@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.fsread import read_text
 from agent.topology.cpuinfo import CpuinfoIds, parse_cpuinfo
-from agent.topology.files import Notes, parse_size, read_text
+from agent.topology.files import Notes, parse_size
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.contracts import CPU_POLICY
 from agent.cpu.hints import Hint
 from agent.cpu.policy import Request
 from agent.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_KEY
@@ -155,7 +156,7 @@ def test_policy_enforced_on_real_cgroups_with_processes(sandbox: Sandbox) -> Non
         await comp.start(ctx)
         try:
             assert comp.fs is not None and comp.fs.layout.mode == ("v2" if sandbox.v2 else "v1")
-            svc = ctx.services["cpu_policy"]
+            svc = ctx.lookup(CPU_POLICY)
             reserved = svc.policy.reserved
             d = (await svc.allocate(dedicated(DED, 2, far))).allocation
             s = (await svc.allocate(Request(pod_uid=SHR, container_name="app", resource_requests={"cpu": 1},
@@ -260,7 +261,7 @@ def test_numa_bound_container_memory_follows_its_node(sandbox: Sandbox) -> None:
         comp = component(ctx)
         await comp.start(ctx)
         try:
-            await ctx.services["cpu_policy"].allocate(dedicated(DED, 1, far))
+            await ctx.lookup(CPU_POLICY).allocate(dedicated(DED, 1, far))
             await comp.check_once()
             return mems_allowed(proc.pid)
         finally:

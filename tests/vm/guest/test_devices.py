@@ -20,6 +20,7 @@ import pytest
 from agent.daemon.component import DaemonContext
 from agent.daemon.daemon import prepare_root
 from agent.config import loads
+from agent.contracts import ACTIVE_PODS, DEVICE_MANAGER
 from agent.devicemanager.component import factory as host_factory
 from agent.devicemanager.manager import ContainerRequest
 from agent.deviceplugin.component import factory as plugins_factory
@@ -86,8 +87,8 @@ net_name = ["eth*", "enp*"]
 ''')
     short = Path(tempfile.mkdtemp(prefix="hwvmdp"))
     topo = read_topology()
-    ctx = DaemonContext(cfg, short / "root", topo, mode="standalone",
-                        services={"active_pods": StaticActivePods({"pod-a", "pod-b"})})
+    ctx = DaemonContext(cfg, short / "root", topo, mode="standalone")
+    ctx.publish(ACTIVE_PODS, StaticActivePods({"pod-a", "pod-b"}))
     prepare_root(ctx.root_dir)
     far = max(pci_nodes)
 
@@ -97,7 +98,7 @@ net_name = ["eth*", "enp*"]
         plugins = plugins_factory(ctx)
         await plugins.start(ctx)
         try:
-            manager = ctx.services["devicemanager"]
+            manager = ctx.lookup(DEVICE_MANAGER)
             counts = {EDU: len(pci_nodes), DISK: len(pci_nodes), NIC: len(pci_nodes)}
 
             for _ in range(1200):

@@ -25,10 +25,13 @@ import pytest
 from agent.daemon.component import DaemonContext
 from agent.daemon.daemon import prepare_root
 from agent.config import loads
+from agent.contracts import ACTIVE_PODS, DEVICE_HEALTH, DEVICE_MANAGER
 from agent.devicemanager.component import factory as host_factory
 from agent.deviceplugin.component import factory as plugins_factory
 from agent.pods import StaticActivePods
-from agent.pressure.cgroupfs import CgroupIndex, cgroup_mounts, cgroup_thread_ids, detect_hierarchy
+from agent.cgroups.hierarchy import CgroupIndex, detect_hierarchy
+from agent.cgroups.mounts import cgroup_mounts
+from agent.cgroups.tree import cgroup_thread_ids
 from agent.pressure.config import PressureConfig
 from agent.pressure.engine import PressureEngine
 from agent.pressure.procfs import run_delay_ns
@@ -167,8 +170,8 @@ name = "{res}"
 block_name = ["{Path(dev).name}"]
 ''')
     short = Path(tempfile.mkdtemp(prefix="hwvmbh"))
-    ctx = DaemonContext(cfg, short / "root", read_topology(), mode="standalone",
-                        services={"active_pods": StaticActivePods()})
+    ctx = DaemonContext(cfg, short / "root", read_topology(), mode="standalone")
+    ctx.publish(ACTIVE_PODS, StaticActivePods())
     prepare_root(ctx.root_dir)
 
     async def run() -> None:
@@ -177,7 +180,7 @@ block_name = ["{Path(dev).name}"]
         plugins = plugins_factory(ctx)
         await plugins.start(ctx)
         try:
-            manager = ctx.services["devicemanager"]
+            manager = ctx.lookup(DEVICE_MANAGER)
 
             async def allocatable(n: int, what: str) -> None:
                 for _ in range(600):
@@ -188,7 +191,7 @@ block_name = ["{Path(dev).name}"]
 
             await allocatable(1, "plugin did not offer the loop device")
             eng = PressureEngine(PressureConfig(error_threshold=1, error_window_s=30, recovery_s=3600),
-                                 {"device_health": ctx.services["device_health"]}, probes=probes)
+                                 device_health=ctx.lookup(DEVICE_HEALTH), probes=probes)
             eng.load()
             eng.tick()  # baseline
             write_past_capacity(dev)

@@ -3,7 +3,7 @@ before a changing call returns), cgroup enforcement (in the background),
 metrics.
 
 Both the gRPC servicer and in-process callers (standalone mode, the
-``cpu_policy`` service) go through here, so they share one behaviour. Runs on
+``CPU_POLICY`` handle) go through here, so they share one behaviour. Runs on
 the daemon's single asyncio loop. Each committed change appends one small
 record to the policy's journal (``agent.journal``) in the same loop step;
 concurrent calls share one fdatasync (group commit) and each is answered after
@@ -33,13 +33,15 @@ from agent.cpu.state import AllocationInfo, PolicyState
 from agent.eventlog import get_logger
 from agent.journal import JournalError
 
-__all__ = ["CPUEngine"]
+__all__ = ["DurablePolicy"]
 
 log = get_logger("hwagent.cpu")
 T = TypeVar("T")
 
 
-class CPUEngine:
+class DurablePolicy:
+    """The policy whose every change is on disk before its caller hears of it."""
+
     def __init__(
         self,
         policy: DynamicPolicy,

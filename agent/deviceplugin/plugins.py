@@ -5,13 +5,19 @@ that state, on the daemon's event loop.
 Flow: (cold start | uevent) -> re-read inventory -> assign to resources
 (sticky for devices whose driver went away) -> per resource, a snapshot of
 PluginDevice (rule health x board health) -> DevicePluginServer.update.
+
+Publishes ``DEVICE_HEALTH`` (the board, a ``DeviceHealth``) and
+``DEVICE_PLUGINS`` (this component, a ``DevicePlugins``: the live resources view
+of ``hwagent status``). Looks up nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from agent.contracts import DEVICE_HEALTH, DEVICE_PLUGINS
 from agent.devices.config import DevicesConfig, ResourceRule
 from agent.devices.hotplug import HotplugMonitor, UEvent
 from agent.devices.model import Device, Inventory
@@ -23,13 +29,16 @@ from agent.deviceplugin.registration import Registrar
 from agent.deviceplugin.server import DevicePluginServer, PluginDevice, socket_name
 from agent.eventlog import get_logger
 
-__all__ = ["DevicePluginService"]
+if TYPE_CHECKING:
+    from agent.daemon.component import DaemonContext
+
+__all__ = ["DevicePluginsComponent"]
 
 log = get_logger("hwagent.deviceplugin")
 
 
 
-class DevicePluginService:
+class DevicePluginsComponent:
     name = "deviceplugins"
 
     def __init__(self, cfg: DevicesConfig, *, sysfs_root: str = "/sys", plugin_dir: str | Path,
@@ -56,15 +65,14 @@ class DevicePluginService:
 
     # -- lifecycle --------------------------------------------------------------
 
-    async def start(self, ctx: object | None = None) -> None:
+    async def start(self, ctx: DaemonContext | None = None) -> None:
         self.inventory = discover(self.sysfs_root, self.cfg.dev_root)
         self.assignment = assign(self.inventory, self.rules.values())
         # at start a conflicting config is an operator error: refuse loudly
         self.assignment.raise_conflicts()
-        services = getattr(ctx, "services", None)
-        if isinstance(services, dict):
-            services["device_health"] = self.board
-            services["deviceplugins"] = self  # the live resources view (hwagent status / resources)
+        if ctx is not None:
+            ctx.publish(DEVICE_HEALTH, self.board)
+            ctx.publish(DEVICE_PLUGINS, self)
         self._started = True
         for resource in self.assignment.members:
             await self._ensure_plugin(resource)

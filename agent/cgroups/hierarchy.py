@@ -1,9 +1,11 @@
-"""Which cgroup hierarchy the run-queue probe keys on, and cgroup id -> path.
+"""Which hierarchy pods' CPU cgroups are keyed on, and cgroup id -> path.
 
 A cgroup's id (kernfs node id) is the inode number of its directory on both v1
-and v2, so a walk of the hierarchy with stat() maps the ids the probe reports
-to paths. Paths are given relative to the hierarchy's mount, "/"-rooted, like
-/proc/<pid>/cgroup shows them, so they compare across v1 controllers and v2.
+and v2, so a walk of the hierarchy with stat() maps the ids the run-queue probe
+reports to paths. Paths are given relative to the hierarchy's mount, "/"-rooted,
+like /proc/<pid>/cgroup shows them, so they compare across v1 controllers and v2.
+(Moved here from agent.pressure.cgroupfs: the kubelet's pod directory needs the
+same choice of hierarchy, and cgroupfs is read only in agent.cgroups.)
 """
 
 from __future__ import annotations
@@ -15,15 +17,7 @@ from pathlib import Path
 
 from agent.cgroups.mounts import cgroup_mounts
 
-__all__ = [
-    "Hierarchy",
-    "detect_hierarchy",
-    "cgroup_mounts",
-    "CgroupIndex",
-    "relative_cgroup_path",
-    "cgroup_dirs",
-    "cgroup_thread_ids",
-]
+__all__ = ["Hierarchy", "detect_hierarchy", "CgroupIndex", "relative_cgroup_path"]
 
 
 @dataclass(frozen=True)
@@ -108,26 +102,3 @@ class CgroupIndex:
             return os.stat(self.mount / rel_path.lstrip("/")).st_ino
         except OSError:
             return None
-
-
-def cgroup_dirs(mount: Path, rel_path: str) -> list[Path]:
-    """The cgroup dir and every descendant (a container's threads may sit below it)."""
-    top = Path(mount) / rel_path.lstrip("/")
-    out = []
-    for dirpath, _dirs, _files in os.walk(top):
-        out.append(Path(dirpath))
-    return out
-
-
-def cgroup_thread_ids(mount: Path, rel_path: str) -> list[int]:
-    """Thread ids in a cgroup subtree: v1 'tasks' lists threads, v2 'cgroup.threads'."""
-    tids: list[int] = []
-    for d in cgroup_dirs(mount, rel_path):
-        for fname in ("tasks", "cgroup.threads"):
-            try:
-                text = (d / fname).read_text()
-            except OSError:
-                continue
-            tids.extend(int(x) for x in text.split())
-            break
-    return tids
