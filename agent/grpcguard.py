@@ -89,9 +89,9 @@ class Guard(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler  # unknown method: grpc answers UNIMPLEMENTED itself
@@ -108,7 +108,8 @@ class Guard(grpc.aio.ServerInterceptor):
         deserialize = handler.request_deserializer
         safe = _safe_deserializer(deserialize)
         if handler.unary_unary is not None:
-            inner_uu = handler.unary_unary
+            # the aio server's handlers are coroutine functions; the stubs type the sync ones
+            inner_uu: Callable[..., Any] = handler.unary_unary
 
             async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
                 request = await self._decoded(short, request, deserialize, context)
@@ -121,7 +122,7 @@ class Guard(grpc.aio.ServerInterceptor):
                 unary_unary, request_deserializer=safe, response_serializer=handler.response_serializer
             )
         if handler.unary_stream is not None:
-            inner_us = handler.unary_stream
+            inner_us: Callable[..., Any] = handler.unary_stream
 
             async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 request = await self._decoded(short, request, deserialize, context)

@@ -243,62 +243,70 @@ class Journal(Generic[S]):
         rec: Recovered[S] = Recovered(self.codec.empty())
         if not read_only:
             rec.stale_temps_removed = remove_stale_temps(self.path)
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            raw = None
-        if raw is not None:
-            try:
-                rec.state, rec.snapshot_seq = self.codec.decode_snapshot(raw)
-            except StateCorrupt as e:
-                if not accept_loss:
-                    raise JournalCorrupt(f"{self.path}: {e}") from None
-                rec.problems.append(f"snapshot {self.path.name}: {e}")
-                rec.snapshot_discarded = True
-                if not read_only:
-                    for p in (self.path, self.old, self.wal):
-                        if p.exists():
-                            rec.kept_aside.append(set_aside(p))
-                    self.log.error(
-                        "state snapshot corrupt", path=self.path, kept_as=rec.kept_aside[0] if rec.kept_aside else None,
-                        reason=str(e), action="start_empty",
-                    )
-                return rec
+        if not self._recover_snapshot(rec, accept_loss, read_only):
+            return rec
         rec.seq = rec.snapshot_seq
-        state = rec.state
-        stop: tuple[Path, int, str] | None = None
+        stopped = False
         for p in (self.old, self.wal):
             try:
                 data = p.read_bytes()
             except FileNotFoundError:
                 continue
-            if stop is not None:  # everything after a break is kept aside
+            if stopped:  # everything after a break is kept aside
                 if not read_only:
                     rec.kept_aside.append(set_aside(p, "torn"))
                 continue
-            frames, bad_off, why = parse_frames(data)
-            for seq, payload, end in frames:
-                if seq <= rec.snapshot_seq:
-                    continue
-                if seq != rec.seq + 1:
-                    why, bad_off = f"sequence break (record {seq} after {rec.seq})", end - HEADER.size - len(payload)
-                    break
-                try:
-                    state = self.codec.apply(state, payload)
-                except StateCorrupt as e:
-                    why, bad_off = f"record {seq} refused: {e}", end - HEADER.size - len(payload)
-                    break
-                rec.seq = seq
-                rec.replayed += 1
+            bad_off, why = self._replay(rec, data)
             if why is not None:
-                stop = (p, bad_off, why)
+                stopped = True
                 rec.problems.append(f"{p.name}: {why}; {len(data) - bad_off} bytes kept aside")
                 if not read_only:
                     rec.kept_aside.append(self._cut(p, data, bad_off))
                 self.log.error("journal tail discarded", path=p, offset=bad_off, bytes=len(data) - bad_off, reason=why)
-        rec.state = state
         self.seq = self.durable_seq = rec.seq
         return rec
+
+    def _recover_snapshot(self, rec: Recovered[S], accept_loss: bool, read_only: bool) -> bool:
+        """Load the snapshot into ``rec`` (none: the empty state). False when it was corrupt and,
+        with ``accept_loss``, given up: the state starts empty and no journal is replayed."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return True
+        try:
+            rec.state, rec.snapshot_seq = self.codec.decode_snapshot(raw)
+        except StateCorrupt as e:
+            if not accept_loss:
+                raise JournalCorrupt(f"{self.path}: {e}") from None
+            rec.problems.append(f"snapshot {self.path.name}: {e}")
+            rec.snapshot_discarded = True
+            if not read_only:
+                for p in (self.path, self.old, self.wal):
+                    if p.exists():
+                        rec.kept_aside.append(set_aside(p))
+                self.log.error(
+                    "state snapshot corrupt", path=self.path, kept_as=rec.kept_aside[0] if rec.kept_aside else None,
+                    reason=str(e), action="start_empty",
+                )
+            return False
+        return True
+
+    def _replay(self, rec: Recovered[S], data: bytes) -> tuple[int, str | None]:
+        """Apply one journal file's records after the snapshot to ``rec.state``, in sequence.
+        Where it stops early: (offset of the first bad byte, why); else (_, None)."""
+        frames, bad_off, why = parse_frames(data)
+        for seq, payload, end in frames:
+            if seq <= rec.snapshot_seq:
+                continue
+            if seq != rec.seq + 1:
+                return end - HEADER.size - len(payload), f"sequence break (record {seq} after {rec.seq})"
+            try:
+                rec.state = self.codec.apply(rec.state, payload)
+            except StateCorrupt as e:
+                return end - HEADER.size - len(payload), f"record {seq} refused: {e}"
+            rec.seq = seq
+            rec.replayed += 1
+        return bad_off, why
 
     def set_aside_all(self) -> list[Path]:
         """Keep snapshot and journals aside (state given up by its owner)."""
@@ -306,16 +314,7 @@ class Journal(Generic[S]):
 
     def _cut(self, p: Path, data: bytes, off: int) -> Path:
         """Keep ``data[off:]`` aside as evidence and truncate ``p`` to ``off``."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        n = 0
-        while True:
-            aside = p.with_name(f"{p.name}.torn-{stamp}" + (f"~{n}" if n else ""))
-            try:
-                fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, self.mode)
-            except FileExistsError:
-                n += 1
-                continue
-            break
+        aside, fd = self._create_aside(p)
         try:
             os.write(fd, data[off:])
             os.fsync(fd)
@@ -329,6 +328,17 @@ class Journal(Generic[S]):
             os.close(fd)
         _fsync_dir(p.parent)
         return aside
+
+    def _create_aside(self, p: Path) -> tuple[Path, int]:
+        """A new ``<name>.torn-<UTC stamp>[~n]`` beside ``p``, never an existing one; its path and fd."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        n = 0
+        while True:
+            aside = p.with_name(f"{p.name}.torn-{stamp}" + (f"~{n}" if n else ""))
+            try:
+                return aside, os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, self.mode)
+            except FileExistsError:
+                n += 1
 
     # ------------------------------------------------------------------ writing
 

@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from agent.eventlog import EventLogger, get_logger
 
@@ -213,7 +213,8 @@ class Coalescer(Generic[T]):
             self.runs += 1
             err: Exception | None = None
             try:
-                value = self.snapshot() if self.snapshot is not None else self.latest
+                # without a snapshot the value is what submit was given (None only where T admits it)
+                value = self.snapshot() if self.snapshot is not None else cast(T, self.latest)
                 await loop.run_in_executor(None, self.work, value)
             except Exception as e:  # noqa: BLE001 - reported to waiters and logged
                 err = e

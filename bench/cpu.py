@@ -218,7 +218,7 @@ def main() -> int:
             durable_server, durable_sock = srv.run(start_noop(fd))
             for kind in ("dedicated", "shared"):
                 for rnd in range(2):  # interleaved rounds: load drifts on a shared machine
-                    def add(path: str, xs: list[float]) -> None:
+                    def add(path: str, xs: list[float], kind: str = kind) -> None:
                         results.setdefault((path, kind), []).extend(xs)
 
                     add("floor", bench_grpc(noop_sock, kind, n, real=False))

@@ -106,7 +106,7 @@ async def bench_hotplug(rounds: int) -> None:
     raw: list[float] = []
     full: list[float] = []
     try:
-        for i in range(rounds):
+        for _ in range(rounds):
             for action, args, present in (("add", ("link", "add", name, "type", kind), True),
                                           ("remove", ("link", "del", name), False)):
                 raw_seen.pop(action, None)
@@ -127,7 +127,7 @@ async def bench_hotplug(rounds: int) -> None:
         await svc.stop()
         await _ip("link", "del", name) if os.path.exists(f"/sys/class/net/{name}") else None
         shutil.rmtree(tmp, ignore_errors=True)
-    added = [f - r for f, r in zip(full, raw)]
+    added = [f - r for f, r in zip(full, raw, strict=True)]
     print(f"hotplug ({kind} link add/remove, {len(full)} events, from just before `ip link`):")
     print(f"  raw uevent at a bare monitor:      p50 {ms(pct(raw, 50))}  p99 {ms(pct(raw, 99))}")
     print(f"  ListAndWatch update at the client: p50 {ms(pct(full, 50))}  p99 {ms(pct(full, 99))}")

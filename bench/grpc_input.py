@@ -22,10 +22,7 @@ Prints probe p50/p99 per condition and its ratio to the idle floor.
 from __future__ import annotations
 
 import argparse
-import io
-import logging
 import multiprocessing as mp
-import os
 import shutil
 import sys
 import tempfile

@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -45,6 +44,7 @@ from agent.cgroups.hierarchy import detect_hierarchy  # noqa: E402
 from agent.cpuset import CPUSet  # noqa: E402
 from agent.pressure.bpfsys import fd_info  # noqa: E402
 from agent.pressure.config import PressureConfig  # noqa: E402
+from tests.integration.pressure.test_eviction import FakePolicy as Policy, Rec  # noqa: E402  (the eviction tests' fakes)
 
 
 def rss_mb() -> float:
@@ -120,28 +120,6 @@ def in_kernel_cost(ps, loops: int) -> list[tuple[str, int, float]]:
         if c1 > c0:
             rows.append((name, c1 - c0, (t1 - t0) / (c1 - c0)))
     return sorted(rows, key=lambda r: -r[1] * r[2])
-
-
-@dataclass(frozen=True)
-class Rec:
-    pod_uid: str
-    pod_namespace: str
-    pod_name: str
-    container_name: str
-    qos_level: str
-    cpuset: CPUSet
-    cgroup_path: str | None
-
-
-class Policy:
-    def __init__(self, recs):
-        self.recs = recs
-
-    def allocations(self):
-        return list(self.recs)
-
-    def remove_pod(self, uid):
-        self.recs = [r for r in self.recs if r.pod_uid != uid]
 
 
 def onset_to_decision(probes, hierarchy, fallback: bool) -> float | None:

@@ -27,6 +27,7 @@ machine (goal: <= 100 ms wall, shown beside python's own start). Usage:
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import re
@@ -132,14 +133,14 @@ def main() -> int:
             ls_args = ["--of", "xml"]
         else:
             sysfs, procfs = str(root / "sys"), str(root / "proc")
-            inproc = median_ms(lambda: read_topology(sysfs, procfs), args.repeat)
+            inproc = median_ms(functools.partial(read_topology, sysfs, procfs), args.repeat)
             hw_args = ["topology", "--format", "json", "--sysfs-root", sysfs]
             ls_args = ["--if", "fsroot", "-i", str(root), "--of", "xml"]
-        proc = median_ms(lambda: run_quiet([*hw, *hw_args]), args.process_repeat)
+        proc = median_ms(functools.partial(run_quiet, [*hw, *hw_args]), args.process_repeat)
         bare_args = ["/sys", "/proc"] if root is None else [sysfs, procfs]
-        bare = median_ms(lambda: run_quiet([sys.executable, "-c", _BARE, *bare_args]), args.process_repeat)
-        ls = median_ms(lambda: run_quiet([lstopo, *ls_args]), args.process_repeat)
-        ls_noio = median_ms(lambda: run_quiet([lstopo, "--no-io", *ls_args]), args.process_repeat)
+        bare = median_ms(functools.partial(run_quiet, [sys.executable, "-c", _BARE, *bare_args]), args.process_repeat)
+        ls = median_ms(functools.partial(run_quiet, [lstopo, *ls_args]), args.process_repeat)
+        ls_noio = median_ms(functools.partial(run_quiet, [lstopo, "--no-io", *ls_args]), args.process_repeat)
         rows.append((name, ncpu, inproc, proc, bare, ls, ls_noio))
 
     print(f"topology discovery: median of {args.repeat} in-process / {args.process_repeat} process runs")

@@ -21,12 +21,12 @@ Run: .venv/bin/python bench/topologymanager.py [--quick]
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import resource
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -94,13 +94,13 @@ def main() -> None:
         ("3 resources x ~250 hints", [cpu2, dev, mem3], False),
     ]:
         d = tm.merge(providers)
-        ours = median_cpu_ms(lambda: tm.merge(providers), reps)
+        ours = median_cpu_ms(functools.partial(tm.merge, providers), reps)
         peer = None
         if with_peer:
             (mask, pref), admit = ref.merge("restricted", to_ref(providers))
             got = (sum(1 << n for n in d.hint.affinity), d.hint.preferred, d.admit)
             assert got == (mask, pref, admit), (got, mask, pref, admit)
-            peer = median_cpu_ms(lambda: ref.merge("restricted", to_ref(providers)), max(1, reps // 2))
+            peer = median_cpu_ms(functools.partial(ref.merge, "restricted", to_ref(providers)), max(1, reps // 2))
         rows.append((name, ours, peer, d))
     for name, ours, peer, d in rows:
         ratio = f"{peer / ours:8.1f}x faster" if peer else "   (peer not run)"

@@ -108,13 +108,10 @@ def _live(root_dir: str) -> dict | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.config import ConfigError, load
+    from agent.commands._config import load_config
     from agent.cpu.view import render_table, summarize
 
-    try:
-        cfg = load(args.config)
-    except ConfigError as e:
-        raise CommandError(str(e)) from None
+    cfg = load_config(args)
     d = cfg["daemon"]
     if not args.socket:
         live = _live(args.root_dir or d.root_dir)

@@ -90,8 +90,8 @@ def _text(rows: list[dict]) -> str:
             " ".join(x for x in (_short(r["vendor_name"]), r["device_name"] or r["class_name"]) if x) or "-",
             ",".join(r["dev_nodes"] + r["children"]) or "-",
         ))
-    widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in table)
+    widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]  # the last column is not padded
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1] for row in table)
 
 
 def _name(r: dict) -> str:
@@ -143,14 +143,11 @@ def _grouped(rows: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.config import ConfigError, load
+    from agent.commands._config import load_config
     from agent.devices.rules import assign, effective_rules
     from agent.devices.udev import discover
 
-    try:
-        config = load(args.config)
-    except ConfigError as e:
-        raise CommandError(str(e)) from None
+    config = load_config(args)
     cfg = config["devices"]
     sysfs_root = args.sysfs_root or config["daemon"].sysfs_root
     if not os.path.isdir(os.path.join(sysfs_root, "bus")) and not os.path.isdir(os.path.join(sysfs_root, "class")):

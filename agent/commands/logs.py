@@ -11,10 +11,12 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from agent.cli import CommandError
-from agent.config import ConfigError, load
+from agent.commands._config import load_config, root_dir
 
 __all__ = ["add_parser", "run", "log_file", "follow"]
 
@@ -50,7 +52,7 @@ def log_file(root: Path, namespace: str, name: str, container: str | None) -> Pa
     return path
 
 
-def _copy(f, out) -> int:  # type: ignore[no-untyped-def]
+def _copy(f: BinaryIO, out: BinaryIO) -> int:
     n = 0
     while chunk := f.read(65536):
         out.write(chunk)
@@ -59,7 +61,7 @@ def _copy(f, out) -> int:  # type: ignore[no-untyped-def]
     return n
 
 
-def follow(path: Path, out, poll_s: float = 0.2, stop=lambda: False) -> None:  # type: ignore[no-untyped-def]
+def follow(path: Path, out: BinaryIO, poll_s: float = 0.2, stop: Callable[[], bool] = lambda: False) -> None:
     """Print new output as it comes; reopen when the shim rotated the file."""
     f = open(path, "rb")
     try:
@@ -83,11 +85,8 @@ def follow(path: Path, out, poll_s: float = 0.2, stop=lambda: False) -> None:  #
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = load(args.config)
-    except ConfigError as e:
-        raise CommandError(str(e)) from None
-    root = Path(os.path.abspath(args.root_dir)) if args.root_dir else Path(config["daemon"].root_dir)
+    config = load_config(args)
+    root = root_dir(args, config)
     namespace, _, name = args.name.rpartition("/")
     path = log_file(root, namespace or args.namespace, name, args.container)
     out = sys.stdout.buffer

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     table = rows(resp)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     for r in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
     for e in resp.manifest_errors:
         print(f"manifest error: {e.path}: {e.error}")
     return 0

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from agent.cli import CommandError
-from agent.config import ConfigError, load
+from agent.commands._config import load_config, root_dir
 from typing import TYPE_CHECKING
 from agent.commands._format import add_format_option
 
@@ -44,14 +44,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def checkpoint_path(args: argparse.Namespace) -> Path:
     if args.checkpoint:
         return Path(args.checkpoint)
-    try:
-        config = load(args.config)
-    except ConfigError as e:
-        raise CommandError(str(e)) from None
+    config = load_config(args)
     from agent.devicemanager.component import host_paths
 
-    root = Path(os.path.abspath(args.root_dir)) if args.root_dir else Path(config["daemon"].root_dir)
-    return host_paths(config["devicemanager"], root).checkpoint
+    return host_paths(config["devicemanager"], root_dir(args, config)).checkpoint
 
 
 def as_dict(data: CheckpointData) -> dict:
@@ -127,10 +123,7 @@ def _live(args: argparse.Namespace) -> tuple[dict | None, str]:
 
     from agent.status.client import DaemonNotRunning, get_view
 
-    try:
-        config = load(args.config)
-    except ConfigError as e:
-        raise CommandError(str(e)) from None
+    config = load_config(args)
     root = os.path.abspath(args.root_dir) if args.root_dir else config["daemon"].root_dir
     try:
         return get_view(root, "resources"), ""

@@ -56,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = effective_config(args)
     except ConfigError as e:
-        raise CommandError(str(e), code=2) from None
+        from agent.daemon.daemon import EXIT_CONFIG  # systemd's RestartPreventExitStatus: no restart loop
+
+        raise CommandError(str(e), code=EXIT_CONFIG) from None
     if args.print_config:
         print(dumps(config), end="")
         return 0

@@ -67,14 +67,11 @@ def render(d: dict) -> str:
 def root_dir_of(args: argparse.Namespace) -> str:
     import os
 
-    from agent.config import ConfigError, load
+    from agent.commands._config import load_config
 
     if args.root_dir:
         return os.path.abspath(args.root_dir)
-    try:
-        return load(args.config)["daemon"].root_dir
-    except ConfigError as e:
-        raise CommandError(str(e)) from None
+    return load_config(args)["daemon"].root_dir
 
 
 def run(args: argparse.Namespace) -> int:

@@ -76,9 +76,6 @@ class TopoIndex:
         self.numa_cpusets: dict[int, CPUSet] = {n: CPUSet(c) for n, c in self.numa_cpus.items()}
         self._allocatable: dict[CPUSet, dict[int, int]] = {}
 
-    def numa_cpuset(self, n: int) -> CPUSet:
-        return self.numa_cpusets[n]
-
     def allocatable_per_numa(self, reserved: CPUSet) -> dict[int, int]:
         """CPUs per NUMA node outside ``reserved`` (asked on every hint)."""
         got = self._allocatable.get(reserved)
@@ -102,6 +99,23 @@ def _check(avail: CPUSet | frozenset[int] | set[int], n: int) -> None:
         raise PolicyError(RESOURCE_EXHAUSTED, "insufficient_cpus", f"need {n} cpus, only {len(avail)} available")
 
 
+class _Take:
+    """One take_by_topology in progress: what is still free, what is taken, how many are still needed."""
+
+    def __init__(self, avail: CPUSet, n: int) -> None:
+        self.free = set(avail)
+        self.taken: set[int] = set()
+        self.need = n
+
+    def count(self, group: frozenset[int]) -> int:
+        return len(group & self.free)
+
+    def grab(self, cpus: frozenset[int]) -> None:
+        self.taken |= cpus
+        self.free -= cpus
+        self.need -= len(cpus)
+
+
 def take_by_topology(idx: TopoIndex, avail: CPUSet, n: int, align_l3: bool = True) -> CPUSet:
     """Pack n CPUs: whole free sockets, then (L3-aware) whole free last-level
     caches, then whole free cores, then single threads of the most used cores.
@@ -110,71 +124,72 @@ def take_by_topology(idx: TopoIndex, avail: CPUSet, n: int, align_l3: bool = Tru
     one can hold it, so a container does not straddle two L3s (CCXs) needlessly.
     """
     _check(avail, n)
-    free = set(avail)
-    taken: set[int] = set()
-    need = n
-    if need == 0:
+    if n == 0:
         return CPUSet()
-
-    def count(group: frozenset[int]) -> int:
-        return len(group & free)
-
+    t = _Take(avail, n)
     # 1. whole sockets, fewest available first
-    for s in sorted(idx.socket_ids, key=lambda s: (count(idx.socket_cpus[s]), s)):
+    for s in sorted(idx.socket_ids, key=lambda s: (t.count(idx.socket_cpus[s]), s)):
         cpus = idx.socket_cpus[s]
-        if len(cpus) <= need and cpus <= free:
-            taken |= cpus
-            free -= cpus
-            need -= len(cpus)
-    if need == 0:
-        return CPUSet(taken)
-
-    scope = free
+        if len(cpus) <= t.need and cpus <= t.free:
+            t.grab(cpus)
+    if t.need == 0:
+        return CPUSet(t.taken)
+    scope = t.free
     if align_l3:
-        # 2. whole last-level caches
-        order = sorted(range(len(idx.llc_cpus)), key=lambda i: (count(idx.llc_cpus[i]), i))
-        for i in order:
-            cpus = idx.llc_cpus[i]
-            if len(cpus) <= need and cpus <= free and len(cpus) > 1:
-                taken |= cpus
-                free -= cpus
-                need -= len(cpus)
-        if need == 0:
-            return CPUSet(taken)
-        # best-fit LLC for the remainder
-        fits = [i for i in range(len(idx.llc_cpus)) if count(idx.llc_cpus[i]) >= need]
-        if fits:
-            best = min(fits, key=lambda i: (count(idx.llc_cpus[i]), i))
-            scope = free & idx.llc_cpus[best]
+        _take_whole_llcs(idx, t)
+        if t.need == 0:
+            return CPUSet(t.taken)
+        scope = _best_fit_llc(idx, t)
+    if _take_cores_then_threads(idx, t, scope):
+        return CPUSet(t.taken)
+    # scope was an LLC that ran dry (cannot happen: it held >= need) or non-L3 path
+    for i in sorted(t.free):
+        t.taken.add(i)
+        t.need -= 1
+        if t.need == 0:
+            return CPUSet(t.taken)
+    raise PolicyError(RESOURCE_EXHAUSTED, "insufficient_cpus", f"could not take {n} cpus from {avail}")
 
-    sock_rank = {s: r for r, s in enumerate(sorted(idx.socket_ids, key=lambda s: (count(idx.socket_cpus[s]), s)))}
+
+def _take_whole_llcs(idx: TopoIndex, t: _Take) -> None:
+    """2. whole last-level caches (of more than one CPU), fewest available first."""
+    order = sorted(range(len(idx.llc_cpus)), key=lambda i: (t.count(idx.llc_cpus[i]), i))
+    for i in order:
+        cpus = idx.llc_cpus[i]
+        if len(cpus) <= t.need and cpus <= t.free and len(cpus) > 1:
+            t.grab(cpus)
+
+
+def _best_fit_llc(idx: TopoIndex, t: _Take) -> set[int]:
+    """Where the remainder goes: the free CPUs of the fullest LLC that still holds it, else all free CPUs."""
+    fits = [i for i in range(len(idx.llc_cpus)) if t.count(idx.llc_cpus[i]) >= t.need]
+    if not fits:
+        return t.free
+    best = min(fits, key=lambda i: (t.count(idx.llc_cpus[i]), i))
+    return t.free & idx.llc_cpus[best]
+
+
+def _take_cores_then_threads(idx: TopoIndex, t: _Take, scope: set[int]) -> bool:
+    """3. whole free cores within scope, then 4. single threads, partially used cores first.
+    True once the need is met."""
+    sock_rank = {s: r for r, s in enumerate(sorted(idx.socket_ids, key=lambda s: (t.count(idx.socket_cpus[s]), s)))}
     cores = [k for k in idx.cores if k.cpus & scope]
     cores.sort(key=lambda k: (sock_rank[k.socket], len(k.cpus & scope), k.first))
-    # 3. whole free cores
     for k in cores:
-        if need >= len(k.cpus) and k.cpus <= scope:
-            taken |= k.cpus
+        if t.need >= len(k.cpus) and k.cpus <= scope:
             scope = scope - k.cpus
-            free -= k.cpus
-            need -= len(k.cpus)
-            if need == 0:
-                return CPUSet(taken)
-    # 4. single threads, partially used cores first
+            t.grab(k.cpus)
+            if t.need == 0:
+                return True
     cores.sort(key=lambda k: (sock_rank[k.socket], len(k.cpus & scope), k.first))
     for k in cores:
         for i in sorted(k.cpus & scope):
-            taken.add(i)
-            free.discard(i)
-            need -= 1
-            if need == 0:
-                return CPUSet(taken)
-    # scope was an LLC that ran dry (cannot happen: it held >= need) or non-L3 path
-    for i in sorted(free):
-        taken.add(i)
-        need -= 1
-        if need == 0:
-            return CPUSet(taken)
-    raise PolicyError(RESOURCE_EXHAUSTED, "insufficient_cpus", f"could not take {n} cpus from {avail}")
+            t.taken.add(i)
+            t.free.discard(i)
+            t.need -= 1
+            if t.need == 0:
+                return True
+    return False
 
 
 def take_by_numa_balance(idx: TopoIndex, avail: CPUSet, n: int) -> tuple[CPUSet, CPUSet]:

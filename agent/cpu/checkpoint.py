@@ -117,7 +117,7 @@ def decode_with_seq(raw: bytes, online: Collection[int] | None = None) -> tuple[
         raise CheckpointError(f"unsupported format version {version!r} (this hwagent reads versions {READS})")
     if doc.get("policy") != POLICY:
         raise CheckpointError(f"written by policy {doc.get('policy')!r}, not {POLICY!r}")
-    data = doc.get("data")
+    data: Any = doc.get("data")  # any JSON: from_json below is what checks it
     seq = doc.get("journal_seq") if version >= 2 else None
     if version >= 2 and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 0):
         raise CheckpointError(f"journal_seq {seq!r} is not a sequence number")
@@ -270,7 +270,8 @@ class CheckpointStore:
     ) -> None:
         self.dir = Path(directory)
         self.path = self.dir / FILE_NAME
-        self.journal: Journal[Any] = Journal(self.path, PolicyCodec(online), compact_bytes=compact_bytes, logger=log)
+        self.codec = PolicyCodec(online)
+        self.journal: Journal[Any] = Journal(self.path, self.codec, compact_bytes=compact_bytes, logger=log)
         self.last_recovery: Recovered[Any] | None = None
 
     def load(self, accept_loss: bool = False, read_only: bool = False) -> PolicyState | None:
@@ -299,7 +300,7 @@ class CheckpointStore:
             return None
         st = rec.state.finish()
         try:
-            validate_state(st, self.journal.codec.online)
+            validate_state(st, self.codec.online)
         except ValueError as e:  # each record valid, together not: the journal is not to be trusted
             if not accept_loss or read_only:
                 raise CheckpointError(

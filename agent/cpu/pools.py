@@ -173,9 +173,9 @@ def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions)
     for name, members in ix.follow.items():
         target = pools.get(name)
         if target is not None:
-            repoint(members, basis and basis.pools.get(name), target, False)
-    repoint(ix.ramp, basis and basis.ramp, avail, True)
-    repoint(ix.system, basis and basis.all_cpus, all_cpus, False)
+            repoint(members, basis.pools.get(name) if basis is not None else None, target, False)
+    repoint(ix.ramp, basis.ramp if basis is not None else None, avail, True)
+    repoint(ix.system, basis.all_cpus if basis is not None else None, all_cpus, False)
     new_ix = ix.copy()
     new_ix.basis = Basis(pools=pools, ramp=avail, all_cpus=all_cpus)
     new_ix.touched = {}

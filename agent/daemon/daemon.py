@@ -83,8 +83,8 @@ COMPONENTS: tuple[str, ...] = (
 #: (/var/lib/kubelet/{device-plugins,plugins_registry,pod-resources}) so that
 #: upstream device plugins and pod-resources clients find their sockets where
 #: they expect them when pointed at hwagent's root instead of the kubelet's.
-#: cpu/ holds the CPU policy's state, checkpoints/ other components' checkpoints.
-ROOT_LAYOUT: tuple[str, ...] = ("device-plugins", "plugins_registry", "pod-resources", "cpu", "checkpoints")
+#: cpu/ holds the CPU policy's state (the device manager's checkpoint is in device-plugins/, as the kubelet's).
+ROOT_LAYOUT: tuple[str, ...] = ("device-plugins", "plugins_registry", "pod-resources", "cpu")
 
 #: the root dir itself may be read by monitoring agents; the subdirs hold
 #: sockets that grant control of the node, so only root and its group enter.

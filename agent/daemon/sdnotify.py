@@ -78,7 +78,7 @@ class Notifier:
 
     def send(self, **fields: str | int) -> bool:
         """Send one datagram of KEY=VALUE lines. True when it went out."""
-        if self._sock is None:
+        if self._sock is None or self.address is None:
             return False
         payload = "\n".join(f"{k}={_one_line(v)}" for k, v in fields.items()).encode()
         try:

@@ -7,6 +7,7 @@ duplicate, more devices than offered) is refused whole and changes nothing.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from agent.limits import LimitError, check_device_ids
@@ -41,8 +42,7 @@ def check_ids(ids: Sequence[str], known: Iterable[str], what: str = "devices_ids
     except LimitError as e:
         raise RequestError("invalid", f"{what}: {e}") from None
     known = set(known)
-    seen: set[str] = set()
-    dups = sorted({i for i in ids if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
+    dups = sorted(i for i, count in Counter(ids).items() if count > 1)
     if dups:
         raise RequestError("invalid", f"{what} lists {_few(dups)} more than once")
     unknown = [i for i in ids if i not in known]
@@ -59,15 +59,7 @@ def preferred(available: Sequence[str], must_include: Sequence[str], size: int,
     with equally few groups, the groups already needed by ``must_include`` are
     used first, then lower node ids; within a group, ids in sorted order.
     """
-    check_ids(available, known, "available_deviceIDs")
-    check_ids(must_include, available, "must_include_deviceIDs")
-    if size <= 0:
-        raise RequestError("invalid", f"allocation_size must be positive, got {size}")
-    if size > len(available):
-        raise RequestError("invalid", f"allocation_size {size} is more than the {len(available)} available devices")
-    if len(must_include) > size:
-        raise RequestError("invalid", f"must_include_deviceIDs has {len(must_include)} devices, more than "
-                                      f"allocation_size {size}")
+    _check_preferred(available, must_include, size, known)
 
     def group(dev: str) -> int:
         n = numa_of.get(dev)
@@ -80,7 +72,29 @@ def preferred(available: Sequence[str], must_include: Sequence[str], size: int,
     for d in sorted(available):
         if d not in must_set:
             pools.setdefault(group(d), []).append(d)
+    if need == 0:
+        return must
     base = sorted({group(d) for d in must})
+    return must + _fewest_groups(pools, base, need)
+
+
+def _check_preferred(available: Sequence[str], must_include: Sequence[str], size: int, known: Iterable[str]) -> None:
+    """A GetPreferredAllocation request that can be answered, else RequestError."""
+    check_ids(available, known, "available_deviceIDs")
+    check_ids(must_include, available, "must_include_deviceIDs")
+    if size <= 0:
+        raise RequestError("invalid", f"allocation_size must be positive, got {size}")
+    if size > len(available):
+        raise RequestError("invalid", f"allocation_size {size} is more than the {len(available)} available devices")
+    if len(must_include) > size:
+        raise RequestError("invalid", f"must_include_deviceIDs has {len(must_include)} devices, more than "
+                                      f"allocation_size {size}")
+
+
+def _fewest_groups(pools: Mapping[int, list[str]], base: Sequence[int], need: int) -> list[str]:
+    """``need`` devices from ``pools`` (group -> sorted free ids): from the ``base`` groups first,
+    then from as few other groups as possible (every combination when there are few, else the
+    biggest groups first)."""
     others = sorted(g for g in pools if g not in base)
 
     def fill(groups: Sequence[int]) -> list[str] | None:
@@ -91,8 +105,6 @@ def preferred(available: Sequence[str], must_include: Sequence[str], size: int,
                 return picked
         return picked if len(picked) == need else None
 
-    if need == 0:
-        return must
     chosen = fill(base)
     if chosen is None:
         if len(others) <= _EXHAUSTIVE_GROUPS:
@@ -106,4 +118,4 @@ def preferred(available: Sequence[str], must_include: Sequence[str], size: int,
         else:  # greedy: biggest groups first
             chosen = fill(list(base) + sorted(others, key=lambda g: (-len(pools[g]), g)))
     assert chosen is not None  # size <= len(available) guarantees a fill
-    return must + chosen
+    return chosen

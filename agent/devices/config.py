@@ -97,6 +97,15 @@ class ResourceRule:
         for m in self.mounts:
             if not m.host_path.startswith("/") or (m.container_path and not m.container_path.startswith("/")):
                 raise ValueError(f"resource {self.name!r}: mount paths must be absolute, got {m.host_path!r}")
+        self._validate_templates()
+        if self.cdi_kind:
+            vendor, sep, cls = self.cdi_kind.partition("/")
+            if not sep or not vendor or not cls or "=" in self.cdi_kind:
+                raise ValueError(f"resource {self.name!r}: cdi_kind must look like 'vendor.com/class', "
+                                 f"got {self.cdi_kind!r}")
+
+    def _validate_templates(self) -> None:
+        """env and annotation values may name only the known {placeholders}, unformatted."""
         for what, table in (("env", self.env), ("annotations", self.annotations)):
             for key, value in table.items():
                 for _, fname, spec, conv in string.Formatter().parse(value):
@@ -104,11 +113,6 @@ class ResourceRule:
                         raise ValueError(
                             f"resource {self.name!r}: {what}.{key} uses unknown placeholder {{{fname}}} "
                             f"(known: {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)})")
-        if self.cdi_kind:
-            vendor, sep, cls = self.cdi_kind.partition("/")
-            if not sep or not vendor or not cls or "=" in self.cdi_kind:
-                raise ValueError(f"resource {self.name!r}: cdi_kind must look like 'vendor.com/class', "
-                                 f"got {self.cdi_kind!r}")
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ class PciNames:
             end_of_vendors = self.text.find("\nC ")
             body = self.text if end_of_vendors < 0 else self.text[:end_of_vendors]
             starts = [(m.group(1), m.group(2).strip(), m.end()) for m in _VENDOR.finditer(body)]
-            index = {}
+            index: dict[str, tuple[str, int, int]] = {}
             for i, (vid, name, start) in enumerate(starts):
                 stop = starts[i + 1][2] if i + 1 < len(starts) else len(body)
                 index.setdefault(vid, (name, start, stop))

@@ -125,12 +125,6 @@ class Assignment:
     #: device id -> the resources that claim it; such devices are in no resource
     conflicts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def resource_of(self, dev_id: str) -> str | None:
-        for name, ids in self.members.items():
-            if dev_id in ids:
-                return name
-        return None
-
     def owner_map(self) -> dict[str, str]:
         return {d: name for name, ids in self.members.items() for d in ids}
 
@@ -170,8 +164,8 @@ def assign(inventory: Inventory, rules: Iterable[ResourceRule],
                                  else f"driver {dev.driver} is not one of {', '.join(prev.driver)}")
     # the same hardware seen twice: nvme0n1 under a PCI function claimed elsewhere
     for dev_id, res in list(owner.items()):
-        dev = inventory.get(dev_id)
-        parent = dev.parent_pci if dev else None
+        found = inventory.get(dev_id)
+        parent = found.parent_pci if found else None
         if parent and parent in owner and owner[parent] != res:
             conflicts[dev_id] = (owner[parent], res)
             del owner[dev_id]

@@ -228,13 +228,24 @@ def _parent_locality(root: Path, parent: str | None) -> tuple[int | None, CPUSet
 
 
 def read_block_device(root: Path, path: Path, dev_root: str = "/dev") -> Device:
-    parent = _parent_pci(path)
-    numa, cpus = _parent_locality(root, parent)
     mj, mn = _devt(path)
     devt = f"{mj}:{mn}" if mj is not None else None
+    return _class_device(root, path, "block", devt=devt,
+                         dev_nodes=(DevNode(_dev_path(path, path.name, dev_root), "block", mj, mn),))
+
+
+def read_net_device(root: Path, path: Path) -> Device:
+    return _class_device(root, path, "net")
+
+
+def _class_device(root: Path, path: Path, kind: str, devt: str | None = None,
+                  dev_nodes: tuple[DevNode, ...] = ()) -> Device:
+    """A block or net device: named by its class entry, placed by the PCI function above it."""
+    parent = _parent_pci(path)
+    numa, cpus = _parent_locality(root, parent)
     return Device(
         id=path.name,
-        kind="block",
+        kind=kind,
         name=path.name,
         sysfs_path=str(path),
         driver=_link_name(path / "device" / "driver"),
@@ -242,22 +253,7 @@ def read_block_device(root: Path, path: Path, dev_root: str = "/dev") -> Device:
         local_cpus=cpus,
         parent_pci=parent,
         devt=devt,
-        dev_nodes=(DevNode(_dev_path(path, path.name, dev_root), "block", mj, mn),),
-    )
-
-
-def read_net_device(root: Path, path: Path) -> Device:
-    parent = _parent_pci(path)
-    numa, cpus = _parent_locality(root, parent)
-    return Device(
-        id=path.name,
-        kind="net",
-        name=path.name,
-        sysfs_path=str(path),
-        driver=_link_name(path / "device" / "driver"),
-        numa_node=numa,
-        local_cpus=cpus,
-        parent_pci=parent,
+        dev_nodes=dev_nodes,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from agent.cgroups.ancestry import nearest_ancestor
 from agent.cpuset import CPUSet
 
 __all__ = [
@@ -96,15 +97,7 @@ class PodDirectory:
         """The container whose cgroup is ``cgroup`` or an ancestor of it
         (a runtime may put a container's threads in sub-cgroups)."""
         by: dict[str, ContainerIdentity] = self._by_cgroup  # type: ignore[attr-defined]
-        p = cgroup.rstrip("/")
-        while p:
-            hit = by.get(p)
-            if hit is not None:
-                return hit
-            if "/" not in p:
-                return None  # a key that is no path (e.g. the BPF reader's "(other)" row)
-            p = p.rsplit("/", 1)[0]
-        return None
+        return nearest_ancestor(by, cgroup)
 
     def holder_of(self, resource: str, device_id: str) -> DeviceHolder | None:
         return self.devices.get((resource, device_id))

@@ -179,8 +179,8 @@ def tracepoint_open(prog_fd: int, tracefs: Path, tp: str) -> int:
     )
     fd = _libc.syscall(_nr()[1], ctypes.byref(attr), -1, 0, -1, PERF_FLAG_FD_CLOEXEC)
     if fd < 0:
-        e = ctypes.get_errno()
-        raise BpfError(e, f"perf_event_open {tp}: {os.strerror(e)}")
+        err = ctypes.get_errno()
+        raise BpfError(err, f"perf_event_open {tp}: {os.strerror(err)}")
     try:
         fcntl.ioctl(fd, PERF_EVENT_IOC_SET_BPF, prog_fd)
         fcntl.ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)

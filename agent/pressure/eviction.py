@@ -37,8 +37,6 @@ __all__ = [
     "pools_of",
 ]
 
-EVICTABLE = ("reclaimed", "shared")
-
 
 def normalize_qos(level: str) -> str:
     """'reclaimed_cores' / 'reclaimed' -> 'reclaimed' (Katalyst names and short names)."""

@@ -38,14 +38,14 @@ class Histogram:
         n = max(len(self.slots), len(other.slots))
         a = self.slots + (0,) * (n - len(self.slots))
         b = other.slots + (0,) * (n - len(other.slots))
-        return Histogram.from_slots((x + y for x, y in zip(a, b)), self.sum_ns + other.sum_ns)
+        return Histogram.from_slots((x + y for x, y in zip(a, b, strict=True)), self.sum_ns + other.sum_ns)
 
     def __sub__(self, other: Histogram) -> Histogram:
         """Growth since an earlier snapshot of the same counters (never negative)."""
         n = max(len(self.slots), len(other.slots))
         a = self.slots + (0,) * (n - len(self.slots))
         b = other.slots + (0,) * (n - len(other.slots))
-        return Histogram.from_slots((max(0, x - y) for x, y in zip(a, b)), max(0, self.sum_ns - other.sum_ns))
+        return Histogram.from_slots((max(0, x - y) for x, y in zip(a, b, strict=True)), max(0, self.sum_ns - other.sum_ns))
 
     def quantile_us(self, q: float) -> float:
         """Upper bound (µs) of the slot holding quantile q; 0 when empty."""

@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from agent.cgroups.hierarchy import relative_cgroup_path
 from agent.pressure.hist import Histogram, prometheus_buckets
 from agent.pressure.readers import block_name
+from agent.cgroups.ancestry import nearest_ancestor
 
 __all__ = ["PressureCollector", "top_n", "container_series", "OTHER_LABELS"]
 
@@ -56,18 +57,6 @@ def _container_index(containers: Any, mounts: dict) -> dict[str, tuple[str, str,
     return out
 
 
-def _owner(index: dict[str, tuple[str, str, str, str]], path: str) -> tuple[str, str, str, str] | None:
-    p = path.rstrip("/")
-    while p:
-        hit = index.get(p)
-        if hit is not None:
-            return hit
-        if "/" not in p:
-            return None  # a key that is no path (e.g. the BPF reader's "(other)" row)
-        p = p.rsplit("/", 1)[0]
-    return None
-
-
 def container_series(
     by_cgroup: dict[str, Histogram], containers: Any, cap: int, mounts: dict | None = None
 ) -> tuple[dict[tuple[str, str, str, str], Histogram], dict[str, Histogram]]:
@@ -80,7 +69,7 @@ def container_series(
     per: dict[tuple[str, str, str, str], Histogram] = {}
     rest: dict[str, Histogram] = {}
     for path, h in by_cgroup.items():
-        who = _owner(index, path) if index else None
+        who = nearest_ancestor(index, path) if index else None
         if who is None:
             if "/kubepods" not in path:  # a pod's own cgroup is not a series of its own either
                 rest[path] = h

@@ -23,7 +23,7 @@ from typing import Any
 
 from agent.eventlog import get_logger
 from agent.pressure import bpfsys
-from agent.pressure.bpfbuild import BuildError, BuildRequest, ProgramLoad, build_in_child
+from agent.pressure.bpfbuild import BuildError, BuildRequest, BuildResult, ProgramLoad, build_in_child
 from agent.pressure.bpfmaps import BpfMap, DescError
 from agent.pressure.btf import BTF, BTFError, hierarchy_macros, load_btf, offset_macros
 from agent.pressure.config import ALL_PROBES
@@ -95,6 +95,31 @@ def _str_list(v: Any, what: str) -> tuple[str, ...]:
     return tuple(v)
 
 
+def _attach_point(a: dict[str, Any]) -> AttachPoint:
+    """One [[attach]] table of a descriptor."""
+    kind = a.get("kind", "tracepoint")
+    if kind not in _KINDS:
+        raise ProbeSpecError(f"attach kind {kind!r} is not one of {', '.join(_KINDS)}")
+    point, program = a["point"], a["program"]
+    if ":" not in point:
+        raise ProbeSpecError(f"attach point {point!r} is not category:event")
+    optional = bool(a.get("optional", False))
+    macro = a.get("macro", "")
+    if optional and not macro:
+        raise ProbeSpecError(f"optional attach point {point} needs a macro")
+    args = _str_list(a.get("args", []), f"args of {point}")
+    if kind == "tp_btf" and not args:
+        raise ProbeSpecError(f"tp_btf point {point} needs its args (the prototype the C source assumes)")
+    return AttachPoint(kind, point, program, optional, macro, args)
+
+
+def _seed(s: dict[str, Any], constants: dict[str, Any]) -> tuple[str, str]:
+    """One [[seed]] table: (map, constant) whose key is written before attaching."""
+    if s.get("key") not in constants:
+        raise ProbeSpecError(f"seed key {s.get('key')!r} is not a constant of this probe")
+    return (str(s["map"]), str(s["key"]))
+
+
 def load_spec(path: Path) -> ProbeSpec:
     """Parse one descriptor; every mistake is reported with the file and the key."""
     try:
@@ -108,22 +133,7 @@ def load_spec(path: Path) -> ProbeSpec:
         source = raw["source"]
         if not isinstance(source, str):
             raise ProbeSpecError("source must be a file name")
-        points = []
-        for a in raw.get("attach", []):
-            kind = a.get("kind", "tracepoint")
-            if kind not in _KINDS:
-                raise ProbeSpecError(f"attach kind {kind!r} is not one of {', '.join(_KINDS)}")
-            point, program = a["point"], a["program"]
-            if ":" not in point:
-                raise ProbeSpecError(f"attach point {point!r} is not category:event")
-            optional = bool(a.get("optional", False))
-            macro = a.get("macro", "")
-            if optional and not macro:
-                raise ProbeSpecError(f"optional attach point {point} needs a macro")
-            args = _str_list(a.get("args", []), f"args of {point}")
-            if kind == "tp_btf" and not args:
-                raise ProbeSpecError(f"tp_btf point {point} needs its args (the prototype the C source assumes)")
-            points.append(AttachPoint(kind, point, program, optional, macro, args))
+        points = [_attach_point(a) for a in raw.get("attach", [])]
         if not points:
             raise ProbeSpecError("no [[attach]] points")
         constants = raw.get("constants", {})
@@ -132,11 +142,7 @@ def load_spec(path: Path) -> ProbeSpec:
         offsets = raw.get("btf_offsets", {})
         if not all(isinstance(v, str) for v in offsets.values()):
             raise ProbeSpecError("btf_offsets values must be \"struct.member\" strings")
-        seeds = []
-        for s in raw.get("seed", []):
-            if s.get("key") not in constants:
-                raise ProbeSpecError(f"seed key {s.get('key')!r} is not a constant of this probe")
-            seeds.append((str(s["map"]), str(s["key"])))
+        seeds = [_seed(s, constants) for s in raw.get("seed", [])]
         maps = _str_list(raw.get("maps", []), "maps")
         return ProbeSpec(name, source, tuple(points), maps, dict(constants), dict(offsets),
                          bool(raw.get("cgroup_hierarchy", False)), tuple(seeds))
@@ -322,6 +328,34 @@ class ProbeSet:
         Never raises for a missing kernel feature: the probe's state says why it is
         unavailable so the caller can fall back and report it.
         """
+        self._plan_wanted()
+        if not self._plans:
+            return
+        res = self._build()
+        if res is None:
+            return
+        self.compile_s, self.child_s = res.compile_s, res.child_s
+        obj = LoadedObject({}, {})
+        for n, why in res.failed.items():
+            log.warning("probe build failed", probe=n, reason=why)
+        for name, plan in list(self._plans.items()):
+            if not self._adopt(name, plan, res, obj):
+                del self._plans[name]
+        for fd in res.programs.values():  # loaded but named by no plan: nothing to attach them to
+            os.close(fd)
+        for fd, _k, _v in res.maps.values():
+            os.close(fd)
+        self.bpf = obj
+        for name, plan in self._plans.items():
+            for m, const in plan.spec.seeds:
+                tbl = obj.maps[m]
+                tbl[tbl.Key(plan.spec.constants[const])] = tbl.Leaf()
+            self.states[name] = ProbeState(name, "off", "built, not attached")
+            self.attach(name)
+
+    def _plan_wanted(self) -> None:
+        """A plan for every wanted probe; those that cannot have one are marked unavailable.
+        BTF is parsed once, for the first probe that needs it, and dropped afterwards."""
         btf: BTF | None = None
         btf_error = ""
         for name in self.wanted:
@@ -339,15 +373,16 @@ class ProbeSet:
             except (ProbeLoadError, ProbeSpecError) as e:
                 self._unavailable(name, str(e))
         del btf  # the parsed type table is ~20 MB of Python objects: not kept
-        if not self._plans:
-            return
+
+    def _build(self) -> BuildResult | None:
+        """Compile and load every plan in one build child; None (all plans unavailable) when it fails."""
         try:
             header = (self.probes_dir / COMMON_HEADER).read_text()
         except OSError as e:
             for n in self._plans:
                 self._unavailable(n, f"cannot read {COMMON_HEADER}: {e.strerror}")
             self._plans = {}
-            return
+            return None
         cflags = [f"-DRQ_MAX_CGROUPS={self.max_cgroups}"]
         for plan in self._plans.values():
             cflags += [f for f in plan.cflags if f not in cflags]
@@ -361,52 +396,40 @@ class ProbeSet:
         #: what was sent to the build child (the bench compiles it in-process to compare)
         self.last_request = {"header": req.header, "units": req.units, "cflags": req.cflags}
         try:
-            res = build_in_child(req)
+            return build_in_child(req)
         except BuildError as e:
             log.warning("probes build failed", probes=",".join(self._plans), reason=str(e))
             for n in self._plans:
                 self._unavailable(n, str(e))
             self._plans = {}
-            return
-        self.compile_s, self.child_s = res.compile_s, res.child_s
-        obj = LoadedObject({}, {})
-        for n, why in res.failed.items():
-            log.warning("probe build failed", probe=n, reason=why)
-        for name, plan in list(self._plans.items()):
-            progs = {ld.program: res.programs.pop(ld.program) for ld in plan.loads if ld.program in res.programs}
-            maps = {m: res.maps.pop(m) for m in plan.spec.maps if m in res.maps}
-            why = res.failed.get(name, "")
-            built: dict[str, BpfMap] = {}
-            if not why:
-                try:
-                    for m, (fd, kdesc, ldesc) in maps.items():
-                        built[m] = BpfMap(m, fd, kdesc, ldesc)
-                except (DescError, OSError, ValueError) as e:
-                    why = f"cannot read map {m}: {e}"
-            if why:
-                for fd in progs.values():
+            return None
+
+    def _adopt(self, name: str, plan: _Plan, res: BuildResult, obj: LoadedObject) -> bool:
+        """Move one probe's programs and maps from the build result into ``obj``. False (the probe
+        unavailable, its fds closed) when its build failed or a map cannot be read."""
+        progs = {ld.program: res.programs.pop(ld.program) for ld in plan.loads if ld.program in res.programs}
+        maps = {m: res.maps.pop(m) for m in plan.spec.maps if m in res.maps}
+        why = res.failed.get(name, "")
+        built: dict[str, BpfMap] = {}
+        if not why:
+            try:
+                for m, (fd, kdesc, ldesc) in maps.items():
+                    built[m] = BpfMap(m, fd, kdesc, ldesc)
+            except (DescError, OSError, ValueError) as e:
+                why = f"cannot read map {m}: {e}"
+        if why:
+            for fd in progs.values():
+                os.close(fd)
+            for m, (fd, _k, _v) in maps.items():
+                if m not in built:
                     os.close(fd)
-                for m, (fd, _k, _v) in maps.items():
-                    if m not in built:
-                        os.close(fd)
-                for bm in built.values():
-                    bm.close()
-                self._unavailable(name, why)
-                del self._plans[name]
-                continue
-            obj.programs.update(progs)
-            obj.maps.update(built)
-        for fd in res.programs.values():  # loaded but named by no plan: nothing to attach them to
-            os.close(fd)
-        for fd, _k, _v in res.maps.values():
-            os.close(fd)
-        self.bpf = obj
-        for name, plan in self._plans.items():
-            for m, const in plan.spec.seeds:
-                tbl = obj.maps[m]
-                tbl[tbl.Key(plan.spec.constants[const])] = tbl.Leaf()
-            self.states[name] = ProbeState(name, "off", "built, not attached")
-            self.attach(name)
+            for bm in built.values():
+                bm.close()
+            self._unavailable(name, why)
+            return False
+        obj.programs.update(progs)
+        obj.maps.update(built)
+        return True
 
     def attach(self, name: str) -> None:
         if self.bpf is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import Any
 
 CLONE_NEWNS = 0x00020000
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
@@ -28,14 +29,14 @@ def _write_state(state: str, name: str, text: str) -> None:
     os.replace(tmp, os.path.join(state, name))
 
 
-def _libc():  # type: ignore[no-untyped-def]
+def _libc() -> tuple[Any, Any]:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
     return libc, ctypes
 
 
-def _mount(libc, ctypes, src, dst, flags):  # type: ignore[no-untyped-def]
+def _mount(libc: Any, ctypes: Any, src: str | None, dst: str, flags: int) -> None:
     s = src.encode() if src else None
     if libc.mount(s, dst.encode(), None, flags, None) != 0:
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), dst)
@@ -112,33 +113,73 @@ def _rotate(log: str, keep: int) -> None:
         pass
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) < 7:
-        print("usage: shim.py STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-p PROCS]... "
-              "[-b SRC DST MODE]... -- ARGV...", file=sys.stderr)
-        return 2
-    state, log, log_max, log_keep, hs, cwd = argv[0], argv[1], int(argv[2]), int(argv[3]), int(argv[4]), argv[5]
-    procs: list[str] = []
-    binds: list[tuple[str, str, bool]] = []
-    i = 6
-    while i < len(argv):
-        a = argv[i]
-        if a == "--":
-            i += 1
-            break
-        if a == "-p" and i + 1 < len(argv):
-            procs.append(argv[i + 1])
-            i += 2
-        elif a == "-b" and i + 3 < len(argv):
-            binds.append((argv[i + 1], argv[i + 2], argv[i + 3] == "ro"))
-            i += 4
-        else:
-            print(f"shim.py: bad argument {a}", file=sys.stderr)
-            return 2
-    cmd = argv[i:]
-    if not cmd:
-        print("shim.py: no command", file=sys.stderr)
-        return 2
+USAGE = ("usage: shim.py STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-p PROCS]... "
+         "[-b SRC DST MODE]... -- ARGV...")
+
+
+class _BadArgs(Exception):
+    """A command line the shim refuses, with the message to print."""
+
+
+class _Args:
+    """The shim's command line, parsed."""
+
+    def __init__(self, argv: list[str]) -> None:
+        if len(argv) < 7:
+            raise _BadArgs(USAGE)
+        self.state, self.log, self.cwd = argv[0], argv[1], argv[5]
+        self.log_max, self.log_keep, self.hs = int(argv[2]), int(argv[3]), int(argv[4])
+        self.procs: list[str] = []
+        self.binds: list[tuple[str, str, bool]] = []
+        i = 6
+        while i < len(argv):
+            a = argv[i]
+            if a == "--":
+                i += 1
+                break
+            if a == "-p" and i + 1 < len(argv):
+                self.procs.append(argv[i + 1])
+                i += 2
+            elif a == "-b" and i + 3 < len(argv):
+                self.binds.append((argv[i + 1], argv[i + 2], argv[i + 3] == "ro"))
+                i += 4
+            else:
+                raise _BadArgs(f"shim.py: bad argument {a}")
+        self.cmd = argv[i:]
+        if not self.cmd:
+            raise _BadArgs("shim.py: no command")
+
+
+class _Log:
+    """The container's log file; it never grows past log_max: rotate first, cutting at the
+    last newline that fits."""
+
+    def __init__(self, path: str, log_max: int, log_keep: int) -> None:
+        self.path, self.log_max, self.log_keep = path, log_max, log_keep
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+        self.size = os.fstat(self.fd).st_size
+
+    def write(self, data: bytes) -> None:
+        while data:
+            take = len(data)
+            if self.log_max > 0:
+                room = self.log_max - self.size
+                if room <= 0 or (len(data) > room and self.size > 0 and b"\n" not in data[:room]):
+                    os.close(self.fd)
+                    _rotate(self.path, self.log_keep)
+                    self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+                    self.size = 0
+                    continue
+                if len(data) > room:
+                    nl = data.rfind(b"\n", 0, room)
+                    take = nl + 1 if nl >= 0 else room
+            os.write(self.fd, data[:take])
+            self.size += take
+            data = data[take:]
+
+
+def _become_supervisor() -> None:
+    """A session of its own, no SIGPIPE, and the signals it forwards or reaps blocked."""
     try:
         os.setsid()
     except PermissionError:  # already a session leader (the launcher spawns it with setsid)
@@ -146,11 +187,53 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     blocked = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
     signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+
+
+def _copy_until_exit(child: int, out_r: int, log: _Log) -> int:
+    """Copy the child's output to the log until it exits; its wait status."""
+    # SIGCHLD is blocked; wake on it through a pidfd of the child instead
+    pidfd = os.pidfd_open(child)
+    import select
+
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(out_r, select.POLLIN)
+    out_open = True
+    status = 0
+    while True:
+        events = dict(poller.poll())
+        if out_r in events and out_open:
+            data = os.read(out_r, 65536)
+            if not data:
+                out_open = False
+                poller.unregister(out_r)
+            else:
+                log.write(data)
+        if pidfd in events:
+            _, status = os.waitpid(child, 0)
+            break
+    os.set_blocking(out_r, False)
+    try:
+        while data := os.read(out_r, 65536):
+            log.write(data)
+    except BlockingIOError:
+        pass
+    return status
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = _Args(argv)
+    except _BadArgs as e:
+        print(e, file=sys.stderr)
+        return 2
+    state, hs = args.state, args.hs
+    _become_supervisor()
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     child = os.fork()
     if child == 0:
-        _child(procs, binds, cwd, out_w, err_w, hs, cmd)
+        _child(args.procs, args.binds, args.cwd, out_w, err_w, hs, args.cmd)
     os.close(out_w)
     os.close(err_w)
     err = b""
@@ -166,56 +249,7 @@ def main(argv: list[str]) -> int:
     _write_state(state, "pid", f"{os.getpid()} {child}\n")
     os.write(hs, f"ok {os.getpid()} {child}\n".encode())
     os.close(hs)
-    logfd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
-    size = os.fstat(logfd).st_size
-    # SIGCHLD is blocked; wake on it through a pidfd of the child instead
-    pidfd = os.pidfd_open(child)
-    import select
-
-    poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    poller.register(out_r, select.POLLIN)
-    out_open = True
-    status = 0
-
-    def log_write(data: bytes) -> None:
-        # a file never grows past log_max: rotate first, cutting at the last newline that fits
-        nonlocal logfd, size
-        while data:
-            take = len(data)
-            if log_max > 0:
-                room = log_max - size
-                if room <= 0 or (len(data) > room and size > 0 and b"\n" not in data[:room]):
-                    os.close(logfd)
-                    _rotate(log, log_keep)
-                    logfd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
-                    size = 0
-                    continue
-                if len(data) > room:
-                    nl = data.rfind(b"\n", 0, room)
-                    take = nl + 1 if nl >= 0 else room
-            os.write(logfd, data[:take])
-            size += take
-            data = data[take:]
-
-    while True:
-        events = dict(poller.poll())
-        if out_r in events and out_open:
-            data = os.read(out_r, 65536)
-            if not data:
-                out_open = False
-                poller.unregister(out_r)
-            else:
-                log_write(data)
-        if pidfd in events:
-            _, status = os.waitpid(child, 0)
-            break
-    os.set_blocking(out_r, False)
-    try:
-        while data := os.read(out_r, 65536):
-            log_write(data)
-    except BlockingIOError:
-        pass
+    status = _copy_until_exit(child, out_r, _Log(args.log, args.log_max, args.log_keep))
     if os.WIFEXITED(status):
         _write_state(state, "exit", f"exited {os.WEXITSTATUS(status)}\n")
     else:

@@ -23,7 +23,6 @@ Identity rules, chosen because kernel ids are not globally unique:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -346,7 +345,7 @@ def synthetic(
             )
         )
     caches: list[Cache] = []
-    for pkg, numa, core_id, ids in cores:
+    for *_where, ids in cores:
         caches.append(Cache(level=1, type="Data", size_bytes=48 << 10, cpus=CPUSet(ids)))
         caches.append(Cache(level=2, type="Unified", size_bytes=1 << 20, cpus=CPUSet(ids)))
     if l3_per_numa:
@@ -372,6 +371,3 @@ def synthetic(
         source="synthetic",
     )
 
-
-def union_cpus(nodes: Iterable[NUMANode]) -> CPUSet:
-    return CPUSet.union_all(n.cpus for n in nodes)

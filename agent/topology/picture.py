@@ -114,18 +114,32 @@ def _insert(root: Box, box: Box) -> None:
 
 def build(topo: Topology, devices: Sequence[DeviceItem] = (), overlay: Overlay | None = None, title: str = "") -> Box:
     overlay = overlay or Overlay()
-    online = topo.online
-    root = Box("machine", title or "Machine", online, detail=_machine_detail(topo))
-    objects: list[Box] = []
+    root = Box("machine", title or "Machine", topo.online, detail=_machine_detail(topo))
+    objects = _group_boxes(topo) + _core_boxes(topo, overlay)
+    rank = {k: i for i, k in enumerate(RANK)}
+    objects.sort(key=lambda b: (-len(b.cpus), rank[b.kind], b.cpus.first() if b.cpus else -1))
+    for b in objects:
+        _insert(root, b)
+    _collapse(root)
+    _add_memory_only_nodes(root, topo)
+    _attach_devices(root, devices, overlay)
+    _order(root)
+    return root
 
+
+def _group_boxes(topo: Topology) -> list[Box]:
+    """The boxes above the cores: distance groups, packages, dies/clusters, NUMA nodes with CPUs, LLCs."""
+    online = topo.online
+    objects: list[Box] = []
     levels = distance_levels(topo)
     # outermost level first; a level's groups of one node add nothing
     for level in reversed(levels):
-        for g in level.groups:
-            nodes = [n for n in g if n in topo.numa_ids]
+        for nodeset in level.groups:
+            nodes = [n for n in nodeset if n in topo.numa_ids]
             cpus = CPUSet.union_all(topo.numa_node(n).cpus for n in nodes) & online
             if len(nodes) > 1 and cpus:
-                objects.append(Box("dgroup", f"NUMA nodes {g}", cpus, detail=f"within distance {level.distance}", nodes=g))
+                objects.append(Box("dgroup", f"NUMA nodes {nodeset}", cpus, detail=f"within distance {level.distance}",
+                                   nodes=nodeset))
     for p in topo.package_ids:
         logical = topo.logical_package[p]
         label = f"Package {logical}" + (f" [{p}]" if p != logical else "")
@@ -139,8 +153,14 @@ def build(topo: Topology, devices: Sequence[DeviceItem] = (), overlay: Overlay |
     for c in topo.last_level_caches:
         if c.cpus & online:
             objects.append(Box("llc", f"L{c.level} {human_bytes(c.size_bytes)}", c.cpus & online))
+    return objects
+
+
+def _core_boxes(topo: Topology, overlay: Overlay) -> list[Box]:
+    """A box per core and per CPU (its tooltip: where it sits, its pool, who holds it)."""
     pools = overlay.pool_of_cpu()
     allocs = overlay.allocation_of_cpu()
+    objects: list[Box] = []
     for k in topo.cores:
         objects.append(Box("core", f"Core {k.core_id}", k.cpus))
         for cpu in k.cpus:
@@ -156,25 +176,18 @@ def build(topo: Topology, devices: Sequence[DeviceItem] = (), overlay: Overlay |
             if cpu in topo.isolated:
                 tip.append("isolated")
             objects.append(Box("pu", str(cpu), CPUSet([cpu]), cpu=cpu, pool=pool, allocation=a, tooltip=", ".join(tip)))
+    return objects
 
-    rank = {k: i for i, k in enumerate(RANK)}
-    objects.sort(key=lambda b: (-len(b.cpus), rank[b.kind], b.cpus.first() if b.cpus else -1))
-    for b in objects:
-        _insert(root, b)
-    _collapse(root)
 
-    # memory-only nodes: in the smallest distance group naming them, else the machine
+def _add_memory_only_nodes(root: Box, topo: Topology) -> None:
+    """Memory-only nodes: in the smallest distance group naming them, else the machine."""
     for n in topo.numa_nodes:
-        if n.cpus & online:
+        if n.cpus & topo.online:
             continue
         box = Box("numa", f"NUMA node {n.id}", CPUSet(), detail=f"{human_bytes(n.memory_bytes)}, memory only", numa=n.id)
         homes = [b for b in root.walk() if b.nodes is not None and n.id in b.nodes]
         home = min(homes, key=lambda b: len(b.nodes or ()), default=root)
         home.children.append(box)
-
-    _attach_devices(root, devices, overlay)
-    _order(root)
-    return root
 
 
 def _collapse(box: Box) -> None:

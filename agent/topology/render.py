@@ -79,7 +79,7 @@ def _cores_tree(topo: Topology, cores: Iterable[Core], show_cluster: bool) -> li
     out: list[str] = []
     items: list[tuple[str, list[str]]] = []
     for cache, members in groups.items():
-        core_items = [(_core_label(topo, k, show_cluster), []) for k in members]
+        core_items: list[tuple[str, list[str]]] = [(_core_label(topo, k, show_cluster), []) for k in members]
         if cache is None:
             _tree(out, "", core_items)
             continue
@@ -146,7 +146,7 @@ def render_text(topo: Topology) -> str:
             label += f"  (NUMA node{'s' if len(nodes) > 1 else ''} {CPUSet(nodes)})"
         if multi_die:
             dies = sorted({k.die_id for k in cores})
-            children = []
+            children: list[str] = []
             _tree(
                 children,
                 "",

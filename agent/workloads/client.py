@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,15 +30,11 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 
 def socket_path(args: argparse.Namespace) -> Path:
-    from agent.config import ConfigError, load
+    from agent.commands._config import load_config, root_dir
     from agent.workloads.component import socket_path_for
 
-    try:
-        config = load(getattr(args, "config", None))
-    except ConfigError as e:
-        raise CommandError(str(e)) from None
-    root = Path(os.path.abspath(args.root_dir)) if args.root_dir else Path(config["daemon"].root_dir)
-    return socket_path_for(config["workloads"], root)
+    config = load_config(args)
+    return socket_path_for(config["workloads"], root_dir(args, config))
 
 
 def call(args: argparse.Namespace, fn: Callable[[Any], T]) -> T:
@@ -56,8 +51,8 @@ def call(args: argparse.Namespace, fn: Callable[[Any], T]) -> T:
         try:
             return fn(pb_grpc.AdmissionStub(channel))
         except grpc.RpcError as e:
-            code = e.code()  # type: ignore[attr-defined]
-            details = e.details()  # type: ignore[attr-defined]
+            code = e.code()
+            details = e.details()
             if code == grpc.StatusCode.UNAVAILABLE and "connect" in (details or "").lower():
                 raise CommandError(f"cannot connect to {path}: {details}", EXIT_REFUSED) from None
             raise CommandError(f"{code.name}: {details}", EXIT_REFUSED) from None

@@ -129,7 +129,7 @@ def is_extended_resource_name(s: str) -> bool:
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses aliases and duplicate keys and bounds nesting."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise ManifestError("", f"YAML aliases are not accepted (line {event.start_mark.line + 1})")
@@ -141,7 +141,7 @@ class _StrictLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # type: ignore[override]
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
@@ -398,6 +398,30 @@ def _containers(v: Any, path: str, kind: str, ctx: _Ctx) -> tuple[ContainerSpec,
     return tuple(_container(c, f"{path}[{i}]", kind, ctx) for i, c in enumerate(v))
 
 
+def _metadata_uid(meta: dict[str, Any], new_uid: Callable[[], str]) -> str:
+    """metadata.uid as given, or a new one when absent or empty."""
+    uid = meta.get("uid")
+    if uid is None or uid == "":
+        return new_uid()
+    uid = _string(uid, "metadata.uid", limit=MAX_UID_LEN)
+    if not _UID.match(uid):
+        raise ManifestError("metadata.uid", "may hold only A-Z, a-z, 0-9, '.', '_' and '-'")
+    return uid
+
+
+def _annotations_and_labels(meta: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """metadata.annotations (bounded in total size) and metadata.labels (valid label values)."""
+    annotations = _string_map(meta.get("annotations") or {}, "metadata.annotations", _is_qualified_name, "annotation")
+    total = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+    if total > MAX_ANNOTATIONS_BYTES:
+        raise ManifestError("metadata.annotations", f"add up to {total} bytes, more than {MAX_ANNOTATIONS_BYTES}")
+    labels = _string_map(meta.get("labels") or {}, "metadata.labels", _is_qualified_name, "label")
+    for k, v in labels.items():
+        if len(v) > 63 or not _LABEL_VALUE.match(v):
+            raise ManifestError(f"metadata.labels.{k}", f"{v!r} is not a valid label value")
+    return annotations, labels
+
+
 def pod_from_document(
     doc: Any,
     *,
@@ -425,21 +449,8 @@ def pod_from_document(
     namespace = _string(meta.get("namespace", "default"), "metadata.namespace", limit=63)
     if not is_dns1123_label(namespace):
         raise ManifestError("metadata.namespace", f"{namespace!r} is not a DNS-1123 label")
-    uid = meta.get("uid")
-    if uid is None or uid == "":
-        uid = new_uid()
-    else:
-        uid = _string(uid, "metadata.uid", limit=MAX_UID_LEN)
-        if not _UID.match(uid):
-            raise ManifestError("metadata.uid", "may hold only A-Z, a-z, 0-9, '.', '_' and '-'")
-    annotations = _string_map(meta.get("annotations") or {}, "metadata.annotations", _is_qualified_name, "annotation")
-    total = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
-    if total > MAX_ANNOTATIONS_BYTES:
-        raise ManifestError("metadata.annotations", f"add up to {total} bytes, more than {MAX_ANNOTATIONS_BYTES}")
-    labels = _string_map(meta.get("labels") or {}, "metadata.labels", _is_qualified_name, "label")
-    for k, v in labels.items():
-        if len(v) > 63 or not _LABEL_VALUE.match(v):
-            raise ManifestError(f"metadata.labels.{k}", f"{v!r} is not a valid label value")
+    uid = _metadata_uid(meta, new_uid)
+    annotations, labels = _annotations_and_labels(meta)
 
     if "spec" not in top:
         raise ManifestError("spec", "is required")

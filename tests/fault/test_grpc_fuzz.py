@@ -91,7 +91,7 @@ _INTS = {
 }
 
 
-def _scalar(f, key_of_map: bool = False):
+def _scalar(f):
     t = f.type
     if t == F.TYPE_STRING:
         return TEXT

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.fault
 N = 6
 
 
-def _write(path, values, start_state=()):
+def _write(path, values):
     async def main():
         j = Journal(path, ListCodec())
         rec = j.recover()

@@ -99,13 +99,13 @@ def test_kill_minus_nine_during_grpc_allocations_loses_and_resurrects_nothing(tm
             log: dict[str, list[str]] = {}
             run_for = rng.uniform(0.2, 1.0)
 
-            async def drive():
+            async def drive(sock: str, trial: int, log: dict[str, list[str]], run_for: float, proc) -> None:
                 task = asyncio.ensure_future(_clients(sock, trial, log, time.monotonic() + 5))
                 await asyncio.sleep(run_for)
                 os.kill(proc.pid, signal.SIGKILL)  # while calls are in flight
                 await task
 
-            asyncio.run(drive())
+            asyncio.run(drive(sock, trial, log, run_for, proc))
         finally:
             if proc.poll() is None:
                 proc.kill()

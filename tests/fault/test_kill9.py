@@ -27,7 +27,6 @@ from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc
 from agent.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_KEY
 from agent.devicemanager.manager import DeviceManager
 from tests.fault.conftest import COUNTS
-from tests.fault.daemon import RunningDaemon
 
 CPU_TRIALS = 15
 DEVICE_TRIALS = 15

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import random
 import re
-import shutil
 import time
 from pathlib import Path
 

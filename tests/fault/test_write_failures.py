@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+from pathlib import Path
 
 import grpc
 import pytest
@@ -151,6 +152,11 @@ def _held(m: DeviceManager) -> dict:
     return {(a.pod_uid, a.container_name): a.device_ids for a in m.allocations()}
 
 
+def _on_disk(cp: Path) -> dict:
+    """What the checkpoint file holds, keyed as ``_held``."""
+    return {(a.pod_uid, a.container_name): a.device_ids for a in load_devices(cp).allocations}
+
+
 @pytest.mark.parametrize("call,err", [("sync", errno.EIO), ("write", errno.EMFILE)])
 def test_device_allocate_write_error_changes_nothing(tmp_path, monkeypatch, call, err):
     cp = tmp_path / "checkpoint"
@@ -179,8 +185,7 @@ def test_device_allocate_write_error_changes_nothing(tmp_path, monkeypatch, call
             want = _held(m)
         finally:
             await m.stop()
-        data = load_devices(cp)
-        assert {(a.pod_uid, a.container_name): a.device_ids for a in data.allocations} == want
+        assert _on_disk(cp) == want
 
     run(main())
 
@@ -206,7 +211,6 @@ def test_device_host_on_a_full_disk():
                 want = _held(m)
             finally:
                 await m.stop()
-            data = load_devices(cp)
-            assert {(a.pod_uid, a.container_name): a.device_ids for a in data.allocations} == want
+            assert _on_disk(cp) == want
 
     run(main())

@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 
 import grpc
-import pytest
 from prometheus_client import REGISTRY
 
 from agent.api.podresources.v1 import api_pb2 as pr

@@ -74,7 +74,7 @@ def test_wire_identical_to_upstream(api: str) -> None:
 def test_grpc_stubs_import_and_name_services(api: str) -> None:
     grpc_mod = importlib.import_module("agent.api." + api.replace("/", ".") + ".api_pb2_grpc")
     pkg = importlib.import_module("agent.api." + api.replace("/", ".") + ".api_pb2").DESCRIPTOR.package
-    services = [l.split()[1] for l in _upstream_sections()[api] if l.startswith("service ")]
+    services = [line.split()[1] for line in _upstream_sections()[api] if line.startswith("service ")]
     for full in services:
         short = full.rsplit(".", 1)[1]
         assert hasattr(grpc_mod, f"{short}Stub"), f"no client stub for {full}"

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from .test_kill_real import mounts, tree  # noqa: F401 - fixtures: the kill tests' subtree, for the tree/mounts tests too
+
 ROOT = Path("/sys/fs/cgroup")
 
 

@@ -14,7 +14,7 @@ from agent.cgroups.own import OWN_CPUSET, own_cpuset_files
 from agent.cgroups.tree import cgroup_dirs, cgroup_procs, cgroup_thread_ids
 from agent.cpuset import CPUSet
 
-from .test_kill_real import Tree, mounts, tree  # noqa: F401 - fixtures
+from .test_kill_real import Tree  # its fixtures (mounts, tree) come through conftest.py
 
 pytestmark = [pytest.mark.root]
 

@@ -8,6 +8,7 @@ import asyncio
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 
@@ -22,6 +23,25 @@ def dev(id: str, healthy: bool = True, numa: Iterable[int] | None = (0,)) -> pb.
     if numa is not None:
         d.topology.CopyFrom(pb.TopologyInfo(nodes=[pb.NUMANode(ID=n) for n in numa]))
     return d
+
+
+async def _serve(socket_path: str, add_servicer: Callable[[Any, grpc.aio.Server], None], servicer: Any) -> grpc.aio.Server:
+    """A gRPC server for ``servicer`` on a unix socket, started."""
+    server = grpc.aio.server()
+    add_servicer(servicer, server)
+    server.add_insecure_port(f"unix:{socket_path}")
+    await server.start()
+    return server
+
+
+async def _unserve(server: grpc.aio.Server | None, socket_path: str) -> None:
+    """Stop the server at once and remove its socket (as a plugin that exits does)."""
+    if server is not None:
+        await server.stop(grace=None)
+    try:
+        os.unlink(socket_path)
+    except FileNotFoundError:
+        pass
 
 
 @dataclass
@@ -66,21 +86,13 @@ class FakePlugin(pb_grpc.DevicePluginServicer):
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> None:
-        self._server = grpc.aio.server()
-        pb_grpc.add_DevicePluginServicer_to_server(self, self._server)
-        self._server.add_insecure_port(f"unix:{self.socket_path}")
-        await self._server.start()
+        self._server = await _serve(self.socket_path, pb_grpc.add_DevicePluginServicer_to_server, self)
 
     async def stop(self) -> None:
         for q in self._streams:
             q.put_nowait(None)
-        if self._server is not None:
-            await self._server.stop(grace=None)
-            self._server = None
-        try:
-            os.unlink(self.socket_path)
-        except FileNotFoundError:
-            pass
+        await _unserve(self._server, self.socket_path)
+        self._server = None
 
     def update(self, devices: Sequence[pb.Device]) -> None:
         self.devices = list(devices)
@@ -166,19 +178,11 @@ class WatcherRegistration(reg_grpc.RegistrationServicer):
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> None:
-        self._server = grpc.aio.server()
-        reg_grpc.add_RegistrationServicer_to_server(self, self._server)
-        self._server.add_insecure_port(f"unix:{self.socket_path}")
-        await self._server.start()
+        self._server = await _serve(self.socket_path, reg_grpc.add_RegistrationServicer_to_server, self)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            await self._server.stop(grace=None)
-            self._server = None
-        try:
-            os.unlink(self.socket_path)
-        except FileNotFoundError:
-            pass
+        await _unserve(self._server, self.socket_path)
+        self._server = None
 
     async def GetInfo(self, request, context):
         return self.info

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from agent.daemon.component import DaemonContext
+from agent.daemon.daemon import prepare_root
 from agent.config import loads
 from agent.contracts import ACTIVE_PODS, DEVICE_HEALTH, DEVICE_MANAGER
 from agent.deviceplugin.component import factory as plugins_factory
@@ -44,8 +45,7 @@ driver = ["ioatdma"]
     request.addfinalizer(lambda: shutil.rmtree(short, ignore_errors=True))
     ctx = DaemonContext(cfg, short / "root", synthetic(sockets=2), mode="standalone")
     ctx.publish(ACTIVE_PODS, StaticActivePods({"pod-1"}))
-    for d in ("device-plugins", "plugins_registry", "pod-resources", "checkpoints", "cpu"):
-        (ctx.root_dir / d).mkdir(parents=True, exist_ok=True)
+    prepare_root(ctx.root_dir)
 
     async def run():
         host = host_factory(ctx)

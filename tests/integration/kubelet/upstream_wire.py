@@ -46,48 +46,66 @@ def _sections() -> dict[str, list[str]]:
 
 
 def _build(section: str, lines: list[str], syntax: str, known: set[str]) -> descriptor_pb2.FileDescriptorProto:
-    pkg = next(l.split()[1] for l in lines if l.startswith("package "))
+    pkg = next(line.split()[1] for line in lines if line.startswith("package "))
     fdp = descriptor_pb2.FileDescriptorProto(name=f"upstream/{section}.proto", package=pkg, syntax=syntax)
+    msgs, enums = _add_types(fdp, pkg, lines)
+    known |= {f"{pkg}.{m}" for m in msgs} | {f"{pkg}.{e}" for e in enums}
+    for line in sorted((ln for ln in lines if ln.startswith("enum_value ")), key=lambda ln: int(ln.split()[2])):
+        parts = _rel(pkg, line.split()[1])
+        enums[".".join(parts[:-1])].value.add(name=parts[-1], number=int(line.split()[2]))
+    _add_fields(msgs, pkg, lines, known)
+    _drop_unbuildable_maps(msgs, pkg, known)
+    _add_services(fdp, lines)
+    return fdp
+
+
+def _rel(pkg: str, full: str) -> list[str]:
+    return full[len(pkg) + 1:].split(".")
+
+
+def _add_types(fdp: descriptor_pb2.FileDescriptorProto, pkg: str, lines: list[str]) -> tuple[
+        dict[str, descriptor_pb2.DescriptorProto], dict[str, descriptor_pb2.EnumDescriptorProto]]:
+    """Messages (outer before nested), map entries and enums, by their name relative to the package."""
     msgs: dict[str, descriptor_pb2.DescriptorProto] = {}
     enums: dict[str, descriptor_pb2.EnumDescriptorProto] = {}
-
-    def rel(full: str) -> list[str]:
-        return full[len(pkg) + 1:].split(".")
-
-    for l in sorted(l for l in lines if l.startswith("message ")):
-        parts = rel(l.split()[1])
+    for line in sorted(ln for ln in lines if ln.startswith("message ")):
+        parts = _rel(pkg, line.split()[1])
         if len(parts) == 1:
             msgs[parts[0]] = fdp.message_type.add(name=parts[0])
         else:
             parent = msgs[".".join(parts[:-1])]
             msgs[".".join(parts)] = parent.nested_type.add(name=parts[-1])
-    for l in lines:
-        w = l.split()
+    for line in lines:
+        w = line.split()
         if w[0] == "map_entry":
-            msgs[".".join(rel(w[1]))].options.map_entry = True
+            msgs[".".join(_rel(pkg, w[1]))].options.map_entry = True
         elif w[0] == "enum":
-            parts = rel(w[1])
+            parts = _rel(pkg, w[1])
             holder = fdp if len(parts) == 1 else msgs[".".join(parts[:-1])]
             enums[".".join(parts)] = holder.enum_type.add(name=parts[-1])
-    known |= {f"{pkg}.{m}" for m in msgs} | {f"{pkg}.{e}" for e in enums}
-    for l in sorted((l for l in lines if l.startswith("enum_value ")), key=lambda l: int(l.split()[2])):
-        parts = rel(l.split()[1])
-        enums[".".join(parts[:-1])].value.add(name=parts[-1], number=int(l.split()[2]))
-    for l in lines:
-        w = l.split()
-        if w[0] == "field":
-            parts = rel(w[1])
-            owner = ".".join(parts[:-1])
-            if owner not in msgs:
-                continue
-            type_name = w[5]
-            if type_name != "-" and type_name not in known:
-                continue  # a type the table does not carry: this peer does not know the field
-            f = msgs[owner].field.add(name=parts[-1], number=int(w[2]), type=F.Type.Value(w[3]),
-                                      label=F.Label.Value(w[4]))
-            if type_name != "-":
-                f.type_name = "." + type_name
-    # a map whose value type the table does not carry cannot be built: drop the entry and the map field
+    return msgs, enums
+
+
+def _add_fields(msgs: dict[str, descriptor_pb2.DescriptorProto], pkg: str, lines: list[str], known: set[str]) -> None:
+    for line in lines:
+        w = line.split()
+        if w[0] != "field":
+            continue
+        parts = _rel(pkg, w[1])
+        owner = ".".join(parts[:-1])
+        if owner not in msgs:
+            continue
+        type_name = w[5]
+        if type_name != "-" and type_name not in known:
+            continue  # a type the table does not carry: this peer does not know the field
+        f = msgs[owner].field.add(name=parts[-1], number=int(w[2]), type=F.Type.Value(w[3]),
+                                  label=F.Label.Value(w[4]))
+        if type_name != "-":
+            f.type_name = "." + type_name
+
+
+def _drop_unbuildable_maps(msgs: dict[str, descriptor_pb2.DescriptorProto], pkg: str, known: set[str]) -> None:
+    """A map whose value type the table does not carry cannot be built: drop the entry and the map field."""
     for name, m in list(msgs.items()):
         if m.options.map_entry and len(m.field) != 2:
             parent = msgs[name.rsplit(".", 1)[0]]
@@ -96,15 +114,17 @@ def _build(section: str, lines: list[str], syntax: str, known: set[str]) -> desc
             for f in [f for f in parent.field if f.type_name == gone]:
                 parent.field.remove(f)
             known.discard(gone[1:])
+
+
+def _add_services(fdp: descriptor_pb2.FileDescriptorProto, lines: list[str]) -> None:
     svcs: dict[str, descriptor_pb2.ServiceDescriptorProto] = {}
-    for l in lines:
-        w = l.split()
+    for line in lines:
+        w = line.split()
         if w[0] == "rpc":
             _, svc, method = w[1].split("/")
             s = svcs.get(svc) or svcs.setdefault(svc, fdp.service.add(name=svc.rsplit(".", 1)[1]))
             s.method.add(name=method, input_type="." + w[2], output_type="." + w[4],
                          client_streaming=w[5].endswith("1"), server_streaming=w[6].endswith("1"))
-    return fdp
 
 
 class Wire:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -13,6 +12,8 @@ import pytest
 
 from agent.cgroups.hierarchy import detect_hierarchy
 from agent.cgroups.mounts import cgroup_mounts
+
+from tests.cgroup_cleanup import rmdir_cgroup
 
 HOG = ["/bin/sh", "-c", "while :; do :; done"]
 
@@ -77,14 +78,7 @@ class CgroupTree:
             except subprocess.TimeoutExpired:
                 pass
         for d in sorted(self.made, key=lambda p: len(p.parts), reverse=True):
-            for _ in range(50):
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            rmdir_cgroup(d, tries=50, pause_s=0.05)
 
 
 @pytest.fixture

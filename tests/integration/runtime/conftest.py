@@ -26,6 +26,7 @@ from agent.workloads.model import (
     PodStatus,
     Resources,
 )
+from tests.cgroup_cleanup import rmdir_cgroup_tree
 
 
 class Sink:
@@ -132,15 +133,5 @@ def env(tmp_path):
                     os.kill(int(pid), 9)
             except OSError:
                 pass
-        for p, _d, _f in sorted(os.walk(base), key=lambda t: -len(t[0])):
-            for _ in range(100):
-                try:
-                    os.rmdir(p)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    import time
-
-                    time.sleep(0.02)
+        rmdir_cgroup_tree(base, tries=100, pause_s=0.02)
     shutil.rmtree(tmp_path / "root", ignore_errors=True)

@@ -107,7 +107,7 @@ def test_kill9_during_launch_and_stop_churn_leaks_nothing(env):
         statuses = [json.loads(line) for line in (env.root / "status.jsonl").read_text().splitlines()]
         every = {s["uid"] for s in statuses} | {p.uid for p in registry}
 
-        async def go():
+        async def go(registry, every, round_):
             rt = env.runtime()
             env.sink.history.clear()
             await rt.restore(registry)
@@ -115,7 +115,7 @@ def test_kill9_during_launch_and_stop_churn_leaks_nothing(env):
             for p in registry:
                 st = rt.status(p.uid)
                 if st is not None and st.phase == PodPhase.PENDING:
-                    await env.sink.wait(p.uid, lambda s: s.phase != PodPhase.PENDING)
+                    await env.sink.wait(p.uid, lambda status: status.phase != PodPhase.PENDING)
             alive = workload_pids(every)
             # a container the kill caught in its stop (SIGTERM sent, its exit not yet recorded) may
             # end just after restore re-attached to it: the runtime's watcher reports that exit
@@ -144,6 +144,6 @@ def test_kill9_during_launch_and_stop_churn_leaks_nothing(env):
             assert workload_pids(every) == {}
             assert not any((env.root / "runtime").iterdir())
 
-        asyncio.run(go())
+        asyncio.run(go(registry, every, round_))
         for f in (env.root / "admitted").glob("*.pkl"):
             f.unlink()

@@ -10,7 +10,7 @@ say exactly which differences are expected for a snapshot and why.
 from __future__ import annotations
 
 from agent.cpuset import CPUSet
-from agent.topology.model import Topology
+from agent.topology.model import NUMANode, Topology
 from tests.integration.topology.hwloc_view import HwlocView
 
 __all__ = ["ASPECTS", "compare"]
@@ -28,6 +28,24 @@ def compare(topo: Topology, hw: HwlocView) -> dict[str, str]:
 
     if visible != hw.pus:
         diffs["pus"] = f"hwagent {visible} vs hwloc {hw.pus}"
+    _compare_packages_and_cores(topo, hw, visible, diffs)
+    ours_nodes = _compare_nodes(topo, hw, visible, diffs)
+
+    ours_llc = {c.cpus & visible for c in topo.last_level_caches} - {CPUSet()}
+    theirs_llc = hw.last_level_caches() - {CPUSet()}
+    if ours_llc != theirs_llc:
+        diffs["llc"] = f"hwagent {_sets(ours_llc)[:6]} vs hwloc {_sets(theirs_llc)[:6]}"
+
+    bad_dist = []
+    for (a, b), v in sorted(hw.distances.items()):
+        if a in ours_nodes and b in ours_nodes and topo.distance(a, b) != v:
+            bad_dist.append(f"{a}->{b}: {topo.distance(a, b)} vs {v}")
+    if bad_dist:
+        diffs["distances"] = f"{len(bad_dist)} pairs, e.g. " + "; ".join(bad_dist[:4])
+    return diffs
+
+
+def _compare_packages_and_cores(topo: Topology, hw: HwlocView, visible: CPUSet, diffs: dict[str, str]) -> None:
 
     # Objects left without any allowed CPU are not comparable: hwloc keeps a
     # package or cache whose memory node is still allowed, hwagent's view of
@@ -53,6 +71,9 @@ def compare(topo: Topology, hw: HwlocView) -> dict[str, str]:
                if ours_per_pkg.get(pk) != theirs_per_pkg.get(pk)]
         diffs["cores_per_package"] = "; ".join(bad[:6])
 
+
+def _compare_nodes(topo: Topology, hw: HwlocView, visible: CPUSet, diffs: dict[str, str]) -> dict[int, NUMANode]:
+    """numa_ids, numa_cpus, numa_memory, pu_numa; the allowed nodes, by id."""
     ours_nodes = {n.id: n for n in topo.numa_nodes if topo.allowed_mems is None or n.id in topo.allowed_mems}
     if set(ours_nodes) != set(hw.nodes):
         diffs["numa_ids"] = f"hwagent {CPUSet(ours_nodes)} vs hwloc {CPUSet(hw.nodes)}"
@@ -86,16 +107,4 @@ def compare(topo: Topology, hw: HwlocView) -> dict[str, str]:
             bad_map.append(pu)
     if bad_map:
         diffs["pu_numa"] = f"cpus {CPUSet(bad_map)} (e.g. cpu{bad_map[0]}: hwagent node {topo.numa_of_cpu(bad_map[0])}, hwloc {sorted(hw.nodes_of_pu(bad_map[0]))})"
-
-    ours_llc = {c.cpus & visible for c in topo.last_level_caches} - {CPUSet()}
-    theirs_llc = hw.last_level_caches() - {CPUSet()}
-    if ours_llc != theirs_llc:
-        diffs["llc"] = f"hwagent {_sets(ours_llc)[:6]} vs hwloc {_sets(theirs_llc)[:6]}"
-
-    bad_dist = []
-    for (a, b), v in sorted(hw.distances.items()):
-        if a in ours_nodes and b in ours_nodes and topo.distance(a, b) != v:
-            bad_dist.append(f"{a}->{b}: {topo.distance(a, b)} vs {v}")
-    if bad_dist:
-        diffs["distances"] = f"{len(bad_dist)} pairs, e.g. " + "; ".join(bad_dist[:4])
-    return diffs
+    return ours_nodes

@@ -213,7 +213,7 @@ def parse_xml(text: str) -> HwlocView:
     view = HwlocView()
     pus: list[int] = []
 
-    def walk(el: ET.Element, parent_cpus: CPUSet) -> None:
+    def walk(el: ET.Element) -> None:
         for obj in el.findall("object"):
             t = obj.get("type", "")
             cpus = _xml_cpuset(obj.get("cpuset"))
@@ -230,9 +230,9 @@ def parse_xml(text: str) -> HwlocView:
             elif (ck := _cache_kind(t)) is not None:
                 kind = {"0": "Unified", "1": "Data", "2": "Instruction"}.get(obj.get("cache_type", "0"), ck[1])
                 view.caches.append(HwlocCache(ck[0], kind, cpus))
-            walk(obj, cpus)
+            walk(obj)
 
-    walk(top, CPUSet())
+    walk(top)
     view.pus = CPUSet(pus)
     for d in top.iter("distances2"):
         if d.get("type") != "NUMANode" or d.get("name") not in (None, "NUMALatency"):

@@ -30,7 +30,7 @@ def test_growth_roundtrip(a, d):
     assert (grown - base) == Histogram.from_slots(d, sum(d))
     assert (base - grown).count == 0  # never negative
     buckets = prometheus_buckets(grown)
-    assert all(x[1] <= y[1] for x, y in zip(buckets, buckets[1:]))
+    assert all(x[1] <= y[1] for x, y in zip(buckets, buckets[1:], strict=False))
 
 
 def test_quantile():

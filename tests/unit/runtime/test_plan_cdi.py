@@ -41,7 +41,12 @@ class _Stat:
         self.st_mode, self.st_rdev = mode, rdev
 
 
-def pod(qos="shared", grant=DeviceGrant(), **res) -> tuple[AdmittedPod, ContainerSpec, ContainerAssignment]:
+NO_GRANT = DeviceGrant()
+DEFAULT_CONFIG = RuntimeConfig()
+NO_NODES = fake_stat({})
+
+
+def pod(qos="shared", grant=NO_GRANT, **res) -> tuple[AdmittedPod, ContainerSpec, ContainerAssignment]:
     c = ContainerSpec("main", ("run",), env=(EnvVar("A", "1"), EnvVar("DEV", "spec")),
                       resources=Resources(**res))
     spec = PodSpec("p", "ns", "u1", (c,))
@@ -49,7 +54,7 @@ def pod(qos="shared", grant=DeviceGrant(), **res) -> tuple[AdmittedPod, Containe
     return AdmittedPod(spec, qos, {"main": a}, 0.0), c, a
 
 
-def plan(p, c, a, cfg=RuntimeConfig(), managed=(), stat_fn=fake_stat({}), exists=lambda p: True, mem=None):
+def plan(p, c, a, cfg=DEFAULT_CONFIG, managed=(), stat_fn=NO_NODES, exists=lambda p: True, mem=None):
     return plan_container(p, c, a, cfg, all_mems=CPUSet.parse("0-1"), managed=managed, node_memory=mem,
                           stat=stat_fn, exists=exists)
 

@@ -42,7 +42,7 @@ def parse_providers(providers: list[dict[str, Any]]) -> list[dict[str, list[Topo
 def machine(name: str) -> tuple[list[int], dict[int, dict[int, int]]]:
     m = CASES["machines"][name]
     nodes = m["nodes"]
-    return nodes, {a: dict(zip(nodes, row)) for a, row in zip(nodes, m["distances"])}
+    return nodes, {a: dict(zip(nodes, row, strict=True)) for a, row in zip(nodes, m["distances"], strict=True)}
 
 
 def case_id(case: dict[str, Any]) -> str:

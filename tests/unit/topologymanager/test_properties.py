@@ -51,7 +51,10 @@ def machines(draw):
     return nodes, dist
 
 
-def hints_for(nodes, preferred=st.booleans()):
+BOOLEANS = st.booleans()
+
+
+def hints_for(nodes, preferred=BOOLEANS):
     masks = st.one_of(
         st.none(),
         st.frozensets(st.sampled_from(nodes), min_size=1),

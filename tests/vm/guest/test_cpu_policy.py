@@ -31,6 +31,7 @@ from agent.cpu.policy import Request
 from agent.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_KEY
 from agent.cpuset import CPUSet
 from agent.topology.sysfs import read_topology
+from tests.cgroup_cleanup import rmdir_cgroup
 from tests.integration.cpu.common import component, make_ctx
 
 CG = Path("/sys/fs/cgroup")
@@ -103,14 +104,7 @@ class Sandbox:
         for p in self.procs:
             p.wait(timeout=30)
         for d in sorted(self.made, key=lambda p: -len(p.parts)):
-            for _ in range(100):
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            rmdir_cgroup(d, tries=100, pause_s=0.05)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from agent.daemon.component import DaemonContext
+from agent.daemon.daemon import prepare_root
 from agent.config import loads
 from agent.contracts import ACTIVE_PODS, DEVICE_MANAGER
 from agent.devicemanager.component import factory as host_factory
@@ -88,8 +89,7 @@ net_name = ["eth*", "enp*"]
     topo = read_topology()
     ctx = DaemonContext(cfg, short / "root", topo, mode="standalone")
     ctx.publish(ACTIVE_PODS, StaticActivePods({"pod-a", "pod-b"}))
-    for d in ("device-plugins", "plugins_registry", "pod-resources", "checkpoints"):
-        (ctx.root_dir / d).mkdir(parents=True, exist_ok=True)
+    prepare_root(ctx.root_dir)
     far = max(pci_nodes)
 
     async def run() -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from agent.daemon.component import DaemonContext
+from agent.daemon.daemon import prepare_root
 from agent.config import loads
 from agent.contracts import ACTIVE_PODS, DEVICE_HEALTH, DEVICE_MANAGER
 from agent.devicemanager.component import factory as host_factory
@@ -171,8 +172,7 @@ block_name = ["{Path(dev).name}"]
     short = Path(tempfile.mkdtemp(prefix="hwvmbh"))
     ctx = DaemonContext(cfg, short / "root", read_topology(), mode="standalone")
     ctx.publish(ACTIVE_PODS, StaticActivePods())
-    for d in ("device-plugins", "plugins_registry", "pod-resources", "checkpoints"):
-        (ctx.root_dir / d).mkdir(parents=True, exist_ok=True)
+    prepare_root(ctx.root_dir)
 
     async def run() -> None:
         host = host_factory(ctx)

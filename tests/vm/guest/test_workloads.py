@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from tests.cgroup_cleanup import rmdir_cgroup_tree
 from tests.vm.topologies import GuestTopology
 
 #: each step is minutes under TCG (a daemon start, a BPF device program compiled per pod)
@@ -375,15 +376,7 @@ def _kill_subtree() -> None:
         (base / "cgroup.kill").write_text("1")
     except OSError:
         pass
-    for p, _dirs, _files in sorted(os.walk(base), key=lambda t: -len(t[0])):
-        for _ in range(100):
-            try:
-                os.rmdir(p)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.05)
+    rmdir_cgroup_tree(base, tries=100, pause_s=0.05)
 
 
 @dataclass
