@@ -372,6 +372,33 @@ class Daemon:
         (log.error if failed else log.info)("stop requested", reason=reason)
         self._stop.set()
 
+    def _stop_requested_by_component(self, reason: str, failed: bool = True) -> None:
+        """``ctx.request_stop``: a component asking to stop is a failure unless it says otherwise."""
+        self.request_stop(reason, failed)
+
+    def _install_signal_handlers(self, loop: asyncio.AbstractEventLoop) -> tuple[signal.Signals, ...]:
+        """SIGTERM/SIGINT stop, SIGHUP reloads the config; returns the signals handled (none off the main thread)."""
+        handled = _stop_signals()
+        for sig in handled:
+            loop.add_signal_handler(sig, self.request_stop, f"signal {sig.name}", False)
+        if handled:  # main thread: SIGHUP reloads the config, as daemons do
+            loop.add_signal_handler(signal.SIGHUP, self.request_reload)
+            handled = (*handled, signal.SIGHUP)
+        return handled
+
+    async def _serve_metrics(self) -> MetricsServer:
+        """Open /metrics and /healthz on ``metrics_address``; a port in use is a start-up failure."""
+        address = self.cfg.metrics_address
+        host, port = parse_host_port(address)
+        server = MetricsServer(host, port, self.health)
+        try:
+            await server.start()
+        except OSError as e:
+            reason = os.strerror(e.errno) if e.errno else str(e)
+            raise DaemonError(f"cannot listen on metrics_address {address}: {reason}") from None
+        self.metrics_address = server.address
+        return server
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
@@ -385,12 +412,7 @@ class Daemon:
         ctx: DaemonContext | None = None
         sockets_before: set[Path] = set()
         self._notifier = notifier
-        handled = _stop_signals()
-        for sig in handled:
-            loop.add_signal_handler(sig, self.request_stop, f"signal {sig.name}", False)
-        if handled:  # main thread: SIGHUP reloads the config, as daemons do
-            loop.add_signal_handler(signal.SIGHUP, self.request_reload)
-            handled = (*handled, signal.SIGHUP)
+        handled = self._install_signal_handlers(loop)
         t0 = time.monotonic()
         try:
             notifier.status("starting")
@@ -424,14 +446,7 @@ class Daemon:
             metrics.publish_topology(topo)
             unregister = metrics.register_collector(metrics.ComponentHealthCollector(self.component_health))
 
-            host, port = parse_host_port(cfg.metrics_address)
-            server = MetricsServer(host, port, self.health)
-            try:
-                await server.start()
-            except OSError as e:
-                reason = os.strerror(e.errno) if e.errno else str(e)
-                raise DaemonError(f"cannot listen on metrics_address {cfg.metrics_address}: {reason}") from None
-            self.metrics_address = server.address
+            server = await self._serve_metrics()
             log.info("metrics endpoint listening", address=_hostport(server.address), url=server.url)
 
             ctx = DaemonContext(
@@ -443,7 +458,7 @@ class Daemon:
                 # No ACTIVE_PODS yet: until the admission path publishes a source,
                 # nobody can tell a gone pod from an unlisted one, and an empty set
                 # would make the first allocation release every checkpointed pod.
-                on_stop_request=lambda reason, failed=True: self.request_stop(reason, failed),
+                on_stop_request=self._stop_requested_by_component,
                 mode_reason=why,
                 component_health=self.component_health,
             )
