@@ -236,9 +236,6 @@ class PodDirectorySource(Protocol):
     @property
     def last_error(self) -> str: ...
 
-    def request_refresh(self) -> None:
-        """Ask for an early refresh; safe from any thread."""
-
     def containers_for_pressure(self) -> list[Container]: ...
 
 

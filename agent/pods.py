@@ -9,18 +9,9 @@ Katalyst's residual cleanup ask.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from agent.contracts import ActivePods
 
 __all__ = ["ActivePods", "StaticActivePods"]
-
-
-@dataclass(frozen=True)
-class PodRef:
-    uid: str
-    namespace: str = ""
-    name: str = ""
 
 
 class StaticActivePods:

@@ -122,9 +122,6 @@ class CgroupFS:
             WRITE_ERRORS.labels("cpuset").inc()
             raise
 
-    def write_cpus(self, rel: str, cpus: CPUSet) -> None:
-        self._write(rel, "cpus", cpus)
-
     def write_mems(self, rel: str, mems: CPUSet) -> None:
         self._write(rel, "mems", mems)
 

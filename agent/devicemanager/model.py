@@ -75,10 +75,6 @@ class ResourceDevices:
     def all_unhealthy(self) -> ResourceDevices:
         return ResourceDevices({i: Device(i, False, d.numa) for i, d in self.devices.items()})
 
-    @cached_property
-    def has_topology(self) -> bool:
-        return any(d.numa for d in self.devices.values())
-
 
 @dataclass(frozen=True)
 class Allocation:

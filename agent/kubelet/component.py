@@ -11,9 +11,7 @@ pod-resources do not.
 
 A kubelet restart recreates its socket: the client redials and the last good
 snapshot keeps serving names meanwhile (cgroups are still re-walked, so gone
-containers disappear even while the kubelet is away). A refresh can be asked
-for early (``request_refresh``), e.g. when the pressure probe sees a kubepods
-cgroup nobody named yet; requests are coalesced.
+containers disappear even while the kubelet is away).
 """
 
 from __future__ import annotations
@@ -51,13 +49,6 @@ class KubeletPodDirectorySource:
         self.snapshot: PodResourcesSnapshot | None = None
         self.last_error = ""
         self.refreshes = 0
-        self._wake: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def request_refresh(self) -> None:
-        """Ask for an early refresh; safe from any thread."""
-        if self._loop is not None and self._wake is not None:
-            self._loop.call_soon_threadsafe(self._wake.set)
 
     def containers_for_pressure(self) -> list[Any]:
         """The directory's containers as the pressure evaluator's ``Container`` values."""
@@ -156,16 +147,8 @@ class PodDirectoryComponent:
         return svc.current
 
     async def _run(self) -> None:
-        svc = self.service
-        assert svc is not None
-        svc._loop = asyncio.get_running_loop()
-        svc._wake = asyncio.Event()
         while True:
-            try:
-                await asyncio.wait_for(svc._wake.wait(), self.cfg.refresh_s)
-            except asyncio.TimeoutError:
-                pass
-            svc._wake.clear()
+            await asyncio.sleep(self.cfg.refresh_s)
             try:
                 await self.refresh_once()
             except Exception:
