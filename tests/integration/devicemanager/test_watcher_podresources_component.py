@@ -189,6 +189,9 @@ def test_cli_resources_output(sockdir, capsys):
             await until(lambda: h.cap() == (2, 1))
             await h.manager.allocate(ContainerRequest("uid", "main", {RES: 1}, pod_namespace="ns", pod_name="web"))
             await p.stop()
+            # the host learns of the plugin's end from its ListAndWatch stream; a host stopped
+            # before that (a loaded machine) checkpoints the devices as they were
+            await until(lambda: h.cap() == (2, 0))
 
     run(main())
     cp = str(sockdir / "dp" / "checkpoint")

@@ -122,7 +122,7 @@ def test_kill9_during_launch_and_stop_churn_leaks_nothing(env):
             for p in registry:
                 st = rt.status(p.uid)
                 if st is not None and not st.phase.terminal and p.uid not in alive.values():
-                    await env.sink.wait(p.uid, lambda s: s.phase.terminal)
+                    await env.sink.wait(p.uid, lambda new: new.phase.terminal)
             alive = workload_pids(every)
             known = {p.uid for p in registry}
             # never a process without an admitted pod
