@@ -11,11 +11,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from agent.contracts import RUNTIME
+from agent.config import section_defaults
+from agent.contracts import ACTIVE_PODS, RUNTIME
 from agent.cpu.checkpoint import CheckpointStore
 from agent.cpu.component import PolicyCPUAllocator
 from agent.cpu.durable import DurablePolicy
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
+from agent.daemon.component import DaemonContext
 from agent.topology.model import Topology, synthetic
 from agent.topologymanager import TopologyManager, TopologyManagerConfig
 from agent.workloads.admission import Workloads
@@ -39,7 +41,8 @@ class Env:
     policy: DynamicPolicy
     manager: Any
     plugin: FakePlugin
-    services: dict[str, Any]
+    #: the daemon's context: a test publishes what starts late (the runtime) as a component would
+    ctx: DaemonContext
     base: Path
     topology: Topology
 
@@ -88,15 +91,14 @@ async def pipeline(
             engine = DurablePolicy(pol, store)
             store.save(pol.state)  # a fresh snapshot and an open journal, as the CPU component does at start
             cpu = PolicyCPUAllocator(SimpleNamespace(durable=engine))  # type: ignore[arg-type]
-            #: what a test publishes late (the runtime, under RUNTIME.name), as the daemon's context would
-            services: dict[str, Any] = {"cpu_policy": cpu, "devicemanager": h.manager}
+            ctx = DaemonContext(section_defaults(), base, topo)
             registry = Registry(PodFileStore(base / "pods"))
             tm = TopologyManager(TopologyManagerConfig(policy=policy, scope=scope), topo.numa_ids)
             w = Workloads(registry, tm, topo.numa_ids, cpu_policy=cpu, device_manager=h.manager,
-                          runtime_ref=lambda: services.get(RUNTIME.name), machine_memory_bytes=16 << 30)
-            services["active_pods"] = w
+                          runtime_ref=ctx.deferred(RUNTIME), machine_memory_bytes=16 << 30)
+            ctx.publish(ACTIVE_PODS, w)
             h.manager.active_pods = w
-            yield Env(w, registry, pol, h.manager, plugin, services, base, topo)
+            yield Env(w, registry, pol, h.manager, plugin, ctx, base, topo)
             await w.drain()
             wait = getattr(engine, "wait_durable", None)  # the journal's name for it, once merged
             await (wait() if wait is not None else engine.persist.wait())

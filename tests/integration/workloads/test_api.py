@@ -116,7 +116,7 @@ def test_watch_and_the_runtime_hand_off(sockdir):
     async def main():
         async with api(sockdir) as (env, stub):
             rt = FakeRuntime(env.workloads)
-            env.services[RUNTIME.name] = rt
+            env.ctx.publish(RUNTIME, rt)
             await stub.Admit(pb.AdmitRequest(manifest=pod_yaml("first", devices=0, cpus=1).encode()))
             stream = stub.Watch(pb.WatchRequest(initial=True))
             events: list[tuple[str, str, str]] = []
