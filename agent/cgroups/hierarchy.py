@@ -4,8 +4,7 @@ A cgroup's id (kernfs node id) is the inode number of its directory on both v1
 and v2, so a walk of the hierarchy with stat() maps the ids the run-queue probe
 reports to paths. Paths are given relative to the hierarchy's mount, "/"-rooted,
 like /proc/<pid>/cgroup shows them, so they compare across v1 controllers and v2.
-(The kubelet's pod directory needs the
-same choice of hierarchy, and cgroupfs is read only in agent.cgroups.)
+The pressure engine and the kubelet's pod directory share this one choice.
 """
 
 from __future__ import annotations
