@@ -13,7 +13,7 @@ import sys
 import time
 
 from agent.cli import CommandError
-from agent.config import ConfigError, load
+from agent.commands._config import load_config
 from agent.commands._format import add_format_option
 
 
@@ -41,10 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.interval <= 0:
         raise CommandError("--interval must be > 0")
-    try:
-        config = load(args.config)
-    except ConfigError as e:
-        raise CommandError(str(e)) from None
+    config = load_config(args)
     cfg = config["pressure"]
     # a viewer never evicts
     engine = PressureEngine(cfg, mode="kubelet", cgroup_hierarchy=config["cgroups"].hierarchy)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
@@ -123,8 +122,7 @@ def _live(args: argparse.Namespace) -> tuple[dict | None, str]:
 
     from agent.status.client import DaemonNotRunning, get_view
 
-    config = load_config(args)
-    root = os.path.abspath(args.root_dir) if args.root_dir else config["daemon"].root_dir
+    root = root_dir(args, load_config(args))
     try:
         return get_view(root, "resources"), ""
     except DaemonNotRunning as e:
