@@ -15,6 +15,7 @@ import pytest
 from agent.cgroups.kill import kill_cgroup
 from agent.cgroups.paths import CgroupPathError
 from agent.cgroups.mounts import cgroup_mounts
+from tests.cgroup_support import spawn_in
 
 pytestmark = [pytest.mark.root]
 
@@ -39,10 +40,7 @@ class Tree:
     def spawn(self, rel: str, argv: list[str] | None = None) -> subprocess.Popen:
         d = self.make(rel)
 
-        def enter() -> None:
-            (d / "cgroup.procs").write_text("0")
-
-        p = subprocess.Popen(argv or ["sleep", "300"], preexec_fn=enter)
+        p = spawn_in([d], argv or ["sleep", "300"])
         self.procs.append(p)
         return p
 

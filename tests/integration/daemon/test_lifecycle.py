@@ -94,7 +94,7 @@ def systemd():
 
 class Daemon:
     def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None,
-                 components: tuple[str, ...] | None = None, preexec=None) -> None:
+                 components: tuple[str, ...] | None = None, nofile: int | None = None) -> None:
         tmp_path.mkdir(parents=True, exist_ok=True)
         self.root = tmp_path / "root"
         self.stderr_path = tmp_path / "stderr.log"
@@ -108,11 +108,16 @@ class Daemon:
             code = ("import sys, agent.daemon.daemon as d; d.COMPONENTS = tuple(filter(None, sys.argv[1].split(',')));"
                     "from agent.cli import main; sys.exit(main(sys.argv[2:]))")
             cmd = [sys.executable, "-c", code, ",".join(components), *argv]
+        if nofile is not None:
+            # util-linux's prlimit, not a preexec_fn: a Python callback between fork and exec
+            # runs in a copy of a process whose gRPC threads (earlier tests) are mid-call, and
+            # gRPC can abort there (seen under load: SIGABRT before exec)
+            cmd = ["prlimit", f"--nofile={nofile}:{nofile}", "--", *cmd]
         full_env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC",
                                                                        "WATCHDOG_PID", "JOURNAL_STREAM")}
         full_env.update(env or {})
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=self.stderr, preexec_fn=preexec)
+                                     stdout=subprocess.DEVNULL, stderr=self.stderr)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         self.proc.send_signal(sig)

@@ -10,7 +10,6 @@ than it has descriptors, and it still serves gRPC and answers /healthz.
 from __future__ import annotations
 
 import os
-import resource
 import socket
 import urllib.parse
 from pathlib import Path
@@ -27,17 +26,13 @@ NOFILE = 256  # the daemon's own limit in this test: far below the connections o
 IDLE = 2 * NOFILE
 
 
-def _low_nofile() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
-
-
 def _open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def test_idle_connections_do_not_exhaust_descriptors(tmp_path: Path, systemd, daemons) -> None:  # noqa: F811
     d = daemons(tmp_path, env={"NOTIFY_SOCKET": systemd.env_value}, components=("agent.cpu.component:create",),
-                preexec=_low_nofile)
+                nofile=NOFILE)
     url = metrics_url(systemd.wait_for("READY", d.proc))
     host, port = urllib.parse.urlsplit(url).netloc.rsplit(":", 1)
     before = _open_fds(d.proc.pid)

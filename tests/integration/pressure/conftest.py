@@ -13,7 +13,7 @@ import pytest
 from agent.cgroups.hierarchy import detect_hierarchy
 from agent.cgroups.mounts import cgroup_mounts
 
-from tests.cgroup_cleanup import rmdir_cgroup
+from tests.cgroup_support import rmdir_cgroup, spawn_in
 
 HOG = ["/bin/sh", "-c", "while :; do :; done"]
 
@@ -60,11 +60,7 @@ class CgroupTree:
         return f"/{self.name}/{rel}"
 
     def spawn(self, dirs: list[Path], argv: list[str] = HOG) -> subprocess.Popen:
-        def enter() -> None:
-            for d in dirs:
-                (d / "cgroup.procs").write_text("0")
-
-        p = subprocess.Popen(argv, preexec_fn=enter)
+        p = spawn_in(dirs, argv)
         self.procs.append(p)
         return p
 

@@ -26,7 +26,7 @@ from agent.workloads.model import (
     PodStatus,
     Resources,
 )
-from tests.cgroup_cleanup import rmdir_cgroup_tree
+from tests.cgroup_support import rmdir_cgroup_tree
 
 
 class Sink:

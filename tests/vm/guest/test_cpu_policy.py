@@ -31,7 +31,7 @@ from agent.cpu.policy import Request
 from agent.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_KEY
 from agent.cpuset import CPUSet
 from agent.topology.sysfs import read_topology
-from tests.cgroup_cleanup import rmdir_cgroup
+from tests.cgroup_support import rmdir_cgroup, spawn_in
 from tests.integration.cpu.common import component, make_ctx
 
 CG = Path("/sys/fs/cgroup")
@@ -85,8 +85,7 @@ class Sandbox:
         return self.dirs(rel)[0]
 
     def spawn(self, rel: str, argv: tuple[str, ...] = ("sleep", "600")) -> subprocess.Popen:
-        dirs = [d for d in self.dirs(rel)]
-        p = subprocess.Popen(argv, preexec_fn=lambda: [(d / "cgroup.procs").write_text("0") for d in dirs])
+        p = spawn_in(self.dirs(rel), argv)
         self.procs.append(p)
         return p
 

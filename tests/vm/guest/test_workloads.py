@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from tests.cgroup_cleanup import rmdir_cgroup_tree
+from tests.cgroup_support import rmdir_cgroup_tree
 from tests.vm.topologies import GuestTopology
 
 #: each step is minutes under TCG (a daemon start, a BPF device program compiled per pod)
