@@ -36,6 +36,15 @@ class Refusing(KubeletStub):
         return await super().Register(request, context)
 
 
+async def _registrations(reg: Registrar, n: int, timeout_s: float = 60.0) -> int:
+    """The registrar counts a registration when the kubelet's answer arrives, which can be
+    after the kubelet has dialled back: wait for the count rather than read it at once."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while reg.registrations < n and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+    return reg.registrations
+
+
 def _plugin(tmp_path, pre_start=False):
     rule = ResourceRule(name=RES, block_name=("t*",), pre_start_required=pre_start)
     p = DevicePluginServer(rule, tmp_path / socket_name(RES))
@@ -57,7 +66,7 @@ def test_waits_for_socket_then_retries_refusals(tmp_path):
         kubelet = Refusing(tmp_path / "kubelet.sock", 2)
         await kubelet.start()
         ep = await kubelet.endpoint(RES)
-        assert len(kubelet.requests) == 3 and reg.registrations == 1
+        assert len(kubelet.requests) == 3 and await _registrations(reg, 1) == 1
         assert REGISTRY.get_sample_value("hwagent_builtin_plugin_registrations_total",
                                          {"resource": RES, "result": "error"}) == before + 2
         r = kubelet.requests[-1]
@@ -71,7 +80,7 @@ def test_waits_for_socket_then_retries_refusals(tmp_path):
         kubelet2 = KubeletStub(tmp_path / "kubelet.sock")
         await kubelet2.start()
         await kubelet2.endpoint(RES)
-        assert reg.registrations == 2 and plugin.serving()
+        assert await _registrations(reg, 2) == 2 and plugin.serving()
         await reg.stop()
         await plugin.stop()
         await kubelet2.stop()
