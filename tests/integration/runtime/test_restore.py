@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.runtime.state import PodFiles
 from agent.workloads.model import ContainerState, PodPhase
 
 pytestmark = pytest.mark.timeout(180)
@@ -110,7 +111,12 @@ def test_kill9_during_launch_and_stop_churn_leaks_nothing(env):
         async def go(registry, every, round_):
             rt = env.runtime()
             env.sink.history.clear()
+            # a stop the kill cut short was recorded before its SIGTERM went out: restore finishes it
+            stopping = {p.uid for p in registry
+                        if (rec := PodFiles(rt.state_root, p.uid).load()) is not None and rec.stopping is not None}
             await rt.restore(registry)
+            for uid in stopping:
+                await env.sink.wait(uid, lambda status: status.phase.terminal)
             # a launch the kill cut short starts again: wait until every pod has settled
             for p in registry:
                 st = rt.status(p.uid)
