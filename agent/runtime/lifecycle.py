@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from agent.workloads.model import ContainerState, ContainerStatus, PodPhase
 
-__all__ = ["should_restart", "should_restart_init", "app_phase", "exit_reason"]
+__all__ = ["should_restart", "should_restart_init", "app_phase", "exit_reason", "remaining_grace"]
 
 
 def should_restart(policy: str, exit_code: int) -> bool:
@@ -25,6 +25,19 @@ def should_restart(policy: str, exit_code: int) -> bool:
 
 def should_restart_init(policy: str, exit_code: int) -> bool:
     return exit_code != 0 and policy != "Never"
+
+
+def remaining_grace(deadline: float | None, grace_s: float | None, now: float) -> float:
+    """What is left of a stop's grace period when a restarted daemon resumes it.
+
+    A workload that was told to stop keeps the time it was promised, not a fresh
+    period and not none. A record without a deadline (written before deadlines were
+    kept) gets none, as before; a wall clock that jumped back cannot stretch the
+    wait beyond the period the stop was given.
+    """
+    if deadline is None or grace_s is None:
+        return 0.0
+    return min(max(0.0, deadline - now), max(0.0, grace_s))
 
 
 def exit_reason(exit_code: int, signaled: int | None = None, oom: bool = False) -> str:

@@ -35,7 +35,7 @@ from agent.eventlog import get_logger
 from agent.runtime.backoff import Backoff
 from agent.runtime.config import RuntimeConfig
 from agent.runtime.launcher import LaunchError, Started, attach, shim_command, spawn, wait_exit
-from agent.runtime.lifecycle import app_phase, exit_reason, should_restart, should_restart_init
+from agent.runtime.lifecycle import app_phase, exit_reason, remaining_grace, should_restart, should_restart_init
 from agent.runtime.plan import DevNum, LaunchPlan, PlanError, device_number, plan_container
 from agent.runtime.state import ExitInfo, PodFiles, PodRecord
 from agent.workloads.model import (
@@ -201,7 +201,8 @@ class WorkloadRuntime:
                 p.phase = PodPhase.RUNNING if p.record.running else PodPhase.PENDING
             p.task = asyncio.get_running_loop().create_task(self._main(p, resume), name=f"pod-{pod.spec.key}")
             if rec.stopping is not None:
-                self._stop_soon(p, 0.0, *rec.stopping)
+                self._stop_soon(p, remaining_grace(rec.stop_deadline, rec.stop_grace_s, self.clock()),
+                                *rec.stopping)
 
     async def close(self, stop_workloads: bool) -> None:
         """Daemon shutdown: stop every pod, or leave them running (detach)."""
@@ -275,7 +276,7 @@ class WorkloadRuntime:
     async def _run_init(self, p: _Pod, ctr: _Ctr, state: Started | ExitInfo | None) -> bool:
         policy = p.pod.spec.restart_policy
         rec = p.record.container(ctr.spec.name)
-        while not p.stopping:
+        while state is not None or not p.stopping:  # a stop starts nothing new, but watches what runs
             info = await self._run_once(p, ctr, state)
             state = None
             if p.stopping:
@@ -293,7 +294,7 @@ class WorkloadRuntime:
 
     async def _run_app(self, p: _Pod, ctr: _Ctr, state: Started | ExitInfo | None) -> None:
         policy = p.pod.spec.restart_policy
-        while not p.stopping:
+        while state is not None or not p.stopping:  # a stop starts nothing new, but watches what runs
             info = await self._run_once(p, ctr, state)
             state = None
             if p.stopping or not should_restart(policy, info.exit_code):
@@ -457,9 +458,11 @@ class WorkloadRuntime:
             return
         p.stopping = True
         p.wake.set()
+        grace = p.pod.spec.termination_grace_period_s if grace_s is None else grace_s
+        if p.record.stopping is None or p.record.stop_deadline is None:  # a resumed stop keeps its deadline
+            p.record.stop_deadline, p.record.stop_grace_s = self.clock() + grace, grace
         p.record.stopping = (reason, message)
         await self._save(p)
-        grace = p.pod.spec.termination_grace_period_s if grace_s is None else grace_s
         for ctr in p.ctrs.values():
             if ctr.started is not None:
                 with contextlib.suppress(ProcessLookupError):

@@ -17,6 +17,7 @@ every launch and stop.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +107,11 @@ class PodRecord:
     running: bool = False
     #: set when a stop began: (reason, message); a restart finishes the stop
     stopping: tuple[str, str] | None = None
+    #: when that stop's grace period ends (wall clock): a restart grants the workload
+    #: what is left of it instead of killing at once
+    stop_deadline: float | None = None
+    #: the grace period that stop was given (bounds the wait when the clock jumped back)
+    stop_grace_s: float | None = None
 
     def container(self, name: str) -> ContainerRecord:
         return self.containers.setdefault(name, ContainerRecord())
@@ -113,6 +119,7 @@ class PodRecord:
     def to_json(self) -> dict[str, Any]:
         return {"uid": self.uid, "key": self.key, "running": self.running,
                 "stopping": list(self.stopping) if self.stopping else None,
+                "stop_deadline": self.stop_deadline, "stop_grace_s": self.stop_grace_s,
                 "containers": {k: dict(vars(v)) for k, v in sorted(self.containers.items())}}
 
     @classmethod
@@ -120,7 +127,18 @@ class PodRecord:
         stopping = d.get("stopping")
         return cls(uid=d["uid"], key=d["key"], running=bool(d.get("running")),
                    stopping=(str(stopping[0]), str(stopping[1])) if stopping else None,
+                   stop_deadline=_finite_or_none(d.get("stop_deadline"), "stop_deadline"),
+                   stop_grace_s=_finite_or_none(d.get("stop_grace_s"), "stop_grace_s"),
                    containers={k: ContainerRecord(**v) for k, v in d.get("containers", {}).items()})
+
+
+def _finite_or_none(value: Any, name: str) -> float | None:
+    """A number from disk, or nothing (a record from before the field was kept)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} is not a finite number: {value!r}")
+    return float(value)
 
 
 class PodFiles:

@@ -4,7 +4,8 @@
 before returning, as the registry persists before it answers); admitted pods
 to ROOT/admitted/<uid>.pkl (removed once their terminal status is recorded:
 what admission's registry would still hold). MODE ``steady`` starts three pods
-and waits; ``churn`` launches and stops pods in a loop until killed.
+and waits; ``churn`` launches and stops pods in a loop until killed; ``slowstop``
+starts a pod that ignores SIGTERM and stops it with a grace period.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from agent.cgroups.detect import detect  # noqa: E402
 from agent.cgroups.workload import WorkloadCgroups  # noqa: E402
 from agent.runtime.runtime import WorkloadRuntime  # noqa: E402
 from tests.integration.runtime.conftest import FAST, make_pod  # noqa: E402
+
+
+SLOW_STOP_GRACE_S = 5.0
 
 
 class FileSink:
@@ -59,6 +63,16 @@ async def main(root: Path, subtree: str, mode: str) -> None:
         while not (root / "polite").exists():  # its trap is set
             await asyncio.sleep(0.02)
         print("ready", flush=True)
+        await asyncio.Event().wait()
+    if mode == "slowstop":
+        # ignores SIGTERM: only the end of its grace period ends it
+        p = make_pod("stubborn", ["sh", "-c", f"trap '' TERM; touch {root}/armed; while :; do sleep 0.05; done"])
+        sink.admit(p)
+        await rt.run(p)
+        while not (root / "armed").exists():
+            await asyncio.sleep(0.02)
+        print("ready", flush=True)
+        await rt.stop(p.uid, SLOW_STOP_GRACE_S)
         await asyncio.Event().wait()
     i = 0
     live: list = []

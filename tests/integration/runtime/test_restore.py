@@ -23,6 +23,7 @@ from agent.workloads.model import ContainerState, PodPhase
 pytestmark = pytest.mark.timeout(180)
 
 DRIVER = Path(__file__).with_name("driver.py")
+SLOW_STOP_GRACE_S = 5.0  # driver.py's
 
 
 def start_driver(env, mode: str) -> subprocess.Popen:
@@ -153,3 +154,29 @@ def test_kill9_during_launch_and_stop_churn_leaks_nothing(env):
         asyncio.run(go(registry, every, round_))
         for f in (env.root / "admitted").glob("*.pkl"):
             f.unlink()
+
+
+def test_kill9_mid_stop_grants_the_rest_of_the_grace_period(env):
+    """A workload told to stop keeps the time it was promised across a daemon restart:
+    the restored runtime kills it when the original grace period ends, not at once."""
+    proc = start_driver(env, "slowstop")
+    (pod,) = admitted(env)
+    files = PodFiles(env.root / "runtime", pod.uid)
+    while (rec := files.load()) is None or rec.stopping is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert rec.stop_deadline is not None and rec.stop_grace_s == SLOW_STOP_GRACE_S
+    assert workload_pids({pod.uid})  # SIGTERM is ignored: the workload outlives the daemon
+
+    async def go():
+        rt = env.runtime()
+        await rt.restore([pod])
+        st = await env.sink.wait(pod.uid, lambda s: s.phase.terminal)
+        assert st.phase == PodPhase.FAILED and st.reason == "Stopped", st
+        assert st.containers[0].exit_code == 137  # killed at the end, it never exited by itself
+        assert st.finished_at >= rec.stop_deadline, (st.finished_at, rec.stop_deadline)
+        assert workload_pids({pod.uid}) == {}
+        assert env.dirs() == []
+
+    asyncio.run(go())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent.cgroups.limits import (
@@ -16,8 +18,9 @@ from agent.cgroups.limits import (
 from agent.cgroups.workload import controller_files
 from agent.cpuset import CPUSet
 from agent.runtime.backoff import Backoff
-from agent.runtime.lifecycle import app_phase, should_restart, should_restart_init
-from agent.runtime.state import parse_exit
+from agent.runtime.lifecycle import app_phase, remaining_grace, should_restart, should_restart_init
+from agent.runtime.state import FORMAT, PodFiles, PodRecord, parse_exit
+from agent.statefile import canonical_json, sha256_of
 from agent.workloads.model import ContainerState, ContainerStatus, PodPhase
 
 
@@ -135,3 +138,50 @@ def test_bpf_device_program_source():
     # rw = READ|WRITE = 6: mknod (1) is refused
     assert "if (type == 2 && ctx->major == 1 && ctx->minor == 3 && (access & ~6) == 0) return 1;" in strict
     assert strict.rstrip().endswith("return 0;\n}")
+
+
+# a stop a restarted daemon resumes keeps what is left of its grace period
+@pytest.mark.parametrize("deadline,grace,now,left", [
+    (110.0, 30.0, 100.0, 10.0),    # ten seconds were still promised
+    (110.0, 30.0, 120.0, 0.0),     # the deadline passed while the daemon was down
+    (1000.0, 30.0, 100.0, 30.0),   # the clock jumped back: never more than the stop was given
+    (None, None, 100.0, 0.0),      # a record from before deadlines were kept: kill at once, as before
+    (110.0, None, 100.0, 0.0),
+])
+def test_remaining_grace(deadline, grace, now, left):
+    assert remaining_grace(deadline, grace, now) == left
+
+
+def test_pod_record_keeps_the_stop_deadline(tmp_path):
+    files = PodFiles(tmp_path, "u1")
+    rec = PodRecord("u1", "default/a", stopping=("Evicted", "memory"), stop_deadline=1234.5, stop_grace_s=30.0)
+    files.write(PodFiles.encode(rec))
+    back = files.load()
+    assert back is not None
+    assert (back.stopping, back.stop_deadline, back.stop_grace_s) == (("Evicted", "memory"), 1234.5, 30.0)
+
+
+def _write_signed(files: PodFiles, body: dict) -> None:
+    """A pod.json whose checksum matches its body, whatever the body says."""
+    files.path.mkdir(parents=True)
+    doc = {"version": FORMAT, "checksum": sha256_of(canonical_json(body)), "pod": body}
+    (files.path / "pod.json").write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("bad", ["soon", float("inf"), True, [1]])
+def test_pod_record_with_an_impossible_deadline_is_not_trusted(tmp_path, bad):
+    files = PodFiles(tmp_path, "u1")
+    rec = PodRecord("u1", "default/a", stopping=("Stopped", ""), stop_deadline=1.0, stop_grace_s=5.0)
+    body = rec.to_json()
+    body["stop_deadline"] = bad
+    _write_signed(files, body)
+    assert files.load() is None  # the runtime then re-derives what it can from the container files
+
+
+def test_pod_record_from_before_deadlines_loads(tmp_path):
+    files = PodFiles(tmp_path, "u1")
+    body = PodRecord("u1", "default/a", stopping=("Stopped", "")).to_json()
+    del body["stop_deadline"], body["stop_grace_s"]
+    _write_signed(files, body)
+    back = files.load()
+    assert back is not None and back.stopping == ("Stopped", "") and back.stop_deadline is None
