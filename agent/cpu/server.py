@@ -6,6 +6,7 @@ dataclasses, plus status-code mapping; all behaviour lives in the durable policy
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -90,23 +91,21 @@ def _info(a: AllocationInfo, hint: Hint | None = None, with_hints: bool = False)
     return info
 
 
+def _echo(m: pb.ResourceRequest) -> dict[str, Any]:
+    """The container's identity, which the QRM client matches answers on: echoed
+    from the request into hints and allocation responses alike."""
+    return {
+        "pod_uid": m.pod_uid, "pod_namespace": m.pod_namespace, "pod_name": m.pod_name,
+        "container_name": m.container_name, "container_type": m.container_type,
+        "container_index": m.container_index, "pod_role": m.pod_role, "pod_type": m.pod_type,
+        "resource_name": m.resource_name or RESOURCE_NAME, "native_qos_class": m.native_qos_class,
+    }
+
+
 def _alloc_response(m: pb.ResourceRequest, r: AllocateResult) -> pb.ResourceAllocationResponse:
     if r.empty:
         return pb.ResourceAllocationResponse()
-    resp = pb.ResourceAllocationResponse(
-        pod_uid=m.pod_uid,
-        pod_namespace=m.pod_namespace,
-        pod_name=m.pod_name,
-        container_name=m.container_name,
-        container_type=m.container_type,
-        container_index=m.container_index,
-        pod_role=m.pod_role,
-        pod_type=m.pod_type,
-        resource_name=m.resource_name or RESOURCE_NAME,
-        labels=r.labels,
-        annotations=r.annotations,
-        native_qos_class=m.native_qos_class,
-    )
+    resp = pb.ResourceAllocationResponse(**_echo(m), labels=r.labels, annotations=r.annotations)
     if r.allocation is not None:
         resp.allocation_result.resource_allocation[RESOURCE_NAME].CopyFrom(_info(r.allocation, r.hint, True))
     elif r.debug:
@@ -129,21 +128,8 @@ class ResourcePluginServicer(pb_grpc.ResourcePluginServicer):
             r = await self.durable.hints(to_request(request))
         except PolicyError as e:
             await _abort(context, e)
-        return pb.ResourceHintsResponse(
-            pod_uid=request.pod_uid,
-            pod_namespace=request.pod_namespace,
-            pod_name=request.pod_name,
-            container_name=request.container_name,
-            container_type=request.container_type,
-            container_index=request.container_index,
-            pod_role=request.pod_role,
-            pod_type=request.pod_type,
-            resource_name=request.resource_name or RESOURCE_NAME,
-            resource_hints={RESOURCE_NAME: _hints_pb(r.hints)},
-            labels=r.labels,
-            annotations=r.annotations,
-            native_qos_class=request.native_qos_class,
-        )
+        return pb.ResourceHintsResponse(**_echo(request), resource_hints={RESOURCE_NAME: _hints_pb(r.hints)},
+                                        labels=r.labels, annotations=r.annotations)
 
     async def Allocate(self, request, context):
         try:

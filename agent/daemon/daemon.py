@@ -31,13 +31,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.daemon.component import Component, ComponentFactory, DaemonContext
 from agent.config import Config, ConfigError
-from agent.daemon.reload import DAEMON_LIVE_SETTINGS, plan_reload
+from agent.daemon.component import Component, ComponentFactory, DaemonContext
 from agent.daemon.config import DaemonConfig, parse_host_port
 from agent.daemon.metrics_http import HealthReport, MetricsServer
+from agent.daemon.reload import DAEMON_LIVE_SETTINGS, plan_reload
 from agent.daemon.sdnotify import Notifier, watchdog_interval
 from agent.eventlog import get_logger
+from agent.tasks import cancel_and_wait
 from agent.topology.model import Topology
 
 __all__ = [
@@ -479,18 +480,14 @@ class Daemon:
             self._failure = str(e)
         finally:
             self.phase = "stopping"
-            if self._reloading is not None and not self._reloading.done():
-                self._reloading.cancel()
-                await asyncio.gather(self._reloading, return_exceptions=True)
+            await cancel_and_wait(self._reloading)
             notifier.stopping(status="stopping")
             stop_failed = await self._stop_components()
             if server is not None:
                 await server.stop()
             if unregister is not None:
                 unregister()
-            if watchdog is not None:
-                watchdog.cancel()
-                await asyncio.gather(watchdog, return_exceptions=True)
+            await cancel_and_wait(watchdog)
             if ctx is not None:
                 _remove_paths(ctx.exit_paths)
             if pidfile.held:  # otherwise the sockets under root belong to the daemon that holds it

@@ -29,6 +29,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from agent.eventlog import get_logger
+from agent.tasks import cancel_and_wait
 
 __all__ = ["HealthReport", "MetricsServer", "Response", "handle_request"]
 
@@ -184,9 +185,7 @@ class MetricsServer:
         if self._server is None:
             return
         self._server.close()
-        for task in list(self._clients):
-            task.cancel()
-        await asyncio.gather(*self._clients, return_exceptions=True)
+        await cancel_and_wait(*self._clients)
         await self._server.wait_closed()
         self._server = None
 

@@ -14,6 +14,7 @@ from agent.devicemanager.model import Device
 from agent.devicemanager.selection import AllocationError
 from agent.eventlog import get_logger
 from agent.limits import LimitError, check_name
+from agent.tasks import cancel_and_wait
 
 log = get_logger("hwagent.devicemanager")
 
@@ -104,12 +105,8 @@ class Endpoint:
         """Stop the stream (no on_closed callback) and the channel."""
         self.stop_time = self.stop_time or time.time()
         task, self._task = self._task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+        if task is not asyncio.current_task():
+            await cancel_and_wait(task)
         if self._channel is not None:
             await self._channel.close()
             self._channel = None

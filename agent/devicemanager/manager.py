@@ -61,6 +61,7 @@ from agent.eventlog import get_logger
 from agent.journal import JournalError
 from agent.limits import LimitError, check_name, check_qualified_name
 from agent.pods import ActivePods
+from agent.tasks import cancel_and_wait
 
 log = get_logger("hwagent.devicemanager")
 
@@ -189,9 +190,7 @@ class DeviceManager:
         if self._stopping:
             return
         self._stopping = True
-        if self._expiry_task is not None:
-            self._expiry_task.cancel()
-            await asyncio.gather(self._expiry_task, return_exceptions=True)
+        await cancel_and_wait(self._expiry_task)
         for eps in list(self._endpoints.values()):
             for ep in list(eps.values()):
                 await ep.close()

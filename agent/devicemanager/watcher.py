@@ -23,14 +23,15 @@ import grpc
 
 from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from agent.devicemanager.types import PluginRegistry
 from agent.devicemanager.metrics import REGISTRATIONS
 from agent.devicemanager.model import API_VERSION
-from agent.limits import LimitError, check_name, check_qualified_name
-from agent.unixsock import SUN_PATH_MAX, ensure_private_dir
 from agent.devicemanager.selection import AllocationError
+from agent.devicemanager.types import PluginRegistry
 from agent.devices.names import extended_resource_name_error
 from agent.eventlog import get_logger
+from agent.limits import LimitError, check_name, check_qualified_name
+from agent.tasks import cancel_and_wait
+from agent.unixsock import SUN_PATH_MAX, ensure_private_dir
 
 log = get_logger("hwagent.devicemanager")
 
@@ -110,9 +111,7 @@ class PluginWatcher:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await cancel_and_wait(task)
 
     @property
     def running(self) -> bool:

@@ -21,6 +21,7 @@ from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from agent.deviceplugin.server import DevicePluginServer
 from agent.eventlog import get_logger
+from agent.tasks import cancel_and_wait
 
 __all__ = ["API_VERSION", "register_once", "Registrar"]
 
@@ -70,13 +71,8 @@ class Registrar:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"register:{self.plugin.resource}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         backoff = self.backoff_initial_s

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from agent.contracts import CPU_POLICY, POD_DIRECTORY, CPUAllocations
-from agent.daemon.component import DaemonContext
 from agent.cpuset import CPUSet
+from agent.daemon.component import DaemonContext
 from agent.eventlog import get_logger
 from agent.kubelet.config import KubeletConfig
 from agent.kubelet.model import PodDirectory, PodResourcesSnapshot
+from agent.tasks import cancel_and_wait
 
 log = get_logger("hwagent.kubelet")
 
@@ -78,9 +79,9 @@ class PodDirectoryComponent:
         self._cpu: CPUAllocations | None = None
 
     async def start(self, ctx: DaemonContext) -> None:
-        from agent.kubelet.client import PodResourcesClient
         from agent.cgroups.hierarchy import detect_hierarchy
         from agent.cgroups.mounts import cgroup_mounts
+        from agent.kubelet.client import PodResourcesClient
 
         self._ctx = ctx
         self._cpu = ctx.lookup(CPU_POLICY)
@@ -155,10 +156,8 @@ class PodDirectoryComponent:
                 log.exception("pod directory refresh failed")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         if self._client is not None:
             await self._client.close()
 

@@ -55,6 +55,7 @@ from agent.eventlog import get_logger
 from agent.kubelet.config import KubeletConfig
 from agent.kubelet.pressure_signal import NOT_MET, Candidate, PoolWatch
 from agent.pressure.eviction import Eviction, EvictionPolicy
+from agent.tasks import cancel_and_wait
 
 log = get_logger("hwagent.kubelet")
 
@@ -258,9 +259,7 @@ class EvictionPluginComponent:
             await asyncio.sleep(interval)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
         self._restore_action()
         if self._server is not None:
             await self._server.stop(grace=0.5)

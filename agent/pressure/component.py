@@ -23,17 +23,19 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+
 from prometheus_client import REGISTRY
 
 from agent.cgroups.config import workload_roots
 from agent.contracts import CPU_POLICY, DEVICE_HEALTH, DEVICE_MANAGER, POD_DIRECTORY, PRESSURE, RUNTIME
 from agent.daemon.component import DaemonContext
 from agent.eventlog import get_logger
-from agent.pressure.config import PressureConfig
 from agent.pressure.actions import StandaloneEviction
+from agent.pressure.config import PressureConfig
 from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult
 from agent.pressure.eviction import Eviction
 from agent.pressure.metrics import PressureCollector
+from agent.tasks import cancel_and_wait
 
 log = get_logger("hwagent.pressure")
 
@@ -184,12 +186,7 @@ class PressureComponent:
 
     async def stop(self) -> None:
         self._abandon.set()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
         if self._collector is not None:
             REGISTRY.unregister(self._collector)
             self._collector = None

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.eventlog import get_logger
+from agent.tasks import cancel_and_wait
 from agent.workloads import metrics as m
 from agent.workloads.admission import Workloads
 from agent.workloads.errors import AdmissionError
@@ -90,10 +91,8 @@ class ManifestDir:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="manifest-dir")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     @property
     def running(self) -> bool:
