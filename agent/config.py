@@ -68,6 +68,29 @@ def _deprecated_keys() -> dict[tuple[str, str], tuple[str, str]]:
     return out
 
 
+@functools.cache
+def _obsolete_keys() -> dict[tuple[str, str], str]:
+    """(section, key) -> why it does nothing now, for keys a section no longer has.
+
+    A section lists them in an ``OBSOLETE_KEYS`` class attribute. A file that still
+    sets one loads (it did before), with a warning saying the value is ignored,
+    instead of a setting that is silently accepted and never read.
+    """
+    out: dict[tuple[str, str], str] = {}
+    for name in SECTIONS:
+        for key, why in getattr(_section_class(name), "OBSOLETE_KEYS", {}).items():
+            out[(name, key)] = why
+    return out
+
+
+def _drop_obsolete(data: dict[str, Any], where: str) -> None:
+    for (section, key), why in _obsolete_keys().items():
+        table = data.get(section)
+        if isinstance(table, dict) and key in table:
+            del table[key]
+            log.warning("config key ignored", key=f"{section}.{key}", why=why, where=where)
+
+
 def _move_deprecated(data: dict[str, Any], where: str) -> None:
     """Move values spelled the old way to their new section, with one warning each.
 
@@ -278,6 +301,7 @@ def loads(text: str, path: Path | None = None) -> Config:
     for name in sorted(data):
         if name not in SECTIONS:
             raise _unknown_key(where, name, SECTIONS, what="section")
+    _drop_obsolete(data, where)
     _move_deprecated(data, where)
     sections: dict[str, Any] = {}
     for name in SECTIONS:

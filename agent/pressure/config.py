@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 ALL_PROBES = ("runqlat", "blockio", "netdev", "iommu", "thermal", "irq")
 
 
 @dataclass(frozen=True)
 class PressureConfig:
+    OBSOLETE_KEYS: ClassVar[Mapping[str, str]] = {
+        "max_tasks": "the run-queue probe keeps its per-task stamp in task-local storage, which needs no size",
+    }
+
     enabled: bool = True
     #: seconds between readings (and decisions)
     interval_s: float = 1.0
@@ -20,7 +26,6 @@ class PressureConfig:
     iommu: bool = True
     thermal: bool = True
     irq: bool = True
-    max_tasks: int = 32768
     max_cgroups: int = 4096
     btf_path: str = "/sys/kernel/btf/vmlinux"
     #: directory with the BPF C sources; empty = probes/ of the installation
@@ -71,8 +76,8 @@ class PressureConfig:
         for name in ("error_window_s", "recovery_s", "cooldown_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
-        if self.max_tasks < 64 or self.max_cgroups < 2:
-            raise ValueError("max_tasks must be >= 64 and max_cgroups >= 2")
+        if self.max_cgroups < 2:
+            raise ValueError("max_cgroups must be >= 2")
         if self.max_container_series < 1:
             raise ValueError("max_container_series must be >= 1")
         if self.top_cgroups < 1:

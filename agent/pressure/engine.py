@@ -196,7 +196,6 @@ class PressureEngine:
                 hierarchy=hierarchy.name if hierarchy else "v2",
                 probes_dir=Path(self.cfg.probes_dir) if self.cfg.probes_dir else None,
                 btf_path=self.cfg.btf_path,
-                max_tasks=self.cfg.max_tasks,
                 max_cgroups=self.cfg.max_cgroups,
             )
             if hierarchy is None and "runqlat" in p.wanted:

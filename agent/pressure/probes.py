@@ -249,16 +249,12 @@ class ProbeSet:
         hierarchy: str = "v2",
         probes_dir: Path | None = None,
         btf_path: str = "/sys/kernel/btf/vmlinux",
-        max_tasks: int = 32768,
         max_cgroups: int = 4096,
     ) -> None:
         self.hierarchy = hierarchy
         self.probes_dir = probes_dir or default_probes_dir()
         self.specs = _Catalog(self.probes_dir)
         self.btf_path = btf_path
-        # the run-queue probe keeps its per-task stamp in task-local storage, which
-        # grows with the tasks; max_tasks stays accepted for old configs
-        self.max_tasks = max_tasks
         self.max_cgroups = max_cgroups
         self.states: dict[str, ProbeState] = {
             name: ProbeState(name, "off", "disabled in [pressure] config") for name in ALL_PROBES

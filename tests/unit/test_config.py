@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Literal
 
 import pytest
@@ -193,3 +194,18 @@ def test_array_of_tables_round_trips(monkeypatch):
     assert loads(dumps(cfg)).sections == cfg.sections
     with pytest.raises(ConfigError, match=r"rules\.rules\[1\]\.nmae: unknown key"):
         loads('[[rules.rules]]\nname = "a"\n[[rules.rules]]\nnmae = "b"\n')
+
+
+def test_an_obsolete_key_loads_with_one_warning_saying_it_is_ignored(caplog):
+    with caplog.at_level(logging.WARNING, logger="hwagent.config"):
+        cfg = loads("[pressure]\nmax_tasks = 1024\nmax_cgroups = 512\n")
+    assert cfg["pressure"].max_cgroups == 512
+    assert not hasattr(cfg["pressure"], "max_tasks")
+    (warning,) = [r for r in caplog.records if r.name == "hwagent.config"]
+    assert warning.getMessage() == "config key ignored"
+    assert warning.fields["key"] == "pressure.max_tasks" and "task-local storage" in warning.fields["why"]
+
+
+def test_an_unknown_key_is_still_refused():
+    with pytest.raises(ConfigError, match="max_taskz"):
+        loads("[pressure]\nmax_taskz = 1024\n")

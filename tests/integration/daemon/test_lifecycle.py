@@ -357,7 +357,7 @@ def test_sighup_reloads_the_config_and_keeps_running(tmp_path, systemd, daemons)
 
     # live: log level and thresholds; restart-only: a map size; the flag still beats the file
     conf.write_text('[daemon]\nlog_level = "debug"\nmetrics_address = "127.0.0.1:1"\n'
-                    f'[pressure]\nsoft_threshold = 0.2\nhard_threshold = 0.4\nmax_tasks = 1024\n{NO_PROBES}')
+                    f'[pressure]\nsoft_threshold = 0.2\nhard_threshold = 0.4\nmax_cgroups = 1024\n{NO_PROBES}')
     d.proc.send_signal(signal.SIGHUP)
     deadline = time.monotonic() + START_TIMEOUT_S
     while 'msg="config reloaded"' not in d.log() and time.monotonic() < deadline and d.proc.poll() is None:
@@ -365,7 +365,7 @@ def test_sighup_reloads_the_config_and_keeps_running(tmp_path, systemd, daemons)
     assert d.proc.poll() is None, d.log()
     log = d.log()
     assert re.search(r'msg="config reloaded" applied=\S*daemon.log_level', log), log
-    assert re.search(r'msg="config changes need a restart" settings=pressure.max_tasks', log), log
+    assert re.search(r'msg="config changes need a restart" settings=pressure.max_cgroups', log), log
     assert thresholds(url) == {"soft": 0.2, "hard": 0.4}
 
     # a broken file is refused and changes nothing

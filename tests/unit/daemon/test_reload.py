@@ -12,14 +12,14 @@ from agent.pressure.engine import LIVE_SETTINGS
 def test_live_changes_applied_restart_changes_kept_and_named() -> None:
     running = section_defaults()
     loaded = (running.replace("daemon", log_level="debug", root_dir="/elsewhere")
-              .replace("pressure", soft_threshold=0.2, hard_threshold=0.4, max_tasks=1024))
+              .replace("pressure", soft_threshold=0.2, hard_threshold=0.4, max_cgroups=1024))
     plan = plan_reload(running, loaded, {"daemon": DAEMON_LIVE_SETTINGS, "pressure": LIVE_SETTINGS})
     assert set(plan.applied) == {"daemon.log_level", "pressure.soft_threshold", "pressure.hard_threshold"}
-    assert set(plan.needs_restart) == {"daemon.root_dir", "pressure.max_tasks"}
+    assert set(plan.needs_restart) == {"daemon.root_dir", "pressure.max_cgroups"}
     eff = plan.effective
     assert eff["daemon"].log_level == "debug" and eff["daemon"].root_dir == running["daemon"].root_dir
     assert (eff["pressure"].soft_threshold, eff["pressure"].hard_threshold) == (0.2, 0.4)
-    assert eff["pressure"].max_tasks == running["pressure"].max_tasks
+    assert eff["pressure"].max_cgroups == running["pressure"].max_cgroups
     assert set(plan.live_sections) == {"daemon", "pressure"}
 
 
