@@ -95,10 +95,12 @@ class WorkloadsComponent:
         )
         self._server = new_server("admission")
         pb_grpc.add_AdmissionServicer_to_server(AdmissionServicer(self.workloads, self.manifests.errors), self._server)
+        # the manifest directory exists before the socket does: a script that waits for
+        # the socket may drop a manifest in at once
+        await self.manifests.start()
         self.socket_path = socket_path_for(self.cfg, ctx.root_dir)
         await serve_unix(self._server, self.socket_path)
         ctx.remove_on_exit(self.socket_path)
-        await self.manifests.start()
         log.info(
             "workloads started", socket=self.socket_path, manifests=self.manifests.dir, pods=len(registry),
             policy=tm.policy, scope=tm.scope,

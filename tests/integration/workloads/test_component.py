@@ -9,7 +9,7 @@ import pytest
 from agent.daemon.component import DaemonContext
 from agent.config import loads
 from agent.contracts import ACTIVE_PODS, WORKLOADS
-from agent.workloads.component import STATE_DIR, factory
+from agent.workloads.component import STATE_DIR, factory, manifest_dir_for
 from agent.workloads.manifestdir import ManifestDir
 from tests.integration.devicemanager.harness import run
 from tests.integration.workloads.harness import pipeline, pod_yaml, two_numa
@@ -70,6 +70,30 @@ def test_restore_before_publish_and_corrupt_records(sockdir):
             await comp.stop()
 
     run(main())
+
+
+def test_the_manifest_directory_exists_before_the_socket_answers(sockdir, monkeypatch):
+    """A script that waits for the admission socket may drop a manifest in at once."""
+    import agent.unixsock
+
+    ctx = _ctx(sockdir / "root", '[workloads]\nsocket_path = "%s"\n' % (sockdir / "a.sock"))
+    comp = factory(ctx)
+    mdir = manifest_dir_for(comp.cfg, ctx.root_dir)
+    seen: list[bool] = []
+    real = agent.unixsock.serve_unix
+
+    async def serving(server, path):
+        seen.append(mdir.is_dir())
+        return await real(server, path)
+
+    monkeypatch.setattr(agent.unixsock, "serve_unix", serving)
+
+    async def main():
+        await comp.start(ctx)
+        await comp.stop()
+
+    run(main())
+    assert seen == [True]
 
 
 def test_unchanged_static_manifest_is_not_readmitted_after_a_restart(sockdir):
