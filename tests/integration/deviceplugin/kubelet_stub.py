@@ -15,6 +15,17 @@ from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 
 
+async def registrations_reaching(registrar, n: int, timeout_s: float = 60.0) -> int:
+    """A registrar's count once it reaches n (or the timeout): the registrar counts a
+    registration when the kubelet's answer arrives, which is after this kubelet has
+    dialled the plugin back, so a test that saw the dial-back must still wait for it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while registrar.registrations < n and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    return registrar.registrations
+
+
 @dataclass
 class Endpoint:
     resource: str

@@ -16,7 +16,7 @@ from agent.devices.config import ResourceRule
 from agent.devices.model import Device
 from agent.deviceplugin.registration import Registrar
 from agent.deviceplugin.server import DevicePluginServer, PluginDevice, socket_name
-from tests.integration.deviceplugin.kubelet_stub import KubeletStub
+from tests.integration.deviceplugin.kubelet_stub import KubeletStub, registrations_reaching
 
 RES = "example.com/thing"
 
@@ -34,15 +34,6 @@ class Refusing(KubeletStub):
             self.requests.append(request)
             await context.abort(grpc.StatusCode.UNAVAILABLE, "kubelet not ready")
         return await super().Register(request, context)
-
-
-async def _registrations(reg: Registrar, n: int, timeout_s: float = 60.0) -> int:
-    """The registrar counts a registration when the kubelet's answer arrives, which can be
-    after the kubelet has dialled back: wait for the count rather than read it at once."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while reg.registrations < n and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.01)
-    return reg.registrations
 
 
 def _plugin(tmp_path, pre_start=False):
@@ -66,7 +57,7 @@ def test_waits_for_socket_then_retries_refusals(tmp_path):
         kubelet = Refusing(tmp_path / "kubelet.sock", 2)
         await kubelet.start()
         ep = await kubelet.endpoint(RES)
-        assert len(kubelet.requests) == 3 and await _registrations(reg, 1) == 1
+        assert len(kubelet.requests) == 3 and await registrations_reaching(reg, 1) == 1
         assert REGISTRY.get_sample_value("hwagent_builtin_plugin_registrations_total",
                                          {"resource": RES, "result": "error"}) == before + 2
         r = kubelet.requests[-1]
@@ -80,7 +71,7 @@ def test_waits_for_socket_then_retries_refusals(tmp_path):
         kubelet2 = KubeletStub(tmp_path / "kubelet.sock")
         await kubelet2.start()
         await kubelet2.endpoint(RES)
-        assert await _registrations(reg, 2) == 2 and plugin.serving()
+        assert await registrations_reaching(reg, 2) == 2 and plugin.serving()
         await reg.stop()
         await plugin.stop()
         await kubelet2.stop()
