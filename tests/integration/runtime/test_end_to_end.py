@@ -150,7 +150,10 @@ def test_reclaimed_pod_is_evicted_for_real_under_cpu_pressure(tmp_path, subtree)
                 "sh", "-c", f"i=0; while [ $i -lt {hogs} ]; do (while :; do :; done) & i=$((i+1)); done; wait")
         assert r.returncode == 0, r.stderr
         p = until(lambda: (q := pod(root, "rec")) and q["phase"] == "Failed" and q, "the eviction", d)
-        assert p["reason"] == "Evicted" and "cpu_pressure" in p["message"] and p["released"], p
+        assert p["reason"] == "Evicted" and "cpu_pressure" in p["message"], p
+        # the registry records the terminal status first, then admission releases the pod's resources
+        p = until(lambda: (q := pod(root, "rec")) and q["released"] and q, "the release after the eviction", d)
+        assert p["phase"] == "Failed" and p["reason"] == "Evicted", p
         records = [json.loads(line) for line in (root / "pressure" / "evictions.jsonl").read_text().splitlines()]
         assert [r["pod_uid"] for r in records] == [p["uid"]]
         assert records[0]["outcome"]["via"] == "runtime"
