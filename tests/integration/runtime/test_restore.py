@@ -19,11 +19,11 @@ import pytest
 
 from agent.runtime.state import PodFiles
 from agent.workloads.model import ContainerState, PodPhase
+from tests.integration.runtime.driver import SLOW_STOP_GRACE_S
 
 pytestmark = pytest.mark.timeout(180)
 
 DRIVER = Path(__file__).with_name("driver.py")
-SLOW_STOP_GRACE_S = 5.0  # driver.py's
 
 
 def start_driver(env, mode: str) -> subprocess.Popen:
