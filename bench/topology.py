@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO))
 
 from agent.topology.sysfs import read_topology  # noqa: E402
 
-FIXTURES = Path(os.environ.get("HWAGENT_SHARED", REPO.parent / "shared")) / "fixtures" / "hwloc-linux"
+FIXTURES = REPO / "tests" / "fixtures" / "hwloc-linux"  # the snapshots the tests read
 #: a Python process doing only what `hwagent topology --format json` does
 _BARE = (
     "import json, sys; from agent.topology.sysfs import read_topology;"

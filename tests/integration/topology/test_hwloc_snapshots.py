@@ -1,4 +1,4 @@
-"""hwagent's sysfs reader against hwloc, on every real-machine snapshot in ../shared.
+"""hwagent's sysfs reader against hwloc, on every real-machine snapshot in tests/fixtures/hwloc-linux.
 
 For each snapshot, hwloc's stored reading (``.console`` or ``.xml``, produced by
 hwloc's own test-suite) and, where ``lstopo-no-graphics`` is installed, a fresh
@@ -191,5 +191,5 @@ def test_expectations_name_real_snapshots_and_aspects() -> None:
 
 
 def test_there_are_snapshots() -> None:
-    # Without ../shared every parametrised test above silently vanishes.
+    # Without the snapshots every parametrised test above silently vanishes.
     assert len(SNAPSHOTS) >= 30, f"hwloc snapshots missing under {HWLOC_DIR}"
