@@ -16,10 +16,20 @@ from pathlib import Path
 
 import grpc
 
-__all__ = ["SUN_PATH_MAX", "ensure_private_dir", "serve_unix"]
+__all__ = ["SUN_PATH_MAX", "dial_target", "ensure_private_dir", "serve_unix"]
 
 #: sizeof(sockaddr_un.sun_path) - 1 for the terminating NUL
 SUN_PATH_MAX = 107
+
+
+def dial_target(socket_path: str | os.PathLike[str]) -> str:
+    """The gRPC target for a client of ``socket_path``, made absolute first.
+
+    gRPC reads ``unix://root/x.sock`` as an authority ("root") plus a path and
+    refuses it with a bare UNKNOWN; a path relative to where the operator stands
+    (``--root-dir root``) must be resolved before it is dialled.
+    """
+    return f"unix:{os.path.abspath(socket_path)}"
 
 
 def ensure_private_dir(directory: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from agent.cli import CommandError
@@ -70,9 +71,11 @@ def _from_socket(sock: str):
     from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc
     from agent.cpu.view import Allocation
     from agent.cpuset import CPUSet
+    from agent.unixsock import dial_target
 
+    sock = os.path.abspath(sock)  # named relative to where the operator stands
     try:
-        with grpc.insecure_channel(f"unix://{sock}") as ch:
+        with grpc.insecure_channel(dial_target(sock)) as ch:
             stub = pb_grpc.ResourcePluginStub(ch)
             resp = stub.GetResourcesAllocation(pb.GetResourcesAllocationRequest(), timeout=5)
             allocs = []
@@ -91,7 +94,7 @@ def _from_socket(sock: str):
     return None, allocs, f"socket {sock}"
 
 
-def _live(root_dir: str) -> dict | None:
+def _live(root_dir: Path) -> dict | None:
     """The running daemon's CPU view, or None when no daemon (or no CPU policy in it) answers."""
     import grpc
 
@@ -108,20 +111,21 @@ def _live(root_dir: str) -> dict | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.commands._config import load_config
+    from agent.commands._config import load_config, root_dir
     from agent.cpu.view import render_table, summarize
 
     cfg = load_config(args)
     d = cfg["daemon"]
+    root = root_dir(args, cfg)
     if not args.socket:
-        live = _live(args.root_dir or d.root_dir)
+        live = _live(root)
         if live is not None:
             print(json.dumps(live, indent=2) if args.format == "json" else render_table(live))
             return 0
     if args.socket:
         pools, allocs, source = _from_socket(args.socket)
     else:
-        pools, allocs, source = _from_checkpoint(Path(args.root_dir or d.root_dir))
+        pools, allocs, source = _from_checkpoint(root)
     try:
         numa = _numa_cpus(args.sysfs_root or d.sysfs_root, d.procfs_root)
     except OSError as e:

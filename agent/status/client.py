@@ -18,11 +18,12 @@ def _call(root_dir: str | Path, method: str, request: Any, timeout_s: float) -> 
 
     from agent.api.status.v1 import api_pb2_grpc as pb_grpc
     from agent.status.component import status_socket
+    from agent.unixsock import dial_target
 
-    sock = status_socket(root_dir)
+    sock = status_socket(Path(root_dir).absolute())
     if not sock.exists():
         raise DaemonNotRunning(f"no status socket at {sock}")
-    with grpc.insecure_channel(f"unix://{sock}") as ch:
+    with grpc.insecure_channel(dial_target(sock)) as ch:
         try:
             return getattr(pb_grpc.DaemonStatusStub(ch), method)(request, timeout=timeout_s)
         except grpc.RpcError as e:
