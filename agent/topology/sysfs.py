@@ -108,20 +108,7 @@ def _read_cpu_sets(cpu_dir: str, notes: Notes) -> _CpuSets:
     j = os.path.join
     online = notes.cpuset(j(cpu_dir, "online"))
     if online is None:
-        # Before 2.6.2x there is no cpu/online: a cpuN without an "online" file
-        # (usually cpu0, which cannot be unplugged) or with "1" in it is online.
-        # A kernel without CPU hotplug has no cpuN/online at all: one listing of
-        # a CPU that could have one (not cpu0) spares a failed open per CPU.
-        probe = next((c for c in dirs if c != 0), None)
-        try:
-            hotplug = probe is not None and "online" in os.listdir(j(cpu_dir, f"cpu{probe}"))
-        except OSError:
-            hotplug = True
-        online = (
-            CPUSet(c for c in dirs if (notes.text(j(cpu_dir, f"cpu{c}", "online")) or "1").strip() != "0")
-            if hotplug
-            else dirs
-        )
+        online = _online_from_cpu_files(cpu_dir, dirs, notes)
     present = notes.cpuset(j(cpu_dir, "present")) or dirs
     possible = notes.cpuset(j(cpu_dir, "possible")) or (present | online)
     offline = notes.cpuset(j(cpu_dir, "offline"))
@@ -134,6 +121,19 @@ def _read_cpu_sets(cpu_dir: str, notes: Notes) -> _CpuSets:
     if not online:
         notes.warn(f"no online cpu found under {cpu_dir}")
     return _CpuSets(online & dirs, possible, present, offline, isolated)
+
+
+def _online_from_cpu_files(cpu_dir: str, dirs: CPUSet, notes: Notes) -> CPUSet:
+    """The online CPUs of a kernel without ``cpu/online`` (before 2.6.2x): each CPU's own file.
+
+    A CPU without ``cpuN/online`` cannot be unplugged (usually cpu0; on some
+    machines others too, and a kernel without CPU hotplug has none at all)
+    and is online; one whose file says ``0`` is offline. Which CPUs have the
+    file differs per CPU, so every CPU's file is tried: no one CPU's stands
+    for the rest (taking cpu1's absence to mean "no hotplug" once counted
+    offline CPUs as online). hwloc reads the tree the same way.
+    """
+    return CPUSet(c for c in dirs if (notes.text(f"{cpu_dir}/cpu{c}/online") or "1").strip() != "0")
 
 
 # -- per CPU ----------------------------------------------------------------------

@@ -124,6 +124,23 @@ class FakeMachine:
         )
         return self
 
+    def per_cpu_online(self, flags: dict[int, bool]) -> None:
+        """Online state only in per-CPU files: no ``cpu/online`` or ``cpu/offline``.
+
+        Older kernels have no ``cpu/online`` list, and a CPU that cannot be
+        unplugged (often cpu0, on some machines others too) has no
+        ``cpuN/online`` file: ``flags`` names the CPUs that have one and what
+        it says; the rest have none. An offline CPU loses its ``topology`` and
+        ``cache`` directories, as the kernel removes them at unplug.
+        """
+        self.remove("sys/devices/system/cpu/online")
+        self.remove("sys/devices/system/cpu/offline")
+        for cpu, online in flags.items():
+            self.write(f"sys/devices/system/cpu/cpu{cpu}/online", "1\n" if online else "0\n")
+            if not online:
+                self.remove(f"sys/devices/system/cpu/cpu{cpu}/topology")
+                self.remove(f"sys/devices/system/cpu/cpu{cpu}/cache")
+
     def remove(self, pattern: str) -> int:
         """Delete files matching a glob under the root; returns how many."""
         n = 0

@@ -148,6 +148,24 @@ def test_without_online_file_per_cpu_online_flags_count(machine: FakeMachine) ->
     assert t.offline == CPUSet([5])  # possible - online
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {5: False},  # only the offline CPU has a file
+        {2: True, 5: False, 6: False},  # some CPUs have one, cpu1 (the first non-zero) not
+    ],
+)
+def test_without_online_file_every_cpus_own_flag_counts(machine: FakeMachine, flags: dict[int, bool]) -> None:
+    # a CPU without cpuN/online cannot be unplugged and is online; a "0" is
+    # offline wherever it is, not only when cpu1 happens to have a file too
+    machine.per_cpu_online(flags)
+    t = read(machine)
+    offline = CPUSet(c for c, up in flags.items() if not up)
+    assert t.online == CPUSet(range(machine.ncpus)) - offline
+    assert t.offline == offline
+    assert t.warnings == ()
+
+
 def test_without_online_files_at_all_every_cpu_is_online(machine: FakeMachine) -> None:
     # kernels without CPU hotplug (old ia64): neither cpu/online nor cpuN/online
     machine.remove("sys/devices/system/cpu/online")
