@@ -98,7 +98,9 @@ def plan_container(
     request = res.cpu_request_milli if res.cpu_request_milli is not None else res.cpu_limit_milli
     quota = milli_cpu_to_quota(res.cpu_limit_milli) if pod.qos == QOS_SHARED else None
     needs = {"cpuset", "cpu"}
-    if res.memory_limit_bytes is not None:
+    # 0 is no limit (admission maps it so; a record kept from before it did may still say 0)
+    memory_limit = res.memory_limit_bytes or None
+    if memory_limit is not None:
         needs.add("memory")
     if cfg.pids_max:
         needs.add("pids")
@@ -110,7 +112,7 @@ def plan_container(
         cpu_shares=milli_cpu_to_shares(request),
         cpu_quota_us=quota,
         cpu_idle=pod.qos == QOS_RECLAIMED,
-        memory_limit=res.memory_limit_bytes,
+        memory_limit=memory_limit,
         pids_max=cfg.pids_max or None,
         device_policy=cfg.device_policy,
         device_allow=allow,

@@ -38,6 +38,7 @@ __all__ = [
     "ManifestError",
     "ParsedManifest",
     "MAX_MANIFEST_BYTES",
+    "MIN_MEMORY_LIMIT_BYTES",
     "parse_manifest",
     "load_document",
     "pod_from_document",
@@ -61,6 +62,14 @@ MAX_DEPTH = 32
 #: agent.limits' bound (a UUID's 36 characters), which the device host and CPU plugin enforce too
 MAX_UID_LEN = UID_MAX
 MAX_GRACE_S = 24 * 3600
+#: The smallest memory limit admitted (6 MiB); 0 means no limit, as for the kubelet and runc.
+#: Below it a container is OOM-killed before its command does anything: the kernel takes
+#: the value as given (v1 rounds it down to a page, so 1 byte is a limit of 0), and the
+#: exec of a dynamically linked program with its loader, libc and the page cache it
+#: touches is charged to the cgroup at once (``sh -c 'sleep 1'`` alone peaks near
+#: 0.6 MiB on this project's Debian hosts; anything real needs a few MiB). Docker's
+#: daemon refuses limits below the same 6 MiB, so a manifest that runs there runs here.
+MIN_MEMORY_LIMIT_BYTES = 6 << 20
 
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -298,6 +307,19 @@ def _quantities(v: Any, path: str) -> dict[str, Any]:
     return out
 
 
+def _check_memory_limit(limit: Any, path: str) -> None:
+    """A positive memory limit below ``MIN_MEMORY_LIMIT_BYTES`` is refused (0 is no limit)."""
+    if limit is None or limit == 0:
+        return
+    got = to_units(limit)
+    if got < MIN_MEMORY_LIMIT_BYTES:
+        raise ManifestError(
+            path,
+            f"{got} bytes is below the {MIN_MEMORY_LIMIT_BYTES >> 20}Mi ({MIN_MEMORY_LIMIT_BYTES} bytes) a container "
+            f"needs to start; set at least {MIN_MEMORY_LIMIT_BYTES >> 20}Mi, or 0 (or no memory limit) for no limit",
+        )
+
+
 def _resources(v: Any, path: str, ctx: _Ctx) -> Resources:
     r = ctx.fields(v, path, _RESOURCES)
     requests = _quantities(r.get("requests") or {}, f"{path}.requests")
@@ -306,9 +328,12 @@ def _resources(v: Any, path: str, ctx: _Ctx) -> Resources:
         req = requests.get(name)
         if req is not None and req > lim and name in _STANDARD_RESOURCES:
             raise ManifestError(f"{path}.requests.{name}", f"must be less than or equal to the {name} limit")
+    _check_memory_limit(limits.get("memory"), f"{path}.limits.memory")
     # as the API server defaults it: a limit without a request makes the request
     for name, lim in limits.items():
         requests.setdefault(name, lim)
+    if limits.get("memory") == 0:
+        del limits["memory"]  # 0 is no limit (the kubelet's and runc's meaning), never a 0-byte cgroup
     extended: dict[str, int] = {}
     for name in sorted(set(requests) | set(limits)):
         if name in _STANDARD_RESOURCES:

@@ -90,6 +90,36 @@ def test_reclaimed_gets_cpu_idle_and_shared_gets_shares_and_quota(env):
     run(go())
 
 
+def _unlimited(value: str) -> bool:
+    """memory.limit_in_bytes with no limit: the page counter's maximum (or "max" on v2)."""
+    return value == "max" or int(value) >= 1 << 62
+
+
+def test_a_zero_memory_limit_runs_with_no_limit(env):
+    """0 is "no limit" for the kubelet and runc; written to the cgroup it OOM-killed the
+    container at once. Both ways in: a manifest admitted now, and a record kept from
+    before admission mapped 0 to no limit."""
+    from agent.workloads.manifest import parse_manifest
+
+    async def go():
+        rt = env.runtime()
+        parsed = parse_manifest("metadata: {name: z}\nspec: {containers: [{name: main, command: [sleep, '30'], "
+                                "resources: {limits: {memory: '0'}}}]}").pod
+        fresh = make_pod("fresh", ["sleep", "30"], memory=parsed.containers[0].resources.memory_limit_bytes)
+        old = make_pod("old", ["sleep", "30"], memory=0)
+        for pod in (fresh, old):
+            await rt.run(pod)
+            st = await env.sink.wait(pod.uid, lambda s: s.containers and s.containers[0].state == ContainerState.RUNNING)
+            assert st.phase == PodPhase.RUNNING, st
+            value = env.cgroups.read(f"{env.subtree}/pod{pod.uid}/main", "memory.limit_in_bytes")
+            assert _unlimited(value), (pod.spec.name, value)
+        await asyncio.gather(rt.stop(fresh.uid, 0), rt.stop(old.uid, 0))
+        assert env.sink.last(old.uid).reason == "Stopped"
+        assert env.dirs() == []
+
+    run(go())
+
+
 def test_restart_policies_and_backoff(env, tmp_path):
     async def go():
         rt = env.runtime()

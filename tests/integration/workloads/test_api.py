@@ -112,6 +112,33 @@ def test_status_codes(sockdir):
     run(main())
 
 
+def _memory_pod(name: str, limit: str) -> bytes:
+    return (f"metadata: {{name: {name}}}\nspec: {{containers: [{{name: main, command: [sleep, '1'], "
+            f"resources: {{limits: {{cpu: '1', memory: '{limit}'}}}}}}]}}\n").encode()
+
+
+def test_memory_limits_below_the_floor_are_refused_and_zero_means_no_limit(sockdir):
+    async def main():
+        async with api(sockdir) as (env, stub):
+            for limit in ("1", "4Ki", "6291455"):
+                with pytest.raises(grpc.aio.AioRpcError) as ei:
+                    await stub.Admit(pb.AdmitRequest(manifest=_memory_pod("tiny", limit)))
+                assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (limit, ei.value.details())
+                details = ei.value.details()
+                assert "limits.memory" in details and "6Mi" in details and "no limit" in details, details
+                # refused: nothing registered, no CPU handed out
+                assert list((await stub.List(pb.ListRequest())).pods) == []
+                assert env.policy.state.containers() == []
+            ok = await stub.Admit(pb.AdmitRequest(manifest=_memory_pod("unlimited", "0")))
+            res = json.loads(ok.pod.record_json)["pod"]["spec"]["containers"][0]["resources"]
+            assert res["memory_limit_bytes"] is None, res
+            floor = await stub.Admit(pb.AdmitRequest(manifest=_memory_pod("floor", "6Mi")))
+            res = json.loads(floor.pod.record_json)["pod"]["spec"]["containers"][0]["resources"]
+            assert res["memory_limit_bytes"] == 6 << 20, res
+
+    run(main())
+
+
 def test_watch_and_the_runtime_hand_off(sockdir):
     async def main():
         async with api(sockdir) as (env, stub):

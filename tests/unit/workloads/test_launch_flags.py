@@ -50,3 +50,13 @@ def test_a_launch_without_name_gets_one_from_its_command():
 def test_no_command_is_a_clear_error():
     with pytest.raises(CommandError, match="command to run is missing"):
         launch.manifest_from_flags(parse("--cpus", "1"))
+
+
+def test_launch_memory_goes_through_the_manifest_rules():
+    # --memory 0: no limit, as for the kubelet and runc
+    m = manifest_from_flags(parse("--name", "m", "--memory", "0", "--", "sh"))
+    assert parse_manifest(json.dumps(m)).pod.containers[0].resources.memory_limit_bytes is None
+    # a limit the container cannot start in: the same refusal as a manifest's
+    m = manifest_from_flags(parse("--name", "m", "--memory", "4Ki", "--", "sh"))
+    with pytest.raises(ValueError, match="at least 6Mi"):
+        parse_manifest(json.dumps(m))

@@ -239,3 +239,32 @@ def test_names():
     assert not is_extended_resource_name("loop") and not is_extended_resource_name("kubernetes.io/x")
     assert not is_extended_resource_name("a.kubernetes.io/x") and not is_extended_resource_name("requests.a.io/x")
     assert not is_extended_resource_name("Bad_Domain/x")
+
+
+def _with_memory(limit: str, request: str | None = None) -> str:
+    req = f", requests: {{memory: '{request}'}}" if request is not None else ""
+    return (f"metadata: {{name: a}}\nspec: {{containers: [{{name: c, command: [x], "
+            f"resources: {{limits: {{memory: '{limit}'}}{req}}}}}]}}")
+
+
+@pytest.mark.parametrize("limit", ["1", "4Ki", "1Mi", "6291455", "0.5"])
+def test_a_memory_limit_below_the_floor_is_refused_with_the_floor_and_the_way_out(limit):
+    # 1 B became a 0-byte limit in the kernel (v1 rounds down to a page) and 4 KiB
+    # OOM-killed the container before its command ran
+    e = _err(_with_memory(limit))
+    assert e.field == "spec.containers[0].resources.limits.memory", str(e)
+    assert "6Mi" in str(e) and "at least" in str(e) and "no limit" in str(e), str(e)
+
+
+@pytest.mark.parametrize("limit", ["0", "0Mi"])
+def test_a_zero_memory_limit_means_no_limit(limit):
+    r = parse_manifest(_with_memory(limit)).pod.containers[0].resources
+    assert r.memory_limit_bytes is None
+    assert r.memory_request_bytes in (None, 0)
+    # as for the API server: a request above a zero limit is still an error, not a silent "no limit"
+    assert _err(_with_memory(limit, "1Gi")).field == "spec.containers[0].resources.requests.memory"
+
+
+def test_the_memory_floor_itself_is_accepted():
+    r = parse_manifest(_with_memory("6Mi")).pod.containers[0].resources
+    assert r.memory_limit_bytes == 6 << 20
