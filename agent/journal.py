@@ -17,11 +17,25 @@ of seq + payload (u32), seq (u64, little endian), then the payload (the
 owner's bytes, opaque here). Sequence numbers are contiguous from the
 snapshot's; recovery replays ``.wal.1`` then ``.wal``, skipping records the
 snapshot already holds, and stops at the first record that is torn, fails its
-CRC, breaks the sequence or that the owner refuses (``StateCorrupt``): the
-bytes from there on are kept aside as ``<file>.torn-<UTC time>`` and reported,
-and the journal is cut there so new records follow the last good one. A torn
-tail is what a crash during an append leaves; such a record was never
-acknowledged. A record that was fully synced but whose caller was not yet
+CRC, breaks the sequence or that the owner refuses (``StateCorrupt``).
+
+Where it stopped decides what that means. A *torn tail* is what a crash during
+an append leaves: bytes after the last whole record, none of which verifies as
+a later record; such a record was never acknowledged, so the bytes are kept
+aside as ``<file>.torn-<UTC time>``, reported, and the journal is cut there so
+new records follow the last good one. A *corrupt journal* is a bad spot with
+a record after it that does verify and carries a later sequence number (a
+flipped bit in record 69 of 137, a length that runs past the end while whole
+records follow, a verified record the owner refuses, a gap in the sequence):
+cutting there would silently drop acknowledged changes, so it is treated as a
+corrupt snapshot is: ``recover`` raises ``JournalCorrupt`` (the owner refuses
+to start and says what to do), or with ``accept_loss`` keeps snapshot and
+journals aside and starts empty. Stale records (a sequence number the state
+already holds) after the good ones are a tail, not a loss. One case looks like
+corruption and is not: a power loss on a file system that does not write data
+in order can persist a later block of the last, unacknowledged batch before an
+earlier one; that needs the operator's ``accept_loss`` too, which is the safe
+side of the mistake. A record that was fully synced but whose caller was not yet
 answered when the process died may survive the restart (as a kubelet's
 checkpoint written just before a crash does): acknowledged means durable, not
 the reverse.
@@ -70,7 +84,7 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from agent.eventlog import EventLogger, get_logger
-from agent.statefile import _fsync_dir, set_aside, write_atomic
+from agent.statefile import _fsync_dir, set_aside_if_present, temp_name, temp_owner, write_atomic
 
 __all__ = [
     "HEADER",
@@ -80,6 +94,7 @@ __all__ = [
     "JournalError",
     "Recovered",
     "StateCorrupt",
+    "first_later_record",
     "frame",
     "parse_frames",
     "remove_stale_temps",
@@ -163,16 +178,35 @@ def parse_frames(raw: bytes) -> tuple[list[tuple[int, bytes, int]], int, str | N
     return out, off, None
 
 
+def first_later_record(buffers: list[bytes], after: int) -> int | None:
+    """The sequence number of the first record in ``buffers`` (searched at every
+    offset, not only at frame boundaries) that verifies and is newer than
+    ``after``; None when there is none. A torn tail never holds one: a crash
+    mid-append leaves a prefix of one batch's bytes, not a whole later record."""
+    hs = HEADER.size
+    for raw in buffers:
+        pos = raw.find(MAGIC)
+        while pos != -1:
+            if len(raw) - pos >= hs:
+                _, length, crc, seq = HEADER.unpack_from(raw, pos)
+                end = pos + hs + length
+                if (seq > after and length <= MAX_RECORD and end <= len(raw)
+                        and zlib.crc32(raw[pos + hs:end], zlib.crc32(seq.to_bytes(8, "little"))) == crc):
+                    return int(seq)
+            pos = raw.find(MAGIC, pos + 1)
+    return None
+
+
 def remove_stale_temps(path: Path) -> int:
-    """Remove ``.<name>.tmp-<pid>`` files a killed writer left beside ``path``
-    (``write_atomic``'s temp names). Only at start, when no writer of ours runs."""
+    """Remove ``.<name>.tmp-<pid>[-<serial>]`` files a killed writer left beside
+    ``path`` (``statefile.temp_name``). Only at start, when no writer of ours runs."""
     n = 0
     try:
         candidates = list(path.parent.glob(f".{path.name}*.tmp-*"))
     except OSError:
         return 0
     for p in candidates:
-        if p.name.rsplit("-", 1)[-1] == str(os.getpid()):
+        if temp_owner(p.name) == os.getpid():
             continue
         try:
             p.unlink()
@@ -222,7 +256,11 @@ class Journal(Generic[S]):
         self.capture: Callable[[], S] | None = None
         self._queue: list[_Pending] = []
         self._task: asyncio.Task[None] | None = None
-        self._compaction: asyncio.Future[None] | None = None
+        #: the one snapshot write in flight; only the writer task starts one, at a batch boundary
+        self._compaction: asyncio.Task[None] | None = None
+        #: snapshot requests made / the newest request a finished (or given-up) snapshot covers
+        self._snap_requested = 0
+        self._snap_covered = 0
         self._needs_reset = False
         self._snapshot_wanted = False
         self._last_fut: asyncio.Future[None] | None = None
@@ -246,25 +284,46 @@ class Journal(Generic[S]):
         if not self._recover_snapshot(rec, accept_loss, read_only):
             return rec
         rec.seq = rec.snapshot_seq
-        stopped = False
+        files: list[tuple[Path, bytes]] = []
         for p in (self.old, self.wal):
             try:
-                data = p.read_bytes()
+                files.append((p, p.read_bytes()))
             except FileNotFoundError:
                 continue
-            if stopped:  # everything after a break is kept aside
-                if not read_only:
-                    rec.kept_aside.append(set_aside(p, "torn"))
-                continue
+        for i, (p, data) in enumerate(files):
             bad_off, why = self._replay(rec, data)
-            if why is not None:
-                stopped = True
-                rec.problems.append(f"{p.name}: {why}; {len(data) - bad_off} bytes kept aside")
-                if not read_only:
-                    rec.kept_aside.append(self._cut(p, data, bad_off))
-                self.log.error("journal tail discarded", path=p, offset=bad_off, bytes=len(data) - bad_off, reason=why)
+            if why is None:
+                continue
+            later = [data[bad_off:]] + [d for _, d in files[i + 1:]]
+            lost = first_later_record(later, rec.seq)
+            if lost is not None:
+                return self._journal_corrupt(rec, p, bad_off, why, lost, accept_loss, read_only)
+            rec.problems.append(f"{p.name}: {why}; {len(data) - bad_off} bytes kept aside")
+            if not read_only:
+                rec.kept_aside.append(self._cut(p, data, bad_off))
+                # a tail in .wal.1 with nothing verifiable after it: a .wal behind it holds only torn bytes
+                rec.kept_aside.extend(a for q, _ in files[i + 1:] if (a := set_aside_if_present(q, "torn")))
+            self.log.error("journal tail discarded", path=p, offset=bad_off, bytes=len(data) - bad_off, reason=why)
+            break
         self.seq = self.durable_seq = rec.seq
         return rec
+
+    def _journal_corrupt(
+        self, rec: Recovered[S], p: Path, off: int, why: str, lost: int, accept_loss: bool, read_only: bool,
+    ) -> Recovered[S]:
+        """A bad spot with a verifying later record after it: refuse, or give everything up."""
+        what = (f"{p.name}: {why}; record {lost} from there on is whole (its checksum verifies), so the journal "
+                f"is corrupt in the middle, not torn at its end: replaying only the records before it would drop "
+                f"acknowledged changes")
+        if not accept_loss:
+            raise JournalCorrupt(f"{self.path}: {what}")
+        out: Recovered[S] = Recovered(self.codec.empty(), problems=[what], snapshot_discarded=True,
+                                      stale_temps_removed=rec.stale_temps_removed)
+        if not read_only:
+            out.kept_aside = self.set_aside_all()
+            self.log.error("state journal corrupt", path=p, offset=off, first_lost=lost, reason=why,
+                           kept_as=[str(k) for k in out.kept_aside], action="start_empty")
+        return out
 
     def _recover_snapshot(self, rec: Recovered[S], accept_loss: bool, read_only: bool) -> bool:
         """Load the snapshot into ``rec`` (none: the empty state). False when it was corrupt and,
@@ -281,9 +340,7 @@ class Journal(Generic[S]):
             rec.problems.append(f"snapshot {self.path.name}: {e}")
             rec.snapshot_discarded = True
             if not read_only:
-                for p in (self.path, self.old, self.wal):
-                    if p.exists():
-                        rec.kept_aside.append(set_aside(p))
+                rec.kept_aside = self.set_aside_all()
                 self.log.error(
                     "state snapshot corrupt", path=self.path, kept_as=rec.kept_aside[0] if rec.kept_aside else None,
                     reason=str(e), action="start_empty",
@@ -310,7 +367,7 @@ class Journal(Generic[S]):
 
     def set_aside_all(self) -> list[Path]:
         """Keep snapshot and journals aside (state given up by its owner)."""
-        return [set_aside(p) for p in (self.path, self.old, self.wal) if p.exists()]
+        return [a for p in (self.path, self.old, self.wal) if (a := set_aside_if_present(p))]
 
     def _cut(self, p: Path, data: bytes, off: int) -> Path:
         """Keep ``data[off:]`` aside as evidence and truncate ``p`` to ``off``."""
@@ -371,7 +428,7 @@ class Journal(Generic[S]):
         self._needs_reset = False
 
     def _open_fresh_wal(self) -> None:
-        tmp = self.wal.with_name(f".{self.wal.name}.tmp-{os.getpid()}")
+        tmp = self.wal.with_name(temp_name(self.wal.name))
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, self.mode)
         try:
             os.fsync(fd)
@@ -411,6 +468,9 @@ class Journal(Generic[S]):
         return fut
 
     async def _writer(self) -> None:
+        """The only writer: appends batches and starts every snapshot, so that a
+        snapshot's state is always captured when memory equals the disk and no
+        two snapshots of one file are ever written at once."""
         loop = asyncio.get_running_loop()
         while self._queue or self._snapshot_wanted:
             batch, self._queue = self._queue, []
@@ -419,17 +479,20 @@ class Journal(Generic[S]):
                     assert self._compaction is not None
                     await asyncio.wait([self._compaction])
                     continue  # records may have queued meanwhile: take them first
-                self._snapshot_wanted = False
+                gen = self._take_snapshot_request()
                 if self.capture is not None and not self._needs_reset:
-                    await self._start_compaction(self.capture(), self.durable_seq)
+                    await self._start_compaction(self.capture(), self.durable_seq, gen)
+                else:
+                    self._snapshot_covered(gen)
                 continue
             last = batch[-1].seq
             # memory now holds exactly snapshot + every record up to ``last``
             reset = self._needs_reset
             captured = None
+            gen = 0
             if (reset or self._wants_compaction()) and self.capture is not None:
                 captured = self.capture()
-                self._snapshot_wanted = False
+                gen = self._take_snapshot_request()
             try:
                 if reset:
                     if self._compaction is not None and not self._compaction.done():
@@ -437,9 +500,12 @@ class Journal(Generic[S]):
                     if captured is None:
                         raise JournalError("journal needs a new snapshot but its owner gave no capture")
                     await loop.run_in_executor(self._io, self._reset_sync, captured, last)
+                    self._snapshot_covered(gen)
                 else:
                     await loop.run_in_executor(self._io, self._append_sync, b"".join(p.data for p in batch))
             except Exception as e:  # noqa: BLE001 - every failure is reported to the callers
+                if gen:
+                    self._snapshot_wanted = True  # the request still stands: a later boundary takes it
                 self._fail(batch, e)
                 continue
             self.durable_seq = last
@@ -448,7 +514,15 @@ class Journal(Generic[S]):
                 if not p.fut.done():
                     p.fut.set_result(None)
             if captured is not None and not reset:
-                await self._start_compaction(captured, last)
+                await self._start_compaction(captured, last, gen)
+
+    def _take_snapshot_request(self) -> int:
+        """Clear the pending request; the snapshot about to be captured covers every request so far."""
+        self._snapshot_wanted = False
+        return self._snap_requested
+
+    def _snapshot_covered(self, gen: int) -> None:
+        self._snap_covered = max(self._snap_covered, gen)
 
     async def barrier(self) -> None:
         """Wait until every record appended so far is durable; raises
@@ -464,6 +538,7 @@ class Journal(Generic[S]):
         snapshot at a time, taken at a batch boundary."""
         if self._closed or self.capture is None:
             return
+        self._snap_requested += 1
         self._snapshot_wanted = True
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._writer())
@@ -522,17 +597,27 @@ class Journal(Generic[S]):
     def _wants_compaction(self) -> bool:
         return (self.size >= self.compact_bytes or self._snapshot_wanted) and self._idle_compaction()
 
-    async def _start_compaction(self, state: S, seq: int) -> None:
+    async def _start_compaction(self, state: S, seq: int, gen: int) -> None:
         """Rotate the journal now (between batches), write the snapshot in the
-        background, then drop the rotated journal."""
+        background, then drop the rotated journal. Called by the writer alone,
+        with no snapshot in flight."""
+        assert self._idle_compaction(), "one snapshot at a time"
         loop = asyncio.get_running_loop()
         try:
             rotated = await loop.run_in_executor(self._io, self._rotate_sync)
         except OSError as e:
             self.log.error("journal rotate failed", path=self.wal, error=str(e))
             self._needs_reset = True
+            self._snapshot_covered(gen)
             return
-        self._compaction = loop.run_in_executor(None, self._snapshot_sync, state, seq, rotated)
+
+        async def write() -> None:
+            try:
+                await loop.run_in_executor(None, self._snapshot_sync, state, seq, rotated)
+            finally:
+                self._snapshot_covered(gen)
+
+        self._compaction = loop.create_task(write(), name=f"journal-snapshot-{self.path.name}")
 
     def _rotate_sync(self) -> bool:
         if self.old.exists():  # an earlier snapshot failed: keep it, grow .wal
@@ -552,14 +637,23 @@ class Journal(Generic[S]):
             self.log.error("state snapshot failed", path=self.path, error=str(e))
 
     async def compact_now(self) -> None:
-        """Write a snapshot of ``capture()`` now (tests, shutdown): waits for
-        queued records first."""
-        await self.drain()
+        """Write a snapshot of ``capture()`` now (a release, tests, shutdown) and
+        wait for it. Concurrent callers share snapshots instead of writing the
+        file at once: the request goes to the writer, which captures at its next
+        batch boundary, after any snapshot already in flight. Returns when a
+        snapshot captured after this call is on disk, or was tried and failed
+        (then the journal still holds everything, and the failure is logged)."""
         if self.capture is None or not self._started or self._closed:
+            await self.drain()
             return
-        await self._start_compaction(self.capture(), self.durable_seq)
-        if self._compaction is not None:
-            await self._compaction
+        self.request_snapshot()
+        want = self._snap_requested
+        while self._snap_covered < want and not self._closed:
+            if (self._task is None or self._task.done()) and self._idle_compaction():
+                if not self._snapshot_wanted:  # nothing left that could cover it (the owner dropped capture)
+                    break
+                self._task = asyncio.get_running_loop().create_task(self._writer())
+            await self.drain()
 
     async def drain(self) -> None:
         """Wait until every queued record is durable or failed."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -28,8 +29,11 @@ __all__ = [
     "canonical_json",
     "canonical_str",
     "set_aside",
+    "set_aside_if_present",
     "sha256_checksum",
     "sha256_of",
+    "temp_name",
+    "temp_owner",
     "write_atomic",
 ]
 
@@ -44,7 +48,7 @@ def write_atomic(path: str | os.PathLike[str], payload: bytes, mode: int = 0o600
     fsync the directory (so the rename itself is durable). On any failure the
     temp file is removed and the old file is untouched."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(temp_name(path.name))
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
         try:
@@ -59,6 +63,26 @@ def write_atomic(path: str | os.PathLike[str], payload: bytes, mode: int = 0o600
         tmp.unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+_temp_serial = itertools.count()
+
+
+def temp_name(name: str) -> str:
+    """``.<name>.tmp-<pid>-<serial>``: unique per writer, so two writers of one
+    file (in two threads of one process, or two processes) never open the
+    same temp file and tear each other's bytes; the pid stays the first field
+    after ``tmp-`` so a restart can tell its own temps from a killed writer's."""
+    return f".{name}.tmp-{os.getpid()}-{next(_temp_serial)}"
+
+
+def temp_owner(name: str) -> int | None:
+    """The pid in a ``temp_name`` (also the older ``.<name>.tmp-<pid>``), else None."""
+    _, sep, tail = name.rpartition(".tmp-")
+    if not sep:
+        return None
+    head = tail.split("-", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -98,6 +122,18 @@ def set_aside(path: str | os.PathLike[str], suffix: str = "corrupt") -> Path:
         break
     _fsync_dir(path.parent)
     return aside
+
+
+def set_aside_if_present(path: str | os.PathLike[str], suffix: str = "corrupt") -> Path | None:
+    """``set_aside``, or None when ``path`` is no longer there: a file gone
+    between "it exists" and the move has nothing left to keep, and a start
+    must not fail on evidence that is not there (the caller reports what it
+    found wrong either way)."""
+    try:
+        return set_aside(path, suffix)
+    except FileNotFoundError:
+        log.warning("set-aside found no file", path=path, suffix=suffix)
+        return None
 
 
 #: one encoder per ASCII choice, built once (json.dumps with options builds one per call)

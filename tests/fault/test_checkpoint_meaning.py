@@ -68,7 +68,10 @@ def test_cpu_snapshot_with_a_valid_checksum_but_impossible_content(tmp_path, nam
     assert not store.path.exists() and list(tmp_path.glob("cpu_plugin_state.json.corrupt-*"))
 
 
-def test_cpu_journal_record_with_impossible_content_stops_replay(tmp_path):
+def test_cpu_journal_record_with_impossible_content_is_refused(tmp_path):
+    """A whole record (its checksum verifies) that the policy cannot apply is no
+    torn tail: the journal is refused, or given up whole with the operator's
+    acceptance; never replayed up to that record only."""
     good = _state(_entry("a"))
     store = CheckpointStore(tmp_path, online=ONLINE)
     store.path.write_bytes(encode(good, 0))
@@ -76,10 +79,13 @@ def test_cpu_journal_record_with_impossible_content_stops_replay(tmp_path):
     ok = {"put": [_entry("c", cpus="8-9").to_json()]}
     (tmp_path / "cpu_plugin_state.json.wal").write_bytes(
         frame(1, json.dumps(ok).encode()) + frame(2, json.dumps(bad).encode()))
-    st = store.load()
-    assert set(st.entries) == {"a", "c"}
-    assert "refused" in store.last_recovery.problems[0] and store.last_recovery.kept_aside
+    with pytest.raises(CheckpointError, match="record 2 refused.*accept_state_loss"):
+        store.load()
+    assert store.path.exists() and (tmp_path / "cpu_plugin_state.json.wal").exists()  # refused: nothing moved
+    assert CheckpointStore(tmp_path, online=ONLINE).load(accept_loss=True) is None
+    assert len(list(tmp_path.glob("cpu_plugin_state.json*.corrupt-*"))) == 2
     # records valid one by one but together impossible: the journal is not trusted
+    store.path.write_bytes(encode(good, 0))
     clash = {"put": [_entry("d", cpus="9-10").to_json()]}
     (tmp_path / "cpu_plugin_state.json.wal").write_bytes(
         frame(1, json.dumps(ok).encode()) + frame(2, json.dumps(clash).encode()))
