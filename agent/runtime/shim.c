@@ -12,6 +12,13 @@
  * kill -9 of the daemon leaves shim and workload running; a restarted daemon
  * re-attaches by reading STATE/pid and STATE/exit.
  *
+ * The shim is a child subreaper (PR_SET_CHILD_SUBREAPER): a process the
+ * workload orphans (a daemonised grandchild, `(cmd &)`) is re-parented to the
+ * shim, not to PID 1, and the shim reaps it when it ends. When the workload
+ * itself exits, what it left behind ends too (SIGKILL, as a container's
+ * processes end with its init) and is reaped before the shim exits, so nothing
+ * of a container becomes a zombie of a PID 1 that may never wait for it.
+ *
  * Usage (argv built by agent/runtime/launcher.py, the Python fallback
  * agent/runtime/shim.py takes the same):
  *   hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD
@@ -23,6 +30,8 @@
  * STATE/exit: "exited <code>\n" | "signaled <sig>\n" | "error <stage> <errno> <message>\n"
  */
 #define _GNU_SOURCE
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -32,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -40,6 +50,9 @@
 
 #define MAX_PROCS 16
 #define MAX_BINDS 256
+/* after the workload exited: rounds of 100 ms spent ending what it left behind
+ * (a process stuck in uninterruptible sleep must not keep the exit from the daemon) */
+#define REAP_ROUNDS 100
 
 struct bind { const char *src, *dst; int ro; };
 
@@ -131,6 +144,45 @@ static void log_write(const char *log, int *logfd, long long *size, long long lo
     }
 }
 
+/* SIGKILL every process whose parent is the shim (other than none: the workload
+ * has exited when this runs): the orphans re-parented here. Their own children
+ * are re-parented here in turn when they die, and found by the next round. */
+static void kill_children(void) {
+    DIR *d = opendir("/proc");
+    if (!d) return;
+    pid_t self = getpid();
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0) continue;
+        buf[n] = 0;
+        char *rp = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+        char state;
+        int ppid;
+        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == self)
+            kill((pid_t)atoi(e->d_name), SIGKILL);
+    }
+    closedir(d);
+}
+
+/* reap every child that has exited; the workload's status goes to *status.
+ * Returns 1 once the shim has no child left at all. */
+static int reap(pid_t child, int *status, int *exited) {
+    for (;;) {
+        int st;
+        pid_t w = waitpid(-1, &st, WNOHANG);
+        if (w == child) { *status = st; *exited = 1; continue; }
+        if (w > 0) continue;
+        return w < 0 && errno == ECHILD;
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 8) {
         fprintf(stderr, "usage: hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-p PROCS]... [-b SRC DST MODE]... -- ARGV...\n");
@@ -160,6 +212,9 @@ int main(int argc, char **argv) {
 
     /* own session: the daemon's terminal or process group signals never reach us */
     setsid();
+    /* best effort: without it (a kernel before 3.4) orphans go to PID 1 as before,
+     * and the runtime's cgroup kill still ends them */
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     signal(SIGPIPE, SIG_IGN);
     sigset_t mask, old;
     sigemptyset(&mask);
@@ -254,8 +309,7 @@ int main(int argc, char **argv) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof si) != sizeof si) continue;
             if (si.ssi_signo != SIGCHLD) continue; /* SIGTERM/INT/HUP: the shim stays */
-            pid_t w = waitpid(child, &status, WNOHANG);
-            if (w == child) exited = 1;
+            reap(child, &status, &exited); /* the workload, and any orphan of it that ended */
         }
     }
     /* what the workload wrote before it exited; descendants holding the pipe are not waited for */
@@ -268,5 +322,12 @@ int main(int argc, char **argv) {
     if (WIFEXITED(status)) snprintf(line, sizeof line, "exited %d\n", WEXITSTATUS(status));
     else snprintf(line, sizeof line, "signaled %d\n", WTERMSIG(status));
     write_state("exit", line);
+    /* the workload is gone: end and reap what it left behind before the daemon sees the exit */
+    for (int round = 0; round < REAP_ROUNDS && !reap(child, &status, &exited); round++) {
+        kill_children();
+        struct pollfd pf = {sfd, POLLIN, 0};
+        struct signalfd_siginfo si;
+        if (poll(&pf, 1, 100) > 0 && read(sfd, &si, sizeof si) < 0) continue; /* reap() looks again */
+    }
     return 0;
 }

@@ -4,8 +4,11 @@ Used when the C shim was not built (no gcc when scripts/setup.sh ran). It costs
 the interpreter's start (tens of ms) on every launch, which is why the C shim
 is the default; behaviour is the same: fork, the child joins its cgroups and
 mount namespace and execs, the shim copies output to the log with rotation and
-writes the exit status to STATE/exit. Only ``os`` and ``ctypes`` (for mount
-and unshare) are imported, to keep the start short.
+writes the exit status to STATE/exit. Only ``os`` and ``ctypes`` (for mount,
+unshare and prctl) are imported, to keep the start short. Like the C shim it is
+a child subreaper: what the workload orphans is re-parented to it and reaped
+here, and what is left when the workload exits is killed and reaped before the
+shim exits.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ import sys
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
+PR_SET_CHILD_SUBREAPER = 36
+#: after the workload exited: rounds of 100 ms spent ending what it left behind
+REAP_ROUNDS = 100
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
 
 
@@ -179,28 +185,92 @@ class _Log:
 
 
 def _become_supervisor() -> None:
-    """A session of its own, no SIGPIPE, and the signals it forwards or reaps blocked."""
+    """A session of its own, a subreaper for what the workload orphans, no SIGPIPE,
+    and the signals it forwards or reaps blocked."""
     try:
         os.setsid()
     except PermissionError:  # already a session leader (the launcher spawns it with setsid)
         pass
+    libc, _ctypes = _libc()
+    # best effort: without it orphans go to PID 1 as before, and the runtime's cgroup kill still ends them
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     blocked = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
     signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
 
 
-def _copy_until_exit(child: int, out_r: int, log: _Log) -> int:
-    """Copy the child's output to the log until it exits; its wait status."""
-    # SIGCHLD is blocked; wake on it through a pidfd of the child instead
-    pidfd = os.pidfd_open(child)
+def _sigchld_fd() -> int:
+    """A descriptor that turns readable on SIGCHLD (the shim's signalfd, in Python):
+    SIGCHLD is unblocked here, in the shim only, after the fork."""
+    r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(w)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+    return r
+
+
+def _reap(child: int) -> tuple[int | None, bool]:
+    """Reap every child that has exited: (the workload's wait status if it was
+    among them, whether the shim has no child left at all)."""
+    status = None
+    while True:
+        try:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return status, True
+        if pid == 0:
+            return status, False
+        if pid == child:
+            status = st
+
+
+def _kill_children() -> None:
+    """SIGKILL every process whose parent is the shim: once the workload exited, the
+    orphans re-parented here (theirs come here in turn, for the next round)."""
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if int(fields[1]) == me:
+                os.kill(int(name), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            continue
+
+
+def _end_orphans(child: int, wake: int) -> None:
+    """The workload is gone: end and reap what it left behind before the daemon sees the exit."""
+    import select
+
+    for _ in range(REAP_ROUNDS):
+        if _reap(child)[1]:
+            return
+        _kill_children()
+        select.select([wake], [], [], 0.1)
+        _drain(wake)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _copy_until_exit(child: int, out_r: int, log: _Log, wake: int) -> int:
+    """Copy the child's output to the log until it exits, reaping any orphan that
+    ends meanwhile; the child's wait status."""
     import select
 
     poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
+    poller.register(wake, select.POLLIN)
     poller.register(out_r, select.POLLIN)
     out_open = True
-    status = 0
-    while True:
+    status: int | None = None
+    while status is None:
         events = dict(poller.poll())
         if out_r in events and out_open:
             data = os.read(out_r, 65536)
@@ -209,9 +279,9 @@ def _copy_until_exit(child: int, out_r: int, log: _Log) -> int:
                 poller.unregister(out_r)
             else:
                 log.write(data)
-        if pidfd in events:
-            _, status = os.waitpid(child, 0)
-            break
+        if wake in events:
+            _drain(wake)
+            status = _reap(child)[0]
     os.set_blocking(out_r, False)
     try:
         while data := os.read(out_r, 65536):
@@ -246,14 +316,16 @@ def main(argv: list[str]) -> int:
         _write_state(state, "exit", line)
         os.write(hs, line.encode())
         return 0
+    wake = _sigchld_fd()
     _write_state(state, "pid", f"{os.getpid()} {child}\n")
     os.write(hs, f"ok {os.getpid()} {child}\n".encode())
     os.close(hs)
-    status = _copy_until_exit(child, out_r, _Log(args.log, args.log_max, args.log_keep))
+    status = _copy_until_exit(child, out_r, _Log(args.log, args.log_max, args.log_keep), wake)
     if os.WIFEXITED(status):
         _write_state(state, "exit", f"exited {os.WEXITSTATUS(status)}\n")
     else:
         _write_state(state, "exit", f"signaled {os.WTERMSIG(status)}\n")
+    _end_orphans(child, wake)
     return 0
 
 
