@@ -2,13 +2,17 @@
 
 Reads the files the runtime's shims write, ``<root>/logs/<namespace>_<pod>/
 <container>.log`` (rotated files ``.log.1`` ... are older), so it works whether
-or not the daemon runs. ``-f`` follows the file across rotations.
+or not the daemon runs. ``-f`` follows the file across rotations. The directory
+name is computed as the runtime computes it (``agent.runtime.logdir``: the
+longest pod names get a shortened name with a hash), and a symbolic link in its
+place, or in a log file's, is refused rather than followed.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -17,6 +21,8 @@ from typing import BinaryIO
 
 from agent.cli import CommandError
 from agent.commands._config import load_config, root_dir
+from agent.runtime.logdir import LOGS, log_dir, log_dir_name, log_file_name
+from agent.safepath import UnsafePathError, opened_dir
 
 __all__ = ["add_parser", "run", "log_file", "follow"]
 
@@ -38,18 +44,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def log_file(root: Path, namespace: str, name: str, container: str | None) -> Path:
-    d = root / "logs" / f"{namespace}_{name}"
-    if not d.is_dir():
-        raise CommandError(f"no logs for pod {namespace}/{name} under {root / 'logs'}")
-    names = sorted(p.name[: -len(".log")] for p in d.glob("*.log"))
+    d = log_dir(root, namespace, name)
+    try:
+        with opened_dir(root, (LOGS, log_dir_name(namespace, name)), tighten=False) as dfd:
+            entries = {e: os.stat(e, dir_fd=dfd, follow_symlinks=False) for e in os.listdir(dfd)}
+    except UnsafePathError as e:
+        raise CommandError(e.strerror or str(e)) from None
+    except FileNotFoundError:
+        raise CommandError(f"no logs for pod {namespace}/{name} under {root / LOGS}") from None
+    except OSError as e:
+        raise CommandError(f"cannot read {d}: {e.strerror}") from None
+    names = sorted(e[: -len(".log")] for e in entries if e.endswith(".log"))
     if container is None:
         if len(names) != 1:
             raise CommandError(f"pod {namespace}/{name} has containers {', '.join(names) or '(none)'}: choose one with -c")
         container = names[0]
-    path = d / f"{container}.log"
-    if not path.exists():
+    fname = log_file_name(container)
+    st = entries.get(fname)
+    if st is None:
         raise CommandError(f"pod {namespace}/{name} has no container {container!r} (has {', '.join(names) or 'none'})")
-    return path
+    if not stat.S_ISREG(st.st_mode):
+        raise CommandError(f"{d / fname} is not a regular file (a link is never followed); remove it")
+    return d / fname
 
 
 def _copy(f: BinaryIO, out: BinaryIO) -> int:

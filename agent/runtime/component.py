@@ -30,9 +30,12 @@ from agent.daemon.component import DaemonContext
 from agent.contracts import CPU_POLICY, RUNTIME, WORKLOADS
 from agent.eventlog import get_logger
 from agent.runtime.config import RuntimeConfig
+from agent.runtime.logdir import LOGS
 from agent.runtime.runtime import WorkloadRuntime
+from agent.runtime.state import DIR_MODE, STATE_DIR
+from agent.safepath import ensure_private_tree
 
-__all__ = ["RuntimeComponent", "factory", "node_memory"]
+__all__ = ["RuntimeComponent", "factory", "node_memory", "prepare_dirs"]
 
 log = get_logger("hwagent.runtime")
 
@@ -46,6 +49,17 @@ def node_memory(procfs_root: str = "/proc") -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def prepare_dirs(root_dir: Path) -> None:
+    """``<root>/runtime`` and ``<root>/logs`` and the per-pod directories in them,
+    owner-only before restore reads them (an older hwagent made them 0755, so
+    any local user could list the pods and UIDs); a link there is refused."""
+    try:
+        for d in (STATE_DIR, LOGS):
+            ensure_private_tree(root_dir, d, DIR_MODE)
+    except OSError as e:
+        raise RuntimeError(f"workload runtime cannot start: {e.strerror or e}") from None
 
 
 class RuntimeComponent:
@@ -66,6 +80,7 @@ class RuntimeComponent:
             cgroups = WorkloadCgroups(layout, cg.runtime_subtree, DevicePrograms() if bpf else None)
         except (CgroupError, ValueError) as e:
             raise RuntimeError(f"workload runtime cannot start: {e}") from None
+        prepare_dirs(ctx.root_dir)
         registry = ctx.lookup(WORKLOADS)
         cpu = ctx.lookup(CPU_POLICY)
         self.runtime = WorkloadRuntime(

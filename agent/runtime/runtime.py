@@ -35,9 +35,10 @@ from agent.eventlog import get_logger
 from agent.runtime.backoff import Backoff
 from agent.runtime.config import RuntimeConfig
 from agent.runtime.launcher import LaunchError, Started, attach, shim_command, spawn, wait_exit
+from agent.runtime.logdir import log_dir, prepare_log_file
 from agent.runtime.lifecycle import app_phase, exit_reason, remaining_grace, should_restart, should_restart_init
 from agent.runtime.plan import DevNum, LaunchPlan, PlanError, device_number, plan_container
-from agent.runtime.state import ExitInfo, PodFiles, PodRecord
+from agent.runtime.state import STATE_DIR, ExitInfo, PodFiles, PodRecord
 from agent.workloads.model import (
     AdmittedPod,
     ContainerSpec,
@@ -59,10 +60,6 @@ def pod_dir_name(uid: str) -> str:
     if not _UID.match(uid):
         raise PlanError(f"pod uid {uid!r} cannot name a cgroup (letters, digits, '.', '_', '-')")
     return f"pod{uid}"
-
-
-def log_dir(root: Path, namespace: str, name: str) -> Path:
-    return root / "logs" / f"{namespace}_{name}"
 
 
 class _StartFailed(Exception):
@@ -122,7 +119,7 @@ class WorkloadRuntime:
         self.cfg = cfg
         self.cgroups = cgroups
         self.root_dir = Path(root_dir)
-        self.state_root = self.root_dir / "runtime"
+        self.state_root = self.root_dir / STATE_DIR
         self._sink = sink
         self._cpu_policy = cpu_policy
         self._managed_devices = managed_devices
@@ -376,7 +373,11 @@ class WorkloadRuntime:
         except (PlanError, CgroupSetupError, DeviceProgramError) as e:
             raise _StartFailed(f"container {name}: {e}") from None
         files = p.files.container(name)
-        files.prepare()
+        try:
+            files.prepare()
+        except OSError as e:  # a link planted at the pod's state dir, a full disk
+            await self._teardown(ctr.rel)
+            raise _StartFailed(f"container {name}: state: {e.strerror or e}") from None
         rec = p.record.container(name)
         launched_at = self.clock()
         try:
@@ -386,10 +387,13 @@ class WorkloadRuntime:
         except OSError as e:
             await self._teardown(ctr.rel)
             raise _StartFailed(f"container {name}: mount: cannot create {e.filename}: {e.strerror}") from None
-        logs = log_dir(self.root_dir, p.pod.spec.namespace, p.pod.spec.name)
-        logs.mkdir(parents=True, exist_ok=True)
         try:
-            started = await spawn(self.shim, files, logs / f"{name}.log", log_max=self.cfg.log_max_bytes,
+            log_path = prepare_log_file(self.root_dir, p.pod.spec.namespace, p.pod.spec.name, name)
+        except OSError as e:
+            await self._teardown(ctr.rel)
+            raise _StartFailed(f"container {name}: logs: {e.strerror or e}") from None
+        try:
+            started = await spawn(self.shim, files, log_path, log_max=self.cfg.log_max_bytes,
                                   log_keep=self.cfg.log_keep, cwd=plan.cwd, procs=procs, binds=plan.binds,
                                   argv=plan.argv, env=plan.env)
         except LaunchError as e:

@@ -12,6 +12,13 @@ with SIGKILL loses nothing the kernel's page cache holds, and a power cut that
 would lose it also ends every process it describes (the registry, which is
 durable, then decides what runs again). That keeps an fsync (~5 ms here) off
 every launch and stop.
+
+Every directory here is made and entered through ``agent.safepath``: from the
+root dir down no symbolic link is followed (a planted one is refused), and
+each is owner-only (0700, files 0600; an older root dir's 0755 is narrowed on
+the next write), since the names list which pods and UIDs run. The pod's
+directory is named by ``agent.diskname`` from its UID, and each container's by
+its name (both unchanged for every name admission accepts).
 """
 
 from __future__ import annotations
@@ -25,9 +32,11 @@ from typing import Any
 
 import os
 
+from agent.diskname import disk_name
+from agent.safepath import open_dir, open_file, opened_dir, replace_file
 from agent.statefile import canonical_json, sha256_of
 
-__all__ = ["ExitInfo", "parse_exit", "ContainerFiles", "PodRecord", "ContainerRecord", "PodFiles"]
+__all__ = ["DIR_MODE", "STATE_DIR", "ExitInfo", "parse_exit", "ContainerFiles", "PodRecord", "ContainerRecord", "PodFiles"]
 
 FORMAT = 1
 
@@ -60,15 +69,26 @@ def parse_exit(text: str, finished_at: float | None = None) -> ExitInfo:
     raise ValueError(f"unrecognised exit record {text!r}")
 
 
+#: under the root dir: one directory per pod (``WorkloadRuntime.state_root``)
+STATE_DIR = "runtime"
+#: owner-only: the directory names list the pods and UIDs that run here
+DIR_MODE = 0o700
+
+
 class ContainerFiles:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, trusted: Path | None = None) -> None:
         self.path = path
+        #: the directory below which no link is followed (the root dir; default: the parent)
+        self.trusted = trusted if trusted is not None else path.parent
 
     def prepare(self) -> None:
-        """A fresh run: the directory exists, no pid or exit of an earlier run."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        for name in ("pid", "exit"):
-            (self.path / name).unlink(missing_ok=True)
+        """A fresh run: the directory exists (no link followed on the way), no pid or exit of an earlier run."""
+        with opened_dir(self.trusted, self.path.relative_to(self.trusted), create=True, mode=DIR_MODE) as dfd:
+            for name in ("pid", "exit"):
+                try:
+                    os.unlink(name, dir_fd=dfd)
+                except FileNotFoundError:
+                    pass
 
     def pids(self) -> tuple[int, int] | None:
         try:
@@ -142,11 +162,15 @@ def _finite_or_none(value: Any, name: str) -> float | None:
 
 
 class PodFiles:
+    """``<root>/<uid>/``: ``root`` is ``<root dir>/runtime``; from its parent (the root
+    dir) down, no link is followed."""
+
     def __init__(self, root: Path, uid: str) -> None:
-        self.path = root / uid
+        self.trusted = root.parent
+        self.path = root / disk_name(uid)
 
     def container(self, name: str) -> ContainerFiles:
-        return ContainerFiles(self.path / name)
+        return ContainerFiles(self.path / disk_name(name), self.trusted)
 
     @staticmethod
     def encode(rec: PodRecord) -> bytes:
@@ -155,17 +179,11 @@ class PodFiles:
         return json.dumps(doc, sort_keys=True).encode()
 
     def write(self, payload: bytes) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        dst = self.path / "pod.json"
-        tmp = self.path / ".pod.json.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        dfd = open_dir(self.trusted, self.path.relative_to(self.trusted), create=True, mode=DIR_MODE)
         try:
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view):]
+            replace_file(dfd, "pod.json", payload, 0o600)
         finally:
-            os.close(fd)
-        os.replace(tmp, dst)
+            os.close(dfd)
 
     def save(self, rec: PodRecord) -> None:
         self.write(self.encode(rec))
@@ -174,7 +192,10 @@ class PodFiles:
         """The pod's record; None when absent or corrupt (the runtime then
         re-derives what it can from the container files)."""
         try:
-            doc = json.loads((self.path / "pod.json").read_text())
+            with opened_dir(self.trusted, self.path.relative_to(self.trusted), mode=DIR_MODE) as dfd:
+                fd = open_file(dfd, "pod.json", os.O_RDONLY, where=self.path, root=self.trusted)
+            with os.fdopen(fd, "rb") as f:
+                doc = json.loads(f.read())
             body = doc["pod"]
             if doc.get("version") != FORMAT or doc.get("checksum") != sha256_of(canonical_json(body)):
                 return None
