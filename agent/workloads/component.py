@@ -67,7 +67,7 @@ class WorkloadsComponent:
         from agent.workloads.store import PodFileStore, RegistryStateError
 
         self._ctx = ctx
-        store = PodFileStore(ctx.root_dir.joinpath(*STATE_DIR))
+        store = PodFileStore(ctx.root_dir.joinpath(*STATE_DIR), root_dir=ctx.root_dir)
         loop = asyncio.get_running_loop()
         try:
             records = await loop.run_in_executor(None, store.load, self.cfg.accept_state_loss)
@@ -92,6 +92,7 @@ class WorkloadsComponent:
         self.manifests = ManifestDir(
             manifest_dir_for(self.cfg, ctx.root_dir), self.workloads,
             poll_seconds=self.cfg.manifest_poll_seconds, ignore_unknown=self.cfg.manifest_ignore_unknown_fields,
+            root_dir=ctx.root_dir,
         )
         self._server = new_server("admission")
         pb_grpc.add_AdmissionServicer_to_server(AdmissionServicer(self.workloads, self.manifests.errors), self._server)

@@ -10,6 +10,13 @@ content's SHA-256 only when those moved, so an idle directory costs one
 ``scandir`` per period. Files: ``*.yaml``, ``*.yml``, ``*.json``; dot-files are
 skipped (editors' swap files, partial copies).
 
+Only regular files are read: each is opened relative to the directory with
+``O_NOFOLLOW`` (and ``O_NONBLOCK``, so a FIFO cannot hang a pass), and a
+symbolic link or anything else is reported as a bad file, never followed (a
+link once made hwagent read ``/etc/passwd``). The directory itself, when it is
+the default under the root dir, is made and entered through ``agent.safepath``
+(0700, no link followed); one the operator configured elsewhere is theirs.
+
 The pod's UID is derived from the path and the content when the manifest has
 none (a UUID-shaped hash, as the kubelet derives static pods' UIDs from theirs), and the content digest is kept in the registry (``PodSpec.source_digest``),
 so after a restart an unchanged file is recognised as already admitted.
@@ -19,8 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import hashlib
 import os
+import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -28,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.eventlog import get_logger
+from agent.safepath import ensure_dir, open_dir
 from agent.tasks import cancel_and_wait
 from agent.workloads import metrics as m
 from agent.workloads.admission import Workloads
@@ -39,6 +49,7 @@ __all__ = ["ManifestDir", "SUFFIXES", "source_of"]
 log = get_logger("hwagent.workloads")
 
 SUFFIXES = (".yaml", ".yml", ".json")
+DIR_MODE = 0o700
 RETRY_FIRST_S = 10.0
 RETRY_MAX_S = 300.0
 #: codes worth retrying: the node may change, the file does not
@@ -68,8 +79,11 @@ class ManifestDir:
         poll_seconds: float = 2.0,
         ignore_unknown: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        root_dir: Path | None = None,
     ) -> None:
         self.dir = Path(directory)
+        #: hwagent's root dir, when the directory lies under it (then no link on the way is followed)
+        self.root_dir = Path(root_dir) if root_dir is not None and self.dir.is_relative_to(root_dir) else None
         self.w = workloads
         self.poll_seconds = poll_seconds
         self.ignore_unknown = ignore_unknown
@@ -87,7 +101,10 @@ class ManifestDir:
     # --- the loop ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.root_dir is not None:
+            ensure_dir(self.root_dir, self.dir.relative_to(self.root_dir), mode=DIR_MODE)
+        else:
+            self.dir.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="manifest-dir")
 
     async def stop(self) -> None:
@@ -110,6 +127,8 @@ class ManifestDir:
             await asyncio.sleep(self.poll_seconds)
 
     def _scan(self) -> dict[Path, tuple[int, int]]:
+        """Every manifest-named entry with its (mtime, size), links and other
+        non-files included (by their own lstat), so that ``_read`` reports them once."""
         out: dict[Path, tuple[int, int]] = {}
         try:
             entries = list(os.scandir(self.dir))
@@ -119,17 +138,30 @@ class ManifestDir:
             if e.name.startswith(".") or not e.name.endswith(SUFFIXES):
                 continue
             try:
-                if not e.is_file():
-                    continue
-                st = e.stat()
+                st = e.stat(follow_symlinks=False)
             except OSError:
                 continue
             out[Path(e.path)] = (st.st_mtime_ns, st.st_size)
         return out
 
-    @staticmethod
-    def _read(path: Path) -> bytes:
-        with open(path, "rb") as f:
+    def _read(self, path: Path) -> bytes:
+        if self.root_dir is not None:
+            dfd = open_dir(self.root_dir, self.dir.relative_to(self.root_dir), tighten=False)
+        else:
+            dfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            try:
+                fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+            except OSError as e:
+                if e.errno != errno.ELOOP:
+                    raise
+                raise OSError(errno.ELOOP, "it is a symbolic link; the manifest directory takes only regular "
+                                           "files, never followed (copy the manifest in instead)") from None
+        finally:
+            os.close(dfd)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file (the manifest directory takes only regular files)")
             return f.read(MAX_MANIFEST_BYTES + 1)
 
     async def sync_once(self) -> None:

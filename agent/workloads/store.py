@@ -11,17 +11,26 @@ and carries a format version and a SHA-256 checksum over its canonical JSON.
 A file that fails to decode or verify stops start-up with a message saying
 what to do, unless the caller accepts the loss: then it is kept aside as
 ``<name>.corrupt-<UTC time>`` (never overwritten) and skipped.
+
+The directory is entered through ``agent.safepath`` from the root dir down:
+a symbolic link anywhere on the way (or as a record's file) is refused, never
+followed, since a record read from elsewhere would be run as an admitted pod.
+It is owner-only (0700, files 0600); a looser one an older hwagent left is
+narrowed when the store is opened at start and at every write.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from agent.diskname import disk_name
 from agent.eventlog import get_logger
+from agent.safepath import ensure_dir, open_dir, open_file
 from agent.statefile import canonical_json, set_aside, sha256_checksum, write_atomic
 from agent.workloads.codec import pod_from_json, pod_to_json, status_from_json, status_to_json
 from agent.workloads.model import AdmittedPod, PodStatus
@@ -113,27 +122,57 @@ def decode(raw: bytes) -> PodRecord:
         raise RegistryStateError(f"record does not parse ({type(e).__name__}: {e})") from None
 
 
+#: owner-only: the file names list the UIDs admitted here
+DIR_MODE = 0o700
+
+
 class PodFileStore:
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], root_dir: str | os.PathLike[str] | None = None) -> None:
+        """``root_dir``: the trusted directory above ``directory`` (hwagent's root dir);
+        below it no link is followed. Default: ``directory``'s parent."""
         self.dir = Path(directory)
+        self.root = Path(root_dir) if root_dir is not None else self.dir.parent
+        self._rel = self.dir.relative_to(self.root).parts
 
     def path(self, uid: str) -> Path:
-        # UIDs are validated to [A-Za-z0-9._-] by the manifest reader; never a path separator
-        if not uid or "/" in uid or uid in (".", ".."):
+        # UIDs are validated to [A-Za-z0-9._-] by the manifest reader (then unchanged here);
+        # disk_name makes any other string one safe component
+        if not uid:
             raise ValueError(f"bad pod uid {uid!r}")
-        return self.dir / f"{uid}{SUFFIX}"
+        return self.dir / f"{disk_name(uid, reserve=len(SUFFIX) + 16)}{SUFFIX}"
+
+    def prepare(self) -> Path:
+        """Create the directory (owner-only, no link followed), narrowing a looser mode."""
+        return ensure_dir(self.root, self._rel, mode=DIR_MODE)
+
+    def _read(self, dfd: int, name: str) -> bytes:
+        fd = open_file(dfd, name, os.O_RDONLY | os.O_NONBLOCK, where=self.dir, root=self.root)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise RegistryStateError("not a regular file")
+            return f.read()
 
     def load(self, accept_loss: bool = False) -> list[PodRecord]:
-        if not self.dir.is_dir():
+        try:
+            # at start: walking in also narrows a looser mode an older hwagent left
+            dfd = open_dir(self.root, self._rel, mode=DIR_MODE)
+        except FileNotFoundError:
             return []
+        try:
+            return self._load(dfd, accept_loss)
+        finally:
+            os.close(dfd)
+
+    def _load(self, dfd: int, accept_loss: bool) -> list[PodRecord]:
         records: list[PodRecord] = []
         bad: list[tuple[Path, str]] = []
-        for p in sorted(self.dir.iterdir()):
+        for name in sorted(os.listdir(dfd)):
+            p = self.dir / name
             if p.name.startswith(".") or not p.name.endswith(SUFFIX):
                 continue  # temp files of an interrupted write, evidence kept aside
             try:
-                rec = decode(p.read_bytes())
-                if p.name != f"{rec.uid}{SUFFIX}":
+                rec = decode(self._read(dfd, name))
+                if p != self.path(rec.uid):
                     raise RegistryStateError(f"holds pod uid {rec.uid!r}, not the one its name says")
             except RegistryStateError as e:
                 bad.append((p, str(e)))
@@ -157,16 +196,19 @@ class PodFileStore:
         return records
 
     def put(self, record: PodRecord) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.prepare()
         write_atomic(self.path(record.uid), encode(record))
 
     def delete(self, uid: str) -> None:
         try:
-            self.path(uid).unlink()
+            dfd = open_dir(self.root, self._rel, mode=DIR_MODE)
         except FileNotFoundError:
             return
-        fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            os.fsync(fd)
+            try:
+                os.unlink(self.path(uid).name, dir_fd=dfd)
+            except FileNotFoundError:
+                return
+            os.fsync(dfd)
         finally:
-            os.close(fd)
+            os.close(dfd)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 
 import pytest
 
@@ -143,3 +145,40 @@ def test_a_write_that_fails_after_the_rename_leaves_no_record_behind(tmp_path):
         assert PodFileStore(tmp_path).load() == []
 
     asyncio.run(main())
+
+
+def test_a_store_dir_that_is_a_planted_link_is_neither_written_nor_read(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    PodFileStore(outside).put(PodRecord(_pod("u-9")))  # a record someone wants hwagent to run
+    root = tmp_path / "root"
+    (root / "workloads").mkdir(parents=True)
+    (root / "workloads" / "pods").symlink_to(outside)
+    store = PodFileStore(root / "workloads" / "pods")
+    with pytest.raises(OSError, match="symbolic link"):
+        store.load()
+    with pytest.raises(OSError, match="symbolic link"):
+        store.put(PodRecord(_pod("u-1")))
+    assert sorted(p.name for p in outside.iterdir()) == ["u-9.json"]
+
+
+def test_every_directory_from_the_root_dir_down_is_checked(tmp_path):
+    outside = tmp_path / "outside"
+    (outside / "pods").mkdir(parents=True)
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "workloads").symlink_to(outside)
+    store = PodFileStore(root / "workloads" / "pods", root_dir=root)
+    with pytest.raises(OSError, match="symbolic link"):
+        store.put(PodRecord(_pod("u-1")))
+    assert list((outside / "pods").iterdir()) == []
+
+
+def test_the_store_is_owner_only_and_a_looser_dir_is_tightened(tmp_path):
+    d = tmp_path / "workloads" / "pods"
+    d.mkdir(parents=True)
+    os.chmod(d, 0o755)
+    store = PodFileStore(d)
+    store.put(PodRecord(_pod("u-1")))
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700
+    assert stat.S_IMODE((d / "u-1.json").stat().st_mode) == 0o600
