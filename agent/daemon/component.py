@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, cast, runtime_checkable
 
 from agent.config import Config
 from agent.eventlog import EventLogger, get_logger
+from agent.safepath import ensure_dir
 from agent.topology.model import Topology
 
 if TYPE_CHECKING:
@@ -51,10 +52,11 @@ class DaemonContext:
     _frozen: bool = field(default=False, init=False, repr=False)
 
     def path(self, *parts: str) -> Path:
-        """A path under the root dir, created as a directory chain for the parent."""
-        p = self.root_dir.joinpath(*parts)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        return p
+        """A path under the root dir, created as a directory chain for the parent
+        (owner-only; a symbolic link on the way is refused, never followed: agent.safepath)."""
+        if len(parts) > 1:
+            ensure_dir(self.root_dir, parts[:-1], mode=0o700, tighten=False)
+        return self.root_dir.joinpath(*parts)
 
     def publish(self, key: HandleKey[T], handle: T) -> None:
         """Make a handle available to components started after this one (and to deferred references)."""

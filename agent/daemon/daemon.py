@@ -38,6 +38,7 @@ from agent.daemon.metrics_http import HealthReport, MetricsServer
 from agent.daemon.reload import DAEMON_LIVE_SETTINGS, plan_reload
 from agent.daemon.sdnotify import Notifier, watchdog_interval
 from agent.eventlog import get_logger
+from agent.safepath import open_dir
 from agent.tasks import cancel_and_wait
 from agent.topology.model import Topology
 
@@ -158,7 +159,8 @@ def prepare_root(root: Path, layout: Iterable[str] = ROOT_LAYOUT) -> list[Path]:
 
     Existing directories keep their mode (the operator may have chosen one), but
     a root dir anyone can write to is refused: a stranger could plant a socket
-    where device plugins would register.
+    where device plugins would register. A layout directory that is a symbolic
+    link (or not a directory) is refused too, never followed (agent.safepath).
     """
     created: list[Path] = []
     for path, mode in [(root, ROOT_MODE), *((root / d, SUBDIR_MODE) for d in layout)]:
@@ -177,6 +179,11 @@ def prepare_root(root: Path, layout: Iterable[str] = ROOT_LAYOUT) -> list[Path]:
     st = root.stat()
     if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
         raise DaemonError(f"root dir {root} is writable by everyone; use a directory only root can write")
+    for d in layout:  # a link planted there would take sockets and checkpoints elsewhere
+        try:
+            os.close(open_dir(root, d, tighten=False))
+        except OSError as e:
+            raise DaemonError(e.strerror or str(e)) from None
     return created
 
 
