@@ -46,7 +46,7 @@ def _refused(path: Path, root: Path, err: OSError, want: str) -> UnsafePathError
         st = None
     if st is not None and stat.S_ISLNK(st.st_mode):
         why = (f"{path} is a symbolic link; hwagent never follows links under its root dir {root}. "
-               f"Remove the link (hwagent recreates the {want})")
+               f"Remove the link; hwagent makes a fresh {want} in its place")
         return UnsafePathError(errno.ELOOP, why)
     return UnsafePathError(err.errno or errno.ENOTDIR,
                            f"{path} is not a {want}; hwagent made it one under its root dir {root}. Move it away")
