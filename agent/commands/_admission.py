@@ -1,4 +1,4 @@
-"""The CLI side of the admission API: find the daemon's socket, call, turn errors into one line.
+"""The CLI side of the admission API (for the workload commands): find the daemon's socket, call, turn errors into one line.
 
 Commands share this so each of them stays a thin argparse module. The socket
 is found like the daemon finds it: ``--root-dir`` (or the config's root dir)

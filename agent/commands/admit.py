@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from agent.commands.launch import read_manifest
-from agent.workloads.client import EXIT_REFUSED, _nodes, add_common, call, container_line, dumps, format_pod_line, pod_dict
+from agent.commands._admission import EXIT_REFUSED, _nodes, add_common, call, container_line, dumps, format_pod_line, pod_dict
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -45,23 +45,13 @@ def _numa_cpus(sysfs_root: str, procfs_root: str):
 
 
 def _from_checkpoint(root: Path):
-    from agent.cpu.checkpoint import CheckpointError, CheckpointStore
-    from agent.cpu.view import Allocation
+    from agent.status.offline import StateUnreadable, read_cpu_checkpoint
 
-    store = CheckpointStore(root / "cpu")
     try:
-        st = store.load(read_only=True)  # the daemon may be writing: change no file
-    except CheckpointError as e:
+        cp = read_cpu_checkpoint(root)
+    except StateUnreadable as e:
         raise CommandError(str(e)) from None
-    except OSError as e:
-        raise CommandError(f"cannot read {store.path}: {e.strerror}") from None
-    if st is None:
-        raise CommandError(f"no cpu checkpoint at {store.path} (is --root-dir right? has hwagent run?)")
-    allocs = [
-        Allocation(a.pod_uid, a.pod_namespace, a.pod_name, a.container_name, a.qos_level, a.owner_pool_name, a.cpuset)
-        for a in st.containers()
-    ]
-    return st.pools, allocs, f"checkpoint {store.path}"
+    return cp.pools, cp.allocations, cp.source
 
 
 def _from_socket(sock: str):

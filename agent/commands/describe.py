@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from agent.workloads.client import add_common, call, container_line, dumps, format_pod_line, pod_dict
+from agent.commands._admission import add_common, call, container_line, dumps, format_pod_line, pod_dict
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

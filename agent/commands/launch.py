@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli import CommandError
-from agent.workloads.client import add_common, call, container_line, dumps, format_pod_line, pod_dict
+from agent.commands._admission import add_common, call, container_line, dumps, format_pod_line, pod_dict
 
 QOS_LEVELS = {"shared": "shared_cores", "dedicated": "dedicated_cores", "reclaimed": "reclaimed_cores",
               "system": "system_cores"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agent.workloads.client import _nodes, add_common, age, call, dumps, pod_dict
+from agent.commands._admission import _nodes, add_common, age, call, dumps, pod_dict
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

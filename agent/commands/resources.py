@@ -18,11 +18,7 @@ from pathlib import Path
 
 from agent.cli import CommandError
 from agent.commands._config import load_config, root_dir
-from typing import TYPE_CHECKING
 from agent.commands._format import add_format_option
-
-if TYPE_CHECKING:  # the device manager pulls in grpc: loaded only when the command runs
-    from agent.devicemanager.checkpoint import CheckpointData
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -43,46 +39,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def checkpoint_path(args: argparse.Namespace) -> Path:
     if args.checkpoint:
         return Path(args.checkpoint)
+    from agent.status.offline import device_checkpoint_path
+
     config = load_config(args)
-    from agent.devicemanager.component import host_paths
-
-    return host_paths(config["devicemanager"], root_dir(args, config)).checkpoint
-
-
-def as_dict(data: CheckpointData) -> dict:
-    endpoints: dict[str, list[dict]] = {}
-    for e in data.endpoints:
-        endpoints.setdefault(e.resource, []).append(
-            {"socket": e.socket, "state": e.state, "stop_time": e.stop_time}
-        )
-    allocated: dict[str, set[str]] = {}
-    for a in data.allocations:
-        allocated.setdefault(a.resource, set()).update(a.device_ids)
-    resources = {}
-    for r in sorted(set(data.devices) | set(endpoints) | set(allocated)):
-        devs = data.devices.get(r, ())
-        resources[r] = {
-            "capacity": len(devs),
-            "allocatable": sum(1 for d in devs if d.healthy),
-            "allocated": len(allocated.get(r, ())),
-            "endpoints": endpoints.get(r, []),
-            "devices": [
-                {"id": d.id, "health": "Healthy" if d.healthy else "Unhealthy", "numa": list(d.numa),
-                 "allocated": d.id in allocated.get(r, ())}
-                for d in sorted(devs, key=lambda d: d.id)
-            ],
-        }
-    return {
-        "resources": resources,
-        "deleted_resources": sorted(data.deleted),
-        "allocations": [
-            {"pod_uid": a.pod_uid, "namespace": a.pod_namespace, "pod": a.pod_name,
-             "container": a.container_name, "container_type": a.container_type,
-             "resource": a.resource, "devices": list(a.device_ids), "numa": list(a.numa_nodes())}
-            for a in sorted(data.allocations, key=lambda a: (a.pod_namespace, a.pod_name, a.pod_uid,
-                                                              a.container_name, a.resource))
-        ],
-    }
+    return device_checkpoint_path(config, root_dir(args, config))
 
 
 def render_text(view: dict, path: Path | None, age: float) -> str:
@@ -132,8 +92,7 @@ def _live(args: argparse.Namespace) -> tuple[dict | None, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.devicemanager.checkpoint import open_journal
-    from agent.journal import JournalCorrupt
+    from agent.status.offline import StateUnreadable, device_view, read_device_checkpoint
 
     live, why_not = (None, "--checkpoint given") if args.checkpoint else _live(args)
     if live is not None:
@@ -142,24 +101,18 @@ def run(args: argparse.Namespace) -> int:
         return 0
     path = checkpoint_path(args)
     try:
+        data = read_device_checkpoint(path)
         age = time.time() - path.stat().st_mtime
     except FileNotFoundError:
         raise CommandError(
             f"no running daemon ({why_not}) and no device-manager checkpoint at {path} "
             "(the checkpoint exists only after hwagent ran in standalone mode)"
         ) from None
+    except StateUnreadable as e:
+        raise CommandError(str(e)) from None
     except OSError as e:
         raise CommandError(f"cannot read {path}: {e.strerror}") from None
-    journal = open_journal(path)
-    try:
-        data = journal.recover(read_only=True).state.data()
-    except JournalCorrupt as e:
-        raise CommandError(f"corrupt checkpoint: {e}") from None
-    except OSError as e:
-        raise CommandError(f"cannot read {path}: {e.strerror}") from None
-    finally:
-        journal.close_sync()
-    view = as_dict(data)
+    view = device_view(data)
     view["source"] = f"checkpoint {path}"
     view["source_kind"] = "checkpoint"
     if args.format == "json":

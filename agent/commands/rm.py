@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agent.workloads.client import add_common, call
+from agent.commands._admission import add_common, call
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from agent.cli import CommandError
-from agent.workloads.client import add_common, call, format_pod_line
+from agent.commands._admission import add_common, call, format_pod_line
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

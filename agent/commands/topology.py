@@ -104,7 +104,7 @@ def _picture(args: argparse.Namespace, topo, sysfs_root: str) -> str | bytes:
     elif args.no_live or (os.path.abspath(sysfs_root) != "/sys" and not args.root_dir):
         overlay = Overlay()  # a snapshot is another machine: this host's daemon state does not belong on it
     else:
-        from agent.topology.live import from_daemon
+        from agent.status.live import from_daemon
 
         overlay = from_daemon(args.config, args.root_dir)
     items = []

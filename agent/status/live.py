@@ -1,9 +1,10 @@
 """The overlay of a running (or stopped) daemon, read the way `hwagent cpus` / `resources` read it.
 
 Thin adapter: the CPU policy's checkpoint gives pools and dedicated
-allocations, the device manager's checkpoint resources, health and holders
-(both through the commands' own readers, so a change to those files is
-followed in one place), and the daemon's ``/metrics`` the pools' run-queue
+allocations, the device manager's snapshot and journal resources, health and
+holders (both through ``agent.status.offline``, the readers those commands
+use, so a change to those files is followed in one place), and the daemon's
+``/metrics`` the pools' run-queue
 pressure when it answers within a short timeout. Whatever is missing is left
 out and said in ``Overlay.notes``; nothing here raises for a daemon that is
 not there.
@@ -11,7 +12,6 @@ not there.
 
 from __future__ import annotations
 
-import argparse
 import re
 import urllib.request
 from pathlib import Path
@@ -47,8 +47,14 @@ def _pressure(metrics_address: str, timeout: float) -> dict[str, float] | None:
 
 
 def from_daemon(config: str | None, root_dir: str | None, *, metrics: bool = True, timeout: float = 0.5) -> Overlay:
-    from agent.cli import CommandError
     from agent.config import ConfigError, load
+    from agent.status.offline import (
+        StateUnreadable,
+        device_checkpoint_path,
+        device_view,
+        read_cpu_checkpoint,
+        read_device_checkpoint,
+    )
 
     notes: list[str] = []
     try:
@@ -61,32 +67,28 @@ def from_daemon(config: str | None, root_dir: str | None, *, metrics: bool = Tru
     devices: tuple[DeviceMark, ...] = ()
     sources = []
 
-    from agent.commands.cpus import _from_checkpoint
-
     try:
-        pool_sets, cpu_allocs, src = _from_checkpoint(root)
-        sources.append(src)
+        cp = read_cpu_checkpoint(root)
+        sources.append(cp.source)
         pressure = _pressure(cfg["daemon"].metrics_address, timeout) if metrics else None
         if pressure is None and metrics:
             notes.append(f"no pool pressure: the daemon's /metrics at {cfg['daemon'].metrics_address} did not answer")
         pools = tuple(
             PoolMark(name, cpus, (pressure or {}).get(name))
-            for name, cpus in sorted((pool_sets or {}).items())
+            for name, cpus in sorted(cp.pools.items())
             if name != _DEDICATED and cpus
         )
         allocs = tuple(
             AllocationMark(f"{a.namespace}/{a.pod}" if a.pod else a.pod_uid, a.container, a.cpus, _DEDICATED)
-            for a in cpu_allocs
+            for a in cp.allocations
             if a.cpus and (a.qos_level == "dedicated_cores" or a.pool == _DEDICATED)
         )
-    except CommandError as e:
+    except StateUnreadable as e:
         notes.append(f"no CPU pools: {e}")
 
-    from agent.commands import resources
-
     try:
-        path = resources.checkpoint_path(argparse.Namespace(checkpoint=None, config=config, root_dir=str(root)))
-        view = resources.as_dict(_decode_device_checkpoint(path.read_bytes()))
+        path = device_checkpoint_path(cfg, root)
+        view = device_view(read_device_checkpoint(path))
         sources.append(f"checkpoint {path}")
         holder: dict[tuple[str, str], str] = {}
         for a in view["allocations"]:
@@ -100,12 +102,7 @@ def from_daemon(config: str | None, root_dir: str | None, *, metrics: bool = Tru
         )
     except FileNotFoundError:
         notes.append(f"no device resources: no device-manager checkpoint under {root}")
-    except (OSError, ValueError, KeyError, CommandError) as e:
+    except (OSError, ValueError, KeyError, StateUnreadable) as e:
         notes.append(f"no device resources: {e}")
     return Overlay(pools, allocs, devices, "; ".join(sources), tuple(notes))
 
-
-def _decode_device_checkpoint(raw: bytes):
-    from agent.devicemanager.checkpoint import decode  # pulls in grpc: only when there is a file
-
-    return decode(raw)

@@ -52,9 +52,9 @@ def resources_view(handles: Handles) -> dict[str, Any]:
     registered with the kubelet, each device's health and the pod holding it."""
     manager = handles.devices
     if manager is not None:
-        from agent.commands.resources import as_dict
+        from agent.status.offline import device_view
 
-        view = as_dict(manager.snapshot())
+        view = device_view(manager.snapshot())
         view["source"] = "device-plugin host (live)"
         return view
     plugins = handles.plugins

@@ -1,6 +1,6 @@
 """What hwagent manages, to draw on top of the machine: pools, allocations, devices.
 
-Plain data, read from a running daemon's state by ``agent.topology.live`` or
+Plain data, read from a running daemon's state by ``agent.status.live`` or
 from a JSON file (``hwagent topology --overlay FILE``; the tests' way of
 giving the picture a known state). The JSON shape (``hwagent-overlay/1``):
 

@@ -21,7 +21,7 @@ from agent.cpu.checkpoint import CheckpointStore
 from agent.cpuset import CPUSet
 from agent.devices.sysfs import read_inventory
 from agent.topology.io import drawn
-from agent.topology.live import parse_pool_pressure
+from agent.status.live import parse_pool_pressure
 from agent.topology.sysfs import read_topology
 from tests.integration.topology.snapshots import snapshot_root
 from tests.unit.cpu.helpers import make_policy, req

@@ -1,0 +1,128 @@
+"""Every path under hwagent's root dir, and the kubelet's that hwagent dials, named in one place.
+
+The daemon binds these sockets and writes these files; the CLI and the tests
+find them again. When each side spelled a path on its own, one name came to
+mean three sockets and a rename had to be hunted across the tree; here each
+socket is named once and docs/daemon.md lists them all. Pure functions
+of their arguments (a config's override, when it has one, wins): nothing here
+reads a config or touches the disk, so every layer may import it.
+
+    <root>/status.sock                           status API (`hwagent status`, `cpus`, `resources`)
+    <root>/hwagent.sock                          admission API (`hwagent launch`, `ps`, ...)
+    <root>/manifests/                            static pod manifests
+    <root>/device-plugins/hwagent.sock           device-plugin Registration service (standalone host)
+    <root>/device-plugins/hwagent_device_checkpoint  the device host's snapshot (+ .wal journal)
+    <root>/plugins_registry/                     the host's plugin-watcher directory
+    <root>/pod-resources/hwagent.sock            pod-resources v1 (standalone)
+    <root>/cpu/                                  the CPU policy's checkpoint and journal
+    <root>/cpu/qrm_cpu_plugin_dynamic.sock       the CPU policy's ResourcePlugin socket (standalone)
+    <root>/workloads/pods/                       the admission registry, one file per pod
+    <root>/runtime/                              the runtime's record of each pod
+    <root>/logs/                                 container logs
+    <root>/pressure/evictions.jsonl              the eviction record
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "STATUS_SOCKET", "ADMISSION_SOCKET", "MANIFESTS", "DEVICE_PLUGINS", "REGISTRATION_SOCKET",
+    "DEVICE_CHECKPOINT", "PLUGINS_REGISTRY", "POD_RESOURCES", "POD_RESOURCES_SOCKET", "CPU", "CPU_SOCKET",
+    "WORKLOADS_STATE", "RUNTIME_STATE", "LOGS", "EVICTION_RECORD", "KUBELET_SOCKET", "HostPaths",
+    "status_socket", "admission_socket", "manifest_dir", "cpu_dir", "device_host",
+    "kubelet_device_plugins", "kubelet_registration_socket", "kubelet_plugins_registry",
+    "kubelet_pod_resources_socket",
+]
+
+StrPath = str | os.PathLike[str]
+
+STATUS_SOCKET = "status.sock"
+ADMISSION_SOCKET = "hwagent.sock"
+MANIFESTS = "manifests"
+DEVICE_PLUGINS = "device-plugins"
+#: the device host's Registration socket inside DEVICE_PLUGINS ([devicemanager] socket_name)
+REGISTRATION_SOCKET = "hwagent.sock"
+DEVICE_CHECKPOINT = "hwagent_device_checkpoint"
+PLUGINS_REGISTRY = "plugins_registry"
+POD_RESOURCES = "pod-resources"
+POD_RESOURCES_SOCKET = "hwagent.sock"
+CPU = "cpu"
+#: the CPU policy's ResourcePlugin socket ([cpu] socket_name)
+CPU_SOCKET = "qrm_cpu_plugin_dynamic.sock"
+WORKLOADS_STATE: tuple[str, ...] = ("workloads", "pods")
+RUNTIME_STATE = "runtime"
+LOGS = "logs"
+EVICTION_RECORD: tuple[str, ...] = ("pressure", "evictions.jsonl")
+#: the kubelet's own socket name, in its device-plugins/ and pod-resources/ dirs
+KUBELET_SOCKET = "kubelet.sock"
+
+
+def status_socket(root: StrPath) -> Path:
+    return Path(root) / STATUS_SOCKET
+
+
+def admission_socket(root: StrPath, override: str = "") -> Path:
+    """``[workloads] socket_path`` when set, else ``<root>/hwagent.sock``."""
+    return Path(override) if override else Path(root) / ADMISSION_SOCKET
+
+
+def manifest_dir(root: StrPath, override: str = "") -> Path:
+    """``[workloads] manifest_dir`` when set, else ``<root>/manifests``."""
+    return Path(override) if override else Path(root) / MANIFESTS
+
+
+def cpu_dir(root: StrPath) -> Path:
+    return Path(root) / CPU
+
+
+@dataclass(frozen=True)
+class HostPaths:
+    """Where the standalone device-plugin host listens and keeps its state."""
+
+    plugins_dir: Path
+    registration_socket: Path
+    plugins_registry: Path
+    pod_resources_socket: Path
+    checkpoint: Path
+
+
+def device_host(
+    root: StrPath,
+    *,
+    plugins_dir: str = "",
+    socket_name: str = REGISTRATION_SOCKET,
+    plugins_registry: str = "",
+    pod_resources_socket: str = "",
+    checkpoint_name: str = DEVICE_CHECKPOINT,
+) -> HostPaths:
+    """The host's paths; each keyword is its ``[devicemanager]`` override ("" = under ``root``)."""
+    base = Path(plugins_dir) if plugins_dir else Path(root) / DEVICE_PLUGINS
+    return HostPaths(
+        plugins_dir=base,
+        registration_socket=base / socket_name,
+        plugins_registry=Path(plugins_registry) if plugins_registry else Path(root) / PLUGINS_REGISTRY,
+        pod_resources_socket=(
+            Path(pod_resources_socket) if pod_resources_socket else Path(root) / POD_RESOURCES / POD_RESOURCES_SOCKET
+        ),
+        checkpoint=base / checkpoint_name,
+    )
+
+
+def kubelet_device_plugins(kubelet_root: StrPath) -> Path:
+    return Path(kubelet_root) / DEVICE_PLUGINS
+
+
+def kubelet_registration_socket(kubelet_root: StrPath) -> Path:
+    """The kubelet's device-plugin Registration socket (its presence means kubelet mode)."""
+    return kubelet_device_plugins(kubelet_root) / KUBELET_SOCKET
+
+
+def kubelet_plugins_registry(kubelet_root: StrPath) -> Path:
+    return Path(kubelet_root) / PLUGINS_REGISTRY
+
+
+def kubelet_pod_resources_socket(kubelet_root: StrPath) -> Path:
+    return Path(kubelet_root) / POD_RESOURCES / KUBELET_SOCKET
