@@ -177,8 +177,11 @@ class WorkloadRuntime:
                 if st is not None:
                     resume[c.name] = st
                     ctr.started = st
+                    crec = rec.container(c.name)
+                    if crec.started_at is None:  # killed before the start was recorded: the restore bounds it
+                        crec.started_at = self.clock()
                     ctr.status = replace(ctr.status, state=ContainerState.RUNNING, reason="", pid=st.pid,
-                                         started_at=rec.container(c.name).started_at)
+                                         started_at=crec.started_at)
                     p.record.running = p.record.running or c.kind == "app"
                     self._reapply(p, ctr)
                     continue
@@ -195,11 +198,26 @@ class WorkloadRuntime:
                 exited=",".join(k for k, v in resume.items() if isinstance(v, ExitInfo)) or "-",
             )
             if any(isinstance(v, Started) for v in resume.values()):
-                p.phase = PodPhase.RUNNING if p.record.running else PodPhase.PENDING
+                await self._reattached(p)
             p.task = asyncio.get_running_loop().create_task(self._main(p, resume), name=f"pod-{pod.spec.key}")
             if rec.stopping is not None:
                 self._stop_soon(p, remaining_grace(rec.stop_deadline, rec.stop_grace_s, self.clock()),
                                 *rec.stopping)
+
+    async def _reattached(self, p: _Pod) -> None:
+        """A restored pod with live containers says so: Running (with their pids) once its
+        app containers run, before its supervisor reports anything else.
+
+        The registry cannot be trusted to know: a kill just after an acknowledged
+        admission lands after the shim started the workload but before pod.json
+        recorded the start, or before the start was reported, and the registry's
+        record then stays Pending (Admitted), pid 0, while the workload runs."""
+        p.phase = PodPhase.RUNNING if p.record.running else PodPhase.PENDING
+        if p.phase == PodPhase.RUNNING:
+            starts = [c.status.started_at for c in p.ctrs.values() if c.status.started_at is not None]
+            p.started_at = min(starts, default=None)
+        await self._save(p)
+        await self._report(p)
 
     async def close(self, stop_workloads: bool) -> None:
         """Daemon shutdown: stop every pod, or leave them running (detach)."""

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.runtime.state import PodFiles
+from agent.runtime.state import PodFiles, PodRecord
 from agent.workloads.model import ContainerState, PodPhase
+from tests.integration.runtime.conftest import make_pod
 from tests.integration.runtime.driver import SLOW_STOP_GRACE_S
 
 pytestmark = pytest.mark.timeout(180)
@@ -178,5 +179,40 @@ def test_kill9_mid_stop_grants_the_rest_of_the_grace_period(env):
         assert st.finished_at >= rec.stop_deadline, (st.finished_at, rec.stop_deadline)
         assert workload_pids({pod.uid}) == {}
         assert env.dirs() == []
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["start-not-recorded", "start-recorded-not-reported"])
+def test_restore_reports_a_reattached_pod_running_with_its_pid(env, recorded):
+    """A kill just after an acknowledged admission can land after the shim started the
+    workload but before the runtime recorded the start in pod.json, or before it reported
+    it: the registry still says Pending (Admitted). A restore that re-attaches a live
+    container must say Running, with the pid, or the pod stays Pending for good."""
+    pod = make_pod("fresh", ["sleep", "300"])
+
+    async def first():
+        rt = env.runtime()
+        await rt.run(pod)
+        pid = rt.status(pod.uid).containers[0].pid
+        await rt.close(stop_workloads=False)  # the daemon goes; the shim and workload stay
+        return pid
+
+    pid = asyncio.run(first())
+    files = PodFiles(env.root / "runtime", pod.uid)
+    if not recorded:
+        files.save(PodRecord(pod.uid, pod.spec.key))  # as written before the start: nothing started yet
+    env.sink.history.clear()  # the registry never heard of the start
+
+    async def go():
+        rt = env.runtime()
+        await rt.restore([pod])
+        st = await env.sink.wait(pod.uid, lambda s: s.phase == PodPhase.RUNNING, timeout=60)
+        assert st.containers[0].state == ContainerState.RUNNING and st.containers[0].pid == pid, st
+        assert st.started_at is not None and st.containers[0].started_at is not None, st
+        assert rt.status(pod.uid).phase == PodPhase.RUNNING
+        await rt.stop(pod.uid, 0)
+        assert env.dirs() == []
+        assert workload_pids({pod.uid}) == {}
 
     asyncio.run(go())
