@@ -23,6 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", metavar="FILE", help="TOML config file (default: embedded defaults)")
     p.add_argument("--root-dir", metavar="DIR", help="where every file and socket hwagent creates lives")
+    p.add_argument("--lock-dir", metavar="DIR",
+                   help="where daemons claim their cgroup subtrees and CPUs (the same for every daemon on the machine)")
     p.add_argument(
         "--metrics-address", metavar="HOST:PORT", help="address of /metrics and /healthz (port 0: any free port)"
     )
@@ -43,6 +45,8 @@ def effective_config(args: argparse.Namespace) -> Config:
     if args.root_dir is not None:
         # a relative --root-dir is relative to where the operator stands; the file needs absolute paths
         overrides["root_dir"] = os.path.abspath(args.root_dir)
+    if args.lock_dir is not None:
+        overrides["lock_dir"] = os.path.abspath(args.lock_dir)
     if args.metrics_address is not None:
         overrides["metrics_address"] = args.metrics_address
     if args.log_level is not None:

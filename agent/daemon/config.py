@@ -9,9 +9,13 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["DEFAULT_METRICS_ADDRESS", "DEFAULT_ROOT_DIR", "DaemonConfig", "parse_host_port"]
+__all__ = ["DEFAULT_LOCK_DIR", "DEFAULT_METRICS_ADDRESS", "DEFAULT_ROOT_DIR", "DaemonConfig", "parse_host_port"]
 
 DEFAULT_ROOT_DIR = "/var/lib/hwagent"
+#: machine-wide, under no root dir: every daemon on the machine must look in the same
+#: place to see the others' claims (agent.daemon.claim). tmpfs: a reboot, which ends
+#: every holder, starts it empty.
+DEFAULT_LOCK_DIR = "/run/hwagent/locks"
 #: 9464 is the port OpenTelemetry's Prometheus exporters default to for an
 #: application's own metrics; no common node component listens there
 #: (node_exporter 9100, kubelet 10250/10255, cAdvisor 8080). Localhost only by
@@ -47,6 +51,9 @@ def parse_host_port(address: str) -> tuple[str, int]:
 class DaemonConfig:
     #: every file and socket hwagent creates lives under this directory
     root_dir: str = DEFAULT_ROOT_DIR
+    #: where daemons claim their cgroup subtrees and CPUs (one daemon per subtree and per CPU);
+    #: the same directory for every daemon on the machine
+    lock_dir: str = DEFAULT_LOCK_DIR
     #: auto: kubelet mode when the kubelet's registration socket exists
     mode: Literal["auto", "standalone", "kubelet"] = "auto"
     #: the kubelet's root dir (for kubelet.sock and plugins_registry in kubelet mode)
@@ -64,7 +71,7 @@ class DaemonConfig:
             parse_host_port(self.metrics_address)
         except ValueError as e:
             raise ValueError(f"metrics_address: {e}") from None
-        for key in ("root_dir", "kubelet_root_dir", "sysfs_root", "procfs_root"):
+        for key in ("root_dir", "lock_dir", "kubelet_root_dir", "sysfs_root", "procfs_root"):
             value = getattr(self, key)
             if not value.startswith("/"):
                 raise ValueError(f"{key}: must be an absolute path, got {value!r}")

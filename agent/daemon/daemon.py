@@ -1,7 +1,9 @@
 """The hwagent daemon: one asyncio loop that owns every component.
 
-Start: lock the root dir, decide the mode, read the topology once, open the
-metrics/health endpoint, start the components of ``COMPONENTS`` in order, tell
+Start: lock the root dir, decide the mode, read the topology once, claim the
+cgroup subtrees and CPUs it manages (agent.daemon.claim: a second daemon that
+would manage the same ones exits 2 naming the first), open the metrics/health
+endpoint, start the components of ``COMPONENTS`` in order, tell
 systemd READY. Stop (SIGTERM/SIGINT, or a component asking): STOPPING, stop the
 components in reverse, close the endpoint, remove what the daemon created
 (pid file, registered sockets), exit 0. SIGHUP re-reads the config and applies
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.config import Config, ConfigError
+from agent.daemon.claim import ClaimConflict, ClaimLock, managed_claim
 from agent.daemon.component import Component, ComponentFactory, DaemonContext
 from agent.daemon.config import DaemonConfig, parse_host_port
 from agent.daemon.metrics_http import HealthReport, MetricsServer
@@ -46,6 +49,7 @@ __all__ = [
     "COMPONENTS",
     "ROOT_LAYOUT",
     "Daemon",
+    "DaemonConflict",
     "DaemonError",
     "load_factory",
     "prepare_root",
@@ -115,6 +119,15 @@ def freeze_startup_heap() -> None:
 
 class DaemonError(Exception):
     """Start-up cannot go on; the message is the one line the operator sees."""
+
+    #: the process exit status it ends in
+    exit_code = EXIT_FAILED
+
+
+class DaemonConflict(DaemonError):
+    """Another daemon manages what this one would; restarting cannot help, the operator must choose."""
+
+    exit_code = EXIT_CONFIG
 
 
 # --- pure decisions ----------------------------------------------------------------------
@@ -256,6 +269,7 @@ class Daemon:
     _started: list[_Started] = field(default_factory=list, init=False)
     _stop: asyncio.Event | None = field(default=None, init=False)
     _failure: str | None = field(default=None, init=False)
+    _failure_code: int = field(default=EXIT_FAILED, init=False)
     _reloading: asyncio.Task[None] | None = field(default=None, init=False)
     _notifier: Notifier | None = field(default=None, init=False)
     _running_status: str = field(default="running", init=False)
@@ -414,6 +428,7 @@ class Daemon:
         cfg = self.cfg
         root = Path(cfg.root_dir)
         pidfile = PidFile(root / PID_FILE)
+        claim = ClaimLock(cfg.lock_dir)
         server: MetricsServer | None = None
         watchdog: asyncio.Task[None] | None = None
         unregister: Callable[[], None] | None = None
@@ -445,6 +460,7 @@ class Daemon:
 
             topo = await asyncio.to_thread(self._read_topology)
             _log_topology(topo)
+            self._claim(claim, topo)  # before any component touches a cgroup
             for warning in config_warnings(self.config, topo):
                 log.warning("config value cannot apply", warning=warning)
 
@@ -485,6 +501,7 @@ class Daemon:
         except DaemonError as e:
             log.error("cannot start", error=str(e))
             self._failure = str(e)
+            self._failure_code = e.exit_code
         finally:
             self.phase = "stopping"
             await cancel_and_wait(self._reloading)
@@ -499,6 +516,7 @@ class Daemon:
                 _remove_paths(ctx.exit_paths)
             if pidfile.held:  # otherwise the sockets under root belong to the daemon that holds it
                 _report_leftovers(root, sockets_before)
+            claim.release()
             pidfile.release()
             for sig in handled:
                 loop.remove_signal_handler(sig)
@@ -510,7 +528,21 @@ class Daemon:
         return self._exit_code()
 
     def _exit_code(self) -> int:
-        return EXIT_FAILED if self._failure else EXIT_OK
+        return self._failure_code if self._failure else EXIT_OK
+
+    def _claim(self, lock: ClaimLock, topo: Topology) -> None:
+        """Claim the cgroup subtrees and CPUs this daemon manages, machine-wide (agent.daemon.claim)."""
+        claim = managed_claim(self.config, topo, os.getpid())
+        try:
+            lock.acquire(claim)
+        except ClaimConflict as e:
+            raise DaemonConflict(str(e)) from None
+        except OSError as e:
+            raise DaemonError(f"cannot claim cgroup subtrees and CPUs in lock_dir {lock.lock_dir}: "
+                              f"{e.strerror or e} (set [daemon] lock_dir or --lock-dir to a directory "
+                              "root can write, the same for every hwagent on this machine)") from None
+        log.info("claimed", lock_dir=lock.lock_dir, subtrees=",".join(claim.subtrees),
+                 cpus=str(claim.cpus) or "none")
 
     def _read_topology(self) -> Topology:
         cfg = self.cfg

@@ -99,8 +99,11 @@ class Daemon:
         self.root = tmp_path / "root"
         self.stderr_path = tmp_path / "stderr.log"
         self.stderr = open(self.stderr_path, "w")
+        # a lock dir of the test's own: the machine-wide default would make daemons of tests run
+        # side by side (other checkouts, other suites) refuse each other; a test of the claim
+        # between two daemons passes the same --lock-dir to both (a later flag wins)
         argv = ["run", "--root-dir", str(self.root), "--metrics-address", "127.0.0.1:0", "--mode", "standalone",
-                *args]
+                "--lock-dir", str(tmp_path / "locks"), *args]
         if components is None:
             cmd = [str(HWAGENT), *argv]
         else:

@@ -51,7 +51,9 @@ def scrape(tmp_path_factory) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOTIFY_SOCKET")}
     proc = subprocess.Popen(
         [str(HWAGENT), "run", "--root-dir", str(root), "--metrics-address", f"127.0.0.1:{port}",
-         "--mode", "standalone"],
+         "--mode", "standalone",
+         # a lock dir of its own: daemons of other suites on this machine claim every CPU too
+         "--lock-dir", str(tmp_path_factory.mktemp("locks"))],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
     )
     try:

@@ -108,7 +108,9 @@ def test_installed_daemon_runs_its_probes_in_bpf_mode(venv, tmp_path):
     port = _free_port()
     root = tmp_path / "root"
     proc = subprocess.Popen(
-        [str(hwagent), "run", "--root-dir", str(root), "--metrics-address", f"127.0.0.1:{port}", "--mode", "standalone"],
+        # a lock dir of its own: daemons of other suites on this machine claim every CPU too
+        [str(hwagent), "run", "--root-dir", str(root), "--metrics-address", f"127.0.0.1:{port}", "--mode", "standalone",
+         "--lock-dir", str(tmp_path / "locks")],
         cwd="/", env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:

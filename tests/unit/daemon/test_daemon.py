@@ -13,6 +13,7 @@ import pytest
 
 from agent.config import load
 from agent.daemon.daemon import (
+    EXIT_CONFIG,
     EXIT_FAILED,
     EXIT_OK,
     PID_FILE,
@@ -55,7 +56,8 @@ def make_daemon(tmp_path: Path, components: tuple[str, ...], **daemon_cfg) -> Da
         root_dir=str(tmp_path / "root"),
         metrics_address="127.0.0.1:0",
         mode="standalone",
-        **daemon_cfg,
+        # the machine-wide default lock dir would pit parallel test runs against each other
+        **{"lock_dir": str(tmp_path / "locks"), **daemon_cfg},
     )
     return Daemon(
         cfg,
@@ -348,3 +350,17 @@ def test_healthz_lists_readiness_and_a_warming_component_does_not_hold_ready(tmp
     assert code == EXIT_OK
     assert loading == (200, "ok\nalpha: healthy, ready\nwarming: healthy, not ready: loading tables\n")
     assert warm == (200, "ok\nalpha: healthy, ready\nwarming: healthy, ready: warm\n")
+
+
+def test_a_second_daemon_managing_the_same_subtree_exits_2_naming_the_first(tmp_path, caplog):
+    """Another root dir, the same lock dir and (default) subtrees: refused before any component starts."""
+    first = make_daemon(tmp_path / "a", (f"{M}:alpha",), lock_dir=str(tmp_path / "locks"))
+
+    def second_run(_):
+        second = make_daemon(tmp_path / "b", (f"{M}:beta",), lock_dir=str(tmp_path / "locks"))
+        return asyncio.run(second.run())
+
+    code, second_code = run_daemon(first, second_run)
+    assert code == EXIT_OK and second_code == EXIT_CONFIG
+    assert fc.EVENTS == [("start", "alpha"), ("stop", "alpha")]  # beta never started
+    assert logged(caplog, "cannot start", error=f"another hwagent (pid {os.getpid()}, root dir {tmp_path / 'a' / 'root'})")
