@@ -3,17 +3,17 @@
 The daemon binds these sockets and writes these files; the CLI and the tests
 find them again. When each side spelled a path on its own, one name came to
 mean three sockets and a rename had to be hunted across the tree; here each
-socket is named once and docs/daemon.md lists them all. Pure functions
+socket has a name of its own and docs/daemon.md lists them all. Pure functions
 of their arguments (a config's override, when it has one, wins): nothing here
 reads a config or touches the disk, so every layer may import it.
 
     <root>/status.sock                           status API (`hwagent status`, `cpus`, `resources`)
-    <root>/hwagent.sock                          admission API (`hwagent launch`, `ps`, ...)
+    <root>/admission.sock                        admission API (`hwagent launch`, `ps`, ...)
     <root>/manifests/                            static pod manifests
-    <root>/device-plugins/hwagent.sock           device-plugin Registration service (standalone host)
+    <root>/device-plugins/registration.sock      device-plugin Registration service (standalone host)
     <root>/device-plugins/hwagent_device_checkpoint  the device host's snapshot (+ .wal journal)
     <root>/plugins_registry/                     the host's plugin-watcher directory
-    <root>/pod-resources/hwagent.sock            pod-resources v1 (standalone)
+    <root>/pod-resources/pod-resources.sock      pod-resources v1 (standalone)
     <root>/cpu/                                  the CPU policy's checkpoint and journal
     <root>/cpu/qrm_cpu_plugin_dynamic.sock       the CPU policy's ResourcePlugin socket (standalone)
     <root>/workloads/pods/                       the admission registry, one file per pod
@@ -40,15 +40,15 @@ __all__ = [
 StrPath = str | os.PathLike[str]
 
 STATUS_SOCKET = "status.sock"
-ADMISSION_SOCKET = "hwagent.sock"
+ADMISSION_SOCKET = "admission.sock"
 MANIFESTS = "manifests"
 DEVICE_PLUGINS = "device-plugins"
 #: the device host's Registration socket inside DEVICE_PLUGINS ([devicemanager] socket_name)
-REGISTRATION_SOCKET = "hwagent.sock"
+REGISTRATION_SOCKET = "registration.sock"
 DEVICE_CHECKPOINT = "hwagent_device_checkpoint"
 PLUGINS_REGISTRY = "plugins_registry"
 POD_RESOURCES = "pod-resources"
-POD_RESOURCES_SOCKET = "hwagent.sock"
+POD_RESOURCES_SOCKET = "pod-resources.sock"
 CPU = "cpu"
 #: the CPU policy's ResourcePlugin socket ([cpu] socket_name)
 CPU_SOCKET = "qrm_cpu_plugin_dynamic.sock"
@@ -65,7 +65,7 @@ def status_socket(root: StrPath) -> Path:
 
 
 def admission_socket(root: StrPath, override: str = "") -> Path:
-    """``[workloads] socket_path`` when set, else ``<root>/hwagent.sock``."""
+    """``[workloads] socket_path`` when set, else ``<root>/admission.sock``."""
     return Path(override) if override else Path(root) / ADMISSION_SOCKET
 
 

@@ -149,13 +149,13 @@ async def main(n: int, background: int) -> None:
 
     server = grpc.aio.server()
     apb_grpc.add_AdmissionServicer_to_server(AdmissionServicer(w), server)
-    server.add_insecure_port(f"unix:{base}/hwagent.sock")
+    server.add_insecure_port(f"unix:{base}/admission.sock")
     apb_grpc.add_AdmissionServicer_to_server(Noop(), noop := grpc.aio.server())
     noop.add_insecure_port(f"unix:{base}/noop.sock")
     await server.start()
     await noop.start()
 
-    async with grpc.aio.insecure_channel(f"unix://{base}/hwagent.sock") as ch, \
+    async with grpc.aio.insecure_channel(f"unix://{base}/admission.sock") as ch, \
             grpc.aio.insecure_channel(f"unix://{base}/noop.sock") as nch:
         stub, nstub = apb_grpc.AdmissionStub(ch), apb_grpc.AdmissionStub(nch)
         t0 = time.perf_counter()
@@ -188,7 +188,7 @@ async def main(n: int, background: int) -> None:
     print(f"admission: {NODES} NUMA nodes, {len(topo.cpus)} cpus, {NODES * PER_NODE} devices, "
           f"{background} pods admitted, {n} Admits of a 2-container dedicated numa_binding pod + 1 device")
     print(f"  {'floor: no-op gRPC + 4 KiB fsync':<36} p50 {f50 * 1e3:8.3f} ms  p99 {f99 * 1e3:8.3f} ms")
-    print(f"  {'Admit over hwagent.sock':<36} p50 {a50 * 1e3:8.3f} ms  p99 {a99 * 1e3:8.3f} ms  "
+    print(f"  {'Admit over admission.sock':<36} p50 {a50 * 1e3:8.3f} ms  p99 {a99 * 1e3:8.3f} ms  "
           f"ratio to floor p50 {a50 / f50:5.1f}x  p99 {a99 / f99:5.1f}x")
     await server.stop(None)
     await noop.stop(None)

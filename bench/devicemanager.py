@@ -242,7 +242,7 @@ async def restart_to_serving(base: Path, data: CheckpointData) -> dict[str, floa
     m = DeviceManager(numa_ids=range(NODES), checkpoint_path=plugins / "cp")
     await m.start()
     t["restore"] = time.perf_counter() - t0
-    reg = RegistrationServer(m, plugins, "hwagent.sock", reserved={"cp"})
+    reg = RegistrationServer(m, plugins, "registration.sock", reserved={"cp"})
     await reg.start()
     server = grpc.aio.server()
     pb_grpc.add_DevicePluginServicer_to_server(Plugin(devs), server)

@@ -31,10 +31,10 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 def socket_path(args: argparse.Namespace) -> Path:
     from agent.commands._config import load_config, root_dir
-    from agent.workloads.component import socket_path_for
+    from agent.rootpaths import admission_socket
 
     config = load_config(args)
-    return socket_path_for(config["workloads"], root_dir(args, config))
+    return admission_socket(root_dir(args, config), config["workloads"].socket_path)
 
 
 def call(args: argparse.Namespace, fn: Callable[[Any], T]) -> T:

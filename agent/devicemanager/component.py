@@ -1,10 +1,10 @@
 """The daemon component: the device-plugin host in standalone mode.
 
 Starts, in order: the device manager (reads the checkpoint), the Registration
-server on ``<root>/device-plugins/hwagent.sock`` (removing stale sockets
+server on ``<root>/device-plugins/registration.sock`` (removing stale sockets
 first, so it must start before hwagent's own built-in plugins), the
 plugin-watcher on ``<root>/plugins_registry/`` and the pod-resources v1 server
-on ``<root>/pod-resources/hwagent.sock``. In kubelet mode the kubelet is the
+on ``<root>/pod-resources/pod-resources.sock``. In kubelet mode the kubelet is the
 host, so this component is not created.
 
 Publishes ``DEVICE_MANAGER`` (``DeviceAllocator``). Looks up nothing at start:
@@ -15,7 +15,6 @@ for pod-resources ``CPU_POLICY``, ``WORKLOADS`` and ``ACTIVE_PODS``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -31,29 +30,16 @@ from agent.unixsock import ensure_private_dir, serve_unix
 from agent.devicemanager.watcher import PluginWatcher
 from agent.eventlog import get_logger
 from agent.podresources.server import PodResourcesServicer
+from agent.rootpaths import HostPaths, device_host
 
 log = get_logger("hwagent.devicemanager")
 
 
-@dataclass(frozen=True)
-class HostPaths:
-    plugins_dir: Path
-    registration_socket: Path
-    plugins_registry: Path
-    pod_resources_socket: Path
-    checkpoint: Path
-
-
 def host_paths(cfg: DeviceManagerConfig, root_dir: Path) -> HostPaths:
-    plugins_dir = Path(cfg.device_plugins_dir) if cfg.device_plugins_dir else root_dir / "device-plugins"
-    return HostPaths(
-        plugins_dir=plugins_dir,
-        registration_socket=plugins_dir / cfg.socket_name,
-        plugins_registry=Path(cfg.plugins_registry_dir) if cfg.plugins_registry_dir else root_dir / "plugins_registry",
-        pod_resources_socket=(
-            Path(cfg.pod_resources_socket) if cfg.pod_resources_socket else root_dir / "pod-resources" / "hwagent.sock"
-        ),
-        checkpoint=plugins_dir / cfg.checkpoint_name,
+    return device_host(
+        root_dir, plugins_dir=cfg.device_plugins_dir, socket_name=cfg.socket_name,
+        plugins_registry=cfg.plugins_registry_dir, pod_resources_socket=cfg.pod_resources_socket,
+        checkpoint_name=cfg.checkpoint_name,
     )
 
 

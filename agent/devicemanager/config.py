@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.rootpaths import DEVICE_CHECKPOINT, REGISTRATION_SOCKET
+
 
 @dataclass(frozen=True)
 class DeviceManagerConfig:
@@ -12,15 +14,15 @@ class DeviceManagerConfig:
     #: directory of plugin sockets; empty = <root_dir>/device-plugins
     device_plugins_dir: str = ""
     #: file name of hwagent's Registration socket inside device_plugins_dir
-    socket_name: str = "hwagent.sock"
+    socket_name: str = REGISTRATION_SOCKET
     #: plugin-watcher directory; empty = <root_dir>/plugins_registry
     plugins_registry_dir: str = ""
     #: how often the plugin-watcher directory is rescanned (no inotify needed)
     watcher_poll_seconds: float = 1.0
-    #: pod-resources v1 socket; empty = <root_dir>/pod-resources/hwagent.sock
+    #: pod-resources v1 socket; empty = <root_dir>/pod-resources/pod-resources.sock
     pod_resources_socket: str = ""
     #: checkpoint file name inside device_plugins_dir
-    checkpoint_name: str = "hwagent_device_checkpoint"
+    checkpoint_name: str = DEVICE_CHECKPOINT
     #: how long a resource whose last plugin went away is kept (kubelet: 5 min)
     stop_grace_seconds: float = 300.0
     #: PreStartContainer deadline (kubelet: 30 s)

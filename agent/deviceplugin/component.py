@@ -6,7 +6,7 @@ Where the plugins register:
   sockets in that dir (the kubelet joins RegisterRequest.endpoint to it);
 - standalone mode: hwagent's own device-plugin host, i.e. the
   ``[devicemanager]`` section's plugin dir and socket name when that section
-  exists, else ``<root_dir>/device-plugins/hwagent.sock``.
+  exists, else ``<root_dir>/device-plugins/registration.sock`` (``agent.rootpaths``).
 ``[devices] plugin_dir`` / ``registration_socket`` override both.
 """
 
@@ -15,23 +15,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["factory", "resolve_paths"]
+from agent.rootpaths import DEVICE_PLUGINS, REGISTRATION_SOCKET, kubelet_device_plugins, kubelet_registration_socket
 
-#: the host's Registration socket name in standalone mode when no [devicemanager] says otherwise
-STANDALONE_SOCKET = "hwagent.sock"
+__all__ = ["factory", "resolve_paths"]
 
 
 def resolve_paths(config: Any, mode: str, root_dir: Path) -> tuple[Path, Path]:
     cfg = config["devices"]
     daemon = config["daemon"]
     if mode == "kubelet":
-        plugin_dir = Path(daemon.kubelet_root_dir) / "device-plugins"
-        socket = "kubelet.sock"
+        plugin_dir = kubelet_device_plugins(daemon.kubelet_root_dir)
+        socket = kubelet_registration_socket(daemon.kubelet_root_dir).name
     else:
         host = config.sections.get("devicemanager")
         host_dir = getattr(host, "device_plugins_dir", "") if host is not None else ""
-        plugin_dir = Path(host_dir) if host_dir else Path(root_dir) / "device-plugins"
-        socket = getattr(host, "socket_name", STANDALONE_SOCKET) if host is not None else STANDALONE_SOCKET
+        plugin_dir = Path(host_dir) if host_dir else Path(root_dir) / DEVICE_PLUGINS
+        socket = getattr(host, "socket_name", REGISTRATION_SOCKET) if host is not None else REGISTRATION_SOCKET
     if cfg.plugin_dir:
         plugin_dir = Path(cfg.plugin_dir)
     reg = Path(cfg.registration_socket) if cfg.registration_socket else plugin_dir / socket

@@ -27,6 +27,7 @@ from agent.daemon.component import DaemonContext
 from agent.eventlog import get_logger
 from agent.kubelet.config import KubeletConfig
 from agent.kubelet.model import PodDirectory, PodResourcesSnapshot
+from agent.rootpaths import kubelet_pod_resources_socket
 from agent.tasks import cancel_and_wait
 
 log = get_logger("hwagent.kubelet")
@@ -37,7 +38,7 @@ __all__ = ["KubeletPodDirectorySource", "PodDirectoryComponent", "factory", "pod
 def pod_resources_socket(cfg: KubeletConfig, kubelet_root_dir: str) -> Path:
     if cfg.pod_resources_socket:
         return Path(cfg.pod_resources_socket)
-    return Path(kubelet_root_dir) / "pod-resources" / "kubelet.sock"
+    return kubelet_pod_resources_socket(kubelet_root_dir)
 
 
 class KubeletPodDirectorySource:

@@ -19,18 +19,13 @@ from typing import Any
 from agent.contracts import CPU_POLICY, DEVICE_MANAGER, DEVICE_PLUGINS, EVICTION_PLUGIN, POD_DIRECTORY, PRESSURE
 from agent.daemon.component import DaemonContext
 from agent.eventlog import get_logger
+from agent.rootpaths import STATUS_SOCKET as SOCKET_NAME
+from agent.rootpaths import status_socket
 from agent.status.views import Handles
 
 log = get_logger("hwagent.status")
 
 __all__ = ["StatusComponent", "factory", "SOCKET_NAME", "status_socket"]
-
-SOCKET_NAME = "status.sock"
-
-
-def status_socket(root_dir: str | Path) -> Path:
-    return Path(root_dir) / SOCKET_NAME
-
 
 def _numa_cpus(topology: Any) -> dict[int, Any]:
     from agent.cpuset import CPUSet

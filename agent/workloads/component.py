@@ -6,7 +6,7 @@ is released by the device manager's or the CPU policy's clean-ups (their
 deferred reference to the source answers None), and from that moment the
 source lists every pod that was admitted before the restart, so a restart
 never releases a live pod. Then terminal pods whose release was interrupted are released, the
-admission API is served on ``<root>/hwagent.sock`` (owner-only) and the static
+admission API is served on ``<root>/admission.sock`` (owner-only) and the static
 manifest directory is watched.
 
 Publishes ``WORKLOADS`` (``WorkloadRegistry``) and ``ACTIVE_PODS``. Looks up
@@ -25,6 +25,7 @@ from typing import Any
 from agent.daemon.component import DaemonContext
 from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, RUNTIME, WORKLOADS
 from agent.eventlog import get_logger
+from agent.rootpaths import ADMISSION_SOCKET as SOCKET_NAME
 from agent.workloads.config import WorkloadsConfig
 
 __all__ = ["WorkloadsComponent", "factory", "socket_path_for", "manifest_dir_for", "STATE_DIR"]
@@ -33,7 +34,6 @@ log = get_logger("hwagent.workloads")
 
 #: under the root dir: one file per admitted pod
 STATE_DIR = ("workloads", "pods")
-SOCKET_NAME = "hwagent.sock"
 
 
 def socket_path_for(cfg: WorkloadsConfig, root_dir: Path) -> Path:

@@ -11,7 +11,7 @@ __all__ = ["WorkloadsConfig"]
 class WorkloadsConfig:
     #: serve standalone admission (standalone mode only; the kubelet admits in kubelet mode)
     enabled: bool = True
-    #: the admission API socket; "" = <root_dir>/hwagent.sock
+    #: the admission API socket; "" = <root_dir>/admission.sock
     socket_path: str = ""
     #: static pod manifests; "" = <root_dir>/manifests
     manifest_dir: str = ""

@@ -37,7 +37,7 @@ class Sockets:
 
     @property
     def registration(self) -> Path:
-        return self.root / "device-plugins" / "hwagent.sock"
+        return self.root / "device-plugins" / "registration.sock"
 
     @property
     def loop_plugin(self) -> Path:
@@ -45,7 +45,7 @@ class Sockets:
 
     @property
     def pod_resources(self) -> Path:
-        return self.root / "pod-resources" / "hwagent.sock"
+        return self.root / "pod-resources" / "pod-resources.sock"
 
     @property
     def cpu(self) -> Path:

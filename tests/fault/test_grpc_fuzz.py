@@ -67,7 +67,7 @@ METHODS = _methods()
 # ---- strategies -----------------------------------------------------------------------
 
 _NAMES = ["", "a", "pod", "c", "ns", "loop0", "loop1", "loop7", LOOP_RESOURCE, "cpu", "memory", "v1beta1",
-          "v1alpha1", "hwagent.sock", "hwagent-example.com_loop.sock", "..", "../x.sock", "/etc/passwd",
+          "v1alpha1", "registration.sock", "admission.sock", "pod-resources.sock", "hwagent-example.com_loop.sock", "..", "../x.sock", "/etc/passwd",
           "a\x00b", "shared_cores", "dedicated_cores", "reclaimed_cores", "system_cores", "bogus_cores",
           "true", "false", "DevicePlugin", "ResourcePlugin", "-1", "0", "x" * 63, "y" * 64, "z" * 253,
           "w" * 254, "u" * 36, "u" * 37, "\u00e9" * 40, "example.com/" + "r" * 70]

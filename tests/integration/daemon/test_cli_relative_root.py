@@ -72,7 +72,7 @@ def test_every_dialling_command_takes_a_relative_root_dir(base):
     (base / "pod.yaml").write_text(MANIFEST)
     d = Daemon(base, "--config", str(cfg), components=COMPONENTS)
     try:
-        wait_for(lambda: (d.root / "hwagent.sock").is_socket() and (d.root / "status.sock").is_socket(),
+        wait_for(lambda: (d.root / "admission.sock").is_socket() and (d.root / "status.sock").is_socket(),
                  "the admission and status sockets", d.proc)
         rel = ("--root-dir", "root")  # d.root is base/root: relative to the CLI's cwd
         cases = [
@@ -110,7 +110,7 @@ def test_no_daemon_under_a_relative_root_says_so(base):
     # a socket file with nobody behind it: what a daemon killed with -9 leaves
     import socket
 
-    for name in ("status.sock", "hwagent.sock"):
+    for name in ("status.sock", "admission.sock"):
         s = socket.socket(socket.AF_UNIX)
         s.bind(str(base / "root" / name))
         s.close()

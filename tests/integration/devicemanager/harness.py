@@ -73,7 +73,7 @@ async def host(
         allocate_timeout_seconds=10.0,
     )
     await mgr.start()
-    reg = RegistrationServer(mgr, plugins_dir, "hwagent.sock", reserved={"checkpoint"})
+    reg = RegistrationServer(mgr, plugins_dir, "registration.sock", reserved={"checkpoint"})
     await reg.start()
     try:
         yield Host(mgr, reg, plugins_dir)

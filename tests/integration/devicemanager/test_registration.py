@@ -125,7 +125,7 @@ def test_hostile_endpoint_names_are_rejected(sockdir):
                 ".": grpc.StatusCode.INVALID_ARGUMENT,
                 "": grpc.StatusCode.INVALID_ARGUMENT,
                 "p\x00.sock": grpc.StatusCode.INVALID_ARGUMENT,
-                "hwagent.sock": grpc.StatusCode.INVALID_ARGUMENT,  # the host's own socket
+                "registration.sock": grpc.StatusCode.INVALID_ARGUMENT,  # the host's own socket
                 "checkpoint": grpc.StatusCode.INVALID_ARGUMENT,
                 "x" * 300: grpc.StatusCode.INVALID_ARGUMENT,
                 "link.sock": grpc.StatusCode.FAILED_PRECONDITION,  # a symlink out of the dir
@@ -162,7 +162,7 @@ def test_registration_socket_is_owner_only_and_stale_sockets_are_cleaned(sockdir
             assert (plugins / "keep.txt").read_text() == "not a socket"
             assert stat.S_IMODE(os.stat(h.socket).st_mode) == 0o600
             assert stat.S_IMODE(os.stat(plugins).st_mode) == 0o750  # an existing dir keeps its mode
-        assert not os.path.exists(plugins / "hwagent.sock")
+        assert not os.path.exists(plugins / "registration.sock")
 
     run(main())
 

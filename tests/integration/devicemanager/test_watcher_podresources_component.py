@@ -120,12 +120,12 @@ def test_pod_resources_list_get_allocatable(sockdir):
         await comp.start(ctx)
         try:
             m = ctx.lookup(DEVICE_MANAGER)
-            reg_sock = root / "device-plugins" / "hwagent.sock"
+            reg_sock = root / "device-plugins" / "registration.sock"
             assert stat.S_IMODE(os.stat(reg_sock).st_mode) == 0o600
             # directories the component had to create itself are owner-only
             for d in ("device-plugins", "plugins_registry", "pod-resources"):
                 assert stat.S_IMODE(os.stat(root / d).st_mode) == 0o700, d
-            assert stat.S_IMODE(os.stat(root / "pod-resources" / "hwagent.sock").st_mode) == 0o600
+            assert stat.S_IMODE(os.stat(root / "pod-resources" / "pod-resources.sock").st_mode) == 0o600
             p = FakePlugin(str(root / "device-plugins" / "p.sock"), [dev("a", numa=[0]), dev("b", numa=[0, 1]), dev("c", numa=None), dev("u", healthy=False, numa=[1])])
             await p.start()
             await p.register(str(reg_sock), RES)
@@ -133,7 +133,7 @@ def test_pod_resources_list_get_allocatable(sockdir):
             await m.allocate(ContainerRequest("uid-1", "main", {RES: 2}, pod_namespace="ns", pod_name="web", hint=frozenset({0})))
             await m.allocate(ContainerRequest("uid-2", "side", {RES: 1}, pod_namespace="ns", pod_name="db"))
             assert comp.healthy()
-            async with grpc.aio.insecure_channel(f"unix://{root / 'pod-resources' / 'hwagent.sock'}") as ch:
+            async with grpc.aio.insecure_channel(f"unix://{root / 'pod-resources' / 'pod-resources.sock'}") as ch:
                 stub = pr_grpc.PodResourcesListerStub(ch)
                 listed = await stub.List(pr.ListPodResourcesRequest())
                 pods = {(x.namespace, x.name): x for x in listed.pod_resources}
@@ -170,8 +170,8 @@ def test_pod_resources_list_get_allocatable(sockdir):
         finally:
             await comp.stop()
             await comp.stop()  # stop twice is fine
-        assert not (root / "pod-resources" / "hwagent.sock").exists()
-        assert not (root / "device-plugins" / "hwagent.sock").exists()
+        assert not (root / "pod-resources" / "pod-resources.sock").exists()
+        assert not (root / "device-plugins" / "registration.sock").exists()
 
         # `hwagent resources` reads what the host left behind
         return root

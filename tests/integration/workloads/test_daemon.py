@@ -112,18 +112,18 @@ def node(sockdir):
         def start(self) -> Daemon:
             d = Daemon(sockdir, "--config", str(cfg), components=COMPONENTS)
             started.append(d)
-            _wait(lambda: (self.root / "hwagent.sock").is_socket() and
-                  (self.root / "device-plugins" / "hwagent.sock").is_socket(), "admission socket", proc=d.proc)
+            _wait(lambda: (self.root / "admission.sock").is_socket() and
+                  (self.root / "device-plugins" / "registration.sock").is_socket(), "admission socket", proc=d.proc)
             return d
 
         def plugin(self) -> PluginThread:
             p = PluginThread(self.root / "device-plugins" / "fake.sock", [dev("d0", numa=(0,)), dev("d1", numa=(1,))])
             plugins.append(p)
-            p.call(p.plugin.register(str(self.root / "device-plugins" / "hwagent.sock"), RES))
+            p.call(p.plugin.register(str(self.root / "device-plugins" / "registration.sock"), RES))
             return p
 
         def pod_resources(self, method: str = "List", request=None):
-            with grpc.insecure_channel(f"unix://{self.root / 'pod-resources' / 'hwagent.sock'}") as ch:
+            with grpc.insecure_channel(f"unix://{self.root / 'pod-resources' / 'pod-resources.sock'}") as ch:
                 stub = pr_grpc.PodResourcesListerStub(ch)
                 return getattr(stub, method)(request or pr.ListPodResourcesRequest(), timeout=30)
 
@@ -143,7 +143,7 @@ def test_launch_aligns_cpus_and_device_survives_restart_and_refuses_the_impossib
     d = node.start()
     root = str(node.root)
     plugin = node.plugin()
-    assert (node.root / "hwagent.sock").stat().st_mode & 0o777 == 0o600
+    assert (node.root / "admission.sock").stat().st_mode & 0o777 == 0o600
 
     # a device nobody registered yet / more CPUs than exist: refused, exit 1, one line, nothing allocated
     code, out, err = _cli(capsys, "launch", "--root-dir", root, "--name", "big", "--cpus", "64", "--qos", "dedicated",

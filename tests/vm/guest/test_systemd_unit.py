@@ -141,11 +141,11 @@ def test_a_config_error_stops_without_a_restart_loop(unit):
 def test_stop_is_clean_and_leaves_no_socket(unit):
     sh("systemctl", "start", "hwagent")
     root = Path("/var/lib/hwagent")
-    assert (root / "device-plugins" / "hwagent.sock").exists()
+    assert (root / "device-plugins" / "registration.sock").exists()
     sh("systemctl", "stop", "hwagent")
     assert prop("ActiveState") == "inactive"
     assert prop("Result") == "success"
-    assert not (root / "device-plugins" / "hwagent.sock").exists()
+    assert not (root / "device-plugins" / "registration.sock").exists()
     assert not (root / "hwagent.pid").exists()
 
 

@@ -216,12 +216,12 @@ def pod_resources(d: Daemon, method: str = "List") -> Any:
     from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 
     req = {"List": pr.ListPodResourcesRequest, "GetAllocatableResources": pr.AllocatableResourcesRequest}[method]()
-    with grpc.insecure_channel(f"unix://{d.root / 'pod-resources' / 'hwagent.sock'}") as ch:
+    with grpc.insecure_channel(f"unix://{d.root / 'pod-resources' / 'pod-resources.sock'}") as ch:
         return getattr(pr_grpc.PodResourcesListerStub(ch), method)(req, timeout=60)
 
 
 def allocatable_disks(d: Daemon) -> dict[str, list[int]]:
-    sock = d.root / "pod-resources" / "hwagent.sock"
+    sock = d.root / "pod-resources" / "pod-resources.sock"
     if not sock.is_socket():
         return {}
     try:
