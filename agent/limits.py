@@ -177,16 +177,20 @@ MiB = 1024 * KiB
 #: names; an AllocateRequest lists device ids; a ResourceRequest carries a pod's
 #: annotations (256 KiB) and labels. Answers that list the whole node
 #: (pod-resources List, GetResourcesAllocation) get the kubelet's pod-resources
-#: bound of 16 MiB; the rest the 4 MiB every default gRPC client accepts.
+#: bound of 16 MiB; the rest the 4 MiB every default gRPC client accepts. hwagent's
+#: own clients dial with the same numbers mirrored (agent.unixsock.dial).
 GRPC_MESSAGE_LIMITS: Mapping[str, MessageLimits] = {
     "registration": MessageLimits(receive=64 * KiB, send=64 * KiB),
     "deviceplugin": MessageLimits(receive=1 * MiB, send=4 * MiB),
     "podresources": MessageLimits(receive=64 * KiB, send=16 * MiB),
     "resourceplugin": MessageLimits(receive=1 * MiB, send=16 * MiB),
-    # hwagent's admission API: a manifest of up to 1 MiB in; List answers every pod
-    "admission": MessageLimits(receive=2 * MiB, send=16 * MiB),
+    # hwagent's admission API: a manifest of up to 1 MiB in; List answers every pod with its
+    # record (about 2 KB each: 10,000 pods are about 19 MB), which `hwagent ps` receives
+    "admission": MessageLimits(receive=2 * MiB, send=64 * MiB),
     # Katalyst's eviction manager sends every active pod, whole (spec and status included)
     "evictionplugin": MessageLimits(receive=32 * MiB, send=16 * MiB),
     # hwagent's status API: empty requests; answers name every pod
     "status": MessageLimits(receive=64 * KiB, send=16 * MiB),
+    # the plugin watcher's GetInfo: a PluginInfo is a few names (hwagent only dials it)
+    "pluginregistration": MessageLimits(receive=64 * KiB, send=64 * KiB),
 }

@@ -1,4 +1,4 @@
-"""Serving gRPC on a unix socket the way every hwagent server needs it.
+"""gRPC on a unix socket: serving it the way every hwagent server needs it, and dialling it.
 
 The device-plugin host, each built-in device plugin, pod-resources and the CPU
 plugin all bind sockets in directories other processes also write to. One
@@ -6,17 +6,26 @@ routine makes the same promises for all of them: the path fits in sun_path, a
 stale *socket* from an earlier run is replaced but any other file is left alone
 (an error, never a silent unlink), and the socket is owner-only, since anyone
 who can connect can allocate devices and CPUs.
+
+Every client channel is dialled here too (``dial``), with its message limits
+explicit and mirrored from the server's (``agent.limits.GRPC_MESSAGE_LIMITS``):
+a channel left at gRPC's default accepts 4 MiB, which `hwagent ps` outgrew at
+about 2,800 pods while the server would have sent more.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Literal, overload
 
 import grpc
 
-__all__ = ["SUN_PATH_MAX", "dial_target", "ensure_private_dir", "serve_unix"]
+from agent.limits import GRPC_MESSAGE_LIMITS
+
+__all__ = ["SUN_PATH_MAX", "channel_options", "dial", "dial_target", "ensure_private_dir", "serve_unix"]
 
 #: sizeof(sockaddr_un.sun_path) - 1 for the terminating NUL
 SUN_PATH_MAX = 107
@@ -30,6 +39,33 @@ def dial_target(socket_path: str | os.PathLike[str]) -> str:
     (``--root-dir root``) must be resolved before it is dialled.
     """
     return f"unix:{os.path.abspath(socket_path)}"
+
+
+def channel_options(api: str, *, receive: int | None = None) -> list[tuple[str, Any]]:
+    """A client's options for ``api`` (a key of GRPC_MESSAGE_LIMITS): it receives as much
+    as that server sends and sends as much as it receives. ``receive`` overrides the
+    first for a peer that is not hwagent's server (a third-party device plugin)."""
+    limits = GRPC_MESSAGE_LIMITS[api]
+    return [
+        ("grpc.max_receive_message_length", limits.send if receive is None else receive),
+        ("grpc.max_send_message_length", limits.receive),
+    ]
+
+
+@overload
+def dial(socket_path: str | os.PathLike[str], api: str, *, aio: Literal[True], receive: int | None = None,
+         options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel: ...
+@overload
+def dial(socket_path: str | os.PathLike[str], api: str, *, aio: Literal[False] = False, receive: int | None = None,
+         options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel: ...
+def dial(socket_path: str | os.PathLike[str], api: str, *, aio: bool = False, receive: int | None = None,
+         options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel | grpc.aio.Channel:
+    """An insecure channel to the unix socket ``socket_path`` speaking ``api``
+    (``channel_options``), blocking (the CLI) or ``aio`` (the daemon)."""
+    opts = channel_options(api, receive=receive) + list(options)
+    if aio:
+        return grpc.aio.insecure_channel(dial_target(socket_path), options=opts)
+    return grpc.insecure_channel(dial_target(socket_path), options=opts)
 
 
 def ensure_private_dir(directory: Path) -> None:

@@ -42,13 +42,13 @@ def call(args: argparse.Namespace, fn: Callable[[Any], T]) -> T:
     import grpc
 
     from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
-    from agent.unixsock import dial_target
+    from agent.unixsock import dial
 
     path = socket_path(args)
     if not path.exists():
         raise CommandError(f"no hwagent admission socket at {path} (is `hwagent run` running with this root dir?)",
                            EXIT_REFUSED)
-    with grpc.insecure_channel(dial_target(path)) as channel:
+    with dial(path, "admission") as channel:
         try:
             return fn(pb_grpc.AdmissionStub(channel))
         except grpc.RpcError as e:

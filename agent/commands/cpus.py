@@ -61,11 +61,11 @@ def _from_socket(sock: str):
     from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc
     from agent.cpu.view import Allocation
     from agent.cpuset import CPUSet
-    from agent.unixsock import dial_target
+    from agent.unixsock import dial
 
     sock = os.path.abspath(sock)  # named relative to where the operator stands
     try:
-        with grpc.insecure_channel(dial_target(sock)) as ch:
+        with dial(sock, "resourceplugin") as ch:
             stub = pb_grpc.ResourcePluginStub(ch)
             resp = stub.GetResourcesAllocation(pb.GetResourcesAllocationRequest(), timeout=5)
             allocs = []

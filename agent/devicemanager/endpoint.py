@@ -15,6 +15,7 @@ from agent.devicemanager.selection import AllocationError
 from agent.eventlog import get_logger
 from agent.limits import LimitError, check_name
 from agent.tasks import cancel_and_wait
+from agent.unixsock import dial
 
 log = get_logger("hwagent.devicemanager")
 
@@ -50,10 +51,9 @@ class Endpoint:
 
     async def connect(self) -> None:
         """Dial the socket and fetch the plugin's options; raises on failure."""
-        self._channel = grpc.aio.insecure_channel(
-            f"unix://{self.socket}",
-            options=[("grpc.enable_retries", 0), ("grpc.max_receive_message_length", 64 << 20)],
-        )
+        # a third-party plugin's device list may be long: its answers get 64 MiB
+        self._channel = dial(self.socket, "deviceplugin", aio=True, receive=64 << 20,
+                             options=[("grpc.enable_retries", 0)])
         try:
             await asyncio.wait_for(self._channel.channel_ready(), self._dial_timeout)
             self._stub = pb_grpc.DevicePluginStub(self._channel)

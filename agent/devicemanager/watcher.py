@@ -31,7 +31,7 @@ from agent.devices.names import extended_resource_name_error
 from agent.eventlog import get_logger
 from agent.limits import LimitError, check_name, check_qualified_name
 from agent.tasks import cancel_and_wait
-from agent.unixsock import SUN_PATH_MAX, ensure_private_dir
+from agent.unixsock import SUN_PATH_MAX, dial, ensure_private_dir
 
 log = get_logger("hwagent.devicemanager")
 
@@ -162,9 +162,7 @@ class PluginWatcher:
 
     async def _register(self, path: str, seen: _Seen) -> None:
         # a PluginInfo is a few names: a plugin cannot make the host read megabytes
-        async with grpc.aio.insecure_channel(
-            f"unix://{path}", options=[("grpc.max_receive_message_length", 64 * 1024)]
-        ) as channel:
+        async with dial(path, "pluginregistration", aio=True) as channel:
             stub = reg_grpc.RegistrationStub(channel)
             try:
                 await asyncio.wait_for(channel.channel_ready(), self.dial_timeout)

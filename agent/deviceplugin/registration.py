@@ -22,6 +22,7 @@ from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from agent.deviceplugin.server import DevicePluginServer
 from agent.eventlog import get_logger
 from agent.tasks import cancel_and_wait
+from agent.unixsock import dial
 
 __all__ = ["API_VERSION", "register_once", "Registrar"]
 
@@ -36,7 +37,7 @@ REGISTRATIONS = Counter("hwagent_builtin_plugin_registrations_total",
 
 async def register_once(reg_socket: str | Path, plugin: DevicePluginServer, timeout: float = REGISTER_TIMEOUT_S) -> None:
     """One Register call; raises grpc.aio.AioRpcError on failure."""
-    async with grpc.aio.insecure_channel(f"unix://{reg_socket}") as ch:
+    async with dial(reg_socket, "registration", aio=True) as ch:
         stub = pb_grpc.RegistrationStub(ch)
         await stub.Register(
             pb.RegisterRequest(version=API_VERSION, endpoint=plugin.socket_path.name,

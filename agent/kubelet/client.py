@@ -20,6 +20,7 @@ from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.kubelet.model import ContainerResources, PodResources, PodResourcesSnapshot
+from agent.unixsock import dial
 
 log = get_logger("hwagent.kubelet")
 
@@ -86,7 +87,7 @@ class PodResourcesClient:
             log.info("podresources socket recreated", socket=self.socket_path)
             await self._drop()
         if self._stub is None:
-            self._channel = grpc.aio.insecure_channel(f"unix://{self.socket_path}")
+            self._channel = dial(self.socket_path, "podresources", aio=True)
             self._stub = pr_grpc.PodResourcesListerStub(self._channel)
             self._inode = ino
             self.reconnects += 1

@@ -17,13 +17,13 @@ def _call(root_dir: str | Path, method: str, request: Any, timeout_s: float) -> 
     import grpc
 
     from agent.api.status.v1 import api_pb2_grpc as pb_grpc
-    from agent.status.component import status_socket
-    from agent.unixsock import dial_target
+    from agent.rootpaths import status_socket
+    from agent.unixsock import dial
 
     sock = status_socket(Path(root_dir).absolute())
     if not sock.exists():
         raise DaemonNotRunning(f"no status socket at {sock}")
-    with grpc.insecure_channel(dial_target(sock)) as ch:
+    with dial(sock, "status") as ch:
         try:
             return getattr(pb_grpc.DaemonStatusStub(ch), method)(request, timeout=timeout_s)
         except grpc.RpcError as e:

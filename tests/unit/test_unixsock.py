@@ -47,3 +47,27 @@ def test_a_regular_file_in_the_way_is_never_removed(tmp_path):
 def test_too_long_path_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="longer than the 107 bytes"):
         _serve(tmp_path / ("x" * 120) / "p.sock")
+
+
+def test_only_unixsock_opens_a_client_channel():
+    """Every client channel is dialled through agent.unixsock.dial, so its message
+    limits are explicit (no gRPC default 4 MiB left behind in one caller)."""
+    from pathlib import Path
+
+    agent = Path(__file__).resolve().parents[2] / "agent"
+    found = sorted(str(p.relative_to(agent.parent)) for p in agent.rglob("*.py")
+                   if "api" not in p.relative_to(agent).parts[:1] and p.name != "unixsock.py"
+                   and "insecure_channel(" in p.read_text())
+    assert found == []
+
+
+def test_a_client_accepts_what_its_server_may_send():
+    from agent.limits import GRPC_MESSAGE_LIMITS
+    from agent.unixsock import channel_options
+
+    for api, limits in GRPC_MESSAGE_LIMITS.items():
+        opts = dict(channel_options(api))
+        assert opts["grpc.max_receive_message_length"] == limits.send, api
+        assert opts["grpc.max_send_message_length"] == limits.receive, api
+    opts = dict(channel_options("deviceplugin", receive=64 << 20))
+    assert opts["grpc.max_receive_message_length"] == 64 << 20
