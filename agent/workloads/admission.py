@@ -19,6 +19,7 @@ one line: which resource, and what was free per NUMA node.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -56,7 +57,7 @@ from agent.workloads.providers import (
     admission_error_from_devices,
     release_cpus,
 )
-from agent.workloads.registry import Registry
+from agent.workloads.registry import ADMITTED, Registry
 from agent.workloads.store import PodRecord
 
 __all__ = ["Workloads", "AdmitResult", "ContainerDecision"]
@@ -111,6 +112,8 @@ class Workloads:
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
     _releasing: set[str] = field(default_factory=set, init=False)
+    #: pods whose removal runs now (a Remove call, or one a restart is finishing)
+    _removing: set[str] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         self.cpu = CPUProvider(self.cpu_policy)
@@ -403,9 +406,11 @@ class Workloads:
             line = f"{status.phase.value}" + (f" ({status.reason})" if status.reason else "")
             if status.message:
                 line += f": {status.message}"
-        await self.registry.update(uid, status=status, line=line)
+        rec = await self.registry.update(uid, status=status, line=line)
         if status.phase.terminal:
             await self.release(uid, why=status.reason or status.phase.value)
+        if rec is not None and rec.removing and uid not in self._removing:
+            await self._finish_removal(rec, status)
         self._publish()
 
     async def release(self, uid: str, why: str) -> None:
@@ -435,16 +440,59 @@ class Workloads:
         return rec
 
     async def remove(self, name: str, namespace: str = "default") -> PodRecord:
-        """Stop the pod (when a runtime runs it), release its resources, forget it."""
+        """Stop the pod (when a runtime runs it), release its resources, forget it.
+
+        The intent is recorded (durably) before anything is stopped: a daemon killed
+        before the record is gone finishes the removal after its restart (see
+        ``_finish_removal``), instead of keeping a ``Failed (Removed)`` record that
+        needs a second ``rm``."""
         rec = self.find(name, namespace)
-        rt = self.runtime()
-        if rt is not None and not rec.status.phase.terminal:
-            await rt.stop(rec.uid, None, "Removed")
-        await self.release(rec.uid, why="removed")
-        gone = await self.registry.delete(rec.uid)
+        if not rec.removing:
+            try:
+                rec = await self.registry.update(rec.uid, removing=True, line="removing") or rec
+            except BaseException:
+                # the intent did not reach the disk: a failed call changes nothing (memory too)
+                with contextlib.suppress(Exception):
+                    await self.registry.update(rec.uid, removing=False)
+                raise
+        return await self._remove(rec)
+
+    async def _remove(self, rec: PodRecord) -> PodRecord:
+        uid = rec.uid
+        self._removing.add(uid)
+        try:
+            rt = self.runtime()
+            if rt is not None and not rec.status.phase.terminal:
+                await rt.stop(uid, None, "Removed")
+            await self.release(uid, why="removed")
+            last = self.registry.record(uid) or rec
+            gone = await self.registry.delete(uid)
+        finally:
+            self._removing.discard(uid)
         self._publish()
-        log.info("pod removed", pod=rec.key, uid=rec.uid)
-        return gone or rec
+        log.info("pod removed", pod=rec.key, uid=uid)
+        return gone or last
+
+    async def _finish_removal(self, rec: PodRecord, status: PodStatus) -> None:
+        """A status for a pod a Remove was interrupted on (the daemon was killed), as the
+        restored runtime reports it. A terminal one ends the removal here; any other
+        means the pod runs (re-attached, or started again) and is stopped first, in the
+        background: this is the runtime's report path, and the stop reports too."""
+        log.info("pod removal resumed", pod=rec.key, uid=rec.uid, phase=status.phase.value)
+        if status.phase.terminal:
+            await self._remove(rec)
+            return
+        self._removing.add(rec.uid)  # one resumed removal per pod, however many reports come
+
+        async def finish() -> None:
+            try:
+                await self._remove(rec)
+            except Exception:  # noqa: BLE001 - logged; the intent stays for the next restart
+                log.exception("pod removal failed", pod=rec.key, uid=rec.uid)
+
+        task = asyncio.get_running_loop().create_task(finish(), name=f"remove-{rec.key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def stop(self, name: str, namespace: str = "default", grace_s: float | None = None) -> PodRecord:
         rec = self.find(name, namespace)
@@ -467,7 +515,11 @@ class Workloads:
         svc = self.cpu_policy
         held = {a.pod_uid for a in svc.allocations()} if svc is not None else None
         for rec in self.registry.records():
-            if rec.status.phase.terminal and not rec.released:
+            if rec.removing and (rec.status.phase.terminal or _never_reported(rec)):
+                # a Remove the kill interrupted, with nothing left for a runtime to stop; a pod
+                # reported running is left to the runtime's restore, whose report resumes it
+                await self._remove(rec)
+            elif rec.status.phase.terminal and not rec.released:
                 await self.release(rec.uid, why="terminal before restart")
             elif held is not None and not rec.status.phase.terminal and rec.uid not in held:
                 needs_cpu = any(a.cpus and a.mems is not None for a in rec.pod.assignments.values())
@@ -504,6 +556,12 @@ def _grant(opts: Any) -> DeviceGrant:
         annotations=dict(opts.annotations),
         cdi_devices=tuple(opts.cdi_devices),
     )
+
+
+def _never_reported(rec: PodRecord) -> bool:
+    """Still the status admission gave it: no runtime said anything about the pod (none
+    runs in this daemon, or the daemon went down before its runtime started the pod)."""
+    return rec.status.phase == PodPhase.PENDING and rec.status.reason == ADMITTED
 
 
 def _describe_assignments(pod: AdmittedPod) -> str:

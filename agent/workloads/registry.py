@@ -22,13 +22,15 @@ from dataclasses import dataclass
 from agent.workloads.model import AdmittedPod, PodStatus
 from agent.workloads.store import PodRecord, RegistryStore
 
-__all__ = ["Registry", "RegistryEvent", "ADDED", "MODIFIED", "DELETED", "MAX_EVENTS"]
+__all__ = ["Registry", "RegistryEvent", "ADDED", "MODIFIED", "DELETED", "MAX_EVENTS", "ADMITTED"]
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
 DELETED = "DELETED"
 #: events kept per pod for ``describe``
 MAX_EVENTS = 20
+#: the reason of a pod's status from its admission until a runtime reports on it
+ADMITTED = "Admitted"
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,7 @@ class Registry:
     async def add(self, pod: AdmittedPod, line: str = "admitted") -> PodRecord:
         """Record an admission. On a write failure nothing is recorded and the error propagates."""
         key, uid = pod.spec.key, pod.uid
-        rec = self._event(PodRecord(pod, PodStatus(reason="Admitted")), line)
+        rec = self._event(PodRecord(pod, PodStatus(reason=ADMITTED)), line)
         self._records[uid] = rec
         self._by_key[key] = uid
         self._active = None
@@ -167,7 +169,8 @@ class Registry:
         return rec
 
     async def update(
-        self, uid: str, *, status: PodStatus | None = None, released: bool | None = None, line: str | None = None
+        self, uid: str, *, status: PodStatus | None = None, released: bool | None = None,
+        removing: bool | None = None, line: str | None = None,
     ) -> PodRecord | None:
         """Change a record (None when the pod is unknown). Memory is authoritative:
         a failed write is raised but the change stays, and the next write carries it."""
@@ -179,6 +182,8 @@ class Registry:
             changes["status"] = status
         if released is not None:
             changes["released"] = released
+        if removing is not None:
+            changes["removing"] = removing
         new = dataclasses.replace(rec, **changes)  # type: ignore[arg-type]
         if line:
             new = self._event(new, line)

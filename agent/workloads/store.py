@@ -52,6 +52,9 @@ class PodRecord:
     released: bool = False
     #: (unix time, one line) for ``hwagent describe``; the last few only
     events: tuple[tuple[float, str], ...] = ()
+    #: a Remove began: recorded before the pod is stopped, so a daemon killed before the
+    #: record is gone finishes the removal after its restart instead of keeping the pod
+    removing: bool = False
 
     @property
     def uid(self) -> str:
@@ -68,6 +71,7 @@ def record_to_json(r: PodRecord) -> dict[str, Any]:
         "status": status_to_json(r.status),
         "released": r.released,
         "events": [[t, m] for t, m in r.events],
+        "removing": r.removing,
     }
 
 
@@ -75,11 +79,15 @@ def record_from_json(d: dict[str, Any]) -> PodRecord:
     released = d["released"]
     if not isinstance(released, bool):
         raise TypeError("released must be a boolean")
+    removing = d.get("removing", False)  # absent in records written before removals were recorded
+    if not isinstance(removing, bool):
+        raise TypeError("removing must be a boolean")
     return PodRecord(
         pod=pod_from_json(d["pod"]),
         status=status_from_json(d["status"]),
         released=released,
         events=tuple((float(t), str(m)) for t, m in d["events"]),
+        removing=removing,
     )
 
 
