@@ -190,9 +190,6 @@ class CPUSet:
     intersection = __and__
     difference = __sub__
 
-    def issubset(self, other: CPUSet) -> bool:
-        return self._ids <= other._ids
-
     def isdisjoint(self, other: CPUSet) -> bool:
         return self._ids.isdisjoint(other._ids)
 

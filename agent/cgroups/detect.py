@@ -46,11 +46,6 @@ class CgroupLayout:
             return self.root / "unified"
         return self.root / controller
 
-    def has(self, controller: str) -> bool:
-        if self.is_v2(controller):
-            return True
-        return (self.root / controller).is_dir()
-
 
 def _controllers(path: Path) -> frozenset[str]:
     try:

@@ -95,9 +95,3 @@ class CgroupIndex:
             self.refresh()
             p = self._by_ino.get(cgid)
         return p
-
-    def inode(self, rel_path: str) -> int | None:
-        try:
-            return os.stat(self.mount / rel_path.lstrip("/")).st_ino
-        except OSError:
-            return None

@@ -131,7 +131,7 @@ class _Stopped:
 
 
 class DeviceManager:
-    """The ``types.DeviceManagerAPI``: endpoints, device health and the
+    """The device-plugin host: endpoints, device health and the
     allocation table (``PodDevices``), each changed only on the owning loop."""
 
     def __init__(

@@ -172,7 +172,6 @@ class PressureEngine:
         self.containers: list[Container] = []
         self.evictions_total: dict[tuple[str, str], int] = {}
         self._base: dict[tuple[str, str], dict[str, tuple[int, str]]] = {}
-        self.on_eviction: list[Callable[[Eviction, dict[str, Any]], None]] = []
 
     # -- set-up ------------------------------------------------------------------
     def load(self) -> None:
@@ -327,15 +326,13 @@ class PressureEngine:
         self.record_eviction(ev, outcome)
 
     def record_eviction(self, ev: Eviction, outcome: dict[str, Any]) -> None:
-        rec = self.record.add(ev, self.action.name, outcome)
+        self.record.add(ev, self.action.name, outcome)
         key = (ev.reason, ev.signal)
         self.evictions_total[key] = self.evictions_total.get(key, 0) + 1
         log.warning(
             "eviction", pod=f"{ev.pod_namespace}/{ev.pod_name}", uid=ev.pod_uid, reason=ev.reason, signal=ev.signal,
             action=self.action.name, pool=ev.pool, evidence=dict(ev.evidence), outcome=outcome,
         )
-        for cb in self.on_eviction:
-            cb(ev, rec)
 
     def reconfigure(self, cfg: PressureConfig) -> None:
         """Take a config whose changes are all in LIVE_SETTINGS (the daemon's reload
