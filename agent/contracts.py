@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from agent.devicemanager.checkpoint import CheckpointData
     from agent.devicemanager.manager import ContainerAllocation, ContainerRequest
     from agent.devicemanager.model import Allocation, Device, ResourceDevices
+    from agent.devicemanager.plan import DevicePlan
     from agent.devicemanager.hints import TopologyHint as DeviceHint
     from agent.deviceplugin.registration import Registrar
     from agent.deviceplugin.server import DevicePluginServer
@@ -182,6 +183,9 @@ class DeviceAllocator(DeviceAllocations, Protocol):
     ) -> dict[str, list[DeviceHint] | None]: ...
 
     def pod_topology_hints(self, pod_uid: str, requests: Mapping[str, int]) -> dict[str, list[DeviceHint] | None]: ...
+
+    def plan(self, pod_uid: str) -> DevicePlan:
+        """A private copy of the allocation table to decide ``pod_uid`` on (admission's decision, dry run)."""
 
     async def allocate(self, req: ContainerRequest) -> ContainerAllocation: ...
 

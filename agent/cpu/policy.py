@@ -188,6 +188,10 @@ class DynamicPolicy:
 
     # -- hints ------------------------------------------------------------------
     def get_topology_hints(self, req: Request) -> HintsResult:
+        return self.hints_in(self._state, req)
+
+    def hints_in(self, st: PolicyState, req: Request) -> HintsResult:
+        """GetTopologyHints against ``st`` (the live state, or a plan's copy): pure."""
         qos, qty = self._check_common(req)
         none = HintsResult(None, qos.labels, qos.annotations)
         if req.container_type == INIT or self._is_debug(req) or req.container_type == SIDECAR:
@@ -195,7 +199,6 @@ class DynamicPolicy:
         if qos.level != DEDICATED:
             return none
         need = ceil_cpus(qty)
-        st = self._state
         cur = st.get(req.pod_uid, req.container_name)
         if cur is not None and cur.is_dedicated_binding and len(cur.cpuset) >= need:
             nodes = tuple(sorted(self.idx.assignments(cur.cpuset)))
@@ -208,16 +211,26 @@ class DynamicPolicy:
 
     # -- allocate ---------------------------------------------------------------
     def allocate(self, req: Request) -> AllocateResult:
+        result, st = self.plan(self._state, req)
+        if st is not None:
+            self._commit(st, put=((req.pod_uid, req.container_name),))
+        return result
+
+    def plan(self, state: PolicyState, req: Request) -> tuple[AllocateResult, PolicyState | None]:
+        """Allocate against ``state`` without committing: the answer and the state
+        it leaves (None when nothing changes). Pure: admission decides a whole pod
+        on a copy of the state with it, and ``allocate`` is this plus the commit,
+        so a decision and the allocation that follows are one computation."""
         qos, qty = self._check_common(req)
         if req.container_type == INIT:
-            return AllocateResult(None, qos.labels, qos.annotations, hint=req.hint)
+            return AllocateResult(None, qos.labels, qos.annotations, hint=req.hint), None
         if self._is_debug(req):
-            return AllocateResult(None, qos.labels, qos.annotations, debug=True, hint=req.hint)
+            return AllocateResult(None, qos.labels, qos.annotations, debug=True, hint=req.hint), None
         need = ceil_cpus(qty)
-        cur = self._state.get(req.pod_uid, req.container_name)
+        cur = state.get(req.pod_uid, req.container_name)
         if cur is not None and cur.qos_level == qos.level and len(cur.cpuset) >= need:
-            return AllocateResult(cur, qos.labels, qos.annotations, hint=req.hint)
-        base = self._state.without_entry(req.pod_uid, req.container_name) if cur is not None else self._state
+            return AllocateResult(cur, qos.labels, qos.annotations, hint=req.hint), None
+        base = state.without_entry(req.pod_uid, req.container_name) if cur is not None else state
         now = self.clock()
         entry = AllocationInfo(
             pod_uid=req.pod_uid,
@@ -242,7 +255,7 @@ class DynamicPolicy:
         if req.container_type == SIDECAR:
             st = self._allocate_sidecar(base, entry)
             if st is None:
-                return AllocateResult(None, qos.labels, qos.annotations, hint=req.hint, empty=True)
+                return AllocateResult(None, qos.labels, qos.annotations, hint=req.hint, empty=True), None
         elif qos.level == DEDICATED:
             st = self._allocate_dedicated(base, entry, req.hint, need)
         elif qos.level == SHARED:
@@ -253,10 +266,10 @@ class DynamicPolicy:
             st = base.with_entry(replace(entry, cpuset=CPUSet(self.idx.all)))
         else:  # pragma: no cover - parse_qos rejects anything else
             raise invalid("unknown_qos", f"unknown QoS level {qos.level!r}")
-        self._commit(st, put=((req.pod_uid, req.container_name),))
-        got = self._state.get(req.pod_uid, req.container_name)
+        st = sync_sidecars(st)  # as _commit does, so the answer is the committed entry
+        got = st.get(req.pod_uid, req.container_name)
         assert got is not None
-        return AllocateResult(got, qos.labels, qos.annotations, hint=req.hint)
+        return AllocateResult(got, qos.labels, qos.annotations, hint=req.hint), st
 
     @staticmethod
     def _pool_of(qos: QoS) -> str:

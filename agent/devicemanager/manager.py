@@ -54,8 +54,9 @@ from agent.devicemanager.model import (
     RunOptions,
     merge_run_options,
 )
+from agent.devicemanager.plan import DevicePlan, choose, existing_allocation, planned
 from agent.devicemanager.pod_devices import PodDevices
-from agent.devicemanager.selection import AllocationError, select_devices
+from agent.devicemanager.selection import AllocationError, PreferredFn
 from agent.devicemanager.types import PluginEndpoint
 from agent.eventlog import get_logger
 from agent.journal import JournalError
@@ -79,6 +80,9 @@ class ContainerRequest:
     container_type: str = "app"
     #: the topology manager's NUMA affinity for this container, if any
     hint: frozenset[int] | None = None
+    #: resource -> the exact devices to take (admission carrying out its decision,
+    #: ``DevicePlan``); they must still be free, else ABORTED. None: choose.
+    devices: Mapping[str, tuple[str, ...]] | None = None
 
 
 def check_request_names(req: ContainerRequest) -> None:
@@ -396,18 +400,38 @@ class DeviceManager:
 
     def gc_inactive(self, exempt: str | None = None) -> list[str]:
         """Release pods the active-pods source no longer lists (kubelet UpdateAllocatedDevices)."""
+        gone = self._inactive(exempt)
+        for uid in gone:
+            self.release_pod(uid)
+        return gone
+
+    def _inactive(self, exempt: str | None) -> list[str]:
+        """Pods holding devices that the active-pods source no longer lists."""
         if self.active_pods is None:
             return []
         active = self.active_pods.active_pod_uids()
         if active is None:  # no source registered (yet): nothing is known to be gone
             return []
-        gone = [
+        return [
             uid for uid in self._table.pods()
             if uid not in active and uid != exempt and self._table.pod_committed(uid)
         ]
-        for uid in gone:
-            self.release_pod(uid)
-        return gone
+
+    def plan(self, pod_uid: str) -> DevicePlan:
+        """A copy of the allocation table (as ``allocate`` for ``pod_uid`` would
+        find it: inactive pods already gone) to decide a pod on, changing nothing."""
+        table = PodDevices()
+        gone = set(self._inactive(pod_uid))
+        for a in self._table:
+            if a.pod_uid not in gone:
+                table.insert(a)
+        return DevicePlan(self.numa_ids, self._devices, table, self._preferred_fn)
+
+    def _preferred_fn(self, resource: str) -> PreferredFn | None:
+        """The plugin's GetPreferredAllocation, when it offers one; raises as
+        ``allocate`` would when no plugin serves the resource."""
+        ep = self._primary(resource)
+        return ep.get_preferred_allocation if ep.options.get_preferred_allocation_available else None
 
     def _lock(self, resource: str) -> asyncio.Lock:
         lock = self._locks.get(resource)
@@ -462,9 +486,9 @@ class DeviceManager:
             async with self._lock(resource):
                 existing = self._table.get((req.pod_uid, req.container_name, resource))
                 if existing is not None:
-                    kept.append(self._reuse(req, resource, existing))
+                    kept.append(existing_allocation(req, resource, existing, self._devices.get(resource)))
                     continue
-                a = await self._choose(req, resource, req.resources[resource])
+                a = await self._choose(req, resource)
                 self._table.insert(a)
                 reserved.append(a)
 
@@ -522,52 +546,13 @@ class DeviceManager:
                 self._table.remove(a.key)
             self._refresh_metrics(a.resource)
 
-    def _reuse(self, req: ContainerRequest, resource: str, existing: Allocation) -> Allocation:
-        """A repeated Allocate answers from the container's commit, if it still stands."""
-        count = req.resources[resource]
-        if not existing.committed:
-            raise AllocationError(
-                f"pod {req.pod_uid!r} container {req.container_name!r} is already being allocated {resource}",
-                "ABORTED",
-            )
-        if len(existing.device_ids) != count:
-            raise AllocationError(
-                f"pod {req.pod_uid!r} container {req.container_name!r} changed request for resource "
-                f"{resource!r} from {len(existing.device_ids)} to {count}",
-                "FAILED_PRECONDITION",
-            )
-        res = self._devices.get(resource)
-        healthy = res.healthy if res else frozenset()
-        if not set(existing.device_ids) <= healthy:
-            raise AllocationError(
-                "previously allocated devices are no longer healthy; "
-                f"cannot allocate unhealthy devices {resource}",
-                "FAILED_PRECONDITION",
-            )
-        return existing
-
-    async def _choose(self, req: ContainerRequest, resource: str, count: int) -> Allocation:
-        """Fresh devices for the container (not yet recorded)."""
-        res = self._devices.get(resource)
-        if res is None:
-            raise AllocationError(f"cannot allocate unregistered device {resource}", "NOT_FOUND")
-        if not res.healthy:
-            raise AllocationError(
-                f"no healthy devices present; cannot allocate unhealthy devices {resource}", "UNAVAILABLE"
-            )
-        ep = self._primary(resource)
+    async def _choose(self, req: ContainerRequest, resource: str) -> Allocation:
+        """Fresh devices for the container (not yet recorded): ``plan.choose``
+        on the live table, the same choice a decision made on its copy."""
         reusable = self._table.reusable(req.pod_uid, resource)
-        picked = await select_devices(
-            resource=resource, required=count, devices=res.devices, available=self._table.free(resource, res.healthy),
-            reusable=reusable, hint=req.hint,
-            preferred=ep.get_preferred_allocation if ep.options.get_preferred_allocation_available else None,
-        )
+        picked = await choose(req, resource, self._devices.get(resource), self._table, self._preferred_fn)
         now = self._still_free(resource, picked, reusable)
-        return Allocation(
-            pod_uid=req.pod_uid, pod_namespace=req.pod_namespace, pod_name=req.pod_name,
-            container_name=req.container_name, container_type=req.container_type, resource=resource,
-            devices=tuple((d, now.devices[d].numa) for d in sorted(picked)),
-        )
+        return planned(req, resource, picked, now)
 
     def _still_free(self, resource: str, picked: Collection[str], reusable: set[str]) -> ResourceDevices:
         """The plugin RPC may have let a health update or another reservation

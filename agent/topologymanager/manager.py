@@ -1,15 +1,17 @@
-"""The topology manager: ask the hint providers, merge, allocate, roll back.
+"""The topology manager: ask the hint providers, merge, place.
 
 It owns no resource state: the providers (the CPU policy, the device manager,
-later memory) do. What it adds is the order of calls the kubelet makes and, on
-top of the kubelet, the rollback: when a refusal or any provider's failure
-stops an admission half way, every provider is told to release what it
-allocated for the pod, so an admission that fails leaves nothing behind.
+later memory) do. What it adds is the order of calls the kubelet makes: per
+scope, whose hints are asked, merged under the policy, and which hint each
+container is placed in. ``decide`` is the one place that order (and the scope
+switch) lives; the providers it is given place containers in a *plan*, a
+private copy of their state, so a decision changes nothing. Admission calls it
+for a dry run and for an admission alike and commits what the plan holds; it
+serialises admissions itself, so no lock is needed here.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -30,15 +32,18 @@ log = get_logger("hwagent.topologymanager")
 P = TypeVar("P")
 P_contra = TypeVar("P_contra", contravariant=True)
 
-#: what every container gets under the policy "none"
-ANY_HINT = TopologyHint(None, True)
+#: what every container gets under the policy "none": the kubelet's empty
+#: TopologyHint (no affinity, not preferred)
+ANY_HINT = TopologyHint(None, False)
 
 
 class HintProvider(Protocol[P_contra]):
-    """A resource owner that can say where it could allocate, then allocate there.
+    """A resource owner's plan for one decision: where it could place a
+    container, and placing it there (in the plan, not in the live state).
 
-    ``pod`` is whatever object the caller admits; the topology manager never
-    looks inside it.
+    ``pod`` is whatever object the caller decides on; the topology manager never
+    looks inside it. Hints are asked against the plan as the earlier
+    containers left it.
     """
 
     name: str
@@ -49,21 +54,17 @@ class HintProvider(Protocol[P_contra]):
     async def pod_hints(self, pod: P_contra) -> ProviderHints:
         """Hints for the whole pod (pod scope)."""
 
-    async def allocate(self, pod: P_contra, container: str, hint: TopologyHint) -> None:
-        """Allocate the container's resources inside ``hint``; raise on failure
-        (having allocated nothing for that call)."""
-
-    async def release(self, pod: P_contra) -> None:
-        """Undo every allocation made for this pod; a no-op when there is none
-        (it is called on every provider during a rollback, also on those that
-        allocated nothing yet)."""
+    async def place(self, pod: P_contra, container: str, hint: TopologyHint) -> None:
+        """Place the container's resources inside ``hint`` in the plan; raise
+        when they cannot be (the refusal the allocation itself would give)."""
 
 
 class TopologyManager:
     """Aligns a pod's resources from all hint providers on NUMA nodes.
 
-    Admissions are serialised by a lock, as in the kubelet (which admits one pod
-    at a time), so two pods never see the same free resources in their hints.
+    Holds no state but its configuration: its caller (admission) serialises
+    admissions, as the kubelet admits pods one at a time, so two pods never see
+    the same free resources in their hints.
     """
 
     def __init__(
@@ -84,7 +85,6 @@ class TopologyManager:
         self.numa = NUMAInfo.build(
             list(numa_nodes), distances, config.prefer_closest_numa_nodes and config.policy != "none"
         )
-        self._lock = asyncio.Lock()
 
     @classmethod
     def for_topology(cls, config: TopologyManagerConfig, topology: Topology) -> TopologyManager:
@@ -108,50 +108,49 @@ class TopologyManager:
             return Decision(ANY_HINT, True)
         return merge_hints(self.config.policy, self.numa, hints)
 
-    async def admit(
-        self, pod: P, containers: Sequence[str], providers: Sequence[HintProvider[P]]
+    async def decide(
+        self, pod: P, containers: Sequence[str], providers: Sequence[HintProvider[P]], *, count: bool = True
     ) -> dict[str, TopologyHint]:
-        """Align and allocate every container, in the given order; all or nothing.
+        """Align and place every container, in the given order, in the providers' plans.
 
-        Returns container -> the hint its resources were allocated in. Raises
-        TopologyAffinityError when the policy refuses, or whatever a provider
-        raised; in both cases every provider's ``release(pod)`` has run first.
+        Returns container -> the hint it is placed in. Raises
+        TopologyAffinityError when the policy refuses (naming the container, or
+        "pod"), or whatever a provider raised. Changes nothing outside the plans.
+        ``count``: in the admission metrics (a dry run is not an admission).
         """
         names = list(containers)
         dupes = sorted({c for c in names if names.count(c) > 1})
         if dupes:
             raise ValueError(f"container names must be unique within a pod, repeated: {', '.join(dupes)}")
-        async with self._lock:
-            with observe_admission():
-                try:
-                    return await self._admit(pod, names, providers)
-                except BaseException:
-                    await self._rollback(pod, providers)
-                    raise
+        if not count:
+            return await self._decide_all(pod, names, providers)
+        with observe_admission():
+            return await self._decide_all(pod, names, providers)
 
-    async def _admit(self, pod: P, containers: list[str], providers: Sequence[HintProvider[P]]) -> dict[str, TopologyHint]:
+    async def _decide_all(
+        self, pod: P, containers: list[str], providers: Sequence[HintProvider[P]]
+    ) -> dict[str, TopologyHint]:
         result: dict[str, TopologyHint] = {}
         if self.config.policy == "none":
-            # the kubelet's none scope still allocates every container, without hints
+            # the kubelet's none policy still places every container, without asking hints
             for container in containers:
-                await self._allocate(pod, container, ANY_HINT, providers)
+                await self._place(pod, container, ANY_HINT, providers)
                 result[container] = ANY_HINT
             return result
         if self.config.scope == "pod":
-            hints = [await p.pod_hints(pod) for p in providers]
-            hint = self._decide(hints, "pod")
+            hint = self._aligned([await p.pod_hints(pod) for p in providers], "pod")
             for container in containers:
-                await self._allocate(pod, container, hint, providers)
+                await self._place(pod, container, hint, providers)
                 result[container] = hint
             return result
         for container in containers:
             hints = [await p.container_hints(pod, container) for p in providers]
-            hint = self._decide(hints, f"container {container!r}")
-            await self._allocate(pod, container, hint, providers)
+            hint = self._aligned(hints, f"container {container!r}")
+            await self._place(pod, container, hint, providers)
             result[container] = hint
         return result
 
-    def _decide(self, hints: Sequence[ProviderHints], what: str) -> TopologyHint:
+    def _aligned(self, hints: Sequence[ProviderHints], what: str) -> TopologyHint:
         decision = self.merge(hints)
         if not decision.admit:
             log.info("topology affinity refused", what=what, reason=decision.reason)
@@ -160,14 +159,6 @@ class TopologyManager:
         return decision.hint
 
     @staticmethod
-    async def _allocate(pod: P, container: str, hint: TopologyHint, providers: Sequence[HintProvider[P]]) -> None:
+    async def _place(pod: P, container: str, hint: TopologyHint, providers: Sequence[HintProvider[P]]) -> None:
         for provider in providers:
-            await provider.allocate(pod, container, hint)
-
-    @staticmethod
-    async def _rollback(pod: P, providers: Sequence[HintProvider[P]]) -> None:
-        for provider in providers:
-            try:
-                await provider.release(pod)
-            except Exception:
-                log.exception("rollback release failed", provider=getattr(provider, "name", provider))
+            await provider.place(pod, container, hint)

@@ -1,9 +1,12 @@
 """The admission pipeline and the registry it publishes as ``WORKLOADS``.
 
-validate → topology manager (hints of the CPU policy and the device manager,
-merged; each provider's Allocate with the merged affinity, rolled back on a
-later failure) → the device plugins' PreStartContainer → persist → answer →
-hand the pod to the runtime, when one is published.
+validate → decide (``decision.decide``: the topology manager merges the CPU
+policy's and the device manager's hints and places every container on a copy
+of their state, nothing changed) → commit exactly what the decision placed
+(the CPU policy's and the device manager's Allocate, rolled back on a later
+failure) → the device plugins' PreStartContainer → persist → answer → hand the
+pod to the runtime, when one is published. A dry run is the same decision,
+answered without the commit.
 
 One admission at a time: the topology manager decides on hints computed from
 the state it sees, so a second admission interleaving between hints and
@@ -22,17 +25,18 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from agent.contracts import CPUAllocator, Deferred, DeviceAllocator, PodRuntime
 from agent.cpu.errors import PolicyError
+from agent.cpu.policy import AllocateResult
 from agent.cpu.qos import DEDICATED, RECLAIMED, SHARED, SYSTEM, parse_qos
 from agent.cpuset import CPUSet
+from agent.devicemanager.manager import ContainerAllocation
 from agent.devicemanager.selection import AllocationError
 from agent.eventlog import get_logger
-from agent.topologymanager import TopologyAffinityError, TopologyHint, TopologyManager
+from agent.topologymanager import TopologyManager
 from agent.workloads import metrics as m
 from agent.workloads.errors import AdmissionError
 from agent.workloads.manifest import ManifestError, parse_manifest
@@ -42,19 +46,15 @@ from agent.workloads.model import (
     QOS_SHARED,
     QOS_SYSTEM,
     AdmittedPod,
-    ContainerAssignment,
-    DeviceGrant,
-    DeviceNode,
-    Mount,
     PodPhase,
     PodSpec,
     PodStatus,
 )
+from agent.workloads.decision import PodDecision, assignments, decide
 from agent.workloads.providers import (
     CPU_RESOURCE,
-    CPUProvider,
-    DeviceProvider,
     admission_error_from_devices,
+    admission_error_from_policy,
     release_cpus,
 )
 from agent.workloads.registry import ADMITTED, Registry
@@ -73,13 +73,19 @@ _SHORT_QOS = {SHARED: QOS_SHARED, DEDICATED: QOS_DEDICATED, RECLAIMED: QOS_RECLA
 
 @dataclass(frozen=True)
 class ContainerDecision:
-    """Dry run: what the topology manager would decide for one container."""
+    """Dry run: where one container would go (the admission's own decision)."""
 
     name: str
     affinity: frozenset[int] | None
     preferred: bool
     admit: bool
     reason: str = ""
+    #: the CPUs it would get (for shared/reclaimed containers: the pool's now)
+    cpus: CPUSet = field(default_factory=CPUSet)
+    #: memory nodes of a NUMA-bound container; None = every allowed node
+    mems: CPUSet | None = None
+    #: (resource, device id, the device's NUMA nodes), in resource then id order
+    devices: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,8 +122,6 @@ class Workloads:
     _removing: set[str] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
-        self.cpu = CPUProvider(self.cpu_policy)
-        self.devices = DeviceProvider(self.device_manager)
         self._publish()
 
     # --- WorkloadRegistry -----------------------------------------------------------
@@ -209,13 +213,11 @@ class Workloads:
     async def _admit(self, spec: PodSpec) -> AdmitResult:
         qos = self.qos_of(spec)
         async with self._lock:
-            why = self.registry.taken(spec.key, spec.uid)
-            if why is not None:
-                raise AdmissionError("ALREADY_EXISTS", why, reason="exists")
-            self._precheck(spec)
+            self._check_new(spec)
             self.registry.reserve(spec.key, spec.uid)
             try:
-                pod = await self._allocate(spec, qos)
+                decision = await self._decide(spec)
+                pod = await self._commit(decision, qos)
                 try:
                     await self.registry.add(pod)
                 except BaseException as e:
@@ -230,82 +232,68 @@ class Workloads:
         log.info("pod admitted", pod=spec.key, uid=spec.uid, qos=qos, containers=_describe_assignments(pod))
         return AdmitResult(pod=pod)
 
-    async def _allocate(self, spec: PodSpec, qos: str) -> AdmittedPod:
-        names = [c.name for c in spec.all_containers()]
+    def _check_new(self, spec: PodSpec) -> None:
+        why = self.registry.taken(spec.key, spec.uid)
+        if why is not None:
+            raise AdmissionError("ALREADY_EXISTS", why, reason="exists")
+        self._precheck(spec)
+
+    async def _decide(self, spec: PodSpec, *, count: bool = True) -> PodDecision:
+        """``decision.decide``; a RESOURCE_EXHAUSTED refusal says what was free."""
         try:
-            hints = await self.topology_manager.admit(spec, names, [self.cpu, self.devices])
-        except TopologyAffinityError as e:
-            raise AdmissionError(
-                "RESOURCE_EXHAUSTED", f"{e}; {self.free_summary(spec)}", reason="topology_affinity"
-            ) from None
+            return await decide(spec, self.topology_manager, self.cpu_policy, self.device_manager, count=count)
         except AdmissionError as e:
             if e.code == "RESOURCE_EXHAUSTED":
                 raise AdmissionError(e.code, f"{e.message}; {self.free_summary(spec)}", e.reason) from None
             raise
-        except AllocationError as e:
-            raise admission_error_from_devices(None, e) from None
-        except PolicyError as e:
-            from agent.workloads.providers import admission_error_from_policy
 
-            raise admission_error_from_policy(e) from None
-        dm = self.device_manager
+    async def _commit(self, d: PodDecision, qos: str) -> AdmittedPod:
+        """Allocate exactly what the decision placed, container by container in
+        its order (CPUs, then devices, named by the decision), then the plugins'
+        PreStartContainer; all of it rolled back on any failure."""
+        spec, svc, dm = d.spec, self.cpu_policy, self.device_manager
+        cpu_results: dict[str, AllocateResult] = {}
+        dev_results: dict[str, ContainerAllocation] = {}
         try:
+            for c in spec.all_containers():
+                req = d.cpu.requests.get(c.name)
+                if req is not None and svc is not None:
+                    cpu_results[c.name] = await svc.allocate(req)
+                dreq = d.devices.requests.get(c.name)
+                if dreq is not None and dm is not None:
+                    dev_results[c.name] = await dm.allocate(dreq)
             if dm is not None:
                 for c in spec.all_containers():
                     if c.resources.extended:
                         await dm.pre_start(spec.uid, c.name)
-            return self._build(spec, qos, hints)
         except AllocationError as e:
             await self._rollback(spec)
             raise admission_error_from_devices(None, e) from None
+        except PolicyError as e:
+            await self._rollback(spec)
+            raise admission_error_from_policy(e) from None
         except BaseException:
             await self._rollback(spec)
             raise
+        state = svc.policy.state if svc is not None else None
+        placed = assignments(spec, d.hints, cpu_results, dev_results, svc, state)
+        return AdmittedPod(spec=spec, qos=qos, assignments=placed, admitted_at=self.clock())
 
     async def _rollback(self, spec: PodSpec) -> None:
-        for p in (self.devices, self.cpu):
-            try:
-                await p.release(spec)
-            except Exception:  # noqa: BLE001 - keep rolling back the other provider
-                log.exception("rollback failed", pod=spec.key, provider=p.name)
-
-    def _build(self, spec: PodSpec, qos: str, hints: Mapping[str, TopologyHint]) -> AdmittedPod:
-        cpu_results = self.cpu.results.pop(spec.uid, {})
-        dev_results = self.devices.results.pop(spec.uid, {})
-        svc = self.cpu_policy
-        shared_pool = CPUSet()
-        numa_of: Callable[[int], int | None] | None = None
-        if svc is not None:
-            from agent.cpu.pools import shared_available
-
-            pol = svc.policy
-            # init containers get no cpus from the policy: they run where shared pods may
-            shared_pool = pol.state.pools.get("share") or shared_available(pol.idx, pol.state, pol.reserved)
-            numa_of = pol.idx.numa_of.get
-        assignments: dict[str, ContainerAssignment] = {}
-        for c in spec.all_containers():
-            res = cpu_results.get(c.name)
-            alloc = res.allocation if res is not None else None
-            cpus = alloc.cpuset if alloc is not None else shared_pool
-            mems = None
-            if alloc is not None and alloc.numa_binding and numa_of is not None and alloc.cpuset:
-                mems = CPUSet(n for n in (numa_of(cpu) for cpu in alloc.cpuset) if n is not None)
-            hint = hints.get(c.name)
-            dev = dev_results.get(c.name)
-            devices: dict[str, tuple[str, ...]] = {}
-            grant = DeviceGrant()
-            if dev is not None:
-                devices = {a.resource: a.device_ids for a in dev.allocations if a.device_ids}
-                grant = _grant(dev.run_options())
-            assignments[c.name] = ContainerAssignment(
-                name=c.name,
-                cpus=cpus,
-                mems=mems,
-                numa_affinity=hint.affinity if hint is not None else None,
-                devices=devices,
-                grant=grant,
-            )
-        return AdmittedPod(spec=spec, qos=qos, assignments=assignments, admitted_at=self.clock())
+        """Give back whatever the commit took so far (each provider's release is a
+        no-op for a pod it holds nothing of)."""
+        dm, svc = self.device_manager, self.cpu_policy
+        try:
+            if dm is not None:
+                dm.release_pod(spec.uid)
+                await dm.flush_checkpoint()
+        except Exception:  # noqa: BLE001 - keep rolling back the other provider
+            log.exception("rollback failed", pod=spec.key, provider="devices")
+        try:
+            if svc is not None:
+                await release_cpus(svc, spec.uid)
+        except Exception:  # noqa: BLE001 - the original error is what the caller hears
+            log.exception("rollback failed", pod=spec.key, provider="cpu")
 
     def _hand_to_runtime(self, pod: AdmittedPod) -> None:
         rt = self.runtime()
@@ -328,37 +316,25 @@ class Workloads:
     # --- dry run ------------------------------------------------------------------------
 
     async def dry_run(self, spec: PodSpec) -> AdmitResult:
-        """What admission would decide now, allocating nothing."""
+        """What admission would decide now, and where every container would go:
+        the admission's own decision (``_decide``), with nothing allocated or written.
+        Refusals other than RESOURCE_EXHAUSTED raise, as the admission would."""
         self.qos_of(spec)  # refuses bad QoS annotations as admit would
-        why = self.registry.taken(spec.key, spec.uid)
-        if why is not None:
-            raise AdmissionError("ALREADY_EXISTS", why, reason="exists")
-        self._precheck(spec)
-        tm = self.topology_manager
-        decisions: list[ContainerDecision] = []
-        try:
-            if tm.scope == "pod":
-                hints = [await self.cpu.pod_hints(spec), await self.devices.pod_hints(spec)]
-                d = tm.merge(hints)
-                for c in spec.all_containers():
-                    decisions.append(_decision(c.name, d))
-            else:
-                for c in spec.all_containers():
-                    hints = [await self.cpu.container_hints(spec, c.name), await self.devices.container_hints(spec, c.name)]
-                    decisions.append(_decision(c.name, tm.merge(hints)))
-        except AdmissionError as e:
-            if e.code != "RESOURCE_EXHAUSTED":
-                raise
-            m.ADMISSIONS.labels("dry_run", e.code).inc()
-            return AdmitResult(
-                pod=None, dry_run=True, would_admit=False, reason=e.message, free=self.free_summary(spec), spec=spec
-            )
-        ok = all(d.admit for d in decisions)
-        reason = "; ".join(f"{d.name}: {d.reason}" for d in decisions if not d.admit)
-        m.ADMISSIONS.labels("dry_run", "OK" if ok else "RESOURCE_EXHAUSTED").inc()
+        async with self._lock:  # the state an admission queued now would meet
+            self._check_new(spec)
+            try:
+                d = await self._decide(spec, count=False)
+            except AdmissionError as e:
+                if e.code != "RESOURCE_EXHAUSTED":
+                    raise
+                free = self.free_summary(spec)
+                reason = e.message.removesuffix(f"; {free}")
+                m.ADMISSIONS.labels("dry_run", e.code).inc()
+                return AdmitResult(pod=None, dry_run=True, would_admit=False, reason=reason, free=free, spec=spec)
+            free = self.free_summary(spec)
+        m.ADMISSIONS.labels("dry_run", "OK").inc()
         return AdmitResult(
-            pod=None, dry_run=True, decisions=tuple(decisions), would_admit=ok, reason=reason,
-            free=self.free_summary(spec), spec=spec,
+            pod=None, dry_run=True, decisions=_decisions(d), would_admit=True, free=free, spec=spec,
         )
 
     def free_summary(self, spec: PodSpec | None = None) -> str:
@@ -537,25 +513,18 @@ class Workloads:
         m.publish_admitted(r.pod.qos for r in self.registry.records() if not r.status.phase.terminal)
 
 
-def _decision(name: str, d: Any) -> ContainerDecision:
-    hint = d.hint
-    return ContainerDecision(
-        name=name,
-        affinity=hint.affinity if hint is not None else None,
-        preferred=bool(hint.preferred) if hint is not None else False,
-        admit=bool(d.admit),
-        reason=d.reason or "",
-    )
-
-
-def _grant(opts: Any) -> DeviceGrant:
-    return DeviceGrant(
-        envs=dict(opts.envs),
-        mounts=tuple(Mount(mt.container_path, mt.host_path, bool(mt.read_only)) for mt in opts.mounts),
-        devices=tuple(DeviceNode(d.container_path, d.host_path, d.permissions or "rw") for d in opts.devices),
-        annotations=dict(opts.annotations),
-        cdi_devices=tuple(opts.cdi_devices),
-    )
+def _decisions(d: PodDecision) -> tuple[ContainerDecision, ...]:
+    out = []
+    for c in d.spec.all_containers():
+        hint, a = d.hints[c.name], d.placement[c.name]
+        planned = d.devices.results.get(c.name)
+        allocs = sorted(planned.allocations, key=lambda x: x.resource) if planned is not None else []
+        devices = tuple((x.resource, dev_id, tuple(nodes)) for x in allocs for dev_id, nodes in x.devices)
+        out.append(ContainerDecision(
+            name=c.name, affinity=hint.affinity, preferred=hint.preferred, admit=True,
+            cpus=a.cpus, mems=a.mems, devices=devices,
+        ))
+    return tuple(out)
 
 
 def _never_reported(rec: PodRecord) -> bool:

@@ -1,18 +1,23 @@
-"""The topology manager's two hint providers: the CPU policy and the device manager.
+"""The topology manager's two hint providers for one admission decision:
+the CPU policy and the device manager, each deciding on a private copy of its
+state (a *plan*).
 
 Thin adapters: they turn a ``PodSpec`` container into each component's own
-request type, convert the components' hints into ``TopologyHint``s, and keep
-what each ``allocate`` returned until the admission pipeline builds the
-``AdmittedPod`` from it. Each is given the component's contract
-(``CPUAllocator`` / ``DeviceAllocator``, looked up when admission starts, after
-both), or None when it does not run here: a missing CPU policy gives no CPU
-hints and no CPUs (the container runs on every CPU), a missing device manager
-refuses any device request.
+request type, convert the components' hints into ``TopologyHint``s, and place
+containers with the components' own pure functions (``DynamicPolicy.plan``,
+``DevicePlan.allocate``) on the copy, so the later containers of the pod see
+the earlier ones and nothing live changes. What they record per container
+(the result and the exact request that produced it) is what admission
+commits, and what a dry run shows. Each is given the component's contract
+(``CPUAllocator`` / ``DeviceAllocator``) or None when it does not run here: a
+missing CPU policy gives no CPU hints and no CPUs (the container runs on every
+CPU), a missing device manager refuses any device request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from agent.contracts import CPUAllocator, DeviceAllocator
@@ -21,9 +26,10 @@ from agent.cpu.hints import Hint
 from agent.cpu.policy import AllocateResult, Request
 from agent.cpu.state import INIT as CPU_INIT
 from agent.cpu.state import MAIN as CPU_MAIN
+from agent.cpu.state import PolicyState
 from agent.devicemanager.manager import ContainerAllocation, ContainerRequest
 from agent.devicemanager.selection import AllocationError
-from agent.topologymanager import TopologyHint
+from agent.topologymanager import TopologyHint, format_affinity
 from agent.workloads.errors import AdmissionError
 from agent.workloads.model import INIT, ContainerSpec, PodSpec
 
@@ -76,28 +82,31 @@ def _to_tm(hints: Sequence[Any] | None) -> list[TopologyHint] | None:
 
 
 class CPUProvider:
-    """The CPU policy as a hint provider (``resource "cpu"``)."""
+    """The CPU policy as a hint provider (``resource "cpu"``), deciding on a copy of its state."""
 
     name = "cpu"
 
     def __init__(self, policy: CPUAllocator | None) -> None:
-        self._policy = policy
-        #: pod uid -> container -> what allocate returned
-        self.results: dict[str, dict[str, AllocateResult]] = {}
+        self._svc = policy
+        #: the state the decision has reached (the live state when it started)
+        self.state: PolicyState | None = policy.policy.state if policy is not None else None
+        #: container -> what the policy's allocate gives it, and the request that gives it
+        self.results: dict[str, AllocateResult] = {}
+        self.requests: dict[str, Request] = {}
 
-    def _svc(self) -> CPUAllocator | None:
-        return self._policy
-
-    async def _hints(self, req: Request) -> list[Hint] | None:
-        svc = self._svc()
-        if svc is None:
-            return None
+    def _hints(self, req: Request) -> list[Hint] | None:
+        """The policy's hints on the plan; [] when it has no placement at all."""
         try:
-            return (await svc.get_topology_hints(req)).hints
+            return self._hints_or_none(req)
         except PolicyError as e:
             if e.reason == "no_hints":
-                return []  # possible in principle, impossible now: let the topology manager say which masks
+                return []  # the topology manager says which masks were tried
             raise admission_error_from_policy(e) from None
+
+    def _hints_or_none(self, req: Request) -> list[Hint] | None:
+        if self._svc is None or self.state is None:
+            return None
+        return self._svc.policy.hints_in(self.state, req).hints
 
     async def container_hints(self, pod: PodSpec, container: str) -> Mapping[str, Sequence[TopologyHint] | None]:
         c = _container(pod, container)
@@ -105,8 +114,7 @@ class CPUProvider:
             # the policy gives init containers no hints and no cpus (they run on the shared
             # pool); asking would only apply the app containers' QoS checks to them
             return {CPU_RESOURCE: None}
-        hints = await self._hints(cpu_request(pod, c))
-        return {CPU_RESOURCE: _to_tm(hints)}
+        return {CPU_RESOURCE: _to_tm(self._hints(cpu_request(pod, c)))}
 
     async def pod_hints(self, pod: PodSpec) -> Mapping[str, Sequence[TopologyHint] | None]:
         """Pod scope: hints for the whole pod's CPUs, asked as one container
@@ -114,42 +122,51 @@ class CPUProvider:
         apps = sum(c.resources.cpu_request_milli or 0 for c in pod.containers)
         inits = max((c.resources.cpu_request_milli or 0 for c in pod.init_containers), default=0)
         first = pod.containers[0]
-        hints = await self._hints(cpu_request(pod, first, milli=max(apps, inits)))
-        return {CPU_RESOURCE: _to_tm(hints)}
+        return {CPU_RESOURCE: _to_tm(self._hints(cpu_request(pod, first, milli=max(apps, inits))))}
 
-    async def allocate(self, pod: PodSpec, container: str, hint: TopologyHint) -> None:
-        svc = self._svc()
-        if svc is None:
+    async def place(self, pod: PodSpec, container: str, hint: TopologyHint) -> None:
+        svc, st = self._svc, self.state
+        if svc is None or st is None:
             return
         c = _container(pod, container)
         if c.kind == INIT:
             return
-        req = cpu_request(pod, c)
-        chosen = await self._choose_hint(req, hint.affinity if hint is not None else None)
+        chosen = self._choose_hint(cpu_request(pod, c), hint.affinity if hint is not None else None, c.name)
+        req = cpu_request(pod, c, hint=chosen)
         try:
-            res = await svc.allocate(cpu_request(pod, c, hint=chosen))
+            res, after = svc.policy.plan(st, req)
         except PolicyError as e:
             raise admission_error_from_policy(e) from None
-        self.results.setdefault(pod.uid, {})[container] = res
+        if after is not None:
+            self.state = after
+        self.results[container] = res
+        self.requests[container] = req
 
-    async def _choose_hint(self, req: Request, affinity: frozenset[int] | None) -> Hint | None:
+    def _choose_hint(self, req: Request, affinity: frozenset[int] | None, name: str) -> Hint | None:
         """The CPU hint to allocate with: the merged affinity, narrowed to a mask the
         policy itself offered when it offered any (a non-exclusive NUMA-bound
         container needs exactly one node; policy "none" merges to no affinity at all)."""
-        own = await self._hints(req)
-        if not own:
+        try:
+            own = self._hints_or_none(req)
+        except PolicyError as e:
+            # no NUMA node can take the container now: a full node, not a bad manifest
+            raise admission_error_from_policy(e) from None
+        if own is None:
             return None if affinity is None else Hint(tuple(sorted(affinity)), True)
         fitting = [h for h in own if affinity is None or set(h.nodes) <= affinity]
-        if not fitting:
-            return Hint(tuple(sorted(affinity)), False) if affinity is not None else None
-        best = next((h for h in fitting if h.preferred), fitting[0])
-        return best
-
-    async def release(self, pod: PodSpec) -> None:
-        self.results.pop(pod.uid, None)
-        svc = self._svc()
-        if svc is not None:
-            await release_cpus(svc, pod.uid)
+        if fitting:
+            return next((h for h in fitting if h.preferred), fitting[0])
+        assert affinity is not None  # every own hint fits "any"
+        if len(affinity) > 1 and all(len(h.nodes) == 1 for h in own):
+            # a one-node container asked into several nodes none of which can hold it
+            raise AdmissionError(
+                "RESOURCE_EXHAUSTED",
+                f"cpu: container {name!r}: no NUMA node of {format_affinity(affinity)} can hold it "
+                f"(the cpu policy offers {', '.join(format_affinity(h.nodes) for h in own)})",
+                reason="cpu_insufficient_cpus",
+            )
+        # the policy's own check says why (too few free cpus, a busy node)
+        return Hint(tuple(sorted(affinity)), False)
 
 
 async def release_cpus(svc: CPUAllocator, uid: str) -> None:
@@ -158,28 +175,26 @@ async def release_cpus(svc: CPUAllocator, uid: str) -> None:
 
 
 class DeviceProvider:
-    """The device manager as a hint provider (one resource per extended resource)."""
+    """The device manager as a hint provider (one resource per extended resource),
+    deciding on a copy of its allocation table."""
 
     name = "devices"
 
-    def __init__(self, manager: DeviceAllocator | None) -> None:
-        self._manager = manager
-        self.results: dict[str, dict[str, ContainerAllocation]] = {}
-
-    def _dm(self) -> DeviceAllocator | None:
-        return self._manager
+    def __init__(self, manager: DeviceAllocator | None, pod_uid: str) -> None:
+        self._plan = manager.plan(pod_uid) if manager is not None else None
+        #: container -> the devices planned for it (no plugin response yet), and the request to commit them
+        self.results: dict[str, ContainerAllocation] = {}
+        self.requests: dict[str, ContainerRequest] = {}
 
     async def container_hints(self, pod: PodSpec, container: str) -> Mapping[str, Sequence[TopologyHint] | None]:
-        dm = self._dm()
         c = _container(pod, container)
-        if dm is None or not c.resources.extended:
+        if self._plan is None or not c.resources.extended:
             return {}
-        hints = dm.topology_hints(pod.uid, c.name, dict(c.resources.extended))
+        hints = self._plan.hints(pod.uid, c.name, dict(c.resources.extended))
         return {r: _to_tm(h) for r, h in hints.items()}
 
     async def pod_hints(self, pod: PodSpec) -> Mapping[str, Sequence[TopologyHint] | None]:
-        dm = self._dm()
-        if dm is None:
+        if self._plan is None:
             return {}
         total: dict[str, int] = {}
         for c in pod.containers:
@@ -190,15 +205,14 @@ class DeviceProvider:
                 total[r] = max(total.get(r, 0), n)
         if not total:
             return {}
-        hints = dm.pod_topology_hints(pod.uid, total)
+        hints = self._plan.hints(pod.uid, None, total)
         return {r: _to_tm(h) for r, h in hints.items()}
 
-    async def allocate(self, pod: PodSpec, container: str, hint: TopologyHint) -> None:
-        dm = self._dm()
+    async def place(self, pod: PodSpec, container: str, hint: TopologyHint) -> None:
         c = _container(pod, container)
         if not c.resources.extended:
             return
-        if dm is None:
+        if self._plan is None:
             raise AdmissionError(
                 "RESOURCE_EXHAUSTED",
                 f"{', '.join(sorted(c.resources.extended))}: no device manager runs on this node",
@@ -214,14 +228,9 @@ class DeviceProvider:
             hint=hint.affinity if hint is not None else None,
         )
         try:
-            alloc = await dm.allocate(req)
+            alloc = await self._plan.allocate(req)
         except AllocationError as e:
             raise admission_error_from_devices(None, e) from None
-        self.results.setdefault(pod.uid, {})[container] = alloc
-
-    async def release(self, pod: PodSpec) -> None:
-        self.results.pop(pod.uid, None)
-        dm = self._dm()
-        if dm is not None:
-            dm.release_pod(pod.uid)
-            await dm.flush_checkpoint()
+        self.results[container] = alloc
+        # carried out with exactly these devices
+        self.requests[container] = replace(req, devices={a.resource: a.device_ids for a in alloc.allocations})

@@ -1,4 +1,4 @@
-"""A fake hint provider that owns real (tiny) state, so rollback is observable."""
+"""A fake hint provider whose plan is a dict, so what a decision placed is observable."""
 
 from __future__ import annotations
 
@@ -23,21 +23,19 @@ class ProviderFailure(RuntimeError):
 
 @dataclass
 class FakeProvider:
-    """Hands out a resource per container; remembers what it gave whom.
+    """Places a resource per container in its plan; remembers what it placed where.
 
     ``hints`` maps container -> that container's hints; ``pod_level`` is what
-    pod_hints returns. ``fail_allocate`` names containers whose allocate raises
-    (after allocating nothing), ``fail_release`` makes release raise after
-    releasing.
+    pod_hints returns. ``fail_place`` names containers whose placement raises
+    (placing nothing), ``fail_hints`` containers whose hints raise.
     """
 
     name: str
     hints: Mapping[str, ProviderHints] = field(default_factory=dict)
     pod_level: ProviderHints = field(default_factory=dict)
-    fail_allocate: frozenset[str] = frozenset()
+    fail_place: frozenset[str] = frozenset()
     fail_hints: frozenset[str] = frozenset()
-    fail_release: bool = False
-    allocated: dict[tuple[str, str], TopologyHint] = field(default_factory=dict)
+    placed: dict[tuple[str, str], TopologyHint] = field(default_factory=dict)
     calls: list[tuple] = field(default_factory=list)
 
     async def container_hints(self, pod: Pod, container: str) -> ProviderHints:
@@ -50,18 +48,11 @@ class FakeProvider:
         self.calls.append(("pod_hints", pod.uid))
         return self.pod_level
 
-    async def allocate(self, pod: Pod, container: str, hint: TopologyHint) -> None:
-        self.calls.append(("allocate", pod.uid, container, hint))
-        if container in self.fail_allocate:
-            raise ProviderFailure(f"{self.name}: allocate {container} failed")
-        self.allocated[(pod.uid, container)] = hint
-
-    async def release(self, pod: Pod) -> None:
-        self.calls.append(("release", pod.uid))
-        for key in [k for k in self.allocated if k[0] == pod.uid]:
-            del self.allocated[key]
-        if self.fail_release:
-            raise ProviderFailure(f"{self.name}: release failed")
+    async def place(self, pod: Pod, container: str, hint: TopologyHint) -> None:
+        self.calls.append(("place", pod.uid, container, hint))
+        if container in self.fail_place:
+            raise ProviderFailure(f"{self.name}: place {container} failed")
+        self.placed[(pod.uid, container)] = hint
 
     def names(self) -> list[str]:
         return [c[0] for c in self.calls]

@@ -56,8 +56,9 @@ def test_non_preferred_choice(providers, expected):
 
 
 def test_none_policy_merges_nothing():
+    # the kubelet's none policy: TopologyHint{} (any node, not preferred), admitted
     d = merge("none", [{"cpu": []}])
-    assert d == Decision(TopologyHint(None, True), True)
+    assert d == Decision(TopologyHint(None, False), True)
 
 
 def test_hints_outside_the_machine_are_masked_off():

@@ -209,7 +209,7 @@ def test_the_decision_does_not_depend_on_the_order_of_providers_resources_or_hin
     st.sampled_from(["container", "pod"]),
     st.data(),
 )
-def test_admit_is_all_or_nothing(machine, policy, scope, data):
+def test_decide_places_every_container_or_raises(machine, policy, scope, data):
     nodes, dist = machine
     containers = data.draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True))
     gen = hints_for(nodes)
@@ -218,19 +218,16 @@ def test_admit_is_all_or_nothing(machine, policy, scope, data):
         per_container = {c: data.draw(gen.map(lambda ps: ps[0] if ps else {})) for c in containers}
         fail = data.draw(st.frozensets(st.sampled_from(containers), max_size=1))
         providers.append(FakeProvider(f"p{i}", hints=per_container, pod_level=per_container[containers[0]],
-                                      fail_allocate=fail))
+                                      fail_place=fail))
     tm = TopologyManager(TopologyManagerConfig(policy=policy, scope=scope), nodes, dist)
     pod = Pod("uid-1")
     try:
-        got = asyncio.run(tm.admit(pod, containers, providers))
+        got = asyncio.run(tm.decide(pod, containers, providers))
     except Exception as e:
         assert isinstance(e, ProviderFailure) or type(e).__name__ == "TopologyAffinityError"
-        assert all(p.allocated == {} for p in providers)
-        assert all(p.calls[-1] == ("release", pod.uid) for p in providers)
         return
     assert list(got) == containers
     for p in providers:
-        assert p.allocated == {(pod.uid, c): got[c] for c in containers}
-        assert not any(c[0] == "release" for c in p.calls)
+        assert p.placed == {(pod.uid, c): got[c] for c in containers}
     if scope == "pod" or policy == "none":
         assert len(set(got.values())) == 1

@@ -1,0 +1,137 @@
+"""Admission's decision for one pod, computed once for a dry run and an admission alike.
+
+``decide`` asks the topology manager to align and place every container with
+the CPU policy's and the device manager's own functions, each on a private copy
+of its state (``providers``), and returns what each container would get. It
+changes nothing: an admission then commits exactly the requests the decision
+recorded (``PodDecision.cpu.requests``, ``.devices.requests``, under
+admission's lock, so the state they were decided on is the state they meet),
+and a dry run shows the placement. Since both are the same computation, a dry
+run's answer is the admission's, refusals included: the policies' feasibility
+checks ("this placement would leave no cpu for the shared_cores containers")
+run inside the placement.
+
+``assignments`` turns providers' results into what each container gets; it is
+used on the decision's results (a dry run) and on the committed ones (admission).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agent.contracts import CPUAllocator, DeviceAllocator
+from agent.cpu.errors import PolicyError
+from agent.cpu.policy import AllocateResult
+from agent.cpu.state import PolicyState
+from agent.cpuset import CPUSet
+from agent.devicemanager.manager import ContainerAllocation
+from agent.devicemanager.selection import AllocationError
+from agent.topologymanager import TopologyAffinityError, TopologyHint, TopologyManager
+from agent.workloads.errors import AdmissionError
+from agent.workloads.model import ContainerAssignment, DeviceGrant, DeviceNode, Mount, PodSpec
+from agent.workloads.providers import (
+    CPUProvider,
+    DeviceProvider,
+    admission_error_from_devices,
+    admission_error_from_policy,
+)
+
+__all__ = ["PodDecision", "decide", "assignments"]
+
+
+@dataclass(frozen=True)
+class PodDecision:
+    """Where every container of ``spec`` goes, and the requests that put it there."""
+
+    spec: PodSpec
+    hints: Mapping[str, TopologyHint]
+    cpu: CPUProvider
+    devices: DeviceProvider
+    #: container -> what it would get (no device grants: the plugins' Allocate gives those)
+    placement: Mapping[str, ContainerAssignment]
+
+
+async def decide(
+    spec: PodSpec,
+    tm: TopologyManager,
+    cpu_policy: CPUAllocator | None,
+    device_manager: DeviceAllocator | None,
+    *,
+    count: bool = True,
+) -> PodDecision:
+    """The decision, or the AdmissionError an admission of ``spec`` would raise now
+    (RESOURCE_EXHAUSTED messages without the free summary: the caller adds it)."""
+    cpu = CPUProvider(cpu_policy)
+    devices = DeviceProvider(device_manager, spec.uid)
+    names = [c.name for c in spec.all_containers()]
+    try:
+        hints = await tm.decide(spec, names, [cpu, devices], count=count)
+    except TopologyAffinityError as e:
+        raise AdmissionError("RESOURCE_EXHAUSTED", str(e), reason="topology_affinity") from None
+    except AllocationError as e:
+        raise admission_error_from_devices(None, e) from None
+    except PolicyError as e:
+        raise admission_error_from_policy(e) from None
+    placement = assignments(spec, hints, cpu.results, devices.results, cpu_policy, cpu.state)
+    return PodDecision(spec, hints, cpu, devices, placement)
+
+
+def assignments(
+    spec: PodSpec,
+    hints: Mapping[str, TopologyHint],
+    cpu_results: Mapping[str, AllocateResult],
+    dev_results: Mapping[str, ContainerAllocation],
+    cpu_policy: CPUAllocator | None,
+    state: PolicyState | None,
+) -> dict[str, ContainerAssignment]:
+    """Each container's CPUs, memory nodes, NUMA affinity, devices and grant.
+
+    ``state`` is the CPU policy's state after the pod's allocations (the plan's
+    for a dry run, the live one after a commit): containers without CPUs of
+    their own (init containers) get the CPUs shared pods may use in it.
+    """
+    shared_pool = CPUSet()
+    numa_of: Callable[[int], int | None] | None = None
+    if cpu_policy is not None and state is not None:
+        from agent.cpu.pools import shared_available
+
+        pol = cpu_policy.policy
+        # init containers get no cpus from the policy: they run where shared pods may
+        shared_pool = state.pools.get("share") or shared_available(pol.idx, state, pol.reserved)
+        numa_of = pol.idx.numa_of.get
+    out: dict[str, ContainerAssignment] = {}
+    for c in spec.all_containers():
+        res = cpu_results.get(c.name)
+        alloc = res.allocation if res is not None else None
+        cpus = alloc.cpuset if alloc is not None else shared_pool
+        mems = None
+        if alloc is not None and alloc.numa_binding and numa_of is not None and alloc.cpuset:
+            mems = CPUSet(n for n in (numa_of(cpu) for cpu in alloc.cpuset) if n is not None)
+        hint = hints.get(c.name)
+        dev = dev_results.get(c.name)
+        devices: dict[str, tuple[str, ...]] = {}
+        grant = DeviceGrant()
+        if dev is not None:
+            devices = {a.resource: a.device_ids for a in dev.allocations if a.device_ids}
+            grant = _grant(dev.run_options())
+        out[c.name] = ContainerAssignment(
+            name=c.name,
+            cpus=cpus,
+            mems=mems,
+            numa_affinity=hint.affinity if hint is not None else None,
+            devices=devices,
+            grant=grant,
+        )
+    return out
+
+
+def _grant(opts: Any) -> DeviceGrant:
+    return DeviceGrant(
+        envs=dict(opts.envs),
+        mounts=tuple(Mount(mt.container_path, mt.host_path, bool(mt.read_only)) for mt in opts.mounts),
+        devices=tuple(DeviceNode(d.container_path, d.host_path, d.permissions or "rw") for d in opts.devices),
+        annotations=dict(opts.annotations),
+        cdi_devices=tuple(opts.cdi_devices),
+    )
