@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from agent.commands.launch import read_manifest
 from agent.commands._admission import EXIT_REFUSED, _nodes, add_common, call, container_line, dumps, format_pod_line, pod_dict
@@ -12,8 +13,9 @@ from agent.commands._admission import EXIT_REFUSED, _nodes, add_common, call, co
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("admit", help="admit a Pod manifest, or --dry-run: what would it get, and why",
                               description="Send a Pod manifest (YAML or JSON, - for stdin) to the daemon. With "
-                              "--dry-run nothing is allocated: the topology manager's decision per container and "
-                              "what is free per NUMA node are printed; the exit status is 1 when it would be refused.")
+                              "--dry-run nothing is allocated or written: the admission's own decision is printed, per "
+                              "container the NUMA affinity, CPUs, memory nodes and devices it would get, and what is "
+                              "free per NUMA node; the exit status is 1 when it would be refused.")
     add_common(p)
     p.add_argument("file")
     p.add_argument("--dry-run", action="store_true")
@@ -41,14 +43,33 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(dumps({
             "would_admit": resp.would_admit, "reason": resp.reason, "free": resp.free,
-            "containers": [{"name": d.name, "numa_nodes": None if d.any_node else list(d.numa_nodes),
-                            "preferred": d.preferred, "admit": d.admit, "reason": d.reason} for d in resp.decisions],
+            "containers": [decision_dict(d) for d in resp.decisions],
         }))
     else:
         print("would be admitted" if resp.would_admit else f"would be refused: {resp.reason}")
         for d in resp.decisions:
-            where = "any NUMA node" if d.any_node else f"NUMA {_nodes(d.numa_nodes)}"
-            pref = "preferred" if d.preferred else "not preferred"
-            print(f"  {d.name}: {where} ({pref}){'' if d.admit else ' refused: ' + d.reason}")
+            print(decision_line(d))
         print(resp.free)
     return 0 if resp.would_admit else EXIT_REFUSED
+
+
+def decision_dict(d: Any) -> dict[str, Any]:
+    """One container of a dry run, in the JSON shape of ``ps``'s containers."""
+    return {
+        "name": d.name, "numa_nodes": None if d.any_node else list(d.numa_nodes), "preferred": d.preferred,
+        "admit": d.admit, "reason": d.reason, "cpu_ids": list(d.cpu_ids), "mems": list(d.mems) if d.mems else None,
+        "devices": [{"resource": x.resource, "id": x.id, "numa_nodes": list(x.numa_nodes)} for x in d.devices],
+    }
+
+
+def decision_line(d: Any) -> str:
+    """``  main: NUMA 1 (preferred), cpus 2-3, memory nodes 1, devices example.com/dev=d1 (NUMA 1)``"""
+    where = "any NUMA node" if d.any_node else f"NUMA {_nodes(d.numa_nodes)}"
+    line = f"  {d.name}: {where} ({'preferred' if d.preferred else 'not preferred'}), cpus {_nodes(d.cpu_ids)}"
+    if d.mems:
+        line += f", memory nodes {_nodes(d.mems)}"
+    devs = ", ".join(f"{x.resource}={x.id}" + (f" (NUMA {_nodes(x.numa_nodes)})" if x.numa_nodes else "")
+                     for x in d.devices)
+    if devs:
+        line += f", devices {devs}"
+    return line + ("" if d.admit else f" refused: {d.reason}")

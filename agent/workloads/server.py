@@ -140,7 +140,9 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
             resp.decisions.append(
                 pb.ContainerDecision(
                     name=d.name, numa_nodes=_nodes(d.affinity or ()), any_node=d.affinity is None,
-                    preferred=d.preferred, admit=d.admit, reason=d.reason,
+                    preferred=d.preferred, admit=d.admit, reason=d.reason, cpu_ids=sorted(d.cpus),
+                    mems=sorted(d.mems) if d.mems is not None else [],
+                    devices=[pb.Device(resource=res, id=i, numa_nodes=_nodes(nodes)) for res, i, nodes in d.devices],
                 )
             )
         return resp

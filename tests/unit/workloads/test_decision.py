@@ -120,3 +120,25 @@ def test_policy_none_reports_any_node_not_preferred_as_the_kubelet(tmp_path):
         assert d.affinity is None and d.preferred is False
 
     run(tmp_path, "none", "container", body)
+
+
+def test_the_api_and_the_cli_show_the_placement(tmp_path):
+    from agent.commands.admit import decision_dict, decision_line
+    from agent.workloads.server import AdmissionServicer
+
+    async def body(w):
+        dry = await w.admit_manifest(pod("web", cpus=(2,), devices=1), dry_run=True)
+        (d,) = AdmissionServicer(w)._admit_response(dry).decisions
+        ((node,),) = {tuple(d.numa_nodes)}
+        cpus = sorted(dry.decisions[0].cpus)
+        assert (list(d.cpu_ids), list(d.mems), d.any_node) == (cpus, [node], False)
+        assert [(x.resource, x.id, list(x.numa_nodes)) for x in d.devices] == [(RES, f"d{node}-0", [node])]
+        line = decision_line(d)
+        assert line.startswith(f"  c0: NUMA {node} (preferred), cpus ") and f"memory nodes {node}" in line
+        assert line.endswith(f"devices {RES}=d{node}-0 (NUMA {node})"), line
+        assert decision_dict(d) == {
+            "name": "c0", "numa_nodes": [node], "preferred": True, "admit": True, "reason": "",
+            "cpu_ids": cpus, "mems": [node], "devices": [{"resource": RES, "id": f"d{node}-0", "numa_nodes": [node]}],
+        }
+
+    run(tmp_path, "single-numa-node", "container", body)

@@ -17,20 +17,26 @@ class AdmitRequest(_message.Message):
     def __init__(self, manifest: _Optional[bytes] = ..., dry_run: _Optional[bool] = ..., ignore_unknown_fields: _Optional[bool] = ...) -> None: ...
 
 class ContainerDecision(_message.Message):
-    __slots__ = ("name", "numa_nodes", "any_node", "preferred", "admit", "reason")
+    __slots__ = ("name", "numa_nodes", "any_node", "preferred", "admit", "reason", "cpu_ids", "mems", "devices")
     NAME_FIELD_NUMBER: _ClassVar[int]
     NUMA_NODES_FIELD_NUMBER: _ClassVar[int]
     ANY_NODE_FIELD_NUMBER: _ClassVar[int]
     PREFERRED_FIELD_NUMBER: _ClassVar[int]
     ADMIT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    CPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    MEMS_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
     name: str
     numa_nodes: _containers.RepeatedScalarFieldContainer[int]
     any_node: bool
     preferred: bool
     admit: bool
     reason: str
-    def __init__(self, name: _Optional[str] = ..., numa_nodes: _Optional[_Iterable[int]] = ..., any_node: _Optional[bool] = ..., preferred: _Optional[bool] = ..., admit: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+    cpu_ids: _containers.RepeatedScalarFieldContainer[int]
+    mems: _containers.RepeatedScalarFieldContainer[int]
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    def __init__(self, name: _Optional[str] = ..., numa_nodes: _Optional[_Iterable[int]] = ..., any_node: _Optional[bool] = ..., preferred: _Optional[bool] = ..., admit: _Optional[bool] = ..., reason: _Optional[str] = ..., cpu_ids: _Optional[_Iterable[int]] = ..., mems: _Optional[_Iterable[int]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ...) -> None: ...
 
 class AdmitResponse(_message.Message):
     __slots__ = ("pod", "warnings", "dry_run", "would_admit", "reason", "decisions", "free")

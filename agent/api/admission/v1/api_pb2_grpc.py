@@ -71,7 +71,8 @@ class AdmissionServicer:
 
     def Admit(self, request, context):
         """Validate, align and allocate a pod from a manifest (YAML or JSON bytes).
-        dry_run: decide without allocating and say why.
+        dry_run: the same decision, nothing allocated or written: the verdict, why,
+        and per container the CPUs, memory nodes and devices it would get.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
