@@ -132,7 +132,7 @@ def set_aside_if_present(path: str | os.PathLike[str], suffix: str = "corrupt") 
     try:
         return set_aside(path, suffix)
     except FileNotFoundError:
-        log.warning("set-aside found no file", path=path, suffix=suffix)
+        log.warning("nothing to set aside", path=path, suffix=suffix)
         return None
 
 
