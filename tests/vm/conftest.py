@@ -23,12 +23,13 @@ def record_vm_timing(name: str, run: Any, summary: Any) -> None:
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
     if not _TIMINGS:
         return
+    from tests.vm.runner import result_counts  # the host's side only: the guest never gets here
+
     tr = terminalreporter
     tr.section("VM tier (qemu guests)")
     total = 0.0
     for name, run, summary in _TIMINGS:
         total += run.wall_s
-        counts = (f"{summary.passed} passed, {summary.failures + summary.errors} failed, "
-                  f"{summary.skipped} skipped" if summary else "no junit")
+        counts = result_counts(run, summary)
         tr.write_line(f"{name:8s} cgroup={run.cgroup:6s} {run.describe():32s} {counts}  [{run.out_dir}]")
     tr.write_line(f"guest boots total {total:.0f}s")

@@ -25,7 +25,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -34,6 +34,7 @@ if str(REPO) not in sys.path:  # run as a script: make `tests.vm` importable
     sys.path.insert(0, str(REPO))
 
 from tests.vm.calibrate import loop_seconds  # noqa: E402
+from tests.vm.progress import PROGRESS_FILE, Progress, read_progress  # noqa: E402
 from tests.vm.topologies import TOPOLOGIES, GuestTopology  # noqa: E402
 
 #: build-image.sh's exit status for "prerequisites unavailable" (skip, don't fail)
@@ -57,6 +58,13 @@ BOOT_HISTORY = 20
 MAX_TIMEOUT_STRETCH = 2.5
 #: the guest test suite, run by `runner.py test` and the host-side wrapper
 GUEST_TESTS = "tests/vm/guest"
+#: all the guests of one `runner.py test` or pytest session together: no guest is started, and
+#: none runs, past it, so one guest's overrun on a loaded host cannot carry a CI run past its
+#: 90 minutes (the rest of the suite took ~30 of the 58 of a loaded run, issue 22 item 14)
+TIER_BUDGET_S = float(os.environ.get("HWAGENT_VM_TIER_BUDGET", "3600"))
+#: kept back from a guest's limit for each guest still to run after it, so that an overrun
+#: leaves every later guest time to boot and report at least a partial result
+GUEST_RESERVE_S = 300.0
 
 
 class Unavailable(RuntimeError):
@@ -161,6 +169,11 @@ class GuestRun:
     never_started: bool = False
     #: seconds from qemu's start to the guest's first VMTEST line in the attempt that ran
     boot_s: float | None = None
+    #: the limit the attempt that ran was held to, in seconds from its start (its timeout,
+    #: stretched for a slow boot, cut to the tier's budget)
+    limit_s: float | None = None
+    #: the tier's budget, not the guest's own timeout, set that limit
+    cut_by_tier: bool = False
 
     @property
     def serial_log(self) -> Path:
@@ -169,6 +182,23 @@ class GuestRun:
     @property
     def junit(self) -> Path:
         return self.out_dir / "junit.xml"
+
+    @property
+    def progress_file(self) -> Path:
+        return self.out_dir / PROGRESS_FILE
+
+    def progress(self) -> Progress | None:
+        """What the guest's pytest reported test by test (tests/vm/progress.py), if it ran."""
+        return read_progress(self.progress_file)
+
+    def partial_report(self) -> str:
+        """Which guest tests passed and failed, and which one was running, when the guest
+        ended without its junit XML (killed at its limit, or crashed)."""
+        progress = self.progress()
+        if progress is None:
+            return (f"the guest's pytest reported no test (no {PROGRESS_FILE}: it had not finished collecting, "
+                    "or never started)")
+        return progress.report()
 
     def serial_tail(self, lines: int = 60) -> str:
         try:
@@ -182,7 +212,9 @@ class GuestRun:
         if self.never_started and self.start_failures:
             return "never started: " + "; then ".join(f.describe() for f in self.start_failures)
         if self.timed_out:
-            return f"TIMED OUT after {self.wall_s:.0f}s (guest killed){retried}"
+            limit = "" if self.limit_s is None else f", limit {self.limit_s:.0f}s"
+            tier = " (cut to what was left of the VM tier's budget)" if self.cut_by_tier else ""
+            return f"TIMED OUT after {self.wall_s:.0f}s{limit}{tier} (guest killed){retried}"
         if self.rc is None:
             init_failed = self.out_dir / "init-failed"
             qemu_log = self.out_dir / "qemu.log"
@@ -307,16 +339,19 @@ def boot(
     cwd: Path = REPO,
     env: dict[str, str] | None = None,
     stretch: bool = False,
+    not_after: float | None = None,
 ) -> GuestRun:
     """Run `command` (a shell snippet) in a fresh guest; artifacts land in out_dir.
 
     ``stretch``: a guest that boots slower than the quickest remembered boot gets its
     timeout stretched alike (timeout_stretch), so a loaded machine gets a calibrated
-    budget while the bound stays timeout_s x MAX_TIMEOUT_STRETCH."""
+    budget while the bound stays timeout_s x MAX_TIMEOUT_STRETCH.
+    ``not_after``: a time.monotonic() instant no attempt runs past, whatever its own
+    timeout and stretch (the tier's budget, TierBudget.not_after)."""
     cgroup = cgroup or topo.cgroup
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in ("rc", "junit.xml", "serial.log", "init-failed", "qemu.log", "serial.log.crashed",
+    for stale in ("rc", "junit.xml", PROGRESS_FILE, "serial.log", "init-failed", "qemu.log", "serial.log.crashed",
                   "qemu.log.crashed", "serial.log.silent", "qemu.log.silent"):
         (out_dir / stale).unlink(missing_ok=True)
     guest_env = {
@@ -338,7 +373,7 @@ def boot(
         budget = boot_budget_s(image.path)
         load = _load_per_cpu()
         stretch_of = (lambda b: timeout_stretch(image.path, b)) if stretch else None
-        attempt = _run_qemu(argv, out_dir, timeout_s - (time.monotonic() - t0), budget, stretch_of)
+        attempt = _run_qemu(argv, out_dir, timeout_s - (time.monotonic() - t0), budget, stretch_of, not_after)
         if attempt.boot_s is not None and not attempt.silent:
             record_boot(image.path, attempt.boot_s, load)
         # qemu dying before the guest's /init ran (qemu 7.2's TCG segfaulted at start now and
@@ -355,7 +390,8 @@ def boot(
         for name in ("serial.log", "qemu.log"):
             if (out_dir / name).exists():
                 (out_dir / name).rename(out_dir / f"{name}.{suffix}")
-        if len(failures) > 1 or timeout_s - (time.monotonic() - t0) < 1:
+        if len(failures) > 1 or timeout_s - (time.monotonic() - t0) < 1 or \
+                not_after is not None and not_after - time.monotonic() < 1:
             break
     wall = time.monotonic() - t0
     never_started = bool(failures) and (attempt.silent or attempt.boot_s is None and not attempt.timed_out
@@ -369,7 +405,7 @@ def boot(
             rc = None
     crashes = tuple(f.qemu_rc for f in failures if f.kind == "crash" and f.qemu_rc is not None)
     return GuestRun(topo.name, cgroup, rc, attempt.timed_out, wall, out_dir, attempt.qemu_rc, crashes,
-                    tuple(failures), never_started, attempt.boot_s)
+                    tuple(failures), never_started, attempt.boot_s, attempt.limit_s, attempt.cut_by_tier)
 
 
 @dataclass(frozen=True)
@@ -381,6 +417,10 @@ class _Attempt:
     wall_s: float
     #: seconds to the first VMTEST line; None when it never came
     boot_s: float | None
+    #: the limit it was held to at the end, seconds from its start
+    limit_s: float | None = None
+    #: not_after, not the timeout, set that limit
+    cut_by_tier: bool = False
 
 
 #: how often the runner looks at the serial log while a guest runs
@@ -388,12 +428,13 @@ _POLL_S = 0.25
 
 
 def _run_qemu(argv: list[str], out_dir: Path, timeout_s: float, boot_budget_s: float,
-              stretch_of: Callable[[float], float] | None = None) -> _Attempt:
+              stretch_of: Callable[[float], float] | None = None, not_after: float | None = None) -> _Attempt:
     """Run qemu once, watching its serial log: killed at the timeout (stretched by
-    ``stretch_of(boot seconds)`` once the guest has booted), or at the boot budget while
-    the guest has printed no VMTEST line yet."""
+    ``stretch_of(boot seconds)`` once the guest has booted) or at ``not_after``, whichever
+    comes first, or at the boot budget while the guest has printed no VMTEST line yet."""
     t0 = time.monotonic()
-    deadline = t0 + max(timeout_s, 1)
+    own = t0 + max(timeout_s, 1)
+    deadline = own if not_after is None else min(own, not_after)
     boot_s: float | None = None
     with open(out_dir / "qemu.log", "wb") as qlog:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog, stderr=subprocess.STDOUT,
@@ -407,13 +448,15 @@ def _run_qemu(argv: list[str], out_dir: Path, timeout_s: float, boot_budget_s: f
             if boot_s is None and _guest_started(out_dir):
                 boot_s = now - t0
                 if stretch_of is not None:
-                    deadline = t0 + max(timeout_s, 1) * stretch_of(boot_s)
+                    own = t0 + max(timeout_s, 1) * stretch_of(boot_s)
+                    deadline = own if not_after is None else min(own, not_after)
+            limit = (deadline - t0, not_after is not None and not_after < own)
             if rc is not None:
-                return _Attempt(rc, False, False, now - t0, boot_s)
+                return _Attempt(rc, False, False, now - t0, boot_s, *limit)
             silent = boot_s is None and now - t0 >= boot_budget_s
             if silent or now >= deadline:
                 os.killpg(proc.pid, signal.SIGKILL)
-                return _Attempt(proc.wait(), not silent, silent, time.monotonic() - t0, boot_s)
+                return _Attempt(proc.wait(), not silent, silent, time.monotonic() - t0, boot_s, *limit)
 
 
 def _guest_started(out_dir: Path) -> bool:
@@ -430,6 +473,8 @@ def guest_pytest_command(pytest_args: list[str] | None = None, tests: tuple[str,
     paths = [f"{GUEST_TESTS}/{t}" for t in tests] or [GUEST_TESTS]
     args = ["-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", *paths,
             "--junitxml=/out/junit.xml", "-o", "junit_family=xunit1", "-o", "junit_logging=system-out",
+            # each outcome as it finishes, so a guest cut at its limit still says what it did
+            "-p", "tests.vm.progress", f"--vm-progress=/out/{PROGRESS_FILE}",
             *(pytest_args or [])]
     return f"exec {shlex.quote(py)} {shlex.join(args)}"
 
@@ -469,6 +514,51 @@ def read_junit(path: Path) -> JunitSummary:
     return JunitSummary(tests, failures, errors, len(skips), tuple(problems), tuple(skips))
 
 
+def guest_verdict(run: GuestRun, summary: JunitSummary | None, what: str) -> str | None:
+    """None when a guest suite passed; else why not, in words: a guest cut at its limit or
+    ended without junit XML gets its partial result (what passed, what failed and why,
+    what was running) ahead of the serial log's tail. ``what`` names the guest."""
+    context = f"{what}, cgroup {run.cgroup}: {run.describe()}; artifacts in {run.out_dir}"
+    if run.timed_out or summary is None:
+        missing = "" if run.timed_out else ": no junit.xml"
+        return (f"{context}{missing}\n--- guest tests before the end ---\n{run.partial_report()}"
+                f"\n--- serial log tail ---\n{run.serial_tail()}")
+    if summary.failures or summary.errors:
+        return f"{context}\n" + "\n".join(f"{t}: {m}" for t, m in summary.problems)
+    if run.rc != 0:
+        return f"{context}: guest pytest rc {run.rc}\n{run.serial_tail()}"
+    if summary.passed == 0:
+        return f"{context}: no guest test passed"
+    return None
+
+
+@dataclass(frozen=True)
+class TierBudget:
+    """The time every guest of one run shares (TIER_BUDGET_S from ``started``).
+
+    Why: each guest's own limit is its timeout stretched up to MAX_TIMEOUT_STRETCH for a
+    loaded host, and four of those in a row (~4 h) would starve the CI run that waits on
+    them. A guest is cut where the tier's end, less GUEST_RESERVE_S for each guest still to
+    run after it, comes first, and reports its partial result; the later ones still run."""
+
+    total_s: float = TIER_BUDGET_S
+    started: float = field(default_factory=time.monotonic)
+
+    def not_after(self, guests_after: int) -> float:
+        """The time.monotonic() instant a guest with ``guests_after`` guests still to run
+        after it must have ended by."""
+        return self.started + self.total_s - guests_after * GUEST_RESERVE_S
+
+    def refusal(self, guests_after: int, now: float | None = None) -> str | None:
+        """Why a guest is not started at all (too little left of the budget to boot), or None."""
+        left = self.not_after(guests_after) - (time.monotonic() if now is None else now)
+        if left >= BOOT_BUDGET_FLOOR_S:
+            return None
+        return (f"not started: {max(left, 0):.0f}s left for it of the VM tier's {self.total_s:.0f}s budget "
+                f"(HWAGENT_VM_TIER_BUDGET), {guests_after} guest(s) still to run after it; "
+                "the guests before it used the rest")
+
+
 def default_out_root() -> Path:
     """$HWAGENT_VM_OUT, else a fresh /tmp/hwagent-vm-XXXX: concurrent runs never share artifacts."""
     env = os.environ.get("HWAGENT_VM_OUT")
@@ -497,30 +587,46 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run.rc
 
 
+def result_counts(run: GuestRun, summary: JunitSummary | None) -> str:
+    """One line of counts: the junit XML's, else the progress file's, marked partial."""
+    if summary is not None:
+        return f"{summary.passed} passed, {summary.failures + summary.errors} failed, {summary.skipped} skipped"
+    progress = run.progress()
+    if progress is None:
+        return "no junit, no progress"
+    return (f"partial: {len(progress.passed)} passed, {len(progress.failed)} failed, "
+            f"{len(progress.skipped)} skipped" + (f", cut in {progress.running}" if progress.running else ""))
+
+
 def _cmd_test(args: argparse.Namespace) -> int:
     t_all = time.monotonic()
     image = build_image()
     print(f"image {image.path} kernel {image.kver} ({time.monotonic() - t_all:.1f}s)")
     worst = 0
     out_root = default_out_root()
-    for name in args.topology or list(TOPOLOGIES):
+    names = args.topology or list(TOPOLOGIES)
+    tier = TierBudget()
+    for i, name in enumerate(names):
         topo = TOPOLOGIES[name]
         out = out_root / name
+        refused = tier.refusal(len(names) - i - 1)
+        if refused:
+            print(f"{name:8s} {refused}")
+            worst = worst or 99
+            continue
         run = boot(image, topo, guest_pytest_command(args.pytest_args, topo.guest_tests), out, timeout_s=args.timeout,
-                   stretch=True)
+                   stretch=True, not_after=tier.not_after(len(names) - i - 1))
         summary = read_junit(run.junit) if run.junit.exists() else None
-        counts = (
-            f"{summary.passed} passed, {summary.failures + summary.errors} failed, {summary.skipped} skipped"
-            if summary else "no junit"
-        )
-        print(f"{name:8s} cgroup={run.cgroup:6s} {run.describe():28s} {counts}  ({out})")
+        print(f"{name:8s} cgroup={run.cgroup:6s} {run.describe():28s} {result_counts(run, summary)}  ({out})")
         if summary:
             for test, msg in summary.problems:
                 print(f"  FAILED {test}: {msg.splitlines()[0] if msg else ''}")
             for test, reason in summary.skips:
                 print(f"  skipped {test}: {reason}")
-        if run.rc != 0:
-            worst = worst or (run.rc if run.rc is not None else 99)
+        else:
+            print(run.partial_report())
+        if run.rc != 0 or run.timed_out:
+            worst = worst or (run.rc if run.rc else 99)
             if run.rc is None:
                 print(run.serial_tail(), file=sys.stderr)
     print(f"VM tier total {time.monotonic() - t_all:.0f}s")

@@ -1,9 +1,12 @@
 """The runner's own decisions, with a stand-in for qemu (no VM, no root): exit status and
 artifacts of a finished guest, one retry when qemu dies before the guest starts or the guest
-stays silent past its measured boot budget, none after."""
+stays silent past its measured boot budget, none after; a guest cut at its limit reported
+with what passed, failed and was running; one guest's overrun held to the tier's budget."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,8 @@ case "$FAKE_MODE:$n" in
     crash-then-silent:1) kill -SEGV $$ ;;
     crash-then-silent:*) exec sleep 1000 ;;
     slow-boot-wedged:*) sleep 1; echo "VMTEST: initramfs up" > "$serial"; exec sleep 1000 ;;
+    cut-mid-run:*) echo "VMTEST: initramfs up" > "$serial"; cat "$FAKE_PROGRESS" > "$out/progress.jsonl"
+        exec sleep 1000 ;;
 esac
 echo "VMTEST: initramfs up" > "$serial"; echo "VMTEST-RC=4" >> "$serial"; echo 4 > "$out/rc"
 """
@@ -39,10 +44,11 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("HWAGENT_VM_BOOT_BUDGET", "2")
     image = runner.Image(tmp_path / "image", "0.0-test")
 
-    def boot(mode: str, timeout_s: float = 30, stretch: bool = False) -> runner.GuestRun:
+    def boot(mode: str, timeout_s: float = 30, stretch: bool = False,
+             not_after: float | None = None) -> runner.GuestRun:
         monkeypatch.setenv("FAKE_MODE", mode)
         return runner.boot(image, TOPOLOGIES["numa2"], "true", tmp_path / mode, timeout_s=timeout_s,
-                           stretch=stretch)
+                           stretch=stretch, not_after=not_after)
 
     return boot
 
@@ -156,3 +162,70 @@ def test_every_topology_spec_is_consistent() -> None:
         GuestTopology("bad", sockets=1, cores=1, threads=2, nodes=(Node((0,), 64),), distances=((10,),))
     with pytest.raises(ValueError, match="local distance"):
         GuestTopology("bad", sockets=1, cores=1, threads=1, nodes=(Node((0,), 64),), distances=((12,),))
+
+
+# what the guest's pytest had written (tests/vm/progress.py) when qemu was killed
+CUT_PROGRESS = [
+    {"event": "session", "t": 1000.0, "collected": 5},
+    {"event": "start", "t": 1001.0, "test": "tests/vm/guest/test_topology.py::test_nodes"},
+    {"event": "end", "t": 1002.0, "test": "tests/vm/guest/test_topology.py::test_nodes", "outcome": "passed"},
+    {"event": "start", "t": 1003.0, "test": "tests/vm/guest/test_hwagent_run.py::test_start_serve_restart_stop"},
+    {"event": "end", "t": 1090.0, "test": "tests/vm/guest/test_hwagent_run.py::test_start_serve_restart_stop",
+     "outcome": "failed", "reason": "AssertionError: component devicemanager failed to start"},
+    {"event": "start", "t": 1091.0, "test": "tests/vm/guest/test_workloads.py::test_admit_and_run"},
+]
+
+
+def test_a_guest_cut_at_its_limit_reports_what_passed_failed_and_was_running(fake, tmp_path, monkeypatch) -> None:
+    source = tmp_path / "cut-progress.jsonl"
+    source.write_text("".join(json.dumps(x) + "\n" for x in CUT_PROGRESS))
+    monkeypatch.setenv("FAKE_PROGRESS", str(source))
+    stale = tmp_path / "cut-mid-run" / "progress.jsonl"
+    stale.parent.mkdir()
+    stale.write_text(json.dumps({"event": "end", "t": 1, "test": "old::run", "outcome": "passed"}) + "\n")
+    run = fake("cut-mid-run", timeout_s=2)
+    assert run.timed_out and run.rc is None
+    assert runner.result_counts(run, None) == \
+        "partial: 1 passed, 1 failed, 0 skipped, cut in tests/vm/guest/test_workloads.py::test_admit_and_run"
+    verdict = runner.guest_verdict(run, None, "numa2 (two nodes)")
+    assert verdict is not None
+    assert verdict.startswith("numa2 (two nodes), cgroup v2: TIMED OUT after 2s, limit 2s (guest killed)")
+    assert "2 of 5 guest tests finished: 1 passed, 1 failed, 0 skipped" in verdict
+    assert ("FAILED tests/vm/guest/test_hwagent_run.py::test_start_serve_restart_stop: "
+            "failed: AssertionError: component devicemanager failed to start") in verdict
+    assert ("running when cut: tests/vm/guest/test_workloads.py::test_admit_and_run "
+            "(started 91s into the guest's session)") in verdict
+    assert "old::run" not in verdict  # an earlier run's file is not taken for this one's
+    assert "--- serial log tail ---" in verdict
+
+
+def test_a_guest_that_never_reached_pytest_says_so(fake) -> None:
+    run = fake("slow-boot-wedged", timeout_s=2)
+    verdict = runner.guest_verdict(run, None, "numa2")
+    assert verdict is not None and "reported no test (no progress.jsonl: it had not finished collecting" in verdict
+
+
+def test_the_guest_command_reports_each_test_to_out() -> None:
+    cmd = runner.guest_pytest_command()
+    assert "-p tests.vm.progress --vm-progress=/out/progress.jsonl" in cmd
+    assert "--junitxml=/out/junit.xml" in cmd
+
+
+def test_the_tier_budget_caps_a_guest_and_keeps_time_for_the_ones_after_it(fake) -> None:
+    tier = runner.TierBudget(total_s=2 + 2 * runner.GUEST_RESERVE_S)
+    # two guests still to run after this one: it gets what is left less their reserve
+    assert tier.not_after(2) == pytest.approx(tier.started + 2)
+    run = fake("slow-boot-wedged", timeout_s=30, stretch=True, not_after=tier.not_after(2))
+    assert run.timed_out and run.cut_by_tier and run.limit_s is not None and run.limit_s < 3
+    assert run.wall_s < 10  # nowhere near its own 30 s
+    assert "cut to what was left of the VM tier's budget" in run.describe()
+    assert tier.refusal(2) is not None and "still to run after it" in str(tier.refusal(2))
+    assert tier.refusal(1) is None  # the next guest has its reserve whole
+    assert tier.refusal(0, now=tier.started + tier.total_s - 5) is not None
+
+
+def test_a_guest_within_the_tier_budget_keeps_its_own_limit(fake) -> None:
+    tier = runner.TierBudget(total_s=3600)
+    run = fake("slow-boot-wedged", timeout_s=2, not_after=tier.not_after(1))
+    assert run.timed_out and not run.cut_by_tier and "budget" not in run.describe()
+    assert time.monotonic() < tier.not_after(1)

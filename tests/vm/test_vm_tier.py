@@ -41,23 +41,36 @@ def out_root() -> Path:
     return runner.default_out_root()
 
 
+@pytest.fixture(scope="session")
+def tier_budget() -> runner.TierBudget:
+    """One budget for all the guests of this session (runner.TierBudget)."""
+    return runner.TierBudget()
+
+
+def guests_after(request: pytest.FixtureRequest) -> int:
+    """How many guest suites this session still runs after the current one."""
+    items = request.session.items
+    name = getattr(request.node, "originalname", None)
+    return len([item for item in items[items.index(request.node) + 1:] if getattr(item, "originalname", None) == name])
+
+
 @pytest.mark.timeout(int(GUEST_TIMEOUT_S * runner.MAX_TIMEOUT_STRETCH) + 120)
 @pytest.mark.parametrize("name", list(TOPOLOGIES))
-def test_guest_suite(name: str, vm_image: runner.Image, out_root: Path) -> None:
+def test_guest_suite(name: str, vm_image: runner.Image, out_root: Path, tier_budget: runner.TierBudget,
+                     request: pytest.FixtureRequest) -> None:
     topo = TOPOLOGIES[name]
+    after = guests_after(request)
+    refused = tier_budget.refusal(after)
+    if refused:
+        pytest.fail(f"{name}: {refused}")
     run = runner.boot(vm_image, topo, runner.guest_pytest_command(tests=topo.guest_tests), out_root / name,
-                      timeout_s=GUEST_TIMEOUT_S, stretch=True)
+                      timeout_s=GUEST_TIMEOUT_S, stretch=True, not_after=tier_budget.not_after(after))
     summary = runner.read_junit(run.junit) if run.junit.exists() else None
     record_vm_timing(name, run, summary)
     for test, reason in summary.skips if summary else ():
         warnings.warn(f"VM guest {name}: skipped {test}: {reason}", stacklevel=1)
-    context = f"{name} ({topo.description}), cgroup {run.cgroup}: {run.describe()}; artifacts in {run.out_dir}"
-    assert not run.timed_out, f"{context}\n--- serial log tail ---\n{run.serial_tail()}"
-    assert summary is not None, f"{context}: no junit.xml\n--- serial log tail ---\n{run.serial_tail()}"
-    problems = "\n".join(f"{t}: {m}" for t, m in summary.problems)
-    assert summary.failures == 0 and summary.errors == 0, f"{context}\n{problems}"
-    assert run.rc == 0, f"{context}: guest pytest rc {run.rc}\n{run.serial_tail()}"
-    assert summary.passed > 0, f"{context}: no guest test passed"
+    verdict = runner.guest_verdict(run, summary, f"{name} ({topo.description})")
+    assert verdict is None, verdict
 
 
 @pytest.mark.timeout(300)
