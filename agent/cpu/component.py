@@ -25,7 +25,7 @@ from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
 from agent.contracts import ACTIVE_PODS, CPU_POLICY, ActivePods, Deferred
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups, validate_rel_path
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
 from agent.cpu.config import CPUConfig
 from agent.cpu.durable import DurablePolicy

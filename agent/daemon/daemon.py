@@ -35,7 +35,7 @@ from pathlib import Path
 
 from agent.config import Config, ConfigError
 from agent.daemon.claim import ClaimConflict, ClaimLock, managed_claim
-from agent.daemon.component import Component, ComponentFactory, DaemonContext
+from agent.contracts import Component, ComponentFactory, DaemonContext
 from agent.daemon.config import DaemonConfig, parse_host_port
 from agent.daemon.metrics_http import HealthReport, MetricsServer
 from agent.daemon.reload import DAEMON_LIVE_SETTINGS, plan_reload

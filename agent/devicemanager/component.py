@@ -21,7 +21,7 @@ import grpc
 
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, WORKLOADS, ActivePods, Deferred
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.devicemanager.config import DeviceManagerConfig
 from agent.devicemanager.manager import DeviceManager
 from agent.devicemanager.registration import RegistrationServer

@@ -30,7 +30,7 @@ from agent.deviceplugin.server import DevicePluginServer, PluginDevice, socket_n
 from agent.eventlog import get_logger
 
 if TYPE_CHECKING:
-    from agent.daemon.component import DaemonContext
+    from agent.contracts import DaemonContext
 
 __all__ = ["DevicePluginsComponent"]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from agent.contracts import CPU_POLICY, POD_DIRECTORY, CPUAllocations
 from agent.cpuset import CPUSet
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
 from agent.kubelet.config import KubeletConfig
 from agent.kubelet.model import PodDirectory, PodResourcesSnapshot

@@ -50,7 +50,7 @@ from agent.contracts import (
     PodDirectorySource,
     PressureSignals,
 )
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
 from agent.kubelet.config import KubeletConfig
 from agent.kubelet.pressure_signal import NOT_MET, Candidate, PoolWatch

@@ -28,7 +28,7 @@ from prometheus_client import REGISTRY
 
 from agent.cgroups.config import workload_roots
 from agent.contracts import CPU_POLICY, DEVICE_HEALTH, DEVICE_MANAGER, POD_DIRECTORY, PRESSURE, RUNTIME
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
 from agent.pressure.actions import StandaloneEviction
 from agent.pressure.config import PressureConfig

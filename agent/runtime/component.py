@@ -26,7 +26,7 @@ from typing import Any
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.devbpf import DevicePrograms
 from agent.cgroups.workload import WorkloadCgroups
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.contracts import CPU_POLICY, RUNTIME, WORKLOADS
 from agent.eventlog import get_logger
 from agent.runtime.config import RuntimeConfig

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.contracts import CPU_POLICY, DEVICE_MANAGER, DEVICE_PLUGINS, EVICTION_PLUGIN, POD_DIRECTORY, PRESSURE
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
 from agent.rootpaths import STATUS_SOCKET as SOCKET_NAME
 from agent.rootpaths import status_socket

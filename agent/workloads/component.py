@@ -22,7 +22,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, RUNTIME, WORKLOADS
 from agent.eventlog import get_logger
 from agent.rootpaths import ADMISSION_SOCKET as SOCKET_NAME

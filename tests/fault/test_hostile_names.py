@@ -26,7 +26,7 @@ import pytest
 
 from agent.cli import CommandError
 from agent.commands.logs import log_file
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.daemon.daemon import ROOT_LAYOUT, DaemonError, prepare_root
 from agent.diskname import NAME_MAX
 from agent.runtime.component import prepare_dirs

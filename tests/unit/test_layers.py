@@ -121,15 +121,6 @@ KNOWN_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset({
     ("contracts", "kubelet"),
     ("contracts", "pressure"),
     ("contracts", "workloads"),
-    # The component framework (Component, DaemonContext: agent/daemon/component.py)
-    # lives in the package that also assembles the daemon from the owners.
-    ("cpu", "daemon"),
-    ("devicemanager", "daemon"),
-    ("deviceplugin", "daemon"),
-    ("kubelet", "daemon"),
-    ("pressure", "daemon"),
-    ("runtime", "daemon"),
-    ("workloads", "daemon"),
     # agent/pressure/component.py builds the runtime's eviction action
     # (agent/runtime/eviction.py), which itself implements pressure's EvictionAction.
     ("pressure", "runtime"),

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.config import section_defaults
 from agent.contracts import ACTIVE_PODS
 from agent.cpu.component import CPUPolicyComponent

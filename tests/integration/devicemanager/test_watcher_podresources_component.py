@@ -16,7 +16,7 @@ from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.cli import main as cli_main
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.config import section_defaults
 from agent.devicemanager.component import DeviceManagerComponent, factory
 from agent.devicemanager.manager import ContainerRequest

@@ -21,7 +21,7 @@ from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.contracts import POD_DIRECTORY
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.config import section_defaults
 from agent.kubelet.component import PodDirectoryComponent
 from agent.kubelet.evictionplugin import EVICTION_SCOPE, EvictionPluginComponent

@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY, generate_latest
 
 from agent.config import section_defaults
 from agent.contracts import CPU_POLICY
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.cpuset import CPUSet
 from agent.pressure.component import PressureComponent, factory
 from agent.topology.model import synthetic

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.config import section_defaults
 from agent.contracts import RUNTIME, WORKLOADS
 from agent.pressure.eviction import Eviction

@@ -17,7 +17,7 @@ from agent.cpu.checkpoint import CheckpointStore
 from agent.cpu.component import PolicyCPUAllocator
 from agent.cpu.durable import DurablePolicy
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.topology.model import Topology, synthetic
 from agent.topologymanager import TopologyManager, TopologyManagerConfig
 from agent.workloads.admission import Workloads

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.config import loads
 from agent.contracts import ACTIVE_PODS, WORKLOADS
 from agent.workloads.component import STATE_DIR, factory, manifest_dir_for

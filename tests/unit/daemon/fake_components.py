@@ -12,7 +12,7 @@ import socket
 from pathlib import Path
 
 from agent.contracts import ACTIVE_PODS, HandleKey
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 
 EVENTS: list[tuple[str, str]] = []
 #: component name -> healthy(); tests flip it

@@ -15,7 +15,7 @@ import pytest
 
 from agent.config import section_defaults
 from agent.contracts import ACTIVE_PODS, RUNTIME, HandleKey
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.pods import StaticActivePods
 from agent.topology.model import synthetic
 from tests.unit.daemon import fake_components as fc
@@ -108,7 +108,7 @@ def test_the_daemon_freezes_the_context_once_every_component_started(tmp_path):
 
 _WRONG = '''
 from agent.contracts import CPU_POLICY, WORKLOADS, DeviceAllocations
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 
 
 def consumer(ctx: DaemonContext) -> None:
@@ -118,7 +118,7 @@ def consumer(ctx: DaemonContext) -> None:
 
 _RIGHT = '''
 from agent.contracts import CPU_POLICY, CPUAllocations
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 
 
 def consumer(ctx: DaemonContext) -> None:

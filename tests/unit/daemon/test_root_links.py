@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.daemon.daemon import ROOT_LAYOUT, DaemonError, prepare_root
 
 

@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 from agent.contracts import DEVICE_HEALTH
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.config import loads
 from agent.deviceplugin.component import factory, resolve_paths
 from agent.deviceplugin.server import socket_name

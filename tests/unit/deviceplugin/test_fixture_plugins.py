@@ -14,7 +14,7 @@ import pytest
 
 from agent.config import section_defaults
 from agent.contracts import DEVICE_HEALTH
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.topology.model import synthetic
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.devices.config import DevicesConfig, ResourceRule

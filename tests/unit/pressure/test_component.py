@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.config import section_defaults
 from agent.contracts import CPU_POLICY, DEVICE_HEALTH
 from agent.deviceplugin.health import HealthBoard

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.daemon.component import DaemonContext
+from agent.contracts import DaemonContext
 from agent.daemon.daemon import prepare_root
 from agent.config import loads
 from agent.contracts import ACTIVE_PODS, DEVICE_MANAGER

@@ -51,9 +51,10 @@ module costs nothing at daemon start.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from agent.contracts.component import Component, ComponentFactory, DaemonContext, Deferred, HandleKey
 
 if TYPE_CHECKING:
     from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, Request
@@ -73,6 +74,9 @@ if TYPE_CHECKING:
     from agent.workloads.model import AdmittedPod, PodStatus
 
 __all__ = [
+    "Component",
+    "ComponentFactory",
+    "DaemonContext",
     "HandleKey",
     "Deferred",
     "CPUAllocations",
@@ -99,24 +103,6 @@ __all__ = [
     "WORKLOADS",
     "RUNTIME",
 ]
-
-T = TypeVar("T")
-T_co = TypeVar("T_co", covariant=True)
-
-
-@dataclass(frozen=True)
-class HandleKey(Generic[T]):
-    """The typed name of a published handle (like aiohttp's ``AppKey``): ``lookup(key)``
-    returns a ``T``, so a consumer asking for the wrong contract is a mypy error."""
-
-    name: str
-
-
-class Deferred(Protocol[T_co]):
-    """A handle published by a component that starts later: None until it is published."""
-
-    def __call__(self) -> T_co | None: ...
-
 
 # --- the CPU policy ------------------------------------------------------------------------
 

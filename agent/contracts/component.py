@@ -1,4 +1,10 @@
-"""The small interface every long-running part of the daemon implements.
+"""The component framework: the small interface every long-running part of the
+daemon implements, the context it is started with, and the typed keys handles
+are published under.
+
+It lives in ``agent.contracts``, below the owners, so a component depends on the
+framework without depending on the daemon that assembles it (``agent.daemon``
+sits above every owner).
 
 The daemon owns one asyncio loop. Components (device-plugin host, built-in
 device plugins, CPU policy, probes) are started in order and stopped in
@@ -6,7 +12,7 @@ reverse; each gets the same ``DaemonContext``. Nothing else is shared, so a
 component can be started alone in a test with a context built by hand.
 
 Handles pass between components only through the context's typed keys
-(``agent.contracts``): ``publish`` in the producer's start(), ``lookup`` in a
+(``HandleKey``; the keys and contracts are in ``agent.contracts``): ``publish`` in the producer's start(), ``lookup`` in a
 later consumer's start(), ``deferred`` where the producer starts later. Once
 every component has started the daemon calls ``freeze()``: nothing is published
 after that (a handle appearing mid-run would be a wiring bug). A stopping
@@ -18,17 +24,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar, cast, runtime_checkable
+from typing import Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from agent.config import Config
 from agent.eventlog import EventLogger, get_logger
 from agent.safepath import ensure_dir
 from agent.topology.model import Topology
 
-if TYPE_CHECKING:
-    from agent.contracts import Deferred, HandleKey
-
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+@dataclass(frozen=True)
+class HandleKey(Generic[T]):
+    """The typed name of a published handle (like aiohttp's ``AppKey``): ``lookup(key)``
+    returns a ``T``, so a consumer asking for the wrong contract is a mypy error."""
+
+    name: str
+
+
+class Deferred(Protocol[T_co]):
+    """A handle published by a component that starts later: None until it is published."""
+
+    def __call__(self) -> T_co | None: ...
 
 
 @dataclass
