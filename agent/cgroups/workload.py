@@ -159,15 +159,19 @@ class WorkloadCgroups:
     # -- create / configure -------------------------------------------------------------
     def _ensure_parents(self, h: Hierarchy, rel: str) -> None:
         """Intermediate directories; on v1 cpuset they get their parent's CPUs and
-        memory nodes (a v1 cpuset starts empty and takes no children's CPUs)."""
+        memory nodes (a v1 cpuset starts empty and takes no children's CPUs). One
+        found empty gets them too: a daemon killed between the mkdir and these
+        writes left it so, and no container under it could ever be given CPUs."""
         parts = rel.strip("/").split("/")[:-1]
         cur = h.root
         for p in parts:
             nxt = cur / p
-            if not nxt.is_dir():
+            made = not nxt.is_dir()
+            if made:
                 nxt.mkdir(exist_ok=True)
-                if "cpuset" in h.controllers:
-                    for f in ("cpuset.mems", "cpuset.cpus"):
+            if "cpuset" in h.controllers:
+                for f in ("cpuset.mems", "cpuset.cpus"):
+                    if made or _empty(nxt / f):
                         (nxt / f).write_text((cur / f).read_text().strip() or "\n")
             if h.v2 and self.layout.mode == "v2":
                 self._enable_v2(cur)
@@ -397,3 +401,11 @@ def _same(cur: str | None, want: str) -> bool:
     if cur in unlimited and want in unlimited:
         return True
     return cur.split() == want.split()
+
+
+def _empty(f: Path) -> bool:
+    """A cpuset file with nothing in it (absent only in fixture trees, which counts as empty)."""
+    try:
+        return not f.read_text().strip()
+    except FileNotFoundError:
+        return True

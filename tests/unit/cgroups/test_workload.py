@@ -99,3 +99,24 @@ def test_paths_outside_the_subtree_are_refused(tmp_path):
     assert cg.owns("/hwagent.slice/podu1/main")
     with pytest.raises(CgroupError):
         WorkloadCgroups(detect(tmp_path / "cg"), "/")
+
+
+def test_v1_cpuset_parent_left_empty_by_a_kill_is_filled_at_the_next_create(tmp_path):
+    """A daemon killed between making a pod's cpuset directory and writing its CPUs and
+    nodes leaves it empty (as the kernel makes it); the container under it could never
+    take CPUs (EACCES on its cpuset.mems). The next create fills it in."""
+    root = tmp_path / "cg"
+    for c in ("cpuset", "cpu", "memory", "pids"):
+        (root / c).mkdir(parents=True)
+    (root / "cpuset" / "cpuset.cpus").write_text("0-3\n")
+    (root / "cpuset" / "cpuset.mems").write_text("0\n")
+    slice_ = root / "cpuset" / "hwagent.slice"
+    (slice_ / "podu1").mkdir(parents=True)
+    for d in (slice_, slice_ / "podu1"):
+        (d / "cpuset.cpus").write_text("\n" if d != slice_ else "0-3\n")
+        (d / "cpuset.mems").write_text("\n" if d != slice_ else "0\n")
+    cg = WorkloadCgroups(detect(root), "/hwagent.slice")
+    cg.create(cg.path("podu1", "main"), lim(cpus=CPUSet.parse("1"), mems=CPUSet.parse("0")))
+    assert (slice_ / "podu1" / "cpuset.cpus").read_text().strip() == "0-3"
+    assert (slice_ / "podu1" / "cpuset.mems").read_text().strip() == "0"
+    assert (slice_ / "podu1" / "main" / "cpuset.cpus").read_text().strip() == "1"
