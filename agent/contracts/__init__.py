@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agent.contracts.component import Component, ComponentFactory, DaemonContext, Deferred, HandleKey
+from agent.contracts.placement import Placement
 
 if TYPE_CHECKING:
     from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, Request
@@ -79,6 +80,7 @@ __all__ = [
     "DaemonContext",
     "HandleKey",
     "Deferred",
+    "Placement",
     "CPUAllocations",
     "CPUAllocator",
     "DeviceAllocations",
@@ -115,6 +117,10 @@ class CPUAllocations(Protocol):
 
     def allocatable_cpus(self) -> CPUSet:
         """Every online CPU but the reserved ones (what pod-resources reports allocatable)."""
+
+    def placement(self, pod_uid: str, container: str) -> Placement | None:
+        """The CPUs (and memory nodes) a container has now, read when a view answers
+        (ps, describe, pod-resources, the cgroup); None when the policy holds nothing of it."""
 
     @property
     def policy(self) -> DynamicPolicy:

@@ -23,7 +23,7 @@ from typing import Any
 from agent.cgroups.config import workload_roots
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
-from agent.contracts import ACTIVE_PODS, CPU_POLICY, ActivePods, Deferred
+from agent.contracts import ACTIVE_PODS, CPU_POLICY, ActivePods, Deferred, Placement
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups, validate_rel_path
 from agent.contracts import DaemonContext
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
@@ -91,6 +91,9 @@ class PolicyCPUAllocator:
     def allocatable_cpus(self) -> CPUSet:
         pol = self._c.durable.policy
         return CPUSet(pol.idx.all) - pol.reserved
+
+    def placement(self, pod_uid: str, container: str) -> Placement | None:
+        return self._c.durable.policy.placement(pod_uid, container)
 
     def remove_pod(self, pod_uid: str) -> None:
         self._c.durable.policy.remove_pod(pod_uid)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from agent.cgroups.fs import CgroupFS, CgroupVanished
 from agent.cgroups.paths import CgroupPathError, container_dirs, find_pod_cgroup
+from agent.contracts.placement import memory_nodes
 from agent.cpu.state import PolicyState
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
@@ -39,10 +40,6 @@ class Plan:
     unresolved: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _nodes(cpus: CPUSet, numa_of: Mapping[int, int]) -> CPUSet:
-    return CPUSet({numa_of[i] for i in cpus if i in numa_of})
-
-
 def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | None = None) -> Plan:
     plan = Plan()
     for uid, pod in st.entries.items():
@@ -53,7 +50,7 @@ def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | Non
             if a.cgroup_path:
                 plan.targets[a.cgroup_path] = a.cpuset
                 if a.numa_binding and numa_of is not None:
-                    plan.mems[a.cgroup_path] = _nodes(a.cpuset, numa_of)
+                    plan.mems[a.cgroup_path] = memory_nodes(a.cpuset, numa_of)
         rest = [a for a in held if not a.cgroup_path]
         if not rest:
             continue
@@ -74,7 +71,7 @@ def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | Non
             if rel not in plan.targets:
                 plan.targets[rel] = want
                 if bound:
-                    plan.mems[rel] = _nodes(want, numa_of)  # type: ignore[arg-type]
+                    plan.mems[rel] = memory_nodes(want, numa_of)  # type: ignore[arg-type]
     return plan
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from agent.cpu.calculator import TopoIndex, take_by_topology, take_ht_by_numa_balance
 from agent.cpu.errors import FAILED_PRECONDITION, NOT_FOUND, PolicyError, RESOURCE_EXHAUSTED, invalid
+from agent.contracts.placement import Placement, placement_of
 from agent.cpu.hints import Hint, calculate_hints, min_numa_count
 from agent.cpu.pools import PoolOptions, adjust, init_pools, shared_available, sync_sidecars
 from agent.cpu.qos import (
@@ -382,6 +383,12 @@ class DynamicPolicy:
                 NOT_FOUND, "not_found", f"container {pod_uid}/{container} is not show up in cpu plugin state"
             )
         return a
+
+    def placement(self, pod_uid: str, container: str) -> Placement | None:
+        """The CPUs (and memory nodes) a container has now; None when the policy holds
+        nothing of it (released, never allocated, an init container)."""
+        a = self._state.get(pod_uid, container)
+        return None if a is None else placement_of(a.cpuset, a.numa_binding, self.idx.numa_of)
 
     def allocatable(self) -> tuple[dict[int, int], dict[int, int]]:
         """(capacity per NUMA, allocatable per NUMA = capacity - reserved)."""

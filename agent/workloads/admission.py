@@ -219,7 +219,7 @@ class Workloads:
                 decision = await self._decide(spec)
                 pod = await self._commit(decision, qos)
                 try:
-                    await self.registry.add(pod)
+                    await self.registry.add(pod, line=admitted_line(pod))
                 except BaseException as e:
                     # a failed write records nothing (Registry.add): roll the allocations back too
                     await self._rollback(spec)
@@ -531,6 +531,13 @@ def _never_reported(rec: PodRecord) -> bool:
     """Still the status admission gave it: no runtime said anything about the pod (none
     runs in this daemon, or the daemon went down before its runtime started the pod)."""
     return rec.status.phase == PodPhase.PENDING and rec.status.reason == ADMITTED
+
+
+def admitted_line(pod: AdmittedPod) -> str:
+    """The pod's first event: where admission placed each container. History: the CPU
+    policy owns where a shared container's CPUs are now (the pool moves), which the
+    views ask it for."""
+    return "admitted with " + ", ".join(f"cpus {a.cpus or '-'} for {a.name}" for a in pod.assignments.values())
 
 
 def _describe_assignments(pod: AdmittedPod) -> str:

@@ -17,11 +17,12 @@ used on the decision's results (a dry run) and on the committed ones (admission)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from agent.contracts import CPUAllocator, DeviceAllocator
+from agent.contracts.placement import placement_of
 from agent.cpu.errors import PolicyError
 from agent.cpu.policy import AllocateResult
 from agent.cpu.state import PolicyState
@@ -93,22 +94,22 @@ def assignments(
     their own (init containers) get the CPUs shared pods may use in it.
     """
     shared_pool = CPUSet()
-    numa_of: Callable[[int], int | None] | None = None
+    numa_of: Mapping[int, int] | None = None
     if cpu_policy is not None and state is not None:
         from agent.cpu.pools import shared_available
 
         pol = cpu_policy.policy
         # init containers get no cpus from the policy: they run where shared pods may
         shared_pool = state.pools.get("share") or shared_available(pol.idx, state, pol.reserved)
-        numa_of = pol.idx.numa_of.get
+        numa_of = pol.idx.numa_of
     out: dict[str, ContainerAssignment] = {}
     for c in spec.all_containers():
         res = cpu_results.get(c.name)
         alloc = res.allocation if res is not None else None
         cpus = alloc.cpuset if alloc is not None else shared_pool
         mems = None
-        if alloc is not None and alloc.numa_binding and numa_of is not None and alloc.cpuset:
-            mems = CPUSet(n for n in (numa_of(cpu) for cpu in alloc.cpuset) if n is not None)
+        if alloc is not None and numa_of is not None:
+            mems = placement_of(alloc.cpuset, alloc.numa_binding, numa_of).mems
         hint = hints.get(c.name)
         dev = dev_results.get(c.name)
         devices: dict[str, tuple[str, ...]] = {}

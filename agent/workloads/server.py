@@ -16,13 +16,15 @@ import grpc
 
 from agent.api.admission.v1 import api_pb2 as pb
 from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
+from agent.contracts import Placement
+from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.workloads.admission import AdmitResult, Workloads
 from agent.workloads.errors import AdmissionError
 from agent.workloads.registry import ADDED, RegistryEvent
 from agent.workloads.store import PodRecord, record_to_json
 
-__all__ = ["AdmissionServicer", "pod_message", "WATCH_QUEUE"]
+__all__ = ["AdmissionServicer", "pod_message", "current_cpus", "WATCH_QUEUE"]
 
 log = get_logger("hwagent.workloads")
 T = TypeVar("T")
@@ -34,9 +36,28 @@ def _nodes(nodes: Any) -> list[int]:
     return sorted(int(n) for n in nodes)
 
 
+def current_cpus(
+    rec: PodRecord, container: str, placement: Callable[[str, str], Placement | None] | None
+) -> tuple[CPUSet, CPUSet | None]:
+    """A container's CPUs and memory nodes as their owner, the CPU policy, holds them
+    now: a released pod holds none; a container the policy holds nothing of (an init
+    container, or no CPU policy in this daemon) runs where admission placed it."""
+    if rec.released:
+        return CPUSet(), None
+    p = placement(rec.uid, container) if placement is not None else None
+    if p is not None:
+        return p.cpus, p.mems
+    a = rec.pod.assignments.get(container)
+    return (a.cpus, a.mems) if a is not None else (CPUSet(), None)
+
+
 def pod_message(
-    rec: PodRecord, numa_of_device: Callable[[str, str, str, str], Sequence[int]] | None = None
+    rec: PodRecord,
+    numa_of_device: Callable[[str, str, str, str], Sequence[int]] | None = None,
+    placement: Callable[[str, str], Placement | None] | None = None,
 ) -> pb.Pod:
+    """The pod as the API shows it: spec, phase and history from the registry, each
+    container's CPUs from ``placement`` (the CPU policy's, asked now; see ``current_cpus``)."""
     pod, st = rec.pod, rec.status
     statuses = {c.name: c for c in st.containers}
     containers = []
@@ -45,9 +66,10 @@ def pod_message(
         cs = statuses.get(c.name)
         msg = pb.Container(name=c.name, kind=c.kind)
         if a is not None:
-            msg.cpu_ids.extend(sorted(a.cpus))
-            if a.mems is not None:
-                msg.mems.extend(sorted(a.mems))
+            cpus, mems = current_cpus(rec, c.name, placement)
+            msg.cpu_ids.extend(sorted(cpus))
+            if mems is not None:
+                msg.mems.extend(sorted(mems))
             if a.numa_affinity is None:
                 msg.any_node = True
             else:
@@ -127,7 +149,8 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
         return ()
 
     def _pod(self, rec: PodRecord) -> pb.Pod:
-        return pod_message(rec, self._device_numa)
+        svc = self.w.cpu_policy
+        return pod_message(rec, self._device_numa, svc.placement if svc is not None else None)
 
     def _admit_response(self, r: AdmitResult) -> pb.AdmitResponse:
         resp = pb.AdmitResponse(warnings=list(r.warnings), dry_run=r.dry_run, would_admit=r.would_admit,
