@@ -44,7 +44,7 @@ from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb  # noqa: E402
 from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc  # noqa: E402
 from agent.cpu.checkpoint import CheckpointStore  # noqa: E402
 from agent.cpu.durable import DurablePolicy  # noqa: E402
-from agent.cpu.hints import Hint  # noqa: E402
+from agent.contracts.hints import TopologyHint  # noqa: E402
 from agent.cpu.policy import DynamicPolicy, PolicyOptions, Request  # noqa: E402
 from agent.cpu.qos import CPU_ENHANCEMENT_KEY, MEMORY_ENHANCEMENT_KEY, QOS_KEY  # noqa: E402
 from agent.cpu.server import serve  # noqa: E402
@@ -69,7 +69,7 @@ def populate() -> DynamicPolicy:
     for i in range(30):
         p.allocate(Request(pod_uid=f"ded-{i}", container_name="c", resource_requests={"cpu": 2},
                            annotations={QOS_KEY: "dedicated_cores", MEMORY_ENHANCEMENT_KEY: BIND},
-                           hint=Hint((6 + i % 2,), True)))  # fmt: skip
+                           hint=TopologyHint(frozenset({6 + i % 2}), True)))  # fmt: skip
     for i in range(870):
         ann = {CPU_ENHANCEMENT_KEY: json.dumps({"cpuset_pool": "batch"})} if i % 3 == 0 else {}
         p.allocate(Request(pod_uid=f"sh-{i}", container_name="c", resource_requests={"cpu": 0.2}, annotations=ann))

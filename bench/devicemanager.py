@@ -37,9 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb  # noqa: E402
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc  # noqa: E402
-from agent.devicemanager.checkpoint import CheckpointData, encode  # noqa: E402
-from agent.devicemanager.manager import ContainerRequest, DeviceManager  # noqa: E402
-from agent.devicemanager.model import Allocation, Device  # noqa: E402
+from agent.devicemanager.checkpoint import encode  # noqa: E402
+from agent.contracts.devices import CheckpointData
+from agent.devicemanager.manager import DeviceManager  # noqa: E402
+from agent.contracts.devices import ContainerRequest
+from agent.contracts.devices import Allocation, Device  # noqa: E402
 from agent.devicemanager.registration import RegistrationServer  # noqa: E402
 from agent.statefile import write_atomic  # noqa: E402
 

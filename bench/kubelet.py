@@ -29,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.cgroups.kubepods import walk_kubepods  # noqa: E402
 from agent.kubelet.logs import read_log_names  # noqa: E402
-from agent.kubelet.model import ContainerResources, PodResources, PodResourcesSnapshot  # noqa: E402
+from agent.contracts.poddirectory import ContainerResources, PodResources, PodResourcesSnapshot  # noqa: E402
 from agent.kubelet.resolve import build_directory  # noqa: E402
 from agent.pressure.eviction import Container  # noqa: E402
 from agent.cpuset import CPUSet  # noqa: E402
-from agent.pressure.hist import Histogram  # noqa: E402
+from agent.contracts.hist import Histogram  # noqa: E402
 from agent.pressure.metrics import container_series  # noqa: E402
 
 PODS = 500

@@ -45,7 +45,7 @@ from agent.cgroups.workload import WorkloadCgroups  # noqa: E402
 from agent.cpuset import CPUSet  # noqa: E402
 from agent.runtime.config import RuntimeConfig  # noqa: E402
 from agent.runtime.runtime import WorkloadRuntime  # noqa: E402
-from agent.workloads.model import AdmittedPod, ContainerAssignment, ContainerSpec, PodSpec, Resources  # noqa: E402
+from agent.contracts.pods import AdmittedPod, ContainerAssignment, ContainerSpec, PodSpec, Resources  # noqa: E402
 
 STAMP_C = r"""
 #include <stdio.h>

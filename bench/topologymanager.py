@@ -33,7 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agent.topologymanager import TopologyHint, TopologyManager, TopologyManagerConfig  # noqa: E402
+from agent.topologymanager import TopologyManager, TopologyManagerConfig  # noqa: E402
+from agent.contracts.hints import TopologyHint  # noqa: E402
 from tests.unit.topologymanager.kubelet_reference import Reference  # noqa: E402
 
 NODES = list(range(8))

@@ -55,24 +55,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agent.contracts.component import Component, ComponentFactory, DaemonContext, Deferred, HandleKey
+
+from agent.contracts.cpu import AllocateResult, AllocationInfo, HintsResult, Request
+from agent.contracts.devices import Allocation, CheckpointData, ContainerAllocation, ContainerRequest, Device, ResourceDevices
+from agent.contracts.hints import TopologyHint
+from agent.contracts.hist import Histogram
 from agent.contracts.placement import Placement
+from agent.contracts.poddirectory import PodDirectory
+from agent.contracts.pods import AdmittedPod, PodStatus
+from agent.contracts.pressure import Container
+from agent.cpuset import CPUSet
 
 if TYPE_CHECKING:
-    from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, Request
-    from agent.cpu.state import AllocationInfo
-    from agent.cpuset import CPUSet
-    from agent.devicemanager.checkpoint import CheckpointData
-    from agent.devicemanager.manager import ContainerAllocation, ContainerRequest
-    from agent.devicemanager.model import Allocation, Device, ResourceDevices
+    from agent.cpu.policy import DynamicPolicy
     from agent.devicemanager.plan import DevicePlan
-    from agent.devicemanager.hints import TopologyHint as DeviceHint
     from agent.deviceplugin.registration import Registrar
     from agent.deviceplugin.server import DevicePluginServer
-    from agent.kubelet.model import PodDirectory
     from agent.pressure.actions import EvictionAction, EvictionRecord
-    from agent.pressure.eviction import Container
-    from agent.pressure.hist import Histogram
-    from agent.workloads.model import AdmittedPod, PodStatus
 
 __all__ = [
     "Component",
@@ -172,9 +171,9 @@ class DeviceAllocator(DeviceAllocations, Protocol):
 
     def topology_hints(
         self, pod_uid: str, container_name: str, requests: Mapping[str, int]
-    ) -> dict[str, list[DeviceHint] | None]: ...
+    ) -> dict[str, list[TopologyHint] | None]: ...
 
-    def pod_topology_hints(self, pod_uid: str, requests: Mapping[str, int]) -> dict[str, list[DeviceHint] | None]: ...
+    def pod_topology_hints(self, pod_uid: str, requests: Mapping[str, int]) -> dict[str, list[TopologyHint] | None]: ...
 
     def plan(self, pod_uid: str) -> DevicePlan:
         """A private copy of the allocation table to decide ``pod_uid`` on (admission's decision, dry run)."""

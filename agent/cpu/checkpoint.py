@@ -44,16 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.cpu.pools import sync_sidecars
-from agent.cpu.state import (
-    AllocationInfo,
-    Change,
-    Key,
-    PolicyState,
-    _cpuset_json,
-    repoint_followers,
-    validate_entry,
-    validate_state,
-)
+from agent.cpu.state import Change, Key, PolicyState, repoint_followers, validate_entry, validate_state
+from agent.contracts.cpu import AllocationInfo, _cpuset_json
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.journal import Journal, JournalCorrupt, Recovered, StateCorrupt

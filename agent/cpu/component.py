@@ -38,8 +38,10 @@ from agent.cpu.metrics import (
     RESIDUAL_REMOVED,
 )
 from agent.cpu.periodic import ResidualTracker
-from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, PolicyOptions, Request
-from agent.cpu.state import AllocationInfo, PolicyState
+from agent.cpu.policy import DynamicPolicy, PolicyOptions
+from agent.contracts.cpu import AllocateResult, HintsResult, Request
+from agent.cpu.state import PolicyState
+from agent.contracts.cpu import AllocationInfo
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.statefile import Coalescer

@@ -28,8 +28,10 @@ from typing import Any, TypeVar
 from agent.cpu.checkpoint import CheckpointStore, encode_change
 from agent.cpu.errors import UNAVAILABLE, PolicyError
 from agent.cpu.metrics import CHECKPOINT_WRITES, DURATION, FAILURES, REQUESTS, publish_state
-from agent.cpu.policy import AllocateResult, DynamicPolicy, HintsResult, Request
-from agent.cpu.state import AllocationInfo, PolicyState
+from agent.cpu.policy import DynamicPolicy
+from agent.contracts.cpu import AllocateResult, HintsResult, Request
+from agent.cpu.state import PolicyState
+from agent.contracts.cpu import AllocationInfo
 from agent.eventlog import get_logger
 from agent.journal import JournalError
 

@@ -13,27 +13,21 @@ on machines where reserve makes a node too small, the hints no longer claim
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import combinations
 
+from agent.contracts.hints import TopologyHint
 from agent.cpu.calculator import TopoIndex
 from agent.cpu.errors import PolicyError, RESOURCE_EXHAUSTED, invalid
 from agent.cpu.state import NUMAState
 from agent.cpuset import CPUSet
 
-__all__ = ["Hint", "calculate_hints", "min_numa_count", "LARGE_NUMA_POINT", "MAX_HINTS"]
+__all__ = ["calculate_hints", "min_numa_count", "LARGE_NUMA_POINT", "MAX_HINTS"]
 
 #: beyond this many NUMA nodes only masks of the minimal size and one more are
 #: walked; 2^64 masks on a 64-node box would never finish (upstream main bounds
 #: the walk the same way).
 LARGE_NUMA_POINT = 8
 MAX_HINTS = 4096
-
-
-@dataclass(frozen=True)
-class Hint:
-    nodes: tuple[int, ...]
-    preferred: bool
 
 
 def min_numa_count(idx: TopoIndex, reserved: CPUSet, need: int) -> int:
@@ -55,7 +49,7 @@ def calculate_hints(
     reserved: CPUSet,
     need: int,
     exclusive: bool,
-) -> list[Hint]:
+) -> list[TopologyHint]:
     if need <= 0:
         raise invalid("bad_quantity", "dedicated_cores needs a request of at least 1 cpu")
     min_numas = min_numa_count(idx, reserved, need)
@@ -73,7 +67,7 @@ def calculate_hints(
     max_size = 1 if not exclusive else len(ids)
     if len(ids) > LARGE_NUMA_POINT:
         max_size = min(max_size, min_numas + 1)
-    hints: list[Hint] = []
+    hints: list[TopologyHint] = []
     for size in range(min_numas, max_size + 1):
         for mask in combinations(ids, size):
             if exclusive and any(ms[n].allocated_cpuset for n in mask):
@@ -82,7 +76,7 @@ def calculate_hints(
                 continue
             if size <= idx.numas_per_socket and len({socket_of_numa[n] for n in mask}) > 1:
                 continue
-            hints.append(Hint(mask, size == min_numas))
+            hints.append(TopologyHint(frozenset(mask), size == min_numas))
             if len(hints) >= MAX_HINTS:
                 return hints
     if not hints:

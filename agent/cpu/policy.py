@@ -12,10 +12,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from agent.contracts.cpu import CPU_RESOURCE, AllocateResult, HintsResult, Request
+from agent.contracts.hints import TopologyHint
 from agent.cpu.calculator import TopoIndex, take_by_topology, take_ht_by_numa_balance
 from agent.cpu.errors import FAILED_PRECONDITION, NOT_FOUND, PolicyError, RESOURCE_EXHAUSTED, invalid
+from agent.cpu.hints import calculate_hints, min_numa_count
 from agent.contracts.placement import Placement, placement_of
-from agent.cpu.hints import Hint, calculate_hints, min_numa_count
 from agent.cpu.pools import PoolOptions, adjust, init_pools, shared_available, sync_sidecars
 from agent.cpu.qos import (
     DEDICATED,
@@ -29,13 +31,12 @@ from agent.cpu.qos import (
     parse_qos,
 )
 from agent.cpu.quantity import RESOURCE_RECLAIMED_MILLICPU, ceil_cpus, parse_request
-from agent.cpu.state import INIT, MAIN, SIDECAR, AllocationInfo, Change, PolicyState, machine_state
+from agent.cpu.state import Change, PolicyState, machine_state
+from agent.contracts.cpu import INIT, MAIN, SIDECAR, AllocationInfo
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 
-__all__ = ["PolicyOptions", "Request", "HintsResult", "AllocateResult", "DynamicPolicy", "Hint", "reserved_cpus"]
-
-RESOURCE_NAME = "cpu"
+__all__ = ["PolicyOptions", "DynamicPolicy", "reserved_cpus"]
 
 
 @dataclass(frozen=True)
@@ -49,47 +50,6 @@ class PolicyOptions:
     debug_annotation_keys: tuple[str, ...] = ()
     enhancement_defaults: Mapping[str, str] = field(default_factory=dict)
     align_l3: bool = True
-
-
-@dataclass(frozen=True)
-class Request:
-    """The fields of resourceplugin ResourceRequest the policy uses."""
-
-    pod_uid: str
-    container_name: str
-    pod_namespace: str = ""
-    pod_name: str = ""
-    container_type: str = MAIN  # INIT / MAIN / SIDECAR / EPHEMERAL
-    container_index: int = 0
-    pod_role: str = ""
-    pod_type: str = ""
-    resource_name: str = RESOURCE_NAME
-    hint: Hint | None = None
-    resource_requests: Mapping[str, float] = field(default_factory=dict)
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    native_qos_class: str = ""
-
-
-@dataclass(frozen=True)
-class HintsResult:
-    #: None = no NUMA preference (upstream ``{"cpu": nil}``)
-    hints: list[Hint] | None
-    labels: dict[str, str]
-    annotations: dict[str, str]
-
-
-@dataclass(frozen=True)
-class AllocateResult:
-    #: None for init containers, debug pods, and sidecars whose main is not there yet
-    allocation: AllocationInfo | None
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    debug: bool = False
-    #: the request's hint, echoed as upstream does (None when absent)
-    hint: Hint | None = None
-    #: True for a sidecar that arrived before its main container
-    empty: bool = False
 
 
 def reserved_cpus(idx: TopoIndex, opts: PolicyOptions) -> CPUSet:
@@ -171,7 +131,7 @@ class DynamicPolicy:
             raise invalid("bad_request", "pod_uid is empty")
         if not req.container_name:
             raise invalid("bad_request", "container_name is empty")
-        if req.resource_name and req.resource_name not in (RESOURCE_NAME, RESOURCE_RECLAIMED_MILLICPU):
+        if req.resource_name and req.resource_name not in (CPU_RESOURCE, RESOURCE_RECLAIMED_MILLICPU):
             raise invalid("bad_request", f"resource_name {req.resource_name!r} is not served by the cpu plugin")
         qos = self._qos(req)
         qty = parse_request(req.resource_requests)
@@ -202,8 +162,8 @@ class DynamicPolicy:
         need = ceil_cpus(qty)
         cur = st.get(req.pod_uid, req.container_name)
         if cur is not None and cur.is_dedicated_binding and len(cur.cpuset) >= need:
-            nodes = tuple(sorted(self.idx.assignments(cur.cpuset)))
-            return HintsResult([Hint(nodes, True)], qos.labels, qos.annotations)
+            nodes = frozenset(self.idx.assignments(cur.cpuset))
+            return HintsResult([TopologyHint(nodes, True)], qos.labels, qos.annotations)
         if cur is not None:
             st = st.without_entry(req.pod_uid, req.container_name)
         ms = machine_state(self.idx, st)
@@ -282,29 +242,30 @@ class DynamicPolicy:
             return None
         return st.with_entry(replace(entry, cpuset=main.cpuset, owner_pool_name=main.owner_pool_name, ramp_up=False))
 
-    def _allocate_dedicated(self, st: PolicyState, entry: AllocationInfo, hint: Hint | None, need: int) -> PolicyState:
-        if hint is None or not hint.nodes:
+    def _allocate_dedicated(self, st: PolicyState, entry: AllocationInfo, hint: TopologyHint | None, need: int) -> PolicyState:
+        if hint is None or not hint.affinity:
             raise invalid("bad_hint", "dedicated_cores with numa_binding needs a non-empty topology hint")
-        bad = [n for n in hint.nodes if n not in self.idx.numa_cpus]
+        nodes = sorted(hint.affinity)
+        bad = [n for n in nodes if n not in self.idx.numa_cpus]
         if bad:
             raise invalid("bad_hint", f"hint names NUMA node(s) {bad} this machine does not have")
-        if not entry.numa_exclusive and len(hint.nodes) > 1:
-            raise invalid("bad_hint", f"non-exclusive numa_binding needs a single-node hint, got {list(hint.nodes)}")
+        if not entry.numa_exclusive and len(nodes) > 1:
+            raise invalid("bad_hint", f"non-exclusive numa_binding needs a single-node hint, got {nodes}")
         ms = machine_state(self.idx, st)
         if entry.numa_exclusive:
-            busy = [n for n in hint.nodes if ms[n].allocated_cpuset]
+            busy = [n for n in nodes if ms[n].allocated_cpuset]
             if busy:
                 raise PolicyError(
                     RESOURCE_EXHAUSTED,
                     "numa_busy",
                     f"numa_exclusive request on NUMA node(s) {busy} that already hold dedicated containers",
                 )
-        avail = CPUSet.union_all(ms[n].default_cpuset for n in hint.nodes) - self.reserved
+        avail = CPUSet.union_all(ms[n].default_cpuset for n in nodes) - self.reserved
         if len(avail) < need:
             raise PolicyError(
                 RESOURCE_EXHAUSTED,
                 "insufficient_cpus",
-                f"NUMA node(s) {list(hint.nodes)} have {len(avail)} free cpus, request needs {need}",
+                f"NUMA node(s) {nodes} have {len(avail)} free cpus, request needs {need}",
             )
         # quirk 14.3 kept: exclusive takes every free CPU of the node(s)
         cpus = avail if entry.numa_exclusive else take_by_topology(self.idx, avail, need, self.options.align_l3)

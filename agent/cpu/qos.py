@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from agent.contracts.cpu import DEDICATED, RECLAIMED, SHARED, SYSTEM
 from agent.cpu.errors import invalid
 
 __all__ = [
@@ -37,10 +38,6 @@ QOS_KEY = "katalyst.kubewharf.io/qos_level"
 MEMORY_ENHANCEMENT_KEY = "katalyst.kubewharf.io/memory_enhancement"
 CPU_ENHANCEMENT_KEY = "katalyst.kubewharf.io/cpu_enhancement"
 
-SHARED = "shared_cores"
-DEDICATED = "dedicated_cores"
-RECLAIMED = "reclaimed_cores"
-SYSTEM = "system_cores"
 QOS_LEVELS = (SHARED, DEDICATED, RECLAIMED, SYSTEM)
 
 DEFAULT_POOL = "share"

@@ -16,9 +16,9 @@ from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb
 from agent.api.resourceplugin.v1alpha1 import api_pb2_grpc as pb_grpc
 from agent.cpu.durable import DurablePolicy
 from agent.cpu.errors import PolicyError, invalid
-from agent.cpu.hints import Hint
-from agent.cpu.policy import RESOURCE_NAME, AllocateResult, Request
-from agent.cpu.state import AllocationInfo
+from agent.contracts.hints import TopologyHint
+from agent.contracts.cpu import CPU_RESOURCE, AllocateResult, Request
+from agent.contracts.cpu import AllocationInfo
 from agent.eventlog import get_logger
 from agent.grpcguard import new_server
 from agent.limits import LimitError, check_annotations, check_labels, check_name, check_qualified_name, shown
@@ -53,7 +53,7 @@ def to_request(m: pb.ResourceRequest) -> Request:
         ctype = pb.ContainerType.Name(m.container_type)
     except ValueError:
         raise invalid("bad_request", f"unknown container_type {m.container_type}") from None
-    hint = Hint(tuple(int(n) for n in m.hint.nodes), m.hint.preferred) if m.HasField("hint") else None
+    hint = TopologyHint(frozenset(int(n) for n in m.hint.nodes), m.hint.preferred) if m.HasField("hint") else None
     return Request(
         pod_uid=m.pod_uid,
         pod_namespace=m.pod_namespace,
@@ -72,13 +72,13 @@ def to_request(m: pb.ResourceRequest) -> Request:
     )
 
 
-def _hints_pb(hints: list[Hint] | None) -> pb.ListOfTopologyHints:
+def _hints_pb(hints: list[TopologyHint] | None) -> pb.ListOfTopologyHints:
     if hints is None:
         return pb.ListOfTopologyHints()
     return pb.ListOfTopologyHints(hints=[pb.TopologyHint(nodes=list(h.nodes), preferred=h.preferred) for h in hints])
 
 
-def _info(a: AllocationInfo, hint: Hint | None = None, with_hints: bool = False) -> pb.ResourceAllocationInfo:
+def _info(a: AllocationInfo, hint: TopologyHint | None = None, with_hints: bool = False) -> pb.ResourceAllocationInfo:
     info = pb.ResourceAllocationInfo(
         oci_property_name=OCI_CPUSET,
         is_node_resource=False,
@@ -98,7 +98,7 @@ def _echo(m: pb.ResourceRequest) -> dict[str, Any]:
         "pod_uid": m.pod_uid, "pod_namespace": m.pod_namespace, "pod_name": m.pod_name,
         "container_name": m.container_name, "container_type": m.container_type,
         "container_index": m.container_index, "pod_role": m.pod_role, "pod_type": m.pod_type,
-        "resource_name": m.resource_name or RESOURCE_NAME, "native_qos_class": m.native_qos_class,
+        "resource_name": m.resource_name or CPU_RESOURCE, "native_qos_class": m.native_qos_class,
     }
 
 
@@ -107,9 +107,9 @@ def _alloc_response(m: pb.ResourceRequest, r: AllocateResult) -> pb.ResourceAllo
         return pb.ResourceAllocationResponse()
     resp = pb.ResourceAllocationResponse(**_echo(m), labels=r.labels, annotations=r.annotations)
     if r.allocation is not None:
-        resp.allocation_result.resource_allocation[RESOURCE_NAME].CopyFrom(_info(r.allocation, r.hint, True))
+        resp.allocation_result.resource_allocation[CPU_RESOURCE].CopyFrom(_info(r.allocation, r.hint, True))
     elif r.debug:
-        resp.allocation_result.resource_allocation[RESOURCE_NAME].CopyFrom(
+        resp.allocation_result.resource_allocation[CPU_RESOURCE].CopyFrom(
             pb.ResourceAllocationInfo(is_node_resource=False, is_scalar_resource=True)
         )
     return resp
@@ -128,7 +128,7 @@ class ResourcePluginServicer(pb_grpc.ResourcePluginServicer):
             r = await self.durable.hints(to_request(request))
         except PolicyError as e:
             await _abort(context, e)
-        return pb.ResourceHintsResponse(**_echo(request), resource_hints={RESOURCE_NAME: _hints_pb(r.hints)},
+        return pb.ResourceHintsResponse(**_echo(request), resource_hints={CPU_RESOURCE: _hints_pb(r.hints)},
                                         labels=r.labels, annotations=r.annotations)
 
     async def Allocate(self, request, context):
@@ -152,7 +152,7 @@ class ResourcePluginServicer(pb_grpc.ResourcePluginServicer):
         resp = pb.GetResourcesAllocationResponse()
         for a in await self.durable.resources_allocation():
             cr = resp.pod_resources[a.pod_uid].container_resources[a.container_name]
-            cr.resource_allocation[RESOURCE_NAME].CopyFrom(_info(a))
+            cr.resource_allocation[CPU_RESOURCE].CopyFrom(_info(a))
         return resp
 
     async def GetTopologyAwareResources(self, request, context):
@@ -173,7 +173,7 @@ class ResourcePluginServicer(pb_grpc.ResourcePluginServicer):
             pod_name=a.pod_name,
             pod_namespace=a.pod_namespace,
             container_topology_aware_resources=pb.ContainerTopologyAwareResources(
-                container_name=a.container_name, allocated_resources={RESOURCE_NAME: res}
+                container_name=a.container_name, allocated_resources={CPU_RESOURCE: res}
             ),
         )
 
@@ -191,7 +191,7 @@ class ResourcePluginServicer(pb_grpc.ResourcePluginServicer):
                 pb.TopologyAwareQuantity(resource_value=float(v), node=n) for n, v in sorted(cap.items())
             ],
         )
-        return pb.GetTopologyAwareAllocatableResourcesResponse(allocatable_resources={RESOURCE_NAME: r})
+        return pb.GetTopologyAwareAllocatableResourcesResponse(allocatable_resources={CPU_RESOURCE: r})
 
     async def GetResourcePluginOptions(self, request, context):
         return pb.ResourcePluginOptions(**self.durable.policy.options_dict())
@@ -216,7 +216,7 @@ class RegistrationServicer(reg_grpc.RegistrationServicer):
 
     async def GetInfo(self, request, context):
         return reg_pb.PluginInfo(
-            type=PLUGIN_TYPE, name=RESOURCE_NAME, endpoint=self.endpoint, supported_versions=[API_VERSION]
+            type=PLUGIN_TYPE, name=CPU_RESOURCE, endpoint=self.endpoint, supported_versions=[API_VERSION]
         )
 
     async def NotifyRegistrationStatus(self, request, context):

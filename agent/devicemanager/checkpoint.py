@@ -66,7 +66,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.devicemanager.metrics import CHECKPOINT_ERRORS
-from agent.devicemanager.model import CONTAINER_TYPES, HEALTHY, NO_TOPOLOGY, UNHEALTHY, Allocation, Device
+from agent.contracts.devices import (
+    CONTAINER_TYPES,
+    HEALTHY,
+    NO_TOPOLOGY,
+    UNHEALTHY,
+    Allocation,
+    CheckpointData,
+    Device,
+    EndpointRecord,
+)
 from agent.devicemanager.pod_devices import InconsistentAllocations, PodDevices
 from agent.eventlog import get_logger
 from agent.journal import Journal, StateCorrupt
@@ -81,23 +90,6 @@ READS = (1, 2)
 
 class CheckpointCorrupt(StateCorrupt):
     """The checkpoint cannot be trusted (syntax, shape, version or checksum)."""
-
-
-@dataclass(frozen=True)
-class EndpointRecord:
-    resource: str
-    socket: str
-    state: str  # "connected" or "stopped"
-    stop_time: float | None = None  # wall-clock seconds
-
-
-@dataclass(frozen=True)
-class CheckpointData:
-    allocations: tuple[Allocation, ...] = ()
-    registered: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    devices: dict[str, tuple[Device, ...]] = field(default_factory=dict)
-    endpoints: tuple[EndpointRecord, ...] = ()
-    deleted: tuple[str, ...] = ()
 
 
 def _entry(a: Allocation) -> dict:

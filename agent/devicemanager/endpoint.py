@@ -10,7 +10,7 @@ import grpc
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
-from agent.devicemanager.model import Device
+from agent.contracts.devices import Device
 from agent.devicemanager.selection import AllocationError
 from agent.eventlog import get_logger
 from agent.limits import LimitError, check_name

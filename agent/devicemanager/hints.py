@@ -11,17 +11,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import combinations
 
-from agent.devicemanager.model import Device, ResourceDevices
+from agent.contracts.devices import Device, ResourceDevices
+from agent.contracts.hints import TopologyHint
 from agent.devicemanager.pod_devices import PodDevices
-
-
-@dataclass(frozen=True, order=True)
-class TopologyHint:
-    nodes: tuple[int, ...]
-    preferred: bool
 
 
 def _masks(numa_ids: Sequence[int]) -> Iterable[frozenset[int]]:
@@ -60,7 +54,7 @@ def generate_hints(
         matching = reuse_count + sum(n for nodes, n in avail_groups.items() if mask.intersection(nodes))
         if matching >= request:
             kept.append(mask)
-    return [TopologyHint(tuple(sorted(m)), len(m) == min_size) for m in kept]
+    return [TopologyHint(m, len(m) == min_size) for m in kept]
 
 
 def container_hints(

@@ -35,20 +35,16 @@ from pathlib import Path
 import grpc
 
 from agent.devicemanager import metrics as m
-from agent.devicemanager.checkpoint import (
-    CheckpointData,
-    EndpointRecord,
-    open_journal,
-    record_allocate,
-    record_delete,
-    record_register,
-    record_release,
-)
+from agent.devicemanager.checkpoint import open_journal, record_allocate, record_delete, record_register, record_release
+from agent.contracts.devices import CheckpointData, EndpointRecord
 from agent.devicemanager.endpoint import Endpoint, EndpointStopped
-from agent.devicemanager.hints import TopologyHint, resource_hints
-from agent.devicemanager.model import (
+from agent.devicemanager.hints import resource_hints
+from agent.contracts.hints import TopologyHint
+from agent.contracts.devices import (
     CONTAINER_TYPES,
     Allocation,
+    ContainerAllocation,
+    ContainerRequest,
     Device,
     ResourceDevices,
     RunOptions,
@@ -65,24 +61,6 @@ from agent.pods import ActivePods
 from agent.tasks import cancel_and_wait
 
 log = get_logger("hwagent.devicemanager")
-
-
-@dataclass(frozen=True)
-class ContainerRequest:
-    """One container's device requests (resource name -> count)."""
-
-    pod_uid: str
-    container_name: str
-    resources: Mapping[str, int]
-    pod_namespace: str = ""
-    pod_name: str = ""
-    #: "init" (regular init container), "sidecar" (restartable init) or "app"
-    container_type: str = "app"
-    #: the topology manager's NUMA affinity for this container, if any
-    hint: frozenset[int] | None = None
-    #: resource -> the exact devices to take (admission carrying out its decision,
-    #: ``DevicePlan``); they must still be free, else ABORTED. None: choose.
-    devices: Mapping[str, tuple[str, ...]] | None = None
 
 
 def check_request_names(req: ContainerRequest) -> None:
@@ -110,19 +88,6 @@ def check_request(req: ContainerRequest) -> None:
     for resource, count in req.resources.items():
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise AllocationError(f"bad device count {count!r} for {resource}", "INVALID_ARGUMENT")
-
-
-@dataclass(frozen=True)
-class ContainerAllocation:
-    pod_uid: str
-    container_name: str
-    allocations: tuple[Allocation, ...]
-
-    def devices(self, resource: str) -> tuple[str, ...]:
-        return next((a.device_ids for a in self.allocations if a.resource == resource), ())
-
-    def run_options(self) -> RunOptions:
-        return merge_run_options((a.resource, a.response_pb()) for a in self.allocations)
 
 
 @dataclass

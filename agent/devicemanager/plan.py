@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
-from agent.devicemanager.hints import TopologyHint, resource_hints
-from agent.devicemanager.model import Allocation, ResourceDevices
+from agent.devicemanager.hints import resource_hints
+from agent.contracts.hints import TopologyHint
+from agent.contracts.devices import Allocation, ResourceDevices
 from agent.devicemanager.pod_devices import PodDevices
 from agent.devicemanager.selection import AllocationError, PreferredFn, select_devices
 
 if TYPE_CHECKING:
-    from agent.devicemanager.manager import ContainerAllocation, ContainerRequest
+    from agent.contracts.devices import ContainerAllocation, ContainerRequest
 
 __all__ = ["DevicePlan", "existing_allocation", "choose"]
 
@@ -120,7 +121,8 @@ class DevicePlan:
 
     async def allocate(self, req: ContainerRequest) -> ContainerAllocation:
         """What ``DeviceManager.allocate`` would give, recorded in the copy only."""
-        from agent.devicemanager.manager import ContainerAllocation, check_request
+        from agent.devicemanager.manager import check_request
+        from agent.contracts.devices import ContainerAllocation
 
         check_request(req)
         out: list[Allocation] = []

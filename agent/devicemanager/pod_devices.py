@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
 
-from agent.devicemanager.model import CONTAINER_TYPES, Allocation
+from agent.contracts.devices import CONTAINER_TYPES, Allocation
 
 #: (pod uid, container name, resource)
 Key = tuple[str, str, str]

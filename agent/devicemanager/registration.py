@@ -28,7 +28,7 @@ from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from agent.devicemanager.types import PluginRegistry
 from agent.devicemanager.metrics import REGISTRATIONS
-from agent.devicemanager.model import SUPPORTED_VERSIONS
+from agent.contracts.devices import SUPPORTED_VERSIONS
 from agent.devicemanager.selection import AllocationError
 from agent.devices.names import extended_resource_name_error
 from agent.eventlog import get_logger

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 
-from agent.devicemanager.model import NO_TOPOLOGY, Device
+from agent.contracts.devices import NO_TOPOLOGY, Device
 
 #: (available, must_include, size) -> the plugin's preferred ids
 PreferredFn = Callable[[frozenset[str], frozenset[str], int], Awaitable[Sequence[str]]]

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Protocol
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
-from agent.devicemanager.model import Device
+from agent.contracts.devices import Device
 
 class PluginEndpoint(Protocol):
     """One plugin socket of a resource. Its calls raise ``AllocationError``

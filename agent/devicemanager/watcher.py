@@ -24,7 +24,7 @@ import grpc
 from agent.api.pluginregistration.v1 import api_pb2 as reg_pb
 from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.devicemanager.metrics import REGISTRATIONS
-from agent.devicemanager.model import API_VERSION
+from agent.contracts.devices import API_VERSION
 from agent.devicemanager.selection import AllocationError
 from agent.devicemanager.types import PluginRegistry
 from agent.devices.names import extended_resource_name_error

@@ -19,7 +19,7 @@ from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
-from agent.kubelet.model import ContainerResources, PodResources, PodResourcesSnapshot
+from agent.contracts.poddirectory import ContainerResources, PodResources, PodResourcesSnapshot
 from agent.unixsock import dial
 
 log = get_logger("hwagent.kubelet")

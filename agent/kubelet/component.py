@@ -26,7 +26,7 @@ from agent.cpuset import CPUSet
 from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
 from agent.kubelet.config import KubeletConfig
-from agent.kubelet.model import PodDirectory, PodResourcesSnapshot
+from agent.contracts.poddirectory import PodDirectory, PodResourcesSnapshot
 from agent.rootpaths import kubelet_pod_resources_socket
 from agent.tasks import cancel_and_wait
 
@@ -54,7 +54,7 @@ class KubeletPodDirectorySource:
 
     def containers_for_pressure(self) -> list[Any]:
         """The directory's containers as the pressure evaluator's ``Container`` values."""
-        from agent.pressure.eviction import Container
+        from agent.contracts.pressure import Container
 
         d = self.current
         return [

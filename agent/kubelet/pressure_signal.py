@@ -20,7 +20,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agent.pressure.eviction import Container, EvictionPolicy, pools_of
+from agent.pressure.eviction import EvictionPolicy, pools_of
+from agent.contracts.pressure import Container
 
 __all__ = ["PoolWatch", "PoolReading", "Verdict", "Candidate", "NOT_MET", "SOFT_MET", "HARD_MET"]
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from agent.cgroups.kubepods import KubepodsCgroup
 from agent.cpuset import CPUSet
-from agent.kubelet.model import ContainerIdentity, DeviceHolder, PodDirectory, PodResourcesSnapshot
+from agent.contracts.poddirectory import ContainerIdentity, DeviceHolder, PodDirectory, PodResourcesSnapshot
 
 __all__ = ["LogNames", "CPUAllocation", "build_directory", "qos_from_class"]
 

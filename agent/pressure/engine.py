@@ -22,15 +22,10 @@ from agent.pressure.actions import EvictionAction, EvictionRecord, ReportEvictio
 from agent.cgroups.hierarchy import CgroupIndex, Hierarchy, detect_hierarchy, relative_cgroup_path
 from agent.cgroups.mounts import cgroup_mounts
 from agent.pressure.config import PressureConfig
-from agent.pressure.eviction import (
-    Container,
-    Eviction,
-    EvictionPolicy,
-    PressureEvaluator,
-    container_from_record,
-)
+from agent.pressure.eviction import Eviction, EvictionPolicy, PressureEvaluator, container_from_record
+from agent.contracts.pressure import Container
 from agent.pressure.health import HealthChange, HealthDriver, HealthPolicy, HealthTracker
-from agent.pressure.hist import Histogram
+from agent.contracts.hist import Histogram
 from agent.pressure.probes import PROBES, ProbeSet
 from agent.pressure.procfs import read_psi
 from agent.pressure.readers import (

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.contracts.pressure import Container, normalize_qos
 from agent.cpuset import CPUSet
 
 __all__ = [
@@ -36,31 +37,6 @@ __all__ = [
     "container_from_record",
     "pools_of",
 ]
-
-
-def normalize_qos(level: str) -> str:
-    """'reclaimed_cores' / 'reclaimed' -> 'reclaimed' (Katalyst names and short names)."""
-    lv = (level or "").lower()
-    return lv[: -len("_cores")] if lv.endswith("_cores") else lv
-
-
-@dataclass(frozen=True)
-class Container:
-    pod_uid: str
-    container_name: str
-    qos_level: str
-    cpuset: CPUSet
-    cgroup_path: str | None = None
-    pod_namespace: str = ""
-    pod_name: str = ""
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.pod_uid, self.container_name)
-
-    @property
-    def qos(self) -> str:
-        return normalize_qos(self.qos_level)
 
 
 def container_from_record(r: Any) -> Container:

@@ -22,7 +22,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from agent.cgroups.hierarchy import relative_cgroup_path
-from agent.pressure.hist import Histogram, prometheus_buckets
+from agent.contracts.hist import Histogram, prometheus_buckets
 from agent.pressure.readers import block_name
 from agent.cgroups.ancestry import nearest_ancestor
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from agent.cgroups.hierarchy import CgroupIndex
 from agent.cgroups.tree import cgroup_thread_ids
-from agent.pressure.hist import Histogram
+from agent.contracts.hist import Histogram
 from agent.pressure.probes import ProbeSet
 from agent.pressure.procfs import read_diskstats, read_net_errors, run_delay_ns
 

@@ -6,7 +6,7 @@ text rendering; kept apart from the command so the CLI loads it only when run.
 
 from __future__ import annotations
 
-from agent.pressure.hist import Histogram
+from agent.contracts.hist import Histogram
 from agent.pressure.readers import block_name
 
 

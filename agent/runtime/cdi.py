@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.workloads.model import DeviceNode, Mount
+from agent.contracts.pods import DeviceNode, Mount
 
 __all__ = ["CDIError", "CDIEdits", "resolve"]
 

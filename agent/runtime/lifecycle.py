@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent.workloads.model import ContainerState, ContainerStatus, PodPhase
+from agent.contracts.pods import ContainerState, ContainerStatus, PodPhase
 
 __all__ = ["should_restart", "should_restart_init", "app_phase", "exit_reason", "remaining_grace"]
 

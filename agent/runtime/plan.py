@@ -18,7 +18,7 @@ from agent.cgroups.limits import CgroupLimits, device_rules, milli_cpu_to_quota,
 from agent.cpuset import CPUSet
 from agent.runtime.cdi import CDIError, resolve
 from agent.runtime.config import RuntimeConfig
-from agent.workloads.model import QOS_RECLAIMED, QOS_SHARED, AdmittedPod, ContainerAssignment, ContainerSpec
+from agent.contracts.pods import QOS_RECLAIMED, QOS_SHARED, AdmittedPod, ContainerAssignment, ContainerSpec
 
 __all__ = ["PlanError", "LaunchPlan", "DevNum", "plan_container", "device_number", "BASE_ENV"]
 

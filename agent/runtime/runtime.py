@@ -39,14 +39,7 @@ from agent.runtime.logdir import log_dir, prepare_log_file
 from agent.runtime.lifecycle import app_phase, exit_reason, remaining_grace, should_restart, should_restart_init
 from agent.runtime.plan import DevNum, LaunchPlan, PlanError, device_number, plan_container
 from agent.runtime.state import STATE_DIR, ExitInfo, PodFiles, PodRecord
-from agent.workloads.model import (
-    AdmittedPod,
-    ContainerSpec,
-    ContainerState,
-    ContainerStatus,
-    PodPhase,
-    PodStatus,
-)
+from agent.contracts.pods import AdmittedPod, ContainerSpec, ContainerState, ContainerStatus, PodPhase, PodStatus
 
 __all__ = ["WorkloadRuntime", "pod_dir_name", "log_dir"]
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the device manager pulls in grpc: loaded only when a file i
     from agent.config import Config
     from agent.cpu.view import Allocation
     from agent.cpuset import CPUSet
-    from agent.devicemanager.checkpoint import CheckpointData
+    from agent.contracts.devices import CheckpointData
 
 __all__ = ["StateUnreadable", "CPUCheckpoint", "read_cpu_checkpoint", "device_checkpoint_path",
            "read_device_checkpoint", "device_view"]

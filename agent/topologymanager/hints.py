@@ -8,32 +8,12 @@ that callers never do bit arithmetic; the merge converts them internally.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from agent.contracts.hints import TopologyHint, format_affinity
+
 __all__ = ["TopologyHint", "ProviderHints", "Decision", "TopologyAffinityError", "format_affinity"]
-
-
-@dataclass(frozen=True)
-class TopologyHint:
-    """``affinity`` None means "any node / no preference" (the kubelet's nil mask)."""
-
-    affinity: frozenset[int] | None
-    preferred: bool
-
-    def __post_init__(self) -> None:
-        if self.affinity is None:
-            return
-        if not isinstance(self.affinity, frozenset):
-            if isinstance(self.affinity, (str, bytes)) or not isinstance(self.affinity, Iterable):
-                raise TypeError(f"TopologyHint affinity must be a set of NUMA node ids or None, got {self.affinity!r}")
-            object.__setattr__(self, "affinity", frozenset(self.affinity))
-        for node in self.affinity:
-            if isinstance(node, bool) or not isinstance(node, int) or node < 0:
-                raise ValueError(f"TopologyHint affinity: NUMA node ids are integers >= 0, got {node!r}")
-
-    def __str__(self) -> str:
-        return f"{format_affinity(self.affinity)}{'' if self.preferred else ' (not preferred)'}"
 
 
 #: resource -> hints. None: no NUMA preference for it; []: no placement can satisfy it.
@@ -75,10 +55,3 @@ class TopologyAffinityError(Exception):
 
     def __reduce__(self):  # keep pickling (and copying) with all three fields
         return (type(self), (self.reason, self.resource, self.tried))
-
-
-def format_affinity(affinity: Iterable[int] | None) -> str:
-    """``{0,1}`` the way users read NUMA sets; None is "any"."""
-    if affinity is None:
-        return "any"
-    return "{" + ",".join(str(n) for n in sorted(affinity)) + "}"

@@ -30,17 +30,17 @@ from dataclasses import dataclass, field
 
 from agent.contracts import CPUAllocator, Deferred, DeviceAllocator, PodRuntime
 from agent.cpu.errors import PolicyError
-from agent.cpu.policy import AllocateResult
+from agent.contracts.cpu import AllocateResult
 from agent.cpu.qos import DEDICATED, RECLAIMED, SHARED, SYSTEM, parse_qos
 from agent.cpuset import CPUSet
-from agent.devicemanager.manager import ContainerAllocation
+from agent.contracts.devices import ContainerAllocation
 from agent.devicemanager.selection import AllocationError
 from agent.eventlog import get_logger
 from agent.topologymanager import TopologyManager
 from agent.workloads import metrics as m
 from agent.workloads.errors import AdmissionError
 from agent.workloads.manifest import ManifestError, parse_manifest
-from agent.workloads.model import (
+from agent.contracts.pods import (
     QOS_DEDICATED,
     QOS_RECLAIMED,
     QOS_SHARED,

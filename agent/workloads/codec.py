@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.cpuset import CPUSet
-from agent.workloads.model import (
+from agent.contracts.pods import (
     AdmittedPod,
     ContainerAssignment,
     ContainerSpec,

@@ -24,14 +24,15 @@ from typing import Any
 from agent.contracts import CPUAllocator, DeviceAllocator
 from agent.contracts.placement import placement_of
 from agent.cpu.errors import PolicyError
-from agent.cpu.policy import AllocateResult
+from agent.contracts.cpu import AllocateResult
 from agent.cpu.state import PolicyState
 from agent.cpuset import CPUSet
-from agent.devicemanager.manager import ContainerAllocation
+from agent.contracts.devices import ContainerAllocation
 from agent.devicemanager.selection import AllocationError
-from agent.topologymanager import TopologyAffinityError, TopologyHint, TopologyManager
+from agent.topologymanager import TopologyAffinityError, TopologyManager
+from agent.contracts.hints import TopologyHint
 from agent.workloads.errors import AdmissionError
-from agent.workloads.model import ContainerAssignment, DeviceGrant, DeviceNode, Mount, PodSpec
+from agent.contracts.pods import ContainerAssignment, DeviceGrant, DeviceNode, Mount, PodSpec
 from agent.workloads.providers import (
     CPUProvider,
     DeviceProvider,

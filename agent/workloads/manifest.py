@@ -23,15 +23,7 @@ from typing import Any
 import yaml
 
 from agent.limits import UID_MAX
-from agent.workloads.model import (
-    APP,
-    INIT,
-    RESTART_POLICIES,
-    ContainerSpec,
-    EnvVar,
-    PodSpec,
-    Resources,
-)
+from agent.contracts.pods import APP, INIT, RESTART_POLICIES, ContainerSpec, EnvVar, PodSpec, Resources
 from agent.workloads.quantity import QuantityError, parse_quantity, to_milli, to_units
 
 __all__ = [

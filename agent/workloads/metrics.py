@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from agent.workloads.model import QOS_DEDICATED, QOS_RECLAIMED, QOS_SHARED, QOS_SYSTEM
+from agent.contracts.pods import QOS_DEDICATED, QOS_RECLAIMED, QOS_SHARED, QOS_SYSTEM
 
 ADMITTED_PODS = Gauge("hwagent_workloads_admitted_pods", "Admitted pods not yet terminated, by QoS.", ["qos"])
 ADMISSIONS = Counter(

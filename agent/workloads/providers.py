@@ -3,7 +3,7 @@ the CPU policy and the device manager, each deciding on a private copy of its
 state (a *plan*).
 
 Thin adapters: they turn a ``PodSpec`` container into each component's own
-request type, convert the components' hints into ``TopologyHint``s, and place
+request type, pass on the components' hints (``agent.contracts.TopologyHint``, the one hint type), and place
 containers with the components' own pure functions (``DynamicPolicy.plan``,
 ``DevicePlan.allocate``) on the copy, so the later containers of the pod see
 the earlier ones and nothing live changes. What they record per container
@@ -18,20 +18,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from agent.contracts import CPUAllocator, DeviceAllocator
 from agent.cpu.errors import PolicyError
-from agent.cpu.hints import Hint
-from agent.cpu.policy import AllocateResult, Request
-from agent.cpu.state import INIT as CPU_INIT
-from agent.cpu.state import MAIN as CPU_MAIN
+from agent.contracts.cpu import AllocateResult, Request
+from agent.contracts.cpu import INIT as CPU_INIT
+from agent.contracts.cpu import MAIN as CPU_MAIN
 from agent.cpu.state import PolicyState
-from agent.devicemanager.manager import ContainerAllocation, ContainerRequest
+from agent.contracts.devices import ContainerAllocation, ContainerRequest
 from agent.devicemanager.selection import AllocationError
-from agent.topologymanager import TopologyHint, format_affinity
+from agent.contracts.hints import TopologyHint, format_affinity
 from agent.workloads.errors import AdmissionError
-from agent.workloads.model import INIT, ContainerSpec, PodSpec
+from agent.contracts.pods import INIT, ContainerSpec, PodSpec
 
 __all__ = ["CPUProvider", "DeviceProvider", "cpu_request", "admission_error_from_policy", "CPU_RESOURCE"]
 
@@ -58,7 +56,7 @@ def _container(pod: PodSpec, name: str) -> ContainerSpec:
     raise KeyError(name)
 
 
-def cpu_request(pod: PodSpec, c: ContainerSpec, hint: Hint | None = None, milli: int | None = None) -> Request:
+def cpu_request(pod: PodSpec, c: ContainerSpec, hint: TopologyHint | None = None, milli: int | None = None) -> Request:
     """The QRM request for one container: the pod's Katalyst annotations carry the QoS."""
     cpu_milli = c.resources.cpu_request_milli if milli is None else milli
     return Request(
@@ -75,12 +73,6 @@ def cpu_request(pod: PodSpec, c: ContainerSpec, hint: Hint | None = None, milli:
     )
 
 
-def _to_tm(hints: Sequence[Any] | None) -> list[TopologyHint] | None:
-    if hints is None:
-        return None
-    return [TopologyHint(frozenset(h.nodes), bool(h.preferred)) for h in hints]
-
-
 class CPUProvider:
     """The CPU policy as a hint provider (``resource "cpu"``), deciding on a copy of its state."""
 
@@ -94,7 +86,7 @@ class CPUProvider:
         self.results: dict[str, AllocateResult] = {}
         self.requests: dict[str, Request] = {}
 
-    def _hints(self, req: Request) -> list[Hint] | None:
+    def _hints(self, req: Request) -> list[TopologyHint] | None:
         """The policy's hints on the plan; [] when it has no placement at all."""
         try:
             return self._hints_or_none(req)
@@ -103,7 +95,7 @@ class CPUProvider:
                 return []  # the topology manager says which masks were tried
             raise admission_error_from_policy(e) from None
 
-    def _hints_or_none(self, req: Request) -> list[Hint] | None:
+    def _hints_or_none(self, req: Request) -> list[TopologyHint] | None:
         if self._svc is None or self.state is None:
             return None
         return self._svc.policy.hints_in(self.state, req).hints
@@ -114,7 +106,7 @@ class CPUProvider:
             # the policy gives init containers no hints and no cpus (they run on the shared
             # pool); asking would only apply the app containers' QoS checks to them
             return {CPU_RESOURCE: None}
-        return {CPU_RESOURCE: _to_tm(self._hints(cpu_request(pod, c)))}
+        return {CPU_RESOURCE: self._hints(cpu_request(pod, c))}
 
     async def pod_hints(self, pod: PodSpec) -> Mapping[str, Sequence[TopologyHint] | None]:
         """Pod scope: hints for the whole pod's CPUs, asked as one container
@@ -122,7 +114,7 @@ class CPUProvider:
         apps = sum(c.resources.cpu_request_milli or 0 for c in pod.containers)
         inits = max((c.resources.cpu_request_milli or 0 for c in pod.init_containers), default=0)
         first = pod.containers[0]
-        return {CPU_RESOURCE: _to_tm(self._hints(cpu_request(pod, first, milli=max(apps, inits))))}
+        return {CPU_RESOURCE: self._hints(cpu_request(pod, first, milli=max(apps, inits)))}
 
     async def place(self, pod: PodSpec, container: str, hint: TopologyHint) -> None:
         svc, st = self._svc, self.state
@@ -142,7 +134,7 @@ class CPUProvider:
         self.results[container] = res
         self.requests[container] = req
 
-    def _choose_hint(self, req: Request, affinity: frozenset[int] | None, name: str) -> Hint | None:
+    def _choose_hint(self, req: Request, affinity: frozenset[int] | None, name: str) -> TopologyHint | None:
         """The CPU hint to allocate with: the merged affinity, narrowed to a mask the
         policy itself offered when it offered any (a non-exclusive NUMA-bound
         container needs exactly one node; policy "none" merges to no affinity at all)."""
@@ -152,21 +144,21 @@ class CPUProvider:
             # no NUMA node can take the container now: a full node, not a bad manifest
             raise admission_error_from_policy(e) from None
         if own is None:
-            return None if affinity is None else Hint(tuple(sorted(affinity)), True)
-        fitting = [h for h in own if affinity is None or set(h.nodes) <= affinity]
+            return None if affinity is None else TopologyHint(affinity, True)
+        fitting = [h for h in own if affinity is None or (h.affinity or frozenset()) <= affinity]
         if fitting:
             return next((h for h in fitting if h.preferred), fitting[0])
         assert affinity is not None  # every own hint fits "any"
-        if len(affinity) > 1 and all(len(h.nodes) == 1 for h in own):
+        if len(affinity) > 1 and all(len(h.affinity or ()) == 1 for h in own):
             # a one-node container asked into several nodes none of which can hold it
             raise AdmissionError(
                 "RESOURCE_EXHAUSTED",
                 f"cpu: container {name!r}: no NUMA node of {format_affinity(affinity)} can hold it "
-                f"(the cpu policy offers {', '.join(format_affinity(h.nodes) for h in own)})",
+                f"(the cpu policy offers {', '.join(format_affinity(h.affinity) for h in own)})",
                 reason="cpu_insufficient_cpus",
             )
         # the policy's own check says why (too few free cpus, a busy node)
-        return Hint(tuple(sorted(affinity)), False)
+        return TopologyHint(affinity, False)
 
 
 async def release_cpus(svc: CPUAllocator, uid: str) -> None:
@@ -191,7 +183,7 @@ class DeviceProvider:
         if self._plan is None or not c.resources.extended:
             return {}
         hints = self._plan.hints(pod.uid, c.name, dict(c.resources.extended))
-        return {r: _to_tm(h) for r, h in hints.items()}
+        return dict(hints)
 
     async def pod_hints(self, pod: PodSpec) -> Mapping[str, Sequence[TopologyHint] | None]:
         if self._plan is None:
@@ -206,7 +198,7 @@ class DeviceProvider:
         if not total:
             return {}
         hints = self._plan.hints(pod.uid, None, total)
-        return {r: _to_tm(h) for r, h in hints.items()}
+        return dict(hints)
 
     async def place(self, pod: PodSpec, container: str, hint: TopologyHint) -> None:
         c = _container(pod, container)

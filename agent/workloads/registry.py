@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from agent.workloads.model import AdmittedPod, PodStatus
+from agent.contracts.pods import AdmittedPod, PodStatus
 from agent.workloads.store import PodRecord, RegistryStore
 
 __all__ = ["Registry", "RegistryEvent", "ADDED", "MODIFIED", "DELETED", "MAX_EVENTS", "ADMITTED"]

@@ -33,7 +33,7 @@ from agent.eventlog import get_logger
 from agent.safepath import ensure_dir, open_dir, open_file
 from agent.statefile import canonical_json, set_aside, sha256_checksum, write_atomic
 from agent.workloads.codec import pod_from_json, pod_to_json, status_from_json, status_to_json
-from agent.workloads.model import AdmittedPod, PodStatus
+from agent.contracts.pods import AdmittedPod, PodStatus
 
 __all__ = ["PodRecord", "RegistryStateError", "RegistryStore", "PodFileStore", "VERSION"]
 

@@ -25,7 +25,7 @@ from agent.cpu.durable import DurablePolicy
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
 from agent.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_KEY
 from agent.cpu.server import serve
-from agent.devicemanager.model import Device
+from agent.contracts.devices import Device
 from agent.topology.model import synthetic
 
 TOPO = synthetic(sockets=2, numa_per_socket=2, cores_per_numa=4, threads_per_core=2)  # 32 cpus, 4 NUMA

@@ -17,7 +17,7 @@ import random
 import sys
 from pathlib import Path
 
-from agent.devicemanager.manager import ContainerRequest
+from agent.contracts.devices import ContainerRequest
 from agent.devicemanager.selection import AllocationError
 from tests.integration.devicemanager.fakeplugin import FakePlugin, dev
 from tests.integration.devicemanager.harness import RES, host, until

@@ -13,11 +13,13 @@ import pytest
 from prometheus_client import REGISTRY
 
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore, encode
-from agent.cpu.state import AllocationInfo, PolicyState
+from agent.cpu.state import PolicyState
+from agent.contracts.cpu import AllocationInfo
 from agent.cpuset import CPUSet
-from agent.devicemanager.checkpoint import CheckpointData, encode as encode_devices, load as load_devices
+from agent.devicemanager.checkpoint import encode as encode_devices, load as load_devices
+from agent.contracts.devices import CheckpointData
 from agent.devicemanager.manager import DeviceManager
-from agent.devicemanager.model import Allocation
+from agent.contracts.devices import Allocation
 from agent.journal import frame
 
 try:

@@ -18,8 +18,9 @@ from prometheus_client import REGISTRY
 from agent.api.resourceplugin.v1alpha1 import api_pb2 as pb
 from agent.cpu.checkpoint import CheckpointStore
 from agent.devicemanager.checkpoint import load as load_devices
-from agent.devicemanager.manager import ContainerRequest, DeviceManager
-from agent.devicemanager.model import Device
+from agent.devicemanager.manager import DeviceManager
+from agent.contracts.devices import ContainerRequest
+from agent.contracts.devices import Device
 from agent.devicemanager.selection import AllocationError
 
 try:

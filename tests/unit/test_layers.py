@@ -96,12 +96,11 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("values and adapters", frozenset({
         "cpuset", "eventlog", "limits", "diskname", "safepath", "statefile", "journal", "fsread", "grpcguard",
         "unixsock", "tasks", "datafiles", "config", "rootpaths", "cgroups", "devices", "topology",
-        "topologymanager",
     })),
     ("contracts", frozenset({"contracts"})),
     ("owners", frozenset({
         "pods", "podresources", "cpu", "devicemanager", "deviceplugin", "workloads", "runtime", "pressure",
-        "kubelet",
+        "kubelet", "topologymanager",
     })),
     ("read side and assembly", frozenset({"status", "doctor", "daemon"})),
     ("command line", CLI),
@@ -118,9 +117,7 @@ KNOWN_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset({
     ("contracts", "cpu"),
     ("contracts", "devicemanager"),
     ("contracts", "deviceplugin"),
-    ("contracts", "kubelet"),
     ("contracts", "pressure"),
-    ("contracts", "workloads"),
     # agent/pressure/component.py builds the runtime's eviction action
     # (agent/runtime/eviction.py), which itself implements pressure's EvictionAction.
     ("pressure", "runtime"),

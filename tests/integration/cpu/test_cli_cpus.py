@@ -11,7 +11,8 @@ import threading
 from agent.contracts import CPU_POLICY
 from agent.cli import main
 from agent.cpu.checkpoint import CheckpointStore
-from agent.cpu.policy import DynamicPolicy, PolicyOptions, Request
+from agent.cpu.policy import DynamicPolicy, PolicyOptions
+from agent.contracts.cpu import Request
 from agent.cpu.qos import QOS_KEY
 from agent.topology.sysfs import read_topology
 

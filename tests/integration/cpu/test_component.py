@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from agent.contracts import ACTIVE_PODS, CPU_POLICY
-from agent.cpu.policy import Request
+from agent.contracts.cpu import Request
 from agent.cpu.qos import QOS_KEY
 from agent.topology.model import synthetic
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from agent.contracts import CPU_POLICY
-from agent.cpu.hints import Hint
+from agent.contracts.hints import TopologyHint
 from agent.cpu.metrics import DRIFT_FOUND, DRIFT_REPAIRED
-from agent.cpu.policy import Request
+from agent.contracts.cpu import Request
 from agent.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_KEY
 from agent.cpuset import CPUSet
 from agent.topology.sysfs import read_topology
@@ -62,7 +62,7 @@ def test_enforce_detect_and_repair_drift(v1_sandbox, tmp_path):  # noqa: F811
                         QOS_KEY: "dedicated_cores",
                         MEMORY_ENHANCEMENT_KEY: '{"numa_binding":"true","numa_exclusive":"false"}',
                     },
-                    hint=Hint((0,), True),
+                    hint=TopologyHint(frozenset({0}), True),
                 )
             )
             want = set(r.allocation.cpuset)

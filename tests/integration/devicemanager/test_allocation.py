@@ -9,7 +9,7 @@ import random
 import grpc
 import pytest
 
-from agent.devicemanager.manager import ContainerRequest
+from agent.contracts.devices import ContainerRequest
 from agent.devicemanager.selection import AllocationError
 from agent.pods import StaticActivePods
 from tests.integration.devicemanager.fakeplugin import FakePlugin, dev

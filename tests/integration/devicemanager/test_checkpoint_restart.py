@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from agent.devicemanager.checkpoint import decode
-from agent.devicemanager.manager import ContainerRequest
+from agent.contracts.devices import ContainerRequest
 from agent.devicemanager.selection import AllocationError
 from tests.integration.devicemanager.fakeplugin import FakePlugin, dev
 from tests.integration.devicemanager.harness import RES, RES2, host, run, until

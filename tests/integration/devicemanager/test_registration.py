@@ -10,7 +10,7 @@ import grpc
 import pytest
 from prometheus_client import REGISTRY
 
-from agent.devicemanager.manager import ContainerRequest
+from agent.contracts.devices import ContainerRequest
 from agent.devicemanager.selection import AllocationError
 from tests.integration.devicemanager.fakeplugin import FakePlugin, dev
 from tests.integration.devicemanager.harness import RES, RES2, host, run, until

@@ -19,7 +19,7 @@ from agent.cli import main as cli_main
 from agent.contracts import DaemonContext
 from agent.config import section_defaults
 from agent.devicemanager.component import DeviceManagerComponent, factory
-from agent.devicemanager.manager import ContainerRequest
+from agent.contracts.devices import ContainerRequest
 from agent.devicemanager.watcher import PluginWatcher
 from agent.pods import StaticActivePods
 from agent.topology.model import synthetic

@@ -17,7 +17,7 @@ from agent.config import loads
 from agent.contracts import ACTIVE_PODS, DEVICE_HEALTH, DEVICE_MANAGER
 from agent.deviceplugin.component import factory as plugins_factory
 from agent.devicemanager.component import factory as host_factory
-from agent.devicemanager.manager import ContainerRequest
+from agent.contracts.devices import ContainerRequest
 from agent.pods import StaticActivePods
 from agent.topology.model import synthetic
 

@@ -16,7 +16,7 @@ from agent.cgroups.workload import WorkloadCgroups
 from agent.cpuset import CPUSet
 from agent.runtime.config import RuntimeConfig
 from agent.runtime.runtime import WorkloadRuntime
-from agent.workloads.model import (
+from agent.contracts.pods import (
     QOS_SHARED,
     AdmittedPod,
     ContainerAssignment,

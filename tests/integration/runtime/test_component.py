@@ -17,7 +17,7 @@ from agent.pressure.eviction import Eviction
 from agent.runtime.component import RuntimeComponent, factory
 from agent.runtime.eviction import RuntimeEviction
 from agent.topology.model import synthetic
-from agent.workloads.model import ContainerState, PodPhase
+from agent.contracts.pods import ContainerState, PodPhase
 
 from .conftest import Sink, make_pod
 

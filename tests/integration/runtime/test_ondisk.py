@@ -13,7 +13,7 @@ import pytest
 from agent.cli import main
 from agent.runtime.runtime import log_dir
 from agent.workloads.manifest import parse_manifest
-from agent.workloads.model import PodPhase
+from agent.contracts.pods import PodPhase
 
 from .conftest import make_pod
 

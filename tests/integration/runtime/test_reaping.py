@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.workloads.model import ContainerState
+from agent.contracts.pods import ContainerState
 
 from .conftest import make_pod
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agent.runtime.state import PodFiles, PodRecord
-from agent.workloads.model import ContainerState, PodPhase
+from agent.contracts.pods import ContainerState, PodPhase
 from tests.integration.runtime.conftest import make_pod
 from tests.integration.runtime.driver import SLOW_STOP_GRACE_S
 

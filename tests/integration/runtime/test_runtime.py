@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.runtime.config import RuntimeConfig
-from agent.workloads.model import QOS_DEDICATED, QOS_RECLAIMED, ContainerState, PodPhase
+from agent.contracts.pods import QOS_DEDICATED, QOS_RECLAIMED, ContainerState, PodPhase
 
 from .conftest import FAST, make_pod
 
@@ -246,7 +246,7 @@ def test_fork_bomb_is_contained_by_pids_max(env):
 
 @pytest.mark.parametrize("case", ["no_command", "no_workdir", "too_much_memory", "vanished_device", "bad_cdi"])
 def test_bad_input_is_a_clear_pod_error_and_leaks_nothing(env, tmp_path, case):
-    from agent.workloads.model import DeviceGrant, DeviceNode
+    from agent.contracts.pods import DeviceGrant, DeviceNode
 
     async def go():
         rt = env.runtime(node_memory=1 << 30)
@@ -302,7 +302,7 @@ def test_granted_device_opens_and_managed_ungranted_gives_eperm(env, loops, poli
     unified tree takes cgroup BPF programs; v1's devices controller is left out)."""
     from agent.cgroups.devbpf import DevicePrograms
     from agent.cgroups.workload import WorkloadCgroups
-    from agent.workloads.model import DeviceGrant, DeviceNode
+    from agent.contracts.pods import DeviceGrant, DeviceNode
 
     if enforcer == "bpf":
         pytest.importorskip("bcc")

@@ -14,7 +14,7 @@ import pytest
 from agent.api.admission.v1 import api_pb2 as pb
 from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
 from agent.contracts import RUNTIME
-from agent.workloads.model import ContainerState, ContainerStatus, PodPhase, PodStatus
+from agent.contracts.pods import ContainerState, ContainerStatus, PodPhase, PodStatus
 from agent.workloads.server import AdmissionServicer
 from tests.integration.devicemanager.harness import run, until
 from tests.integration.workloads.harness import dev, pipeline, pod_yaml

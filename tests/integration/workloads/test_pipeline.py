@@ -11,7 +11,7 @@ import pytest
 
 from agent.cpuset import CPUSet
 from agent.workloads.errors import AdmissionError
-from agent.workloads.model import PodPhase, PodStatus
+from agent.contracts.pods import PodPhase, PodStatus
 from agent.workloads.store import PodFileStore
 from tests.integration.devicemanager.harness import run
 from tests.integration.workloads.harness import RES, dev, pipeline, pod_yaml

@@ -15,7 +15,7 @@ from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
 from agent.commands._admission import call
 from agent.limits import GRPC_MESSAGE_LIMITS
 from agent.rootpaths import admission_socket
-from agent.workloads.model import ContainerState, ContainerStatus, PodPhase, PodStatus
+from agent.contracts.pods import ContainerState, ContainerStatus, PodPhase, PodStatus
 from agent.workloads.server import pod_message
 from agent.workloads.store import PodRecord
 from tests.unit.workloads.test_store import _pod

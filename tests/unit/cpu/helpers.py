@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from agent.cpu.hints import Hint
-from agent.cpu.policy import DynamicPolicy, PolicyOptions, Request
+from agent.contracts.hints import TopologyHint
+from agent.cpu.policy import DynamicPolicy, PolicyOptions
+from agent.contracts.cpu import Request
 from agent.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_KEY
 from agent.topology.model import synthetic
 
@@ -59,7 +60,7 @@ def req(
         pod_name=f"name-{uid}",
         container_name=container,
         container_type=ctype,
-        hint=Hint(tuple(hint), True) if hint is not None else None,
+        hint=TopologyHint(frozenset(hint), True) if hint is not None else None,
         resource_requests={"cpu": cpus},
         annotations=ann,
     )

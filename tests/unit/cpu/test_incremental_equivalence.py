@@ -21,7 +21,8 @@ from agent.cpu.errors import RESOURCE_EXHAUSTED, PolicyError
 from agent.cpu.policy import DynamicPolicy
 from agent.cpu.pools import PoolOptions, _reclaim, _sizes
 from agent.cpu.qos import RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED, SYSTEM
-from agent.cpu.state import AllocationInfo, NUMAState, PolicyState, StateIndex
+from agent.cpu.state import NUMAState, PolicyState, StateIndex
+from agent.contracts.cpu import AllocationInfo
 from agent.cpuset import CPUSet
 from agent.topology.model import synthetic
 

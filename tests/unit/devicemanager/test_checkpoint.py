@@ -7,15 +7,9 @@ import json
 import pytest
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
-from agent.devicemanager.checkpoint import (
-    CheckpointCorrupt,
-    CheckpointData,
-    EndpointRecord,
-    decode,
-    encode,
-    load,
-)
-from agent.devicemanager.model import Allocation, Device
+from agent.devicemanager.checkpoint import CheckpointCorrupt, decode, encode, load
+from agent.contracts.devices import CheckpointData, EndpointRecord
+from agent.contracts.devices import Allocation, Device
 
 
 def _alloc(pod="p", ctype="app", devices=(("a", (0,)), ("b", (0, 1)), ("c", ()))):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from agent.devicemanager.hints import container_hints, generate_hints, resource_hints
-from agent.devicemanager.model import Allocation, Device, ResourceDevices
+from agent.contracts.devices import Allocation, Device, ResourceDevices
 from agent.devicemanager.pod_devices import PodDevices
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.config import ConfigError, loads
-from agent.devicemanager.model import Device, ResourceDevices, merge_run_options
+from agent.contracts.devices import Device, ResourceDevices, merge_run_options
 from agent.devicemanager.registration import endpoint_name_error, version_error
 
 

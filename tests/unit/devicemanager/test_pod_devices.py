@@ -7,8 +7,9 @@ import dataclasses
 
 import pytest
 
-from agent.devicemanager.checkpoint import CheckpointCorrupt, CheckpointData, decode, encode
-from agent.devicemanager.model import Allocation
+from agent.devicemanager.checkpoint import CheckpointCorrupt, decode, encode
+from agent.contracts.devices import CheckpointData
+from agent.contracts.devices import Allocation
 from agent.devicemanager.pod_devices import InconsistentAllocations, PodDevices
 
 R, S = "example.com/r", "example.com/s"

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agent.devicemanager.model import Device
+from agent.contracts.devices import Device
 from agent.devicemanager.selection import AllocationError, filter_by_affinity, select_devices
 
 

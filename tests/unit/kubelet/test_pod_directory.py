@@ -8,7 +8,7 @@ from agent.cgroups.kubepods import parse_pod_dir, walk_kubepods
 from agent.cpuset import CPUSet
 from agent.kubelet.client import from_list_response
 from agent.kubelet.logs import read_log_names
-from agent.kubelet.model import ContainerResources, PodResources, PodResourcesSnapshot
+from agent.contracts.poddirectory import ContainerResources, PodResources, PodResourcesSnapshot
 from agent.kubelet.resolve import CPUAllocation, LogNames, build_directory
 from agent.api.podresources.v1 import api_pb2 as pr
 

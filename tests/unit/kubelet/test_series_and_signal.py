@@ -7,8 +7,9 @@ from types import SimpleNamespace
 from agent.cpuset import CPUSet
 from agent.kubelet.pressure_signal import HARD_MET, NOT_MET, SOFT_MET, PoolWatch
 from agent.pressure.config import PressureConfig
-from agent.pressure.eviction import Container, EvictionPolicy
-from agent.pressure.hist import Histogram
+from agent.pressure.eviction import EvictionPolicy
+from agent.contracts.pressure import Container
+from agent.contracts.hist import Histogram
 from agent.pressure.metrics import OTHER_LABELS, PressureCollector, container_series
 from agent.pressure.health import HealthDriver, HealthPolicy, HealthTracker
 from agent.pressure.eviction import PressureEvaluator

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from agent.cpuset import CPUSet
-from agent.pressure.eviction import Container, EvictionPolicy, PressureEvaluator, normalize_qos, pools_of
+from agent.pressure.eviction import EvictionPolicy, PressureEvaluator, pools_of
+from agent.contracts.pressure import Container, normalize_qos
 
 S = 1_000_000_000  # ns per s
 POOL = CPUSet.parse("0-3")

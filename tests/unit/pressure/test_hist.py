@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.pressure.hist import Histogram, prometheus_buckets
+from agent.contracts.hist import Histogram, prometheus_buckets
 
 
 def test_log2_slots_become_cumulative_le_buckets_in_seconds():

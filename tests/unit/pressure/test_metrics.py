@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from agent.pressure.config import PressureConfig
 from agent.pressure.eviction import EvictionPolicy, PressureEvaluator
 from agent.pressure.health import HealthDriver, HealthPolicy, HealthTracker
-from agent.pressure.hist import Histogram
+from agent.contracts.hist import Histogram
 from agent.pressure.metrics import PressureCollector, top_n
 from agent.pressure.readers import BlockReading, Extras, NetCounters
 

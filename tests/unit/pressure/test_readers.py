@@ -8,7 +8,7 @@ import pytest
 
 from agent.cgroups.hierarchy import detect_hierarchy, relative_cgroup_path
 from agent.cgroups.mounts import cgroup_mounts
-from agent.pressure.hist import Histogram
+from agent.contracts.hist import Histogram
 from agent.pressure.procfs import read_diskstats, read_net_errors, read_psi
 from agent.pressure.readers import SchedstatRunqueue, dev_key, rollup
 

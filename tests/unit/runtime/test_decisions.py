@@ -21,7 +21,7 @@ from agent.runtime.backoff import Backoff
 from agent.runtime.lifecycle import app_phase, remaining_grace, should_restart, should_restart_init
 from agent.runtime.state import FORMAT, PodFiles, PodRecord, parse_exit
 from agent.statefile import canonical_json, sha256_of
-from agent.workloads.model import ContainerState, ContainerStatus, PodPhase
+from agent.contracts.pods import ContainerState, ContainerStatus, PodPhase
 
 
 # the kubelet's helpers_linux_test.go cases (values recomputed from its formulas)

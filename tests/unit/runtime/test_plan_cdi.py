@@ -12,7 +12,7 @@ from agent.cpuset import CPUSet
 from agent.runtime.cdi import CDIError, resolve
 from agent.runtime.config import RuntimeConfig
 from agent.runtime.plan import PlanError, plan_container
-from agent.workloads.model import (
+from agent.contracts.pods import (
     AdmittedPod,
     ContainerAssignment,
     ContainerSpec,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agent.topologymanager import ProviderHints, TopologyHint
+from agent.topologymanager import ProviderHints
+from agent.contracts.hints import TopologyHint
 
 
 def H(nodes: Sequence[int] | None, preferred: bool = True) -> TopologyHint:

@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from agent.topologymanager import TopologyHint
+from agent.contracts.hints import TopologyHint
 
 CASES = tomllib.loads((Path(__file__).with_name("kubelet_policy_cases.toml")).read_text())
 

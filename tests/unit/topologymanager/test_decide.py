@@ -11,13 +11,8 @@ import asyncio
 import pytest
 from prometheus_client import REGISTRY
 
-from agent.topologymanager import (
-    ANY_HINT,
-    TopologyAffinityError,
-    TopologyHint,
-    TopologyManager,
-    TopologyManagerConfig,
-)
+from agent.topologymanager import ANY_HINT, TopologyAffinityError, TopologyManager, TopologyManagerConfig
+from agent.contracts.hints import TopologyHint
 
 from .fakes import FakeProvider, H, Pod, ProviderFailure
 

@@ -7,7 +7,8 @@ import pytest
 
 from agent.config import ConfigError, loads
 from agent.topology.sysfs import read_topology
-from agent.topologymanager import TopologyHint, TopologyManager, TopologyManagerConfig
+from agent.topologymanager import TopologyManager, TopologyManagerConfig
+from agent.contracts.hints import TopologyHint
 
 
 def H(*nodes: int, preferred: bool = True) -> TopologyHint:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.topologymanager import TopologyHint, TopologyManager, TopologyManagerConfig
+from agent.topologymanager import TopologyManager, TopologyManagerConfig
+from agent.contracts.hints import TopologyHint
 from agent.topologymanager.merge import ResourceHints, _best_non_preferred_count, _single_numa_filter
 from agent.topologymanager.numa import mask_of
 

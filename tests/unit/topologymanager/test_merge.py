@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.topologymanager import Decision, TopologyHint, TopologyManager, TopologyManagerConfig
+from agent.topologymanager import Decision, TopologyManager, TopologyManagerConfig
+from agent.contracts.hints import TopologyHint
 
 from .fakes import H
 from .kubelet_reference import Reference

@@ -35,7 +35,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.topologymanager import TopologyHint, TopologyManager, TopologyManagerConfig
+from agent.topologymanager import TopologyManager, TopologyManagerConfig
+from agent.contracts.hints import TopologyHint
 
 from .fakes import FakeProvider, Pod, ProviderFailure
 from .kubelet_reference import Reference

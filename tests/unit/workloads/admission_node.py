@@ -19,7 +19,7 @@ from agent.cpu.component import PolicyCPUAllocator
 from agent.cpu.durable import DurablePolicy
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
 from agent.devicemanager.manager import DeviceManager
-from agent.devicemanager.model import Device
+from agent.contracts.devices import Device
 from agent.topology.model import Topology, synthetic
 from agent.topologymanager import TopologyManager, TopologyManagerConfig
 from agent.workloads.admission import Workloads

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from agent.topologymanager import POLICIES, SCOPES
 from agent.workloads.errors import AdmissionError
-from agent.workloads.model import PodPhase, PodStatus
+from agent.contracts.pods import PodPhase, PodStatus
 from tests.unit.workloads.admission_node import MACHINES, Node
 
 SEQUENCES = 1000

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agent.topologymanager import TopologyManager, TopologyManagerConfig
 from agent.workloads.admission import Workloads
-from agent.workloads.model import AdmittedPod, ContainerSpec, PodPhase, PodSpec, PodStatus
+from agent.contracts.pods import AdmittedPod, ContainerSpec, PodPhase, PodSpec, PodStatus
 from agent.workloads.registry import Registry
 from agent.workloads.store import PodFileStore
 

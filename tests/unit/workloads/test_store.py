@@ -12,7 +12,7 @@ import pytest
 
 from agent.cpuset import CPUSet
 from agent.workloads.manifest import parse_manifest
-from agent.workloads.model import (
+from agent.contracts.pods import (
     AdmittedPod,
     ContainerAssignment,
     ContainerState,

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from agent.contracts import CPU_POLICY
-from agent.cpu.hints import Hint
-from agent.cpu.policy import Request
+from agent.contracts.hints import TopologyHint
+from agent.contracts.cpu import Request
 from agent.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_KEY
 from agent.cpuset import CPUSet
 from agent.topology.sysfs import read_topology
@@ -131,7 +131,7 @@ def sandbox(cgroup_layout: str) -> Iterator[Sandbox]:
 
 
 def dedicated(uid: str, cpus: int, node: int) -> Request:
-    return Request(pod_uid=uid, container_name="app", resource_requests={"cpu": cpus}, hint=Hint((node,), True),
+    return Request(pod_uid=uid, container_name="app", resource_requests={"cpu": cpus}, hint=TopologyHint(frozenset({node}), True),
                    annotations={QOS_KEY: "dedicated_cores", MEMORY_ENHANCEMENT_KEY: '{"numa_binding":"true"}'})
 
 

@@ -22,7 +22,7 @@ from agent.daemon.daemon import prepare_root
 from agent.config import loads
 from agent.contracts import ACTIVE_PODS, DEVICE_MANAGER
 from agent.devicemanager.component import factory as host_factory
-from agent.devicemanager.manager import ContainerRequest
+from agent.contracts.devices import ContainerRequest
 from agent.deviceplugin.component import factory as plugins_factory
 from agent.devices.sysfs import read_inventory
 from agent.pods import StaticActivePods

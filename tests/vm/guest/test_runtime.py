@@ -21,7 +21,7 @@ from agent.cgroups.devbpf import DevicePrograms
 from agent.cgroups.workload import WorkloadCgroups
 from agent.runtime.config import RuntimeConfig
 from agent.runtime.runtime import WorkloadRuntime
-from agent.workloads.model import QOS_DEDICATED, QOS_SHARED, DeviceGrant, DeviceNode, PodPhase
+from agent.contracts.pods import QOS_DEDICATED, QOS_SHARED, DeviceGrant, DeviceNode, PodPhase
 from tests.integration.runtime.conftest import FAST, Sink, make_pod, subtree_name
 
 PROBE = ("import errno, os, sys\n"

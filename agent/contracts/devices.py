@@ -164,3 +164,51 @@ def merge_run_options(responses: Iterable[tuple[str, pb.ContainerAllocateRespons
         for c in resp.cdi_devices:
             cdi.setdefault(c.name, None)
     return RunOptions(envs, tuple(mounts.values()), tuple(devices.values()), annotations, tuple(cdi))
+
+
+@dataclass(frozen=True)
+class ContainerRequest:
+    """One container's device requests (resource name -> count)."""
+
+    pod_uid: str
+    container_name: str
+    resources: Mapping[str, int]
+    pod_namespace: str = ""
+    pod_name: str = ""
+    #: "init" (regular init container), "sidecar" (restartable init) or "app"
+    container_type: str = "app"
+    #: the topology manager's NUMA affinity for this container, if any
+    hint: frozenset[int] | None = None
+    #: resource -> the exact devices to take (admission carrying out its decision,
+    #: ``DevicePlan``); they must still be free, else ABORTED. None: choose.
+    devices: Mapping[str, tuple[str, ...]] | None = None
+
+
+@dataclass(frozen=True)
+class ContainerAllocation:
+    pod_uid: str
+    container_name: str
+    allocations: tuple[Allocation, ...]
+
+    def devices(self, resource: str) -> tuple[str, ...]:
+        return next((a.device_ids for a in self.allocations if a.resource == resource), ())
+
+    def run_options(self) -> RunOptions:
+        return merge_run_options((a.resource, a.response_pb()) for a in self.allocations)
+
+
+@dataclass(frozen=True)
+class EndpointRecord:
+    resource: str
+    socket: str
+    state: str  # "connected" or "stopped"
+    stop_time: float | None = None  # wall-clock seconds
+
+
+@dataclass(frozen=True)
+class CheckpointData:
+    allocations: tuple[Allocation, ...] = ()
+    registered: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    devices: dict[str, tuple[Device, ...]] = field(default_factory=dict)
+    endpoints: tuple[EndpointRecord, ...] = ()
+    deleted: tuple[str, ...] = ()
