@@ -25,9 +25,11 @@ publishing after that raises. The contracts and who uses them:
                                                                   pod-resources (deferred)
     PodDirectorySource  kubelet-pods (POD_DIRECTORY)              pressure, eviction plugin, status
     PressureSignals     pressure (PRESSURE)                       eviction plugin, status
+    Evictor             runtime (standalone) or katalyst-eviction-  pressure (deferred)
+                        plugin (kubelet mode) (EVICTOR)
     EvictionPluginView  katalyst-eviction-plugin (EVICTION_PLUGIN) status
     WorkloadRegistry    workloads (WORKLOADS)                     runtime, pod-resources (deferred)
-    PodRuntime          runtime (RUNTIME)                         admission and pressure (deferred)
+    PodRuntime          runtime (RUNTIME)                         admission (deferred)
 
 The topology manager's own ``HintProvider`` (``agent.topologymanager``) is what
 admission's providers implement over ``CPUAllocator`` and ``DeviceAllocator``.
@@ -71,7 +73,8 @@ if TYPE_CHECKING:
     from agent.devicemanager.plan import DevicePlan
     from agent.deviceplugin.registration import Registrar
     from agent.deviceplugin.server import DevicePluginServer
-    from agent.pressure.actions import EvictionAction, EvictionRecord
+    from agent.pressure.actions import EvictionRecord
+    from agent.pressure.eviction import Eviction
 
 __all__ = [
     "Component",
@@ -90,6 +93,7 @@ __all__ = [
     "PodDirectorySource",
     "PressureSignals",
     "EvictionPluginView",
+    "Evictor",
     "PodStatusSink",
     "WorkloadRegistry",
     "PodRuntime",
@@ -101,6 +105,7 @@ __all__ = [
     "POD_DIRECTORY",
     "PRESSURE",
     "EVICTION_PLUGIN",
+    "EVICTOR",
     "WORKLOADS",
     "RUNTIME",
 ]
@@ -240,9 +245,6 @@ class PodDirectorySource(Protocol):
 class PressureSignals(Protocol):
     """What the eviction plugin and status read of the pressure engine."""
 
-    #: who acts on an eviction; the eviction plugin swaps in "Katalyst decides" while registered
-    action: EvictionAction
-
     @property
     def containers(self) -> list[Container]: ...
 
@@ -256,6 +258,25 @@ class PressureSignals(Protocol):
 
     def status(self) -> dict[str, tuple[str, str]]:
         """Per probe: (mode, detail)."""
+
+
+class Evictor(Protocol):
+    """Who acts on a pressure eviction: the runtime in standalone mode, the Katalyst
+    eviction plugin in kubelet mode. The pressure engine decides and records; it
+    looks this up for every eviction and never releases anything itself: a pod's
+    CPUs and devices are released by the registry's owner of the pod (admission)
+    when the pod ends, so its status, CPUs and devices go together."""
+
+    #: what the eviction record says acted ("runtime", "katalyst")
+    name: str
+
+    def accepting(self) -> bool:
+        """Whether it acts now (the eviction plugin: while Katalyst holds its
+        registration); when not, pressure reports the eviction (record, hook)."""
+
+    def execute(self, ev: Eviction, cgroup_paths: list[str]) -> dict[str, Any]:
+        """Begin the eviction; called from a worker thread, so it hands anything that
+        changes a component's state to the daemon's loop. Returns what was done (the record's outcome)."""
 
 
 class EvictionPluginView(Protocol):
@@ -338,3 +359,5 @@ PRESSURE: HandleKey[PressureSignals] = HandleKey("pressure")
 RUNTIME: HandleKey[PodRuntime] = HandleKey("runtime")
 #: agent.kubelet.evictionplugin (kubelet mode)
 EVICTION_PLUGIN: HandleKey[EvictionPluginView] = HandleKey("eviction_plugin")
+#: agent.runtime.component (standalone) or agent.kubelet.evictionplugin (kubelet mode)
+EVICTOR: HandleKey[Evictor] = HandleKey("evictor")

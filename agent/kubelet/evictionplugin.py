@@ -15,13 +15,16 @@ service, the way Katalyst's eviction manager discovers plugins in its
   when ``[kubelet] evict_on_unhealthy_device`` asks for it (off by default).
 - ``GetToken``: a token fixed for this daemon run.
 
-While Katalyst holds the registration, hwagent's own eviction action (report +
-hook) is set aside so a pod is not named twice; it comes back when the plugin
-is deregistered or stops. Samples are computed in an executor and handed to
-the watch on the loop, which owns it.
+It publishes the ``EVICTOR`` pressure asks at each eviction (``KatalystDecides``):
+while Katalyst holds the registration it accepts, records and leaves the pod to
+Katalyst, so pressure's own report (hook) does not name a pod twice; while
+Katalyst does not, it declines and pressure reports. Nothing is swapped in the
+pressure engine. Samples are computed in an executor and handed to the watch on
+the loop, which owns it.
 
-Publishes ``EVICTION_PLUGIN`` (an ``EvictionPluginView``, for status). Looks up
-at start ``PRESSURE``, ``DEVICE_HEALTH`` and ``POD_DIRECTORY``, all started before it.
+Publishes ``EVICTION_PLUGIN`` (an ``EvictionPluginView``, for status) and
+``EVICTOR``. Looks up at start ``PRESSURE``, ``DEVICE_HEALTH`` and
+``POD_DIRECTORY``, all started before it.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from agent.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.contracts import (
     DEVICE_HEALTH,
     EVICTION_PLUGIN,
+    EVICTOR,
     POD_DIRECTORY,
     PRESSURE,
     DeviceHealth,
@@ -146,15 +150,20 @@ class RegistrationServicer(reg_grpc.RegistrationServicer):
 
 
 class KatalystDecides:
-    """hwagent's eviction action while Katalyst holds the plugin registration: record, do nothing."""
+    """The eviction plugin's ``Evictor``: while Katalyst holds the plugin registration,
+    pressure's evictions are Katalyst's to carry out (it asks GetTopEvictionPods):
+    recorded, nothing done here; the kubelet owns the pod and releases its resources."""
 
     name = "katalyst"
 
+    def __init__(self, plugin: EvictionPluginComponent) -> None:
+        self._plugin = plugin
+
+    def accepting(self) -> bool:
+        return self._plugin.registered is True
+
     def execute(self, ev: Eviction, cgroup_paths: list[str]) -> dict[str, Any]:
         return {"deferred_to": "katalyst eviction manager"}
-
-    def finish(self, ev: Eviction, outcome: dict[str, Any]) -> None:
-        """Nothing to release: the kubelet owns the pod."""
 
 
 class EvictionPluginComponent:
@@ -173,7 +182,7 @@ class EvictionPluginComponent:
         self._pods: PodDirectorySource | None = None
         self._server: grpc.aio.Server | None = None
         self._task: asyncio.Task[None] | None = None
-        self._saved_action: Any = None
+        self._ctx: DaemonContext | None = None
 
     # -- state other parts read ----------------------------------------------------------
     def _engine(self) -> PressureSignals | None:
@@ -207,21 +216,12 @@ class EvictionPluginComponent:
         return out
 
     def set_registered(self, ok: bool, error: str) -> None:
+        """Katalyst's answer; ``KatalystDecides`` accepts evictions while it is yes."""
         self.registered, self.registration_error = ok, error
-        engine = self._engine()
         if ok:
             log.info("eviction plugin registered", name=self.cfg.plugin_name, socket=self.socket_path)
-            if engine is not None and self._saved_action is None:
-                self._saved_action, engine.action = engine.action, KatalystDecides()
         else:
             log.error("eviction plugin registration failed", name=self.cfg.plugin_name, error=error)
-            self._restore_action()
-
-    def _restore_action(self) -> None:
-        engine = self._engine()
-        if engine is not None and self._saved_action is not None:
-            engine.action = self._saved_action
-        self._saved_action = None
 
     # -- life cycle ------------------------------------------------------------------------
     async def start(self, ctx: DaemonContext) -> None:
@@ -242,6 +242,8 @@ class EvictionPluginComponent:
         self._server = server
         ctx.remove_on_exit(self.socket_path)
         ctx.publish(EVICTION_PLUGIN, self)
+        ctx.publish(EVICTOR, KatalystDecides(self))
+        self._ctx = ctx
         self._task = asyncio.create_task(self._run(pc.interval_s), name="eviction-plugin")
         log.info("eviction plugin serving", socket=self.socket_path, scope=EVICTION_SCOPE)
 
@@ -260,7 +262,9 @@ class EvictionPluginComponent:
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
-        self._restore_action()
+        self.registered = None  # nobody to hand evictions to: pressure reports them again
+        if self._ctx is not None:
+            self._ctx.withdraw(EVICTOR)
         if self._server is not None:
             await self._server.stop(grace=0.5)
             self._server = None

@@ -1,11 +1,13 @@
-"""What an eviction does: an interface with a standalone and a kubelet-mode action.
+"""What pressure does itself about an eviction: report it, and keep the record.
 
-standalone: hwagent owns the node, so it kills the pod's container cgroups'
-processes (agent.cgroups.kill, inside the workload subtrees only) and releases
-the pod's CPUs and devices.
-kubelet: the kubelet owns pod lifecycle; hwagent reports (log, metrics, record)
-and optionally runs a hook command that can ask the kubelet/API to evict.
-Either way every eviction is appended to a JSON-lines record with its evidence.
+Who acts on an eviction is not pressure's to build: the runtime (standalone) or
+the Katalyst eviction plugin (kubelet mode) publishes an ``Evictor``
+(``agent.contracts.EVICTOR``), and a pod's resources are released by admission
+when the pod ends. When no evictor is there, or it does not act now (Katalyst
+has not registered the plugin), pressure reports the eviction: the log, the
+metrics, the record and optionally a hook command that can ask the kubelet/API
+to evict. Either way every eviction is appended to a JSON-lines record with its
+evidence.
 """
 
 from __future__ import annotations
@@ -16,88 +18,27 @@ import os
 import subprocess
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from agent.cgroups.kill import kill_cgroup
-from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, CgroupPathError
-from agent.cgroups.mounts import cgroup_mounts
-from agent.contracts import CPUAllocator, DeviceAllocator
 from agent.eventlog import get_logger
 from agent.pressure.eviction import Eviction
 
 log = get_logger("hwagent.pressure")
 
-__all__ = ["EvictionAction", "StandaloneEviction", "ReportEviction", "EvictionRecord"]
-
-
-class EvictionAction(Protocol):
-    name: str
-
-    def execute(self, ev: Eviction, cgroup_paths: list[str]) -> dict[str, Any]:
-        """The slow, self-contained part (kill processes, run a hook): may run in a
-        worker thread. Returns what was done (goes into the record)."""
-
-    def finish(self, ev: Eviction, outcome: dict[str, Any]) -> None:
-        """The part that changes other components' state (release CPUs and devices):
-        runs on the thread that owns them, the daemon's loop. Adds to ``outcome``."""
-
-
-class StandaloneEviction:
-    name = "standalone"
-
-    def __init__(
-        self,
-        procfs_root: str = "/proc",
-        cgroup_roots: Sequence[str] = DEFAULT_WORKLOAD_ROOTS,
-        *,
-        cpu: CPUAllocator | None = None,
-        devices: DeviceAllocator | None = None,
-    ) -> None:
-        #: released on the loop once the kill is done (both started before pressure)
-        self.cpu = cpu
-        self.devices = devices
-        self.procfs_root = procfs_root
-        self.cgroup_roots = tuple(cgroup_roots)
-
-    def execute(self, ev: Eviction, cgroup_paths: list[str]) -> dict[str, Any]:
-        mounts = cgroup_mounts(self.procfs_root)
-        killed = 0
-        refused: list[str] = []
-        for p in cgroup_paths:
-            try:
-                killed += kill_cgroup(p, mounts, allowed_roots=self.cgroup_roots).killed
-            except CgroupPathError as e:
-                log.error("eviction kill refused", pod=ev.pod_uid, path=p, error=e)
-                refused.append(p)
-        out: dict[str, Any] = {"killed_processes": killed}
-        if refused:
-            out["refused_paths"] = refused
-        return out
-
-    def finish(self, ev: Eviction, outcome: dict[str, Any]) -> None:
-        released = []
-        steps: list[tuple[str, Callable[[str], None] | None]] = [
-            ("cpu_policy", self.cpu.remove_pod if self.cpu is not None else None),
-            ("devicemanager", self.devices.release_pod if self.devices is not None else None),
-        ]
-        for key, release in steps:
-            if release is None:
-                continue
-            try:
-                release(ev.pod_uid)
-                released.append(key)
-            except Exception as e:  # keep going: the processes are already dead
-                log.error("eviction release failed", service=key, pod=ev.pod_uid, error=repr(e))
-        outcome["released"] = released
+__all__ = ["ReportEviction", "EvictionRecord"]
 
 
 class ReportEviction:
+    """Pressure's own answer when nobody acts on an eviction (an ``Evictor`` that always accepts)."""
+
     name = "report"
 
     def __init__(self, hook: str = "") -> None:
         self.hook = hook
+
+    def accepting(self) -> bool:
+        return True
 
     def execute(self, ev: Eviction, cgroup_paths: list[str]) -> dict[str, Any]:
         if not self.hook:
@@ -115,9 +56,6 @@ class ReportEviction:
             return {"reported": True, "hook_rc": r.returncode}
         except subprocess.TimeoutExpired:
             return {"reported": True, "hook_rc": None, "hook_error": "timeout"}
-
-    def finish(self, ev: Eviction, outcome: dict[str, Any]) -> None:
-        """Nothing of hwagent's changes: the kubelet owns the pod's life cycle."""
 
 
 class EvictionRecord:

@@ -6,16 +6,18 @@ thread of its own while the daemon already serves; the component reports
 the CPU policy's allocations on the loop, hands them to a worker thread for the
 readings and decisions (map reads, file reads, the pure trackers), and applies
 the result back on the loop: health transitions go to the board (which wakes
-ListAndWatch streams through asyncio primitives), an eviction's kill runs in a
-worker thread (it may wait for processes to die) and its releases
-(cpu_policy.remove_pod, devicemanager.release_pod) run on the loop, so every
-other component keeps its single owner.
+ListAndWatch streams through asyncio primitives), an eviction goes to whoever
+acts on it (the ``EVICTOR`` handle, asked in a worker thread: the runtime hands
+the stop to the loop, and admission releases the pod's CPUs and devices when
+it ends), so every other component keeps its single owner and pressure
+releases nothing itself.
 
 Publishes ``PRESSURE`` (the engine, a ``PressureSignals``: the eviction plugin
 and status read it). Looks up at start, all started before it: ``CPU_POLICY``
-(the containers to watch), ``DEVICE_MANAGER`` (released on eviction),
-``DEVICE_HEALTH`` (where health verdicts go), ``POD_DIRECTORY`` (kubelet mode),
-and holds a deferred ``RUNTIME`` (standalone: it starts after pressure).
+(the containers to watch), ``DEVICE_HEALTH`` (where health verdicts go),
+``POD_DIRECTORY`` (kubelet mode), and holds a deferred ``EVICTOR`` (published
+after pressure by the runtime in standalone mode, the eviction plugin in
+kubelet mode; without one an eviction is reported only).
 """
 
 from __future__ import annotations
@@ -27,10 +29,9 @@ import threading
 from prometheus_client import REGISTRY
 
 from agent.cgroups.config import workload_roots
-from agent.contracts import CPU_POLICY, DEVICE_HEALTH, DEVICE_MANAGER, POD_DIRECTORY, PRESSURE, RUNTIME
+from agent.contracts import CPU_POLICY, DEVICE_HEALTH, EVICTOR, POD_DIRECTORY, PRESSURE
 from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
-from agent.pressure.actions import StandaloneEviction
 from agent.pressure.config import PressureConfig
 from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult
 from agent.pressure.eviction import Eviction
@@ -59,19 +60,9 @@ class PressureComponent:
         cfg = ctx.config["pressure"]
         dcfg = ctx.config["daemon"]
         roots = workload_roots(ctx.config)
-        cpu, devices = ctx.lookup(CPU_POLICY), ctx.lookup(DEVICE_MANAGER)
-        action = None
-        if ctx.mode == "standalone":
-            from agent.runtime.eviction import RuntimeEviction
-
-            # the runtime's pods are evicted through it; without a runtime, the kill-and-release path
-            runtime = ctx.deferred(RUNTIME)
-            action = RuntimeEviction(runtime, asyncio.get_running_loop(),
-                                     StandaloneEviction(dcfg.procfs_root, roots, cpu=cpu, devices=devices))
         self.engine = PressureEngine(
             cfg,
-            cpu=cpu,
-            devices=devices,
+            cpu=ctx.lookup(CPU_POLICY),
             device_health=ctx.lookup(DEVICE_HEALTH),
             pod_directory=ctx.lookup(POD_DIRECTORY),
             mode=ctx.mode,
@@ -80,7 +71,7 @@ class PressureComponent:
             sysfs_root=dcfg.sysfs_root,
             cgroup_roots=roots,
             cgroup_hierarchy=ctx.config["cgroups"].hierarchy,
-            action=action,
+            evictor=ctx.deferred(EVICTOR),
         )
         ctx.publish(PRESSURE, self.engine)
         self._collector = PressureCollector(self.engine, lambda: self.state)
@@ -168,12 +159,12 @@ class PressureComponent:
         eng = self.engine
         assert eng is not None
         loop = asyncio.get_running_loop()
+        act = eng.evictor()
         try:
-            outcome = await loop.run_in_executor(None, eng.action.execute, ev, eng.eviction_paths(ev))
-            eng.action.finish(ev, outcome)
+            outcome = await loop.run_in_executor(None, act.execute, ev, eng.eviction_paths(ev))
         except Exception as e:
             outcome = {"error": repr(e)}
-        eng.record_eviction(ev, outcome)
+        eng.record_eviction(ev, act.name, outcome)
 
     # -- control ------------------------------------------------------------------
     #: what reconfigure() takes while running; the daemon's reload logs the rest as needing a restart

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
-from agent.contracts import CPUAllocator, DeviceAllocator, DeviceHealth, PodDirectorySource
+from agent.contracts import CPUAllocations, Deferred, DeviceHealth, Evictor, PodDirectorySource
 from agent.eventlog import get_logger
-from agent.pressure.actions import EvictionAction, EvictionRecord, ReportEviction, StandaloneEviction
+from agent.pressure.actions import EvictionRecord, ReportEviction
 from agent.cgroups.hierarchy import CgroupIndex, Hierarchy, detect_hierarchy, relative_cgroup_path
 from agent.cgroups.mounts import cgroup_mounts
 from agent.pressure.config import PressureConfig
@@ -93,17 +93,17 @@ class PressureEngine:
     """The ``PressureSignals`` the pressure component publishes.
 
     What it reads and acts on is handed in (the component looks each up at its
-    start): the CPU policy's allocations (which containers to watch; released
-    with the device manager's on a standalone eviction), the device-health board
-    and, in kubelet mode, the pod directory. None for a part that does not run.
+    start): the CPU policy's allocations (which containers to watch), the
+    device-health board, in kubelet mode the pod directory, and who acts on an
+    eviction (``evictor``: asked at each eviction, since the runtime and the
+    eviction plugin start after pressure). None for a part that does not run.
     """
 
     def __init__(
         self,
         cfg: PressureConfig,
         *,
-        cpu: CPUAllocator | None = None,
-        devices: DeviceAllocator | None = None,
+        cpu: CPUAllocations | None = None,
         device_health: DeviceHealth | None = None,
         pod_directory: PodDirectorySource | None = None,
         mode: str = "standalone",
@@ -112,7 +112,7 @@ class PressureEngine:
         sysfs_root: str = "/sys",
         probes: ProbeSet | None = None,
         clock: Callable[[], float] = time.monotonic,
-        action: EvictionAction | None = None,
+        evictor: Deferred[Evictor] = lambda: None,
         cgroup_roots: Sequence[str] = DEFAULT_WORKLOAD_ROOTS,
         cgroup_hierarchy: str = "auto",
     ) -> None:
@@ -149,13 +149,9 @@ class PressureEngine:
                 cfg.met_fraction, cfg.cooldown_s, cfg.psi_confirm,
             )
         )
-        if action is None:
-            action = (
-                StandaloneEviction(procfs_root, cgroup_roots, cpu=cpu, devices=devices)
-                if mode == "standalone"
-                else ReportEviction(cfg.eviction_hook)
-            )
-        self.action = action
+        self._evictor = evictor
+        #: what pressure does when nobody acts on an eviction: report it (record, hook)
+        self.report = ReportEviction(cfg.eviction_hook)
         self.record = EvictionRecord(record_path)
         # last readings, for metrics and the live view
         self.last_runqueue: dict[str, Histogram] = {}
@@ -312,21 +308,27 @@ class PressureEngine:
     def eviction_paths(self, ev: Eviction) -> list[str]:
         return [c.cgroup_path for c in self.containers if c.pod_uid == ev.pod_uid and c.cgroup_path]
 
+    def evictor(self) -> Evictor:
+        """Who acts on an eviction now: the published ``EVICTOR`` while it accepts, else
+        pressure's own report. Looked up per eviction, never kept nor swapped."""
+        ev = self._evictor()
+        return ev if ev is not None and ev.accepting() else self.report
+
     def _evict(self, ev: Eviction) -> None:
+        act = self.evictor()
         try:
-            outcome = self.action.execute(ev, self.eviction_paths(ev))
-            self.action.finish(ev, outcome)
+            outcome = act.execute(ev, self.eviction_paths(ev))
         except Exception as e:
             outcome = {"error": repr(e)}
-        self.record_eviction(ev, outcome)
+        self.record_eviction(ev, act.name, outcome)
 
-    def record_eviction(self, ev: Eviction, outcome: dict[str, Any]) -> None:
-        self.record.add(ev, self.action.name, outcome)
+    def record_eviction(self, ev: Eviction, action: str, outcome: dict[str, Any]) -> None:
+        self.record.add(ev, action, outcome)
         key = (ev.reason, ev.signal)
         self.evictions_total[key] = self.evictions_total.get(key, 0) + 1
         log.warning(
             "eviction", pod=f"{ev.pod_namespace}/{ev.pod_name}", uid=ev.pod_uid, reason=ev.reason, signal=ev.signal,
-            action=self.action.name, pool=ev.pool, evidence=dict(ev.evidence), outcome=outcome,
+            action=action, pool=ev.pool, evidence=dict(ev.evidence), outcome=outcome,
         )
 
     def reconfigure(self, cfg: PressureConfig) -> None:
@@ -338,8 +340,7 @@ class PressureEngine:
             cfg.met_fraction, cfg.cooldown_s, cfg.psi_confirm,
         )
         self.health.tracker.policy = HealthPolicy(cfg.error_threshold, cfg.error_window_s, cfg.recovery_s)
-        if isinstance(self.action, ReportEviction):
-            self.action.hook = cfg.eviction_hook
+        self.report.hook = cfg.eviction_hook
 
     def _health_readings(self) -> tuple[dict, dict]:
         """(counters that start at zero with the probes, counters since boot)."""

@@ -8,7 +8,9 @@ no longer holds is killed and removed. Either can run without the other (a
 registry without a runtime admits only; a runtime without a registry reports
 to nobody).
 
-Publishes ``RUNTIME`` (a ``PodRuntime``). Looks up, at start, ``WORKLOADS``
+Publishes ``RUNTIME`` (a ``PodRuntime``) and ``EVICTOR`` (``RuntimeEviction``:
+pressure evicts the pods it runs through it; pressure, started before it, holds
+a deferred ``EVICTOR``). Looks up, at start, ``WORKLOADS``
 (the registry it reports pod status to and restores from) and ``CPU_POLICY``
 (to bind containers' cgroups), both started before it; admission, started
 before it too, holds a deferred ``RUNTIME``.
@@ -20,6 +22,7 @@ running under their shims, to be re-attached at the next start.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +30,10 @@ from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.devbpf import DevicePrograms
 from agent.cgroups.workload import WorkloadCgroups
 from agent.contracts import DaemonContext
-from agent.contracts import CPU_POLICY, RUNTIME, WORKLOADS
+from agent.contracts import CPU_POLICY, EVICTOR, RUNTIME, WORKLOADS
 from agent.eventlog import get_logger
 from agent.runtime.config import RuntimeConfig
+from agent.runtime.eviction import RuntimeEviction
 from agent.runtime.logdir import LOGS
 from agent.runtime.runtime import WorkloadRuntime
 from agent.runtime.state import DIR_MODE, STATE_DIR
@@ -93,6 +97,7 @@ class RuntimeComponent:
             node_memory=node_memory(dcfg.procfs_root),
         )
         ctx.publish(RUNTIME, self.runtime)
+        ctx.publish(EVICTOR, RuntimeEviction(self.runtime, asyncio.get_running_loop()))
         pods = list(registry.admitted()) if registry is not None else []
         await self.runtime.restore(pods)
         log.info(
@@ -118,6 +123,7 @@ class RuntimeComponent:
             await self.runtime.close(stop_workloads=self.cfg.stop_workloads_on_exit)
         if self._ctx is not None:
             self._ctx.withdraw(RUNTIME)
+            self._ctx.withdraw(EVICTOR)
 
     def healthy(self) -> bool:
         return self.runtime is not None

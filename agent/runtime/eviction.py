@@ -1,28 +1,25 @@
-"""The pressure engine's standalone eviction action, acting on the workloads hwagent runs.
+"""The runtime's ``Evictor`` (``EVICTOR``, standalone mode): pressure evictions of the pods hwagent runs.
 
-``execute`` is called from the pressure tick (an executor thread). When no
-runtime runs in this daemon it hands over to the fallback (the engine's
-kill-and-release action for processes launched by others). Otherwise it refuses
+``execute`` is called from the pressure tick (an executor thread). It refuses
 any pod whose cgroups are not the runtime's (``owns_cgroup``): hwagent never
 signals a process it did not start. For its own pods it asks the runtime, on
 the daemon's loop, to evict: SIGTERM, the pod's grace period, kill of the
 cgroup, phase Failed with reason ``Evicted`` and the evidence as message;
-admission releases the CPUs and devices on that terminal status. The tick does
-not wait out the grace period: the outcome says the eviction began, the pod's
-status (``hwagent ps``/``describe``) says how it ended.
+admission releases the CPUs and devices on that terminal status, the one
+release route. The tick does not wait out the grace period: the outcome says
+the eviction began, the pod's status (``hwagent ps``/``describe``) says how it
+ended.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
 from agent.cgroups.paths import mount_suffixes
 from agent.contracts import PodRuntime
 from agent.eventlog import get_logger
-from agent.pressure.actions import EvictionAction
 from agent.pressure.eviction import Eviction
 
 __all__ = ["RuntimeEviction", "eviction_message"]
@@ -36,23 +33,20 @@ def eviction_message(ev: Eviction) -> str:
 
 
 class RuntimeEviction:
-    name = "standalone"
+    """Implements ``agent.contracts.Evictor``; the runtime component publishes it."""
 
-    def __init__(self, runtime: Callable[[], PodRuntime | None], loop: asyncio.AbstractEventLoop,
-                 fallback: EvictionAction | None = None, timeout_s: float = 10.0) -> None:
+    name = "runtime"
+
+    def __init__(self, runtime: PodRuntime, loop: asyncio.AbstractEventLoop, timeout_s: float = 10.0) -> None:
         self._runtime = runtime
         self._loop = loop
-        self._fallback = fallback
         self.timeout_s = timeout_s
 
+    def accepting(self) -> bool:
+        return True
+
     def execute(self, ev: Eviction, cgroup_paths: list[str]) -> dict[str, Any]:
-        rt = self._runtime()
-        if rt is None:
-            # no runtime in this daemon (disabled): processes someone else launched, the
-            # engine's own kill-and-release path
-            if self._fallback is not None:
-                return self._fallback.execute(ev, cgroup_paths)
-            return {"evicted": False, "refused": "no workload runtime in this daemon"}
+        rt = self._runtime
         foreign = [p for p in cgroup_paths if not _owned(rt, p)]
         if not cgroup_paths or foreign:
             log.warning(
@@ -71,14 +65,6 @@ class RuntimeEviction:
         else:
             asyncio.run_coroutine_threadsafe(begin(), self._loop).result(self.timeout_s)
         return {"evicted": True, "via": "runtime", "cgroups": cgroup_paths}
-
-
-    def finish(self, ev: Eviction, outcome: dict[str, Any]) -> None:
-        """On the loop, after ``execute``: a pod the runtime evicts releases its CPUs and
-        devices through admission when it reaches its terminal phase, so nothing to do
-        here; a pod the fallback killed is released by the fallback."""
-        if outcome.get("via") != "runtime" and self._fallback is not None and self._runtime() is None:
-            self._fallback.finish(ev, outcome)
 
 
 def _owned(rt: PodRuntime, path: str) -> bool:

@@ -1,5 +1,6 @@
 """The pressure component on an asyncio loop, as the daemon runs it: own compile,
-metrics registered at scrape time, eviction with releases sent back to the loop."""
+metrics registered at scrape time, eviction through the deferred EVICTOR (published
+after pressure starts, as the runtime does), never a release of its own."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 
 from agent.config import section_defaults
-from agent.contracts import CPU_POLICY
+from agent.contracts import CPU_POLICY, EVICTOR
 from agent.contracts import DaemonContext
 from agent.cpuset import CPUSet
 from agent.pressure.component import PressureComponent, factory
 from agent.topology.model import synthetic
 
-from .test_eviction import FakePolicy, Rec
+from .test_eviction import FakePolicy, Rec, RecordingEvictor
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
 
@@ -64,6 +65,8 @@ def test_component_evicts_and_serves_metrics(hierarchy, cgroup_tree, tmp_path):
         comp = factory(ctx)
         assert isinstance(comp, PressureComponent)
         await comp.start(ctx)
+        evictor = RecordingEvictor((cgroup_tree.rel(""),))
+        ctx.publish(EVICTOR, evictor)  # after pressure started, as the runtime publishes it
         try:
             assert comp.healthy()
             while not comp.ready():  # the probes compile in the background
@@ -71,10 +74,11 @@ def test_component_evicts_and_serves_metrics(hierarchy, cgroup_tree, tmp_path):
                 await asyncio.sleep(0.05)
             hogs = [cgroup_tree.spawn([d]) for _ in range(2 * ncpu + 1)]
             deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and not policy.removed:
+            while time.monotonic() < deadline and not evictor.calls:
                 await asyncio.sleep(0.2)
-            assert policy.removed == ["uid-r"]
-            assert set(policy.called_from) == set(loop_thread)  # read and released on the loop only
+            assert evictor.calls == [("uid-r", [cgroup_tree.rel("r/ctr")])]
+            assert set(policy.called_from) == set(loop_thread)  # read on the loop only
+            assert loop_thread[0] not in evictor.threads  # the evictor runs off the loop
             for h in hogs:
                 assert await asyncio.get_running_loop().run_in_executor(None, h.wait, 5) == -9
             text = generate_latest(REGISTRY).decode()

@@ -1,5 +1,6 @@
 """CPU pressure onset -> eviction decision within seconds, with real hogs in real
-v1 cgroups; the standalone action kills the victim's processes and releases it."""
+v1 cgroups; the decision goes to the published ``EVICTOR`` with the victim's
+cgroups, and pressure releases nothing itself."""
 
 from __future__ import annotations
 
@@ -28,26 +29,40 @@ class Rec:
 
 
 class FakePolicy:
-    """The part of ``CPUAllocator`` (``CPU_POLICY``) the pressure engine uses."""
+    """The part of ``CPUAllocations`` (``CPU_POLICY``) the pressure engine uses: it reads, never releases."""
 
     def __init__(self, recs: list[Rec]) -> None:
         self.recs = list(recs)
-        self.removed: list[str] = []
 
     def allocations(self):
         return list(self.recs)
 
-    def remove_pod(self, pod_uid: str) -> None:
-        self.removed.append(pod_uid)
-        self.recs = [r for r in self.recs if r.pod_uid != pod_uid]
 
+class RecordingEvictor:
+    """An ``Evictor`` (``EVICTOR``) that kills the victim's processes, as the runtime's stop
+    ends them, and remembers what it was asked; it runs in the engine's thread."""
 
-class FakeDevices:
-    def __init__(self) -> None:
-        self.released: list[str] = []
+    name = "recording"
 
-    def release_pod(self, pod_uid: str) -> None:
-        self.released.append(pod_uid)
+    def __init__(self, roots: tuple[str, ...]) -> None:
+        self.roots = roots
+        self.calls: list[tuple[str, list[str]]] = []
+        self.threads: list[int] = []
+
+    def accepting(self) -> bool:
+        return True
+
+    def execute(self, ev, cgroup_paths):
+        import threading
+
+        from agent.cgroups.kill import kill_cgroup
+        from agent.cgroups.mounts import cgroup_mounts
+
+        self.threads.append(threading.get_ident())
+        self.calls.append((ev.pod_uid, list(cgroup_paths)))
+        mounts = cgroup_mounts("/proc")
+        killed = sum(kill_cgroup(p, mounts, allowed_roots=self.roots).killed for p in cgroup_paths)
+        return {"killed_processes": killed}
 
 
 @pytest.mark.slow
@@ -61,10 +76,10 @@ def test_hard_pressure_evicts_reclaimed_pod_and_kills_it(probe_set, hierarchy, c
         Rec(f"uid-{n}", "default", f"pod-{n}", "ctr", f"{n}_cores", all_cpus, cgroup_tree.rel(f"{n}/ctr"))
         for n in dirs
     ]
-    policy, devices = FakePolicy(recs), FakeDevices()
+    policy, evictor = FakePolicy(recs), RecordingEvictor((cgroup_tree.rel(""),))
     cfg = PressureConfig(soft_threshold=0.3, hard_threshold=0.6, window_s=2.0, interval_s=0.5,
                          met_fraction=0.75, cooldown_s=60)
-    eng = PressureEngine(cfg, cpu=policy, devices=devices, probes=probe_set,
+    eng = PressureEngine(cfg, cpu=policy, probes=probe_set, evictor=lambda: evictor,
                          record_path=tmp_path / "evictions.jsonl", cgroup_roots=(cgroup_tree.rel(""),))
     eng.load()
     eng.tick()
@@ -85,11 +100,12 @@ def test_hard_pressure_evicts_reclaimed_pod_and_kills_it(probe_set, hierarchy, c
     assert ev.pod_uid == "uid-reclaimed" and ev.reason == "cpu_pressure_hard"
     assert ev.evidence["pool_pressure"] >= cfg.hard_threshold
     for p in victims:
-        assert p.wait(timeout=5) == -9  # SIGKILLed by the standalone action
+        assert p.wait(timeout=5) == -9  # SIGKILLed by the evictor
     assert all(p.poll() is None for p in shared + dedicated)
-    assert policy.removed == ["uid-reclaimed"] and devices.released == ["uid-reclaimed"]
+    assert evictor.calls == [("uid-reclaimed", [cgroup_tree.rel("reclaimed/ctr")])]
+    assert len(policy.recs) == 3  # pressure released nothing: admission does, when the pod ends
     rec = eng.record.recent[-1]
-    assert rec["outcome"]["killed_processes"] == len(victims) and rec["action"] == "standalone"
+    assert rec["outcome"]["killed_processes"] == len(victims) and rec["action"] == "recording"
     assert "uid-reclaimed" in (tmp_path / "evictions.jsonl").read_text()
     # cool-down: the still-loaded pool evicts nobody else for now
     for _ in range(4):

@@ -1,5 +1,5 @@
 """The runtime component in a daemon context: restore at start from the registry,
-detach or stop at exit, and eviction through the pressure engine's action."""
+detach or stop at exit, and eviction through the EVICTOR it publishes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from agent.contracts import DaemonContext
 from agent.config import section_defaults
-from agent.contracts import RUNTIME, WORKLOADS
+from agent.contracts import EVICTOR, RUNTIME, WORKLOADS
 from agent.pressure.eviction import Eviction
 from agent.runtime.component import RuntimeComponent, factory
 from agent.runtime.eviction import RuntimeEviction
@@ -70,10 +70,12 @@ def test_component_restores_detaches_and_stops(env):
         comp = factory(ctx)
         await comp.start(ctx)
         assert ctx.lookup(RUNTIME) is comp.runtime
+        evictor = ctx.lookup(EVICTOR)
+        assert isinstance(evictor, RuntimeEviction) and evictor.accepting()  # pressure's one eviction route
         st = await registry.wait(pod.uid, lambda s: s.phase == PodPhase.RUNNING)
         pid = st.containers[0].pid
         await comp.stop()  # leave workloads running
-        assert ctx.lookup(RUNTIME) is None
+        assert ctx.lookup(RUNTIME) is None and ctx.lookup(EVICTOR) is None
         os.kill(pid, 0)
         # second start: re-attached, same process
         ctx = context(env, registry, stop_on_exit=True)
@@ -98,16 +100,7 @@ def test_eviction_action_evicts_only_the_runtimes_pods(env, tmp_path):
         rt = env.runtime()
         await rt.run(pod)
         loop = asyncio.get_running_loop()
-        fallback_calls = []
-
-        class Fallback:
-            name = "fallback"
-
-            def execute(self, ev, paths):
-                fallback_calls.append(paths)
-                return {}
-
-        action = RuntimeEviction(lambda: rt, loop, Fallback())
+        action = RuntimeEviction(rt, loop)
         ev = Eviction(pod.uid, "default", "hog", ("main",), "0-1", "cpu_pressure_soft", "runqueue_delay",
                       time.time(), {"pool_pressure": 0.9, "threshold": 0.5})
         own = f"{env.subtree}/pod{pod.uid}/main"
@@ -127,9 +120,5 @@ def test_eviction_action_evicts_only_the_runtimes_pods(env, tmp_path):
         assert st.phase == PodPhase.FAILED and st.reason == "Evicted"
         assert "cpu_pressure_soft" in st.message and "pool_pressure" in st.message
         assert env.dirs() == []
-        assert fallback_calls == []
-        # without a runtime the engine's own path runs
-        RuntimeEviction(lambda: None, loop, Fallback()).execute(ev, ["/x"])
-        assert fallback_calls == [["/x"]]
 
     asyncio.run(go())
