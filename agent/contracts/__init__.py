@@ -69,11 +69,8 @@ from agent.contracts.pressure import Container
 from agent.cpuset import CPUSet
 
 if TYPE_CHECKING:
-    from agent.cpu.policy import DynamicPolicy
-    from agent.devicemanager.plan import DevicePlan
     from agent.deviceplugin.registration import Registrar
     from agent.deviceplugin.server import DevicePluginServer
-    from agent.pressure.actions import EvictionRecord
     from agent.pressure.eviction import Eviction
 
 __all__ = [
@@ -85,6 +82,8 @@ __all__ = [
     "Placement",
     "CPUAllocations",
     "CPUAllocator",
+    "CPUPlanner",
+    "DevicePlanner",
     "DeviceAllocations",
     "DeviceAllocator",
     "DeviceHealth",
@@ -126,15 +125,40 @@ class CPUAllocations(Protocol):
         """The CPUs (and memory nodes) a container has now, read when a view answers
         (ps, describe, pod-resources, the cgroup); None when the policy holds nothing of it."""
 
-    @property
-    def policy(self) -> DynamicPolicy:
-        """The live policy, to read (state, pools, reserved, index); changes go through the methods."""
+    def pools(self) -> dict[str, CPUSet]:
+        """Every pool's CPUs now (share, reserve, reclaim, named pools)."""
+
+    def shared_cpus(self) -> CPUSet:
+        """Where a container without CPUs of its own (an init container) runs now."""
+
+    def free_per_numa(self) -> dict[int, int]:
+        """Dedicatable CPUs per NUMA node now (not held by NUMA-bound containers, reserved excluded)."""
+
+    def numa_of(self) -> Mapping[int, int]:
+        """CPU id -> its NUMA node, for the machine the policy runs on."""
+
+
+class CPUPlanner(Protocol):
+    """The CPU policy's state copied for one admission decision: hints and placements
+    on the copy, each recorded so the pod's next container sees it, nothing live changed."""
+
+    def hints(self, req: Request) -> list[TopologyHint] | None:
+        """The policy's hints on the copy; None = no NUMA preference."""
+
+    def allocate(self, req: Request) -> AllocateResult:
+        """What the policy's allocate would give, recorded in the copy only."""
+
+    def shared_cpus(self) -> CPUSet:
+        """``CPUAllocations.shared_cpus`` in the copy."""
 
 
 class CPUAllocator(CPUAllocations, Protocol):
     """What admission, the runtime and eviction ask of the CPU policy (persisted before returning)."""
 
     async def get_topology_hints(self, req: Request) -> HintsResult: ...
+
+    def plan(self) -> CPUPlanner:
+        """A private copy of the policy's state to decide a pod on (admission's decision, dry run)."""
 
     async def allocate(self, req: Request) -> AllocateResult: ...
 
@@ -171,6 +195,18 @@ class DeviceAllocations(Protocol):
         """Everything the checkpoint would hold now (the ``resources`` view)."""
 
 
+class DevicePlanner(Protocol):
+    """The device manager's allocation table copied for one admission decision."""
+
+    def hints(
+        self, pod_uid: str, container_name: str | None, requests: Mapping[str, int]
+    ) -> dict[str, list[TopologyHint] | None]:
+        """A container's hints (None: the whole pod's) on the copy."""
+
+    async def allocate(self, req: ContainerRequest) -> ContainerAllocation:
+        """What the manager's allocate would give, recorded in the copy only."""
+
+
 class DeviceAllocator(DeviceAllocations, Protocol):
     """What admission and eviction ask of the device manager (devicemanager/types.go ``Manager``)."""
 
@@ -180,7 +216,7 @@ class DeviceAllocator(DeviceAllocations, Protocol):
 
     def pod_topology_hints(self, pod_uid: str, requests: Mapping[str, int]) -> dict[str, list[TopologyHint] | None]: ...
 
-    def plan(self, pod_uid: str) -> DevicePlan:
+    def plan(self, pod_uid: str) -> DevicePlanner:
         """A private copy of the allocation table to decide ``pod_uid`` on (admission's decision, dry run)."""
 
     async def allocate(self, req: ContainerRequest) -> ContainerAllocation: ...
@@ -251,8 +287,8 @@ class PressureSignals(Protocol):
     @property
     def last_runqueue(self) -> dict[str, Histogram]: ...
 
-    @property
-    def record(self) -> EvictionRecord: ...
+    def recent_evictions(self) -> list[dict[str, Any]]:
+        """The last evictions, oldest first, as status shows them."""
 
     def container_wait_ns(self, by_cgroup: dict[str, Histogram]) -> dict[tuple[str, str], int]: ...
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from agent.cpu.metrics import (
     RESIDUAL_REMOVED,
 )
 from agent.cpu.periodic import ResidualTracker
+from agent.cpu.plan import PolicyPlan
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
 from agent.contracts.cpu import AllocateResult, HintsResult, Request
 from agent.cpu.state import PolicyState
@@ -83,10 +85,6 @@ class PolicyCPUAllocator:
     def __init__(self, component: CPUPolicyComponent) -> None:
         self._c = component
 
-    @property
-    def policy(self) -> DynamicPolicy:
-        return self._c.durable.policy
-
     def allocations(self) -> list[AllocationInfo]:
         return self._c.durable.policy.state.containers()
 
@@ -96,6 +94,21 @@ class PolicyCPUAllocator:
 
     def placement(self, pod_uid: str, container: str) -> Placement | None:
         return self._c.durable.policy.placement(pod_uid, container)
+
+    def pools(self) -> dict[str, CPUSet]:
+        return dict(self._c.durable.policy.state.pools)
+
+    def shared_cpus(self) -> CPUSet:
+        return self._c.durable.policy.shared_cpus()
+
+    def free_per_numa(self) -> dict[int, int]:
+        return self._c.durable.policy.free_per_numa()
+
+    def numa_of(self) -> Mapping[int, int]:
+        return self._c.durable.policy.idx.numa_of
+
+    def plan(self) -> PolicyPlan:
+        return PolicyPlan(self._c.durable.policy)
 
     def remove_pod(self, pod_uid: str) -> None:
         self._c.durable.policy.remove_pod(pod_uid)

@@ -351,6 +351,17 @@ class DynamicPolicy:
         a = self._state.get(pod_uid, container)
         return None if a is None else placement_of(a.cpuset, a.numa_binding, self.idx.numa_of)
 
+    def shared_cpus(self, st: PolicyState | None = None) -> CPUSet:
+        """Where a container without CPUs of its own (an init container) runs in ``st``
+        (the live state by default): the shared pool, else what shared pods may use."""
+        st = self._state if st is None else st
+        return st.pools.get(DEFAULT_POOL) or shared_available(self.idx, st, self.reserved)
+
+    def free_per_numa(self) -> dict[int, int]:
+        """Dedicatable CPUs per NUMA node now: not held by NUMA-bound containers, reserved excluded."""
+        ms = machine_state(self.idx, self._state)
+        return {n: len(ms[n].default_cpuset - self.reserved) for n in self.idx.numa_ids}
+
     def allocatable(self) -> tuple[dict[int, int], dict[int, int]]:
         """(capacity per NUMA, allocatable per NUMA = capacity - reserved)."""
         cap = {n: len(self.idx.numa_cpus[n]) for n in self.idx.numa_ids}

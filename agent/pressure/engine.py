@@ -220,6 +220,11 @@ class PressureEngine:
         for name, st in self.status().items():
             log.info("probe", name=name, mode=st[0], detail=st[1])
 
+    def recent_evictions(self) -> list[dict[str, Any]]:
+        """The last evictions (reason, evidence, outcome), oldest first: copies, so a
+        reader never holds the engine's record."""
+        return [dict(r) for r in self.record.recent]
+
     def status(self) -> dict[str, tuple[str, str]]:
         """probe -> (mode, detail): mode "bpf", "fallback", or "loading" before install()."""
         out = {}

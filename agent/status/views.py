@@ -94,10 +94,9 @@ def cpus_view(handles: Handles, numa_cpus: Mapping[int, Any]) -> dict[str, Any]:
         raise ViewUnavailable("the CPU policy does not run in this daemon")
     from agent.cpu.view import Allocation, summarize
 
-    st = policy.policy.state
     allocs = [Allocation(a.pod_uid, a.pod_namespace, a.pod_name, a.container_name, a.qos_level, a.owner_pool_name,
-                         a.cpuset) for a in st.containers()]
-    return summarize(numa_cpus, st.pools, allocs, "cpu policy (live)")
+                         a.cpuset) for a in policy.allocations()]
+    return summarize(numa_cpus, policy.pools(), allocs, "cpu policy (live)")
 
 
 def pods_view(handles: Handles) -> tuple[list[dict[str, Any]], str]:
@@ -133,7 +132,7 @@ def evictions_view(handles: Handles, keep: int = 10) -> list[dict[str, Any]]:
     recs: list[dict[str, Any]] = []
     engine = handles.pressure
     if engine is not None:
-        recs.extend(engine.record.recent)
+        recs.extend(engine.recent_evictions())
     plugin = handles.eviction_plugin
     if plugin is not None:
         recs.extend(plugin.recent)

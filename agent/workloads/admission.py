@@ -275,8 +275,9 @@ class Workloads:
         except BaseException:
             await self._rollback(spec)
             raise
-        state = svc.policy.state if svc is not None else None
-        placed = assignments(spec, d.hints, cpu_results, dev_results, svc, state)
+        shared = svc.shared_cpus() if svc is not None else CPUSet()
+        numa_of = svc.numa_of() if svc is not None else None
+        placed = assignments(spec, d.hints, cpu_results, dev_results, shared, numa_of)
         return AdmittedPod(spec=spec, qos=qos, assignments=placed, admitted_at=self.clock())
 
     async def _rollback(self, spec: PodSpec) -> None:
@@ -343,11 +344,7 @@ class Workloads:
         parts: list[str] = []
         svc = self.cpu_policy
         if svc is not None:
-            from agent.cpu.state import machine_state
-
-            pol = svc.policy
-            ms = machine_state(pol.idx, pol.state)
-            free = {n: len(ms[n].default_cpuset - pol.reserved) for n in pol.idx.numa_ids}
+            free = svc.free_per_numa()
             parts.append(f"{CPU_RESOURCE} " + " ".join(f"{n}={k}" for n, k in sorted(free.items())))
         dm = self.device_manager
         wanted = sorted({r for c in spec.all_containers() for r in c.resources.extended}) if spec else []

@@ -25,7 +25,6 @@ from agent.contracts import CPUAllocator, DeviceAllocator
 from agent.contracts.placement import placement_of
 from agent.cpu.errors import PolicyError
 from agent.contracts.cpu import AllocateResult
-from agent.cpu.state import PolicyState
 from agent.cpuset import CPUSet
 from agent.contracts.devices import ContainerAllocation
 from agent.devicemanager.selection import AllocationError
@@ -76,7 +75,8 @@ async def decide(
         raise admission_error_from_devices(None, e) from None
     except PolicyError as e:
         raise admission_error_from_policy(e) from None
-    placement = assignments(spec, hints, cpu.results, devices.results, cpu_policy, cpu.state)
+    numa_of = cpu_policy.numa_of() if cpu_policy is not None else None
+    placement = assignments(spec, hints, cpu.results, devices.results, cpu.shared_cpus(), numa_of)
     return PodDecision(spec, hints, cpu, devices, placement)
 
 
@@ -85,24 +85,16 @@ def assignments(
     hints: Mapping[str, TopologyHint],
     cpu_results: Mapping[str, AllocateResult],
     dev_results: Mapping[str, ContainerAllocation],
-    cpu_policy: CPUAllocator | None,
-    state: PolicyState | None,
+    shared_pool: CPUSet,
+    numa_of: Mapping[int, int] | None,
 ) -> dict[str, ContainerAssignment]:
     """Each container's CPUs, memory nodes, NUMA affinity, devices and grant.
 
-    ``state`` is the CPU policy's state after the pod's allocations (the plan's
-    for a dry run, the live one after a commit): containers without CPUs of
-    their own (init containers) get the CPUs shared pods may use in it.
+    ``shared_pool`` is where shared pods may run after the pod's allocations (the
+    plan's for a dry run, the live policy's after a commit): containers without
+    CPUs of their own (init containers) get it. ``numa_of`` (CPU -> NUMA node,
+    None without a CPU policy) gives a NUMA-bound container its memory nodes.
     """
-    shared_pool = CPUSet()
-    numa_of: Mapping[int, int] | None = None
-    if cpu_policy is not None and state is not None:
-        from agent.cpu.pools import shared_available
-
-        pol = cpu_policy.policy
-        # init containers get no cpus from the policy: they run where shared pods may
-        shared_pool = state.pools.get("share") or shared_available(pol.idx, state, pol.reserved)
-        numa_of = pol.idx.numa_of
     out: dict[str, ContainerAssignment] = {}
     for c in spec.all_containers():
         res = cpu_results.get(c.name)

@@ -19,12 +19,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from agent.contracts import CPUAllocator, DeviceAllocator
+from agent.contracts import CPUAllocator, CPUPlanner, DeviceAllocator
+from agent.cpuset import CPUSet
 from agent.cpu.errors import PolicyError
 from agent.contracts.cpu import AllocateResult, Request
 from agent.contracts.cpu import INIT as CPU_INIT
 from agent.contracts.cpu import MAIN as CPU_MAIN
-from agent.cpu.state import PolicyState
 from agent.contracts.devices import ContainerAllocation, ContainerRequest
 from agent.devicemanager.selection import AllocationError
 from agent.contracts.hints import TopologyHint, format_affinity
@@ -79,9 +79,8 @@ class CPUProvider:
     name = "cpu"
 
     def __init__(self, policy: CPUAllocator | None) -> None:
-        self._svc = policy
-        #: the state the decision has reached (the live state when it started)
-        self.state: PolicyState | None = policy.policy.state if policy is not None else None
+        #: the policy's state copied for this decision (None: no CPU policy runs here)
+        self._plan: CPUPlanner | None = policy.plan() if policy is not None else None
         #: container -> what the policy's allocate gives it, and the request that gives it
         self.results: dict[str, AllocateResult] = {}
         self.requests: dict[str, Request] = {}
@@ -96,9 +95,9 @@ class CPUProvider:
             raise admission_error_from_policy(e) from None
 
     def _hints_or_none(self, req: Request) -> list[TopologyHint] | None:
-        if self._svc is None or self.state is None:
+        if self._plan is None:
             return None
-        return self._svc.policy.hints_in(self.state, req).hints
+        return self._plan.hints(req)
 
     async def container_hints(self, pod: PodSpec, container: str) -> Mapping[str, Sequence[TopologyHint] | None]:
         c = _container(pod, container)
@@ -117,8 +116,8 @@ class CPUProvider:
         return {CPU_RESOURCE: self._hints(cpu_request(pod, first, milli=max(apps, inits)))}
 
     async def place(self, pod: PodSpec, container: str, hint: TopologyHint) -> None:
-        svc, st = self._svc, self.state
-        if svc is None or st is None:
+        plan = self._plan
+        if plan is None:
             return
         c = _container(pod, container)
         if c.kind == INIT:
@@ -126,13 +125,15 @@ class CPUProvider:
         chosen = self._choose_hint(cpu_request(pod, c), hint.affinity if hint is not None else None, c.name)
         req = cpu_request(pod, c, hint=chosen)
         try:
-            res, after = svc.policy.plan(st, req)
+            res = plan.allocate(req)
         except PolicyError as e:
             raise admission_error_from_policy(e) from None
-        if after is not None:
-            self.state = after
         self.results[container] = res
         self.requests[container] = req
+
+    def shared_cpus(self) -> CPUSet:
+        """Where a container without CPUs of its own runs, in the state the decision reached."""
+        return self._plan.shared_cpus() if self._plan is not None else CPUSet()
 
     def _choose_hint(self, req: Request, affinity: frozenset[int] | None, name: str) -> TopologyHint | None:
         """The CPU hint to allocate with: the merged affinity, narrowed to a mask the

@@ -113,8 +113,6 @@ KNOWN_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset({
     # agent/contracts.py names its owners' value types (allocation records, hints,
     # requests, pod status) in the Protocols' signatures, under TYPE_CHECKING: the
     # value types that cross components still live in their owners' modules.
-    ("contracts", "cpu"),
-    ("contracts", "devicemanager"),
     ("contracts", "deviceplugin"),
     ("contracts", "pressure"),
 })

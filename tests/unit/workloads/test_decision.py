@@ -97,10 +97,11 @@ def test_the_dry_run_shows_the_placement_admission_then_makes(tmp_path):
     async def body(w):
         await w.admit_manifest(pod("hog", cpus=(3,)))
         manifest = pod("web", cpus=(1, 2), devices=1)  # two devices on two nodes: c0 on node 0, c1 on node 1
-        before = w.cpu_policy.policy.state
+        before = (w.cpu_policy.allocations(), w.cpu_policy.pools())
         allocs = [a for a in w.device_manager.allocations()]
         dry = await w.admit_manifest(manifest, dry_run=True)
-        assert w.cpu_policy.policy.state is before and w.device_manager.allocations() == allocs
+        assert (w.cpu_policy.allocations(), w.cpu_policy.pools()) == before
+        assert w.device_manager.allocations() == allocs
         assert [d.name for d in dry.decisions] == ["c0", "c1"]
         got = (await w.admit_manifest(manifest)).pod
         for d in dry.decisions:
