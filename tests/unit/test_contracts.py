@@ -116,13 +116,13 @@ def foreign_types(protocols: typing.Iterable[type]) -> list[str]:
 FRAMEWORK = frozenset({"Component", "Deferred"})
 
 #: Members that still hand out an owner's object, named exactly (a new one fails, and
-#: so does one that is gone but still listed): the pressure engine's swappable eviction
-#: action (the eviction route, being replaced by one EVICTOR handle) and the built-in
+#: so does one that is gone but still listed): ``Evictor.execute`` takes pressure's
+#: ``Eviction`` record (a value still in agent/pressure/eviction.py), and the built-in
 #: device plugins' servers and registrars (status reads them).
 KNOWN_FOREIGN = frozenset({
     "DevicePlugins.plugins(): unresolved DevicePluginServer",
     "DevicePlugins.registrars(): unresolved Registrar",
-    "PressureSignals.PressureSignals: unresolved EvictionAction",
+    "Evictor.execute(): unresolved Eviction",
 })
 
 
