@@ -16,6 +16,7 @@ Command line (also used by the host-side pytest wrapper through the same functio
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import signal
@@ -255,17 +256,35 @@ def record_boot(image_dir: Path, seconds: float, load_per_cpu: float) -> None:
         pass  # a read-only cache: the budget stays at its unmeasured default
 
 
-def timeout_stretch(image_dir: Path, boot_s: float) -> float:
-    """How much longer than its nominal timeout a guest that took ``boot_s`` to boot may
-    run: its boot against the quickest remembered one, between 1 and MAX_TIMEOUT_STRETCH.
-    The boot is a measurement of how fast the emulator runs on this machine right now."""
+def _boots_per_unit_load(image_dir: Path) -> list[float]:
+    """The remembered boots, each divided by the load per CPU it ran under (at least 1):
+    TCG's speed on this machine with the load taken out."""
+    out: list[float] = []
     try:
-        quickest = min(float(line.split()[0]) for line in _history_file(image_dir).read_text().splitlines())
+        for line in _history_file(image_dir).read_text().splitlines():
+            secs, load = (float(x) for x in line.split())
+            out.append(secs / max(1.0, load))
     except (OSError, ValueError):
+        pass
+    return out
+
+
+def timeout_stretch(image_dir: Path, boot_s: float, load_per_cpu: float | None = None) -> float:
+    """How much longer than its nominal timeout a guest that took ``boot_s`` to boot may
+    run: its boot against the quickest remembered one (per unit of load), between 1 and
+    MAX_TIMEOUT_STRETCH. The boot is a measurement of how fast the emulator runs on this
+    machine right now.
+
+    ``load_per_cpu``, the load this boot started under, counts the boot itself as a
+    reference too: a fresh machine (a CI clone with no boot remembered) that is loaded
+    boots slowly against its own load-free figure, so its first guests are stretched as
+    well, where comparing loaded boots only with each other would give 1."""
+    per_unit = _boots_per_unit_load(image_dir)
+    if load_per_cpu is not None:
+        per_unit.append(boot_s / max(1.0, load_per_cpu))
+    if not per_unit or min(per_unit) <= 0:
         return 1.0
-    if quickest <= 0:
-        return 1.0
-    return min(MAX_TIMEOUT_STRETCH, max(1.0, boot_s / quickest))
+    return min(MAX_TIMEOUT_STRETCH, max(1.0, boot_s / min(per_unit)))
 
 
 def boot_budget_s(image_dir: Path, load_per_cpu: float | None = None) -> float:
@@ -279,13 +298,7 @@ def boot_budget_s(image_dir: Path, load_per_cpu: float | None = None) -> float:
     env = os.environ.get("HWAGENT_VM_BOOT_BUDGET")
     if env:
         return float(env)
-    per_unit_load: list[float] = []
-    try:
-        for line in _history_file(image_dir).read_text().splitlines():
-            secs, load = (float(x) for x in line.split())
-            per_unit_load.append(secs / max(1.0, load))
-    except (OSError, ValueError):
-        pass
+    per_unit_load = _boots_per_unit_load(image_dir)
     if not per_unit_load:
         return BOOT_BUDGET_UNMEASURED_S
     now = _load_per_cpu() if load_per_cpu is None else load_per_cpu
@@ -372,7 +385,7 @@ def boot(
     while True:
         budget = boot_budget_s(image.path)
         load = _load_per_cpu()
-        stretch_of = (lambda b: timeout_stretch(image.path, b)) if stretch else None
+        stretch_of = functools.partial(timeout_stretch, image.path, load_per_cpu=load) if stretch else None
         attempt = _run_qemu(argv, out_dir, timeout_s - (time.monotonic() - t0), budget, stretch_of, not_after)
         if attempt.boot_s is not None and not attempt.silent:
             record_boot(image.path, attempt.boot_s, load)

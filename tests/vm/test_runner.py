@@ -229,3 +229,14 @@ def test_a_guest_within_the_tier_budget_keeps_its_own_limit(fake) -> None:
     run = fake("slow-boot-wedged", timeout_s=2, not_after=tier.not_after(1))
     assert run.timed_out and not run.cut_by_tier and "budget" not in run.describe()
     assert time.monotonic() < tier.not_after(1)
+
+
+def test_a_first_boot_on_a_loaded_machine_is_stretched_by_the_load_it_ran_under(tmp_path, monkeypatch) -> None:
+    """A fresh CI machine has no quiet boot remembered: the boot's own load is the reference
+    (boots are remembered per unit of load, as for the boot budget)."""
+    monkeypatch.setenv("HWAGENT_VM_BOOT_HISTORY", str(tmp_path / "boot-times"))
+    assert runner.timeout_stretch(tmp_path, 20.0, load_per_cpu=0.5) == 1.0  # quiet: no stretch
+    assert runner.timeout_stretch(tmp_path, 20.0, load_per_cpu=2.0) == 2.0  # 2 runnable per CPU
+    assert runner.timeout_stretch(tmp_path, 20.0, load_per_cpu=9.0) == runner.MAX_TIMEOUT_STRETCH
+    runner.record_boot(tmp_path, 30.0, 3.0)  # a loaded boot remembered: 10 s per unit of load
+    assert runner.timeout_stretch(tmp_path, 20.0, load_per_cpu=1.0) == 2.0
