@@ -58,12 +58,45 @@ class ReportEviction:
             return {"reported": True, "hook_rc": None, "hook_error": "timeout"}
 
 
+#: how much of the end of evictions.jsonl a start reads back (a few hundred records)
+TAIL_BYTES = 1 << 20
+
+
+def parse_records(text: str) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines text; a torn or foreign line is skipped."""
+    out = []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def read_tail(path: Path, keep: int) -> list[dict[str, Any]]:
+    """The last ``keep`` records of the file (its last ``TAIL_BYTES``); none when it is absent."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return []
+    if size > TAIL_BYTES:
+        data = data.partition(b"\n")[2]  # the first line read is cut
+    return parse_records(data.decode(errors="replace"))[-keep:]
+
+
 class EvictionRecord:
     """Every eviction, with reason, evidence and outcome: in memory and as JSON lines."""
 
     def __init__(self, path: Path | None = None, keep: int = 200) -> None:
         self.path = path
-        self.recent: deque[dict[str, Any]] = deque(maxlen=keep)
+        # the file outlives the daemon: a restarted one shows the evictions it holds
+        # (`hwagent status` said "last evictions: none" with five in the file)
+        self.recent: deque[dict[str, Any]] = deque(read_tail(path, keep) if path is not None else (), maxlen=keep)
 
     def add(self, ev: Eviction, action: str, outcome: dict[str, Any]) -> dict[str, Any]:
         rec = dataclasses.asdict(ev)

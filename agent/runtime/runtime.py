@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups.devbpf import DeviceProgramError
+from agent.cgroups.oom import oom_kills
 from agent.cgroups.workload import CgroupSetupError, WorkloadCgroups
 from agent.contracts import PodStatusSink
 from agent.cpuset import CPUSet
@@ -182,7 +183,8 @@ class WorkloadRuntime:
                 if cf.pids() is not None and info is None:
                     info = ExitInfo(137, message="exit status lost: the container's shim was gone at restore")
                 if info is not None and (cf.pids() is not None or not info.started):
-                    resume[c.name] = info
+                    oom = info.exit_code != 0 and oom_kills(self.cgroups.read, ctr.rel) > 0
+                    resume[c.name] = replace(info, oom=True) if oom else info
                 if self.cgroups.exists(ctr.rel):
                     await self._teardown(ctr.rel)
             log.info(
@@ -233,9 +235,13 @@ class WorkloadRuntime:
         pdir = pod_dir_name(pod.uid)
         for c in pod.spec.all_containers():
             r = rec.container(c.name)
-            ctrs[c.name] = _Ctr(c, self.cgroups.path(pdir, c.name),
-                                ContainerStatus(c.name, reason="ContainerCreating" if c.kind == "app" else "PodInitializing",
-                                                restart_count=r.restarts, exit_code=r.last_exit_code))
+            if r.done:  # a completed init container (pod.json says so after a restart) stays Completed
+                status = ContainerStatus(c.name, state=ContainerState.TERMINATED, reason="Completed", exit_code=0,
+                                         restart_count=r.restarts, started_at=r.started_at, finished_at=r.finished_at)
+            else:
+                status = ContainerStatus(c.name, reason="ContainerCreating" if c.kind == "app" else "PodInitializing",
+                                         restart_count=r.restarts, exit_code=r.last_exit_code)
+            ctrs[c.name] = _Ctr(c, self.cgroups.path(pdir, c.name), status)
         return _Pod(pod, PodFiles(self.state_root, pod.uid), rec, ctrs)
 
     async def _wait_first(self, p: _Pod) -> None:
@@ -324,9 +330,11 @@ class WorkloadRuntime:
         rec = p.record.container(ctr.spec.name)
         rec.last_exit_code = info.exit_code
         rec.finished_at = info.finished_at or now
+        # read while the run's cgroup still exists (a resumed exit read it at restore, before its teardown)
+        oom = info.exit_code != 0 and (info.oom or oom_kills(self.cgroups.read, ctr.rel) > 0)
         ctr.status = replace(ctr.status, state=ContainerState.TERMINATED, pid=None, exit_code=info.exit_code,
-                             finished_at=rec.finished_at, reason=exit_reason(info.exit_code, info.signal),
-                             message=info.message or (f"killed by signal {info.signal}" if info.signal else ""))
+                             finished_at=rec.finished_at, reason=exit_reason(info.exit_code, info.signal, oom),
+                             message=info.message or _exit_message(info, oom, ctr.spec))
         log.info("container exited", pod=p.pod.spec.key, container=ctr.spec.name, exit_code=info.exit_code)
         await self._teardown(ctr.rel)
         if not p.stopping:
@@ -600,6 +608,14 @@ class WorkloadRuntime:
         # inline: one small write and a rename, no fsync (see agent.runtime.state)
         if not p.finished:
             p.files.write(PodFiles.encode(p.record))
+
+
+def _exit_message(info: ExitInfo, oom: bool, spec: ContainerSpec) -> str:
+    if oom:
+        limit = spec.resources.memory_limit_bytes
+        return ("the kernel's OOM killer ended a process of the container"
+                + (f" (memory limit {limit} bytes)" if limit else ""))
+    return f"killed by signal {info.signal}" if info.signal else ""
 
 
 def _create_targets(binds: Sequence[tuple[str, str, bool]]) -> list[str]:

@@ -50,6 +50,8 @@ class ExitInfo:
     start_error: str | None = None
     finished_at: float | None = None
     message: str = ""
+    #: the memory cgroup counted an OOM kill in this run (read before the cgroup was removed)
+    oom: bool = False
 
     @property
     def started(self) -> bool:
