@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent.cli import CommandError
+from agent.commands._exitcodes import EXIT_EXISTS, EXIT_NO_DAEMON, EXIT_NOT_FOUND, EXIT_REFUSED
 
-__all__ = ["add_common", "call", "socket_path", "pod_dict", "format_pod_line", "EXIT_REFUSED"]
+__all__ = ["add_common", "call", "Session", "error_for", "socket_path", "pod_dict", "format_pod_line",
+           "EXIT_REFUSED"]
 
 T = TypeVar("T")
-#: exit status of a refused or failed call (argument errors stay 2)
-EXIT_REFUSED = 1
 CALL_TIMEOUT_S = 120.0
 
 
@@ -37,26 +37,72 @@ def socket_path(args: argparse.Namespace) -> Path:
     return admission_socket(root_dir(args, config), config["workloads"].socket_path)
 
 
-def call(args: argparse.Namespace, fn: Callable[[Any], T]) -> T:
-    """Run ``fn(stub)`` against the daemon; gRPC errors become CommandError (exit 1)."""
-    import grpc
+def daemon_down(path: Path) -> CommandError:
+    return CommandError(f"the daemon is not running (no answer on {path}); start it with `hwagent run` "
+                        "(or `systemctl start hwagent`)", EXIT_NO_DAEMON)
 
-    from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
-    from agent.unixsock import dial
 
-    path = socket_path(args)
-    if not path.exists():
-        raise CommandError(f"no hwagent admission socket at {path} (is `hwagent run` running with this root dir?)",
-                           EXIT_REFUSED)
-    with dial(path, "admission") as channel:
+def error_for(code: str, details: str, path: Path, name: str | None = None) -> CommandError:
+    """A gRPC status as one line that says what happened and what to type next, and its exit
+    status (agent.commands._exitcodes); the status's code name is never shown."""
+    details = details or code.lower().replace("_", " ")
+    if code == "UNAVAILABLE":
+        low = details.lower()
+        if "connect" in low or "refused" in low or "no such file" in low:
+            return daemon_down(path)
+        return CommandError(f"the daemon stopped answering ({details}); check it with `hwagent status`",
+                            EXIT_NO_DAEMON)
+    if code == "NOT_FOUND":
+        return CommandError(f"{details}; `hwagent ps` lists the pods", EXIT_NOT_FOUND)
+    if code == "ALREADY_EXISTS":
+        rm = f"`hwagent rm {name}`" if name else "`hwagent rm NAME`"
+        return CommandError(f"{details}; remove it first with {rm}, or choose another name", EXIT_EXISTS)
+    if code == "INVALID_ARGUMENT" and "unknown field" in details:
+        return CommandError(f"{details}; to admit it anyway, with unknown fields ignored and warned about, add "
+                            "--ignore-unknown-fields", EXIT_REFUSED)
+    if code == "DEADLINE_EXCEEDED":
+        return CommandError(f"the daemon did not answer in time ({details}); it may be busy: "
+                            "check it with `hwagent status`", EXIT_REFUSED)
+    return CommandError(details, EXIT_REFUSED)
+
+
+class Session:
+    """One channel to the daemon's admission API for several calls (``launch --wait`` polls
+    on it); ``session(fn)`` runs ``fn(stub)`` with gRPC errors turned into ``error_for``'s."""
+
+    def __init__(self, args: argparse.Namespace, name: str | None = None) -> None:
+        self.path = socket_path(args)
+        self.name = name
+        self._channel: Any = None
+        self.stub: Any = None
+
+    def __enter__(self) -> Session:
+        from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
+        from agent.unixsock import dial
+
+        if not self.path.exists():
+            raise daemon_down(self.path)
+        self._channel = dial(self.path, "admission")
+        self.stub = pb_grpc.AdmissionStub(self._channel.__enter__())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._channel.__exit__(*exc)
+
+    def __call__(self, fn: Callable[[Any], T]) -> T:
+        import grpc
+
         try:
-            return fn(pb_grpc.AdmissionStub(channel))
+            return fn(self.stub)
         except grpc.RpcError as e:
-            code = e.code()
-            details = e.details()
-            if code == grpc.StatusCode.UNAVAILABLE and "connect" in (details or "").lower():
-                raise CommandError(f"cannot connect to {path}: {details}", EXIT_REFUSED) from None
-            raise CommandError(f"{code.name}: {details}", EXIT_REFUSED) from None
+            raise error_for(e.code().name, e.details() or "", self.path, self.name) from None
+
+
+def call(args: argparse.Namespace, fn: Callable[[Any], T], name: str | None = None) -> T:
+    """Run ``fn(stub)`` against the daemon; gRPC errors become CommandError (``error_for``).
+    ``name``: the pod the call is about, for the next command a refusal suggests."""
+    with Session(args, name) as session:
+        return session(fn)
 
 
 def _nodes(ids: Any) -> str:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from agent.cli import CommandError
 from agent.commands.launch import read_manifest
 from agent.commands._admission import EXIT_REFUSED, _nodes, add_common, call, container_line, dumps, format_pod_line, pod_dict
 
@@ -17,7 +18,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               "container the NUMA affinity, CPUs, memory nodes and devices it would get, and what is "
                               "free per NUMA node; the exit status is 1 when it would be refused.")
     add_common(p)
-    p.add_argument("file")
+    p.add_argument("file", nargs="?", metavar="FILE", help="the Pod manifest (YAML or JSON; - for stdin)")
+    p.add_argument("-f", "--file", dest="file_flag", metavar="FILE", help="the same, as `hwagent launch -f` takes it")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--ignore-unknown-fields", action="store_true")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -27,7 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from agent.api.admission.v1 import api_pb2 as pb
 
-    req = pb.AdmitRequest(manifest=read_manifest(args.file), dry_run=args.dry_run,
+    if (args.file is None) == (args.file_flag is None):
+        raise CommandError("give the manifest once: hwagent admit [--dry-run] FILE, or -f FILE")
+    req = pb.AdmitRequest(manifest=read_manifest(args.file or args.file_flag), dry_run=args.dry_run,
                           ignore_unknown_fields=args.ignore_unknown_fields)
     resp = call(args, lambda stub: stub.Admit(req, timeout=120))
     for w in resp.warnings:

@@ -1,9 +1,12 @@
-"""`hwagent launch`: admit a one-off pod from flags (or a manifest file) and say what it got.
+"""`hwagent launch`: run a job (or a service) from flags or a manifest file, like srun or docker run.
 
-``hwagent launch --name web --cpus 2 --qos dedicated --numa-binding --device example.com/gpu=1 -- cmd args``
-builds the Pod manifest those flags mean (docs/admission.md) and sends it to
-the daemon's admission API. Until a workload runtime runs in the daemon the
-pod stays Pending ("Admitted"); a refusal exits 1 with the one-line reason.
+``hwagent launch --name web --cpus 2 --qos dedicated --device example.com/gpu=1 -- cmd args``
+builds the Pod manifest those flags mean (docs/admission.md) and sends it to the
+daemon's admission API. A launch from flags runs once (``--restart never``, as
+``docker run``), in the caller's directory, with the command resolved against
+the caller's PATH; ``--wait`` follows it to its end, streams its output and
+exits with its status (agent.commands._wait); ``--rm`` removes it afterwards.
+A manifest (``-f``) keeps the Pod's own defaults (restartPolicy Always).
 """
 
 from __future__ import annotations
@@ -12,24 +15,32 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agent.cli import CommandError
-from agent.commands._admission import add_common, call, container_line, dumps, format_pod_line, pod_dict
+from agent.commands._admission import Session, add_common, container_line, dumps, format_pod_line, pod_dict
 
 QOS_LEVELS = {"shared": "shared_cores", "dedicated": "dedicated_cores", "reclaimed": "reclaimed_cores",
               "system": "system_cores"}
 QOS_KEY = "katalyst.kubewharf.io/qos_level"
 ENHANCEMENT_KEY = "katalyst.kubewharf.io/memory_enhancement"
+#: --restart values -> the Pod's restartPolicy
+RESTART = {"never": "Never", "on-failure": "OnFailure", "always": "Always"}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "launch",
-        help="admit a pod from flags or a manifest file",
+        help="run a job or a service from flags or a manifest file",
         description="Admit a pod through the running daemon: either from flags and the command after `--`, "
-        "or from a Pod manifest (-f FILE, YAML or JSON). Prints what each container got.",
+        "or from a Pod manifest (-f FILE, YAML or JSON). From flags it runs once (--restart never), in your "
+        "current directory (--workdir), with the command found along your PATH or from your directory "
+        "(./train.sh), and only the environment you give it (--env, --env-file). Without --wait it prints "
+        "what each container got and returns; with --wait it follows the job like srun: streams its output, "
+        "exits with its exit status (200 failed to start, 201 OOMKilled, 202 evicted, 203 lost), and "
+        "Ctrl-C prints its state, a second Ctrl-C within 1 s stops it.",
     )
     add_common(p)
     p.add_argument("-f", "--file", metavar="FILE", help="a Pod manifest (YAML or JSON; - for stdin)")
@@ -48,6 +59,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="extended resource count (repeatable)")
     p.add_argument("--ignore-unknown-fields", action="store_true",
                    help="-f: warn about unknown manifest fields instead of refusing them")
+    p.add_argument("--restart", choices=tuple(RESTART),
+                   help="restart policy (default: never, as docker run; a manifest keeps its own, Always "
+                   "unless it says)")
+    p.add_argument("-e", "--env", metavar="NAME=VALUE", action="append", default=[],
+                   help="set an environment variable in the job (repeatable; NAME alone takes your value)")
+    p.add_argument("--env-file", metavar="FILE", action="append", default=[],
+                   help="read NAME=VALUE lines from FILE (# comments; repeatable; --env wins)")
+    p.add_argument("-w", "--workdir", metavar="DIR",
+                   help="the job's working directory (default: your current directory, as srun); "
+                   "a missing one is refused at admission")
+    p.add_argument("--wait", action="store_true",
+                   help="wait for the pod to end, stream its main container's output (stdout and stderr, "
+                   "as its log has them) and exit with its exit status; Ctrl-C shows its state, a second "
+                   "Ctrl-C within 1 s stops it (exit statuses: docs/commands/README.md)")
+    p.add_argument("-q", "--quiet", action="store_true", help="--wait: do not stream the output")
+    p.add_argument("--rm", action="store_true", help="--wait: remove the pod once it ended")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
     p.set_defaults(func=run)
@@ -68,13 +95,18 @@ def generated_name(command: str) -> str:
     return f"{base}-{suffix}"
 
 
-def manifest_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+def manifest_from_flags(args: argparse.Namespace, resolve: Callable[[str], str] = lambda c: c,
+                        env: list[tuple[str, str]] | None = None, workdir: str | None = None) -> dict[str, Any]:
+    """The Pod the flags mean. ``resolve``: the command's first word as the job will exec it
+    (the caller's PATH and directory, ``_job.resolve_command``); ``env`` and ``workdir`` as
+    ``job_environment`` computed them."""
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
         raise CommandError("the command to run is missing: hwagent launch [--name N] [...] -- CMD ARGS")
     name = args.name or generated_name(cmd[0])
+    cmd[0] = resolve(cmd[0])
     annotations: dict[str, str] = {}
     if args.qos:
         annotations[QOS_KEY] = QOS_LEVELS[args.qos]
@@ -99,10 +131,31 @@ def manifest_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
     if resources:
         container["resources"] = resources
+    if env:
+        container["env"] = [{"name": k, "value": v} for k, v in dict(env).items()]
+    if workdir:
+        container["workingDir"] = workdir
     meta: dict[str, Any] = {"name": name, "namespace": args.namespace}
     if annotations:
         meta["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [container]}}
+    spec = {"containers": [container], "restartPolicy": RESTART[args.restart or "never"]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def job_environment(args: argparse.Namespace, cwd: str, environ: dict[str, str]) -> tuple[list[tuple[str, str]], str]:
+    """(env, workdir) of a launch from flags: --env-file lines, then --env (later wins), and
+    the working directory, absolute (default: ``cwd``)."""
+    from agent.commands._job import env_file_items, env_items
+
+    env: list[tuple[str, str]] = []
+    for path in args.env_file:
+        try:
+            text = Path(os.path.join(cwd, path)).read_text()
+        except OSError as e:
+            raise CommandError(f"--env-file {path}: {e.strerror or e}") from None
+        env += env_file_items(text, path, environ)
+    env += env_items(args.env, environ)
+    return env, os.path.normpath(os.path.join(cwd, args.workdir or "."))
 
 
 def read_manifest(path: str) -> bytes:
@@ -120,17 +173,35 @@ def read_manifest(path: str) -> bytes:
 def run(args: argparse.Namespace) -> int:
     from agent.api.admission.v1 import api_pb2 as pb
 
+    if (args.rm or args.quiet) and not args.wait:
+        raise CommandError("--rm and --quiet go with --wait (hwagent launch --wait --rm -- CMD)")
     if args.file:
-        flags = [f for f in ("name", "cpus", "cpu_request", "qos", "memory") if getattr(args, f) is not None]
-        if flags or args.device or args.numa_binding or [c for c in args.cmd if c != "--"]:
+        flags = [f for f in ("name", "cpus", "cpu_request", "qos", "memory", "restart", "workdir")
+                 if getattr(args, f) is not None]
+        if flags or args.device or args.env or args.env_file or args.numa_binding or [c for c in args.cmd if c != "--"]:
             raise CommandError("-f FILE takes the whole pod from the file; drop the other pod flags")
         raw = read_manifest(args.file)
+        main = pod_name = None
     else:
-        raw = json.dumps(manifest_from_flags(args)).encode()
+        from agent.commands._job import resolve_command
+
+        cwd = os.getcwd()
+        env, workdir = job_environment(args, cwd, dict(os.environ))
+        manifest = manifest_from_flags(args, lambda c: resolve_command(c, os.environ.get("PATH"), cwd), env, workdir)
+        raw = json.dumps(manifest).encode()
+        main, pod_name = args.container, manifest["metadata"]["name"]
     req = pb.AdmitRequest(manifest=raw, ignore_unknown_fields=args.ignore_unknown_fields)
-    resp = call(args, lambda stub: stub.Admit(req, timeout=120))
-    for w in resp.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    with Session(args, pod_name) as session:
+        offset = 0
+        if args.wait and not args.quiet and main is not None and pod_name is not None:
+            from agent.commands._wait import log_offset
+
+            offset = log_offset(_log_path(args, args.namespace, pod_name, main))
+        resp = session(lambda stub: stub.Admit(req, timeout=120))
+        for w in resp.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        if args.wait:
+            return _wait(args, session, resp.pod, main, offset)
     if args.format == "json":
         print(dumps(pod_dict(resp.pod)))
         return 0
@@ -138,3 +209,29 @@ def run(args: argparse.Namespace) -> int:
     for c in resp.pod.containers:
         print(container_line(c))
     return 0
+
+
+def _log_path(args: argparse.Namespace, namespace: str, name: str, container: str) -> Path:
+    from agent.commands._config import load_config, root_dir
+    from agent.runtime.logdir import log_dir, log_file_name
+
+    return log_dir(root_dir(args, load_config(args)), namespace, name) / log_file_name(container)
+
+
+def _wait(args: argparse.Namespace, session: Session, pod: Any, main: str | None, offset: int) -> int:
+    from agent.api.admission.v1 import api_pb2 as pb
+    from agent.commands._wait import wait_for
+    from agent.commands.logs import Tail
+
+    if main is None:  # a manifest: its first app container is the job's
+        main = next((c.name for c in pod.containers if c.kind != "init"), None)
+    tail = None if args.quiet or main is None else Tail(_log_path(args, pod.namespace, pod.name, main), offset)
+    ref = pb.PodRef(name=pod.name, namespace=pod.namespace)
+    code, why, ended = wait_for(session, ref, pod.uid, main, tail)
+    if why:
+        print(f"hwagent launch: {why}", file=sys.stderr)
+    if args.format == "json" and ended:
+        print(dumps(ended))
+    if args.rm and ended:
+        session(lambda stub: stub.Remove(pb.RemoveRequest(pod=ref), timeout=600))
+    return code

@@ -24,7 +24,7 @@ from agent.commands._config import load_config, root_dir
 from agent.runtime.logdir import LOGS, log_dir, log_dir_name, log_file_name
 from agent.safepath import UnsafePathError, opened_dir
 
-__all__ = ["add_parser", "run", "log_file", "follow"]
+__all__ = ["add_parser", "run", "log_file", "follow", "Tail"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -77,27 +77,67 @@ def _copy(f: BinaryIO, out: BinaryIO) -> int:
     return n
 
 
+class Tail:
+    """The new bytes of a container's log as they come, across the shim's rotations.
+
+    ``offset``: where the first opening starts reading (what ``launch --wait`` found
+    in the file before its pod existed, from an earlier pod of that name). A file
+    that does not exist yet (the container has not started) is waited for; a link in
+    its place is never followed."""
+
+    def __init__(self, path: Path, offset: int = 0) -> None:
+        self.path = path
+        self.offset = offset
+        self.f: BinaryIO | None = None
+
+    def _open(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise CommandError(f"cannot read {self.path}: {e.strerror} (a link is never followed)") from None
+        self.f = os.fdopen(fd, "rb")
+        if self.offset:
+            self.f.seek(self.offset)
+            self.offset = 0
+        return True
+
+    def pump(self, out: BinaryIO) -> int:
+        """Copy what is new to ``out``; the count of bytes copied."""
+        if self.f is None and not self._open():
+            return 0
+        assert self.f is not None
+        n = _copy(self.f, out)
+        if n:
+            return n
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return 0
+        if st.st_ino != os.fstat(self.f.fileno()).st_ino or st.st_size < self.f.tell():
+            n = _copy(self.f, out)  # the rest of the rotated file
+            self.f.close()
+            self.f = None
+            if self._open():
+                n += _copy(self.f, out)  # type: ignore[arg-type]
+        return n
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+            self.f = None
+
+
 def follow(path: Path, out: BinaryIO, poll_s: float = 0.2, stop: Callable[[], bool] = lambda: False) -> None:
     """Print new output as it comes; reopen when the shim rotated the file."""
-    f = open(path, "rb")
+    tail = Tail(path)
     try:
-        _copy(f, out)
         while not stop():
-            if _copy(f, out):
-                continue
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
+            if not tail.pump(out):
                 time.sleep(poll_s)
-                continue
-            if st.st_ino != os.fstat(f.fileno()).st_ino or st.st_size < f.tell():
-                _copy(f, out)  # the rest of the rotated file
-                f.close()
-                f = open(path, "rb")
-                continue
-            time.sleep(poll_s)
     finally:
-        f.close()
+        tail.close()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -47,6 +47,12 @@ def pages() -> dict[str, str]:
             f"# hwagent {name}", "", helps.get(name, "").rstrip(".") + ".", "",
             "```text", text, "```", "",
         ])
+    from agent.commands._exitcodes import EXIT_CODES
+
+    index += ["", "## Exit status", "", "Every command that talks to the daemon answers with one of these "
+              "(`agent/commands/_exitcodes.py`); the message on stderr says what happened and what to type next.",
+              "", "| status | meaning |", "|---|---|"]
+    index += [f"| {code} | {meaning} |" for code, meaning in EXIT_CODES]
     out["README.md"] = "\n".join(index) + "\n"
     return out
 

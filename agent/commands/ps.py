@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 
 from agent.commands._admission import _nodes, add_common, age, call, dumps, pod_dict
+from agent.commands._podstatus import status_word
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "ps",
         help="list admitted pods",
-        description="List the pods the daemon admitted: QoS, phase, CPUs, NUMA nodes and devices per "
-        "container, and static manifest files that are not admitted (with why).",
+        description="List the pods the daemon admitted: QoS, status (as kubectl names it: Running, "
+        "Completed, Error, OOMKilled, CrashLoopBackOff, StartError, Evicted ...), restarts, CPUs, NUMA nodes and "
+        "devices per container, age, and static manifest files that are not admitted (with why).",
     )
     add_common(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -20,16 +22,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def rows(resp) -> list[list[str]]:
-    out = [["NAMESPACE", "NAME", "QOS", "PHASE", "CONTAINER", "CPUS", "NUMA", "DEVICES", "AGE"]]
+    """One row per container; STATUS is the pod's word as kubectl prints it (CrashLoopBackOff,
+    OOMKilled, StartError, Completed ..., agent.commands._podstatus), RESTARTS the container's."""
+    out = [["NAMESPACE", "NAME", "QOS", "STATUS", "CONTAINER", "RESTARTS", "CPUS", "NUMA", "DEVICES", "AGE"]]
     for pod in resp.pods:
-        phase = pod.phase + (f" ({pod.reason})" if pod.reason else "")
+        status = status_word(pod_dict(pod))
         for i, c in enumerate(pod.containers):
             devs = ",".join(f"{d.resource}={d.id}" for d in c.devices) or "-"
             numa = "any" if c.any_node else _nodes(c.numa_affinity)
             first = i == 0
             out.append([
                 pod.namespace if first else "", pod.name if first else "", pod.qos if first else "",
-                phase if first else "", c.name, _nodes(c.cpu_ids), numa, devs, age(pod.admitted_at) if first else "",
+                status if first else "", c.name, str(c.restart_count), _nodes(c.cpu_ids), numa, devs,
+                age(pod.admitted_at) if first else "",
             ])
     return out
 

@@ -18,6 +18,7 @@ from agent.cgroups.limits import CgroupLimits, device_rules, milli_cpu_to_quota,
 from agent.cpuset import CPUSet
 from agent.runtime.cdi import CDIError, resolve
 from agent.runtime.config import RuntimeConfig
+from agent.workloads.runnable import DEFAULT_PATH
 from agent.contracts.pods import QOS_RECLAIMED, QOS_SHARED, AdmittedPod, ContainerAssignment, ContainerSpec
 
 __all__ = ["PlanError", "LaunchPlan", "DevNum", "plan_container", "device_number", "BASE_ENV"]
@@ -25,7 +26,7 @@ __all__ = ["PlanError", "LaunchPlan", "DevNum", "plan_container", "device_number
 #: (kind "c"/"b", major, minor)
 DevNum = tuple[str, int, int]
 
-BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+BASE_ENV = {"PATH": DEFAULT_PATH, "HOME": "/root"}
 
 
 class PlanError(Exception):

@@ -58,6 +58,7 @@ from agent.workloads.providers import (
     release_cpus,
 )
 from agent.workloads.registry import ADMITTED, Registry
+from agent.workloads.runnable import pod_unrunnable
 from agent.workloads.store import PodRecord
 
 __all__ = ["Workloads", "AdmitResult", "ContainerDecision"]
@@ -188,6 +189,10 @@ class Workloads:
                         f"memory: container {c.name} requests {want} bytes, the node has {mem}",
                         reason="memory",
                     )
+        if self.runtime() is not None:  # it starts here: a missing directory or command fails now, not at start
+            why = pod_unrunnable(spec)
+            if why is not None:
+                raise AdmissionError("INVALID_ARGUMENT", why, reason="not_runnable")
 
     async def admit(self, spec: PodSpec) -> AdmitResult:
         # shielded: a caller that goes away (a cancelled RPC) does not interrupt an

@@ -91,7 +91,7 @@ def test_every_dialling_command_takes_a_relative_root_dir(base):
             assert "UNKNOWN" not in r.stderr, (argv, r.stderr)
         # no runtime in this daemon: the refusal is the daemon's own answer, so the call got through
         r = hwagent(base, "stop", "rel2", "--grace", "1", *rel)
-        assert r.returncode == 1 and "FAILED_PRECONDITION" in r.stderr and "no workload runtime" in r.stderr, r.stderr
+        assert r.returncode == 1 and "no workload runtime" in r.stderr, r.stderr
         # the live view, not the checkpoint: only the daemon's answer has a "source" of the running policy
         r = hwagent(base, "cpus", "--format", "json", *rel)
         assert '"source": "checkpoint' not in r.stdout, r.stdout

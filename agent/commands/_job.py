@@ -1,0 +1,88 @@
+"""What `hwagent launch` decides for a job on the caller's side (pure): its environment from
+``--env``/``--env-file``, its command resolved against the caller's PATH and directory, and
+the exit status ``--wait`` ends with.
+
+The caller's directory and PATH are known only here: the daemon runs the job
+from its own process, with the workload's environment. So ``./train.sh`` and a
+bare ``train`` found on the caller's PATH become absolute paths before the
+manifest leaves, as srun resolves them before the job starts; a command found
+nowhere is refused before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agent.cli import CommandError
+from agent.commands._exitcodes import EXIT_EVICTED, EXIT_LOST, EXIT_OOM, EXIT_REFUSED, EXIT_START_FAILED
+
+__all__ = ["env_items", "env_file_items", "resolve_command", "outcome", "main_container"]
+
+
+def env_items(items: Iterable[str], environ: Mapping[str, str], where: str = "--env") -> list[tuple[str, str]]:
+    """``K=V`` pairs; a bare ``K`` takes the caller's value (as docker run does), and is
+    an error when the caller has none."""
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not key:
+            raise CommandError(f"{where} takes NAME=VALUE (or NAME, for the caller's value), got {item!r}")
+        if not sep:
+            if key not in environ:
+                raise CommandError(f"{where} {key}: not set in your environment; give {key}=VALUE")
+            value = environ[key]
+        out.append((key, value))
+    return out
+
+
+def env_file_items(text: str, path: str, environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """An env file: one ``NAME=VALUE`` (or ``NAME``) a line; blank lines and ``#`` lines are skipped.
+    Values are taken as written (no quotes removed, no expansion), as docker's --env-file."""
+    lines = [ln.rstrip("\r") for ln in text.splitlines()]
+    items = [ln.lstrip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    return env_items(items, environ, where=f"--env-file {path}:")
+
+
+def resolve_command(cmd: str, search_path: str | None, cwd: str) -> str:
+    """``cmd`` as an absolute path: one with a slash from ``cwd``, a bare name along the caller's
+    PATH. Raises CommandError (exit 1) when there is nothing executable there."""
+    if "/" in cmd:
+        path = os.path.normpath(os.path.join(cwd, cmd))
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            what = "is not executable" if os.path.exists(path) else "does not exist"
+            raise CommandError(f"command {cmd} ({path}) {what}; nothing was launched", EXIT_REFUSED)
+        return path
+    found = shutil.which(cmd, path=search_path if search_path is not None else os.defpath)
+    if found is None:
+        raise CommandError(f"command {cmd!r} is not found along your PATH; give its path "
+                           f"(e.g. ./{cmd}); nothing was launched", EXIT_REFUSED)
+    return os.path.normpath(os.path.join(cwd, found))
+
+
+def main_container(pod: Mapping[str, Any], name: str | None = None) -> Mapping[str, Any] | None:
+    """The container whose status is the job's: ``name``, else the first app container."""
+    apps = [c for c in pod.get("containers") or [] if c.get("kind") != "init"]
+    if name is not None:
+        return next((c for c in apps if c.get("name") == name), None)
+    return apps[0] if apps else None
+
+
+def outcome(pod: Mapping[str, Any], name: str | None = None) -> tuple[int, str]:
+    """The exit status of ``launch --wait`` for a pod that ended, and the line that explains a
+    status the job did not give itself ("" when the job's own status says it)."""
+    key = f"{pod.get('namespace')}/{pod.get('name')}"
+    c = main_container(pod, name)
+    reason, message = pod.get("reason") or "", pod.get("message") or ""
+    if reason == "Evicted":
+        return EXIT_EVICTED, f"{key} was evicted: {message or 'no reason given'}"
+    if c is not None and c.get("reason") == "OOMKilled":
+        return EXIT_OOM, f"{key}: container {c['name']} was OOMKilled ({c.get('message') or 'out of memory'})"
+    if reason in ("StartError", "InitContainerFailed") or (c is not None and c.get("reason") == "StartError"):
+        return EXIT_START_FAILED, f"{key} failed to start ({reason}): {message or (c or {}).get('message', '')}"
+    if c is None or c.get("exit_code") is None:
+        return EXIT_LOST, f"{key} ended ({reason or pod.get('phase')}) without its main container's exit status"
+    code = int(c["exit_code"])
+    return code, ""
