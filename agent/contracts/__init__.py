@@ -45,9 +45,10 @@ processes and their cgroups and never allocates or releases anything itself:
 when a pod reaches a terminal phase it says so, and admission releases the
 pod's CPUs and devices.
 
-Data types in the signatures (allocation records, hints, requests) stay in their
-owners' modules and are imported for type checking only, so importing this
-module costs nothing at daemon start.
+The values in the signatures (allocation records, hints, requests, pod status,
+plugin states) live in this package's own modules, below every owner, so a
+consumer depends on the contract and never on a producer's package
+(tests/unit/test_contracts.py checks it; pressure's ``Eviction`` is the one left).
 """
 
 from __future__ import annotations
@@ -63,14 +64,13 @@ from agent.contracts.devices import Allocation, CheckpointData, ContainerAllocat
 from agent.contracts.hints import TopologyHint
 from agent.contracts.hist import Histogram
 from agent.contracts.placement import Placement
+from agent.contracts.plugins import PluginState
 from agent.contracts.poddirectory import PodDirectory
 from agent.contracts.pods import AdmittedPod, PodStatus
 from agent.contracts.pressure import Container
 from agent.cpuset import CPUSet
 
 if TYPE_CHECKING:
-    from agent.deviceplugin.registration import Registrar
-    from agent.deviceplugin.server import DevicePluginServer
     from agent.pressure.eviction import Eviction
 
 __all__ = [
@@ -80,6 +80,7 @@ __all__ = [
     "HandleKey",
     "Deferred",
     "Placement",
+    "PluginState",
     "CPUAllocations",
     "CPUAllocator",
     "CPUPlanner",
@@ -245,13 +246,10 @@ class DeviceHealth(Protocol):
 
 
 class DevicePlugins(Protocol):
-    """The live plugin servers and their registrars, per resource (status, kubelet mode)."""
+    """The built-in plugins as values (status, kubelet mode); the servers and registrars stay with their owner."""
 
-    @property
-    def plugins(self) -> Mapping[str, DevicePluginServer]: ...
-
-    @property
-    def registrars(self) -> Mapping[str, Registrar]: ...
+    def plugin_states(self) -> Sequence[PluginState]:
+        """Each live plugin (socket, devices and their health, registration), by resource, read when asked."""
 
 
 # --- pods ------------------------------------------------------------------------------------

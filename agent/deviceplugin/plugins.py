@@ -7,8 +7,9 @@ Flow: (cold start | uevent) -> re-read inventory -> assign to resources
 PluginDevice (rule health x board health) -> DevicePluginServer.update.
 
 Publishes ``DEVICE_HEALTH`` (the board, a ``DeviceHealth``) and
-``DEVICE_PLUGINS`` (this component, a ``DevicePlugins``: the live resources view
-of ``hwagent status``). Looks up nothing.
+``DEVICE_PLUGINS`` (this component, a ``DevicePlugins``: ``plugin_states()``, the
+values the live resources view of ``hwagent status`` reads; the servers and
+registrars stay here). Looks up nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.contracts import DEVICE_HEALTH, DEVICE_PLUGINS
+from agent.contracts.plugins import PluginDeviceState, PluginState
 from agent.devices.config import DevicesConfig, ResourceRule
 from agent.devices.hotplug import HotplugMonitor, UEvent
 from agent.devices.model import Device, Inventory
@@ -36,6 +38,18 @@ __all__ = ["DevicePluginsComponent"]
 
 log = get_logger("hwagent.deviceplugin")
 
+
+
+def plugin_state(plugin: DevicePluginServer, registrar: Registrar | None) -> PluginState:
+    """What status shows of one plugin, copied out of its server and registrar."""
+    return PluginState(
+        resource=plugin.resource,
+        socket=plugin.socket_path,
+        devices=tuple(PluginDeviceState(d.id, d.healthy, d.reason, d.device.numa_node)
+                      for _, d in sorted(plugin.devices.items())),
+        registered=registrar is not None and registrar.registered.is_set(),
+        last_error=registrar.last_error if registrar is not None else "",
+    )
 
 
 class DevicePluginsComponent:
@@ -101,6 +115,10 @@ class DevicePluginsComponent:
 
     def healthy(self) -> bool:
         return self._started and all(p.serving() for p in self.plugins.values())
+
+    def plugin_states(self) -> list[PluginState]:
+        """Each live plugin as a value, by resource (``DevicePlugins``): read when status asks."""
+        return [plugin_state(p, self.registrars.get(r)) for r, p in sorted(self.plugins.items())]
 
     # -- plugins ------------------------------------------------------------------
 

@@ -76,12 +76,11 @@ class StatusComponent:
         plugins = s.plugins
         if plugins is not None and manager is None:
             pods = s.pods
-            for r, server in sorted(plugins.plugins.items()):
-                devs = server.devices
-                held = sum(1 for d in devs if pods is not None and pods.current.holder_of(r, d) is not None)
-                resp.resources.append(pb.ResourceStatus(name=r, capacity=len(devs),
-                                                        allocatable=sum(1 for d in devs.values() if d.healthy),
-                                                        allocated=held, source="plugin"))
+            for st in plugins.plugin_states():
+                held = sum(1 for d in st.devices
+                           if pods is not None and pods.current.holder_of(st.resource, d.id) is not None)
+                resp.resources.append(pb.ResourceStatus(name=st.resource, capacity=len(st.devices),
+                                                        allocatable=st.healthy, allocated=held, source="plugin"))
         listed, source = pods_view(s)
         resp.pods_source = source
         for p in listed:

@@ -62,21 +62,18 @@ def resources_view(handles: Handles) -> dict[str, Any]:
         raise ViewUnavailable("neither the device-plugin host nor the built-in device plugins run in this daemon")
     pods = handles.pods
     resources: dict[str, Any] = {}
-    for resource, server in sorted(plugins.plugins.items()):
-        reg = plugins.registrars.get(resource)
-        devs = sorted(server.devices.values(), key=lambda d: d.id)
+    for st in plugins.plugin_states():
         entries = []
-        for d in devs:
-            holder = _holder(pods, resource, d.id)
+        for d in st.devices:
+            holder = _holder(pods, st.resource, d.id)
             entries.append({"id": d.id, "health": "Healthy" if d.healthy else "Unhealthy", "reason": d.reason,
-                            "numa": [] if d.device.numa_node is None else [d.device.numa_node],
+                            "numa": [] if d.numa_node is None else [d.numa_node],
                             "allocated": holder is not None, "holder": holder})
-        resources[resource] = {
-            "capacity": len(devs), "allocatable": sum(1 for d in devs if d.healthy),
+        resources[st.resource] = {
+            "capacity": len(st.devices), "allocatable": st.healthy,
             "allocated": sum(1 for e in entries if e["allocated"]),
-            "endpoints": [{"socket": str(server.socket_path),
-                           "state": "registered" if reg is not None and reg.registered.is_set() else "unregistered",
-                           "stop_time": None, "error": reg.last_error if reg is not None else ""}],
+            "endpoints": [{"socket": str(st.socket), "state": "registered" if st.registered else "unregistered",
+                           "stop_time": None, "error": st.last_error}],
             "devices": entries,
         }
     allocations = []

@@ -117,11 +117,8 @@ FRAMEWORK = frozenset({"Component", "Deferred"})
 
 #: Members that still hand out an owner's object, named exactly (a new one fails, and
 #: so does one that is gone but still listed): ``Evictor.execute`` takes pressure's
-#: ``Eviction`` record (a value still in agent/pressure/eviction.py), and the built-in
-#: device plugins' servers and registrars (status reads them).
+#: ``Eviction`` record (a value still in agent/pressure/eviction.py).
 KNOWN_FOREIGN = frozenset({
-    "DevicePlugins.plugins(): unresolved DevicePluginServer",
-    "DevicePlugins.registrars(): unresolved Registrar",
     "Evictor.execute(): unresolved Eviction",
 })
 

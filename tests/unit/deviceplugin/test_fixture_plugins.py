@@ -20,6 +20,7 @@ from agent.api.deviceplugin.v1beta1 import api_pb2 as pb
 from agent.devices.config import DevicesConfig, ResourceRule
 from agent.devices.rules import RuleConflictError
 from agent.deviceplugin.plugins import DevicePluginsComponent
+from agent.deviceplugin.server import socket_name
 from tests.integration.deviceplugin.kubelet_stub import KubeletStub
 from tests.unit.devices.fakesysfs import FakeSysfs
 
@@ -158,5 +159,58 @@ def test_conflicting_rules_refuse_to_start(tmp_path):
         with pytest.raises(RuleConflictError, match="0000:3b:00.2"):
             await svc.start()
         assert not (tmp_path / "dp").exists() or not any((tmp_path / "dp").iterdir())
+
+    asyncio.run(run())
+
+
+async def _until(cond, timeout_s: float = 30.0):
+    """Poll ``cond()`` on the loop until it returns something true (generous deadline: loaded machines)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not (got := cond()):
+        assert loop.time() < deadline, "condition not reached"
+        await asyncio.sleep(0.02)
+    return got
+
+
+def test_plugin_states_are_values_of_the_live_plugins(tmp_path):
+    """What status reads: per resource its socket, devices with health, reason and NUMA
+    node, and whether the registration stands, as values taken when asked."""
+    fs = FakeSysfs(tmp_path / "sys")
+    fs.pci("0000:3b:00.0", vendor="15b3", device="1017", driver="mlx5_core", numa=1, iommu=30, totalvfs=4)
+    for i in range(2):
+        fs.vf("0000:3b:00.0", i, f"0000:3b:00.{i + 2}", vendor="15b3", device="1018", driver="vfio-pci",
+              numa=1, iommu=31 + i)
+    res = "hwagent.io/sriov-vf"
+
+    async def run():
+        svc = _svc(tmp_path, fs.root, DevicesConfig())
+        await svc.start(DaemonContext(section_defaults(), tmp_path / "root", synthetic()))
+        kubelet = KubeletStub(tmp_path / "dp" / "kubelet.sock")
+        try:
+            # no kubelet yet: not registered, and the registrar says why
+            (state,) = await _until(lambda: [s for s in svc.plugin_states() if s.last_error])
+            assert state.resource == res and not state.registered and "does not exist" in state.last_error
+            assert state.socket == tmp_path / "dp" / socket_name(res) and state.socket.is_socket()
+            assert [(d.id, d.healthy, d.numa_node) for d in state.devices] == \
+                [("0000:3b:00.2", True, 1), ("0000:3b:00.3", True, 1)]
+            assert state.healthy == 2
+            await kubelet.start()
+            await _until(lambda: all(s.registered for s in svc.plugin_states()))
+            assert svc.plugin_states()[0].last_error == ""
+            fs.unbind("0000:3b:00.3")
+            svc.refresh()
+            (state,) = svc.plugin_states()
+            assert [(d.id, d.healthy, d.reason) for d in state.devices] == \
+                [("0000:3b:00.2", True, ""), ("0000:3b:00.3", False, "driver unbound")]
+            assert state.healthy == 1
+            assert not state.devices[1].healthy  # a value: a later change does not reach it
+            fs.bind("0000:3b:00.3", "vfio-pci")
+            svc.refresh()
+            assert svc.plugin_states()[0].healthy == 2 and state.healthy == 1
+        finally:
+            await svc.stop()
+            await kubelet.stop()
+        assert svc.plugin_states() == []
 
     asyncio.run(run())
