@@ -249,8 +249,18 @@ class Workloads:
             return await decide(spec, self.topology_manager, self.cpu_policy, self.device_manager, count=count)
         except AdmissionError as e:
             if e.code == "RESOURCE_EXHAUSTED":
-                raise AdmissionError(e.code, f"{e.message}; {self.free_summary(spec)}", e.reason) from None
+                raise AdmissionError(e.code, f"{e.message}; {self._refusal_free(spec, e.reason)}", e.reason) from None
             raise
+
+    def _refusal_free(self, spec: PodSpec, reason: str) -> str:
+        """The free summary a refusal ends with. When no CPU is left for shared pods, the CPUs
+        it counts are free for dedicated pods only, and the line says so and why; a bare
+        "cpu 0=1" beside "no cpu is left" read as a contradiction."""
+        free = self.free_summary(spec)
+        if reason == "cpu_no_shared_cpus":
+            return free.replace("free per NUMA node:", "free for dedicated pods only (a NUMA node that holds a "
+                                "NUMA-bound dedicated pod leaves the shared pools), per NUMA node:", 1)
+        return free
 
     async def _commit(self, d: PodDecision, qos: str) -> AdmittedPod:
         """Allocate exactly what the decision placed, container by container in
@@ -333,7 +343,7 @@ class Workloads:
             except AdmissionError as e:
                 if e.code != "RESOURCE_EXHAUSTED":
                     raise
-                free = self.free_summary(spec)
+                free = self._refusal_free(spec, e.reason)
                 reason = e.message.removesuffix(f"; {free}")
                 m.ADMISSIONS.labels("dry_run", e.code).inc()
                 return AdmitResult(pod=None, dry_run=True, would_admit=False, reason=reason, free=free, spec=spec)
