@@ -30,7 +30,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import grpc
 
@@ -41,7 +40,6 @@ from agent.api.admission.v1 import api_pb2_grpc as apb_grpc  # noqa: E402
 from agent.api.deviceplugin.v1beta1 import api_pb2 as pb  # noqa: E402
 from agent.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc  # noqa: E402
 from agent.cpu.checkpoint import CheckpointStore  # noqa: E402
-from agent.cpu.component import PolicyCPUAllocator  # noqa: E402
 from agent.cpu.durable import DurablePolicy  # noqa: E402
 from agent.cpu.policy import DynamicPolicy, PolicyOptions  # noqa: E402
 from agent.devicemanager.manager import DeviceManager  # noqa: E402
@@ -141,7 +139,7 @@ async def main(n: int, background: int) -> None:
     store = CheckpointStore(base / "cpu")
     engine = DurablePolicy(policy, store)
     store.save(policy.state)  # snapshot + open journal, as the CPU component does at start
-    cpu = PolicyCPUAllocator(SimpleNamespace(durable=engine))
+    cpu = engine
     registry = Registry(PodFileStore(base / "pods"))
     tm = TopologyManager(TopologyManagerConfig(policy="single-numa-node"), topo.numa_ids)
     w = Workloads(registry, tm, topo.numa_ids, cpu_policy=cpu, device_manager=dm, machine_memory_bytes=None)

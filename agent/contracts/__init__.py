@@ -16,9 +16,9 @@ publishing after that raises. The contracts and who uses them:
     contract            published by (key)                        used by
     CPUAllocations      cpu (CPU_POLICY)                          pod-resources (deferred), status,
                                                                   pressure, kubelet-pods
-    CPUAllocator        cpu (CPU_POLICY)                          admission, runtime, standalone eviction
+    CPUAllocator        cpu (CPU_POLICY: its DurablePolicy)       admission, runtime
     DeviceAllocations   devicemanager (DEVICE_MANAGER)            pod-resources, status
-    DeviceAllocator     devicemanager (DEVICE_MANAGER)            admission, standalone eviction
+    DeviceAllocator     devicemanager (DEVICE_MANAGER)            admission
     DeviceHealth        devices (DEVICE_HEALTH)                   pressure, eviction plugin
     DevicePlugins       devices (DEVICE_PLUGINS)                  status
     ActivePods          workloads (ACTIVE_PODS)                   device manager and CPU policy and
@@ -165,9 +165,6 @@ class CPUAllocator(CPUAllocations, Protocol):
 
     async def release_pod(self, pod_uid: str) -> bool:
         """RemovePod, with the checkpoint written before it returns."""
-
-    def remove_pod(self, pod_uid: str) -> None:
-        """RemovePod from the loop without waiting for the write (eviction's release)."""
 
     async def bind_cgroup(self, pod_uid: str, container: str, cgroup_path: str | None) -> None:
         """Which cgroup a container runs in; the path is checked (ValueError) before anything changes."""

@@ -3,8 +3,8 @@
 Start order: read the checkpoint (a corrupt one stops start unless
 ``accept_state_loss``), build the policy (machine state regenerated from pod
 entries, reserve/reclaim pools initialised), write the checkpoint back, detect
-the cgroup hierarchy, serve the socket, publish ``CPU_POLICY`` (a
-``CPUAllocator``) and start the periodic loops: residual cleanup, cpuset
+the cgroup hierarchy, serve the socket, publish ``CPU_POLICY`` (the durable
+policy itself, a ``CPUAllocator``) and start the periodic loops: residual cleanup, cpuset
 check/repair (with ramp-up completion), cpu.idle sync.
 
 Looks up nothing at start. The residual cleanup asks the active-pods source,
@@ -17,15 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from agent.cgroups.config import workload_roots
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
-from agent.contracts import ACTIVE_PODS, CPU_POLICY, ActivePods, Deferred, Placement
-from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups, validate_rel_path
+from agent.contracts import ACTIVE_PODS, CPU_POLICY, ActivePods, Deferred
+from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups
 from agent.contracts import DaemonContext
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
 from agent.cpu.config import CPUConfig
@@ -39,16 +38,12 @@ from agent.cpu.metrics import (
     RESIDUAL_REMOVED,
 )
 from agent.cpu.periodic import ResidualTracker
-from agent.cpu.plan import PolicyPlan
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
-from agent.contracts.cpu import AllocateResult, HintsResult, Request
 from agent.cpu.state import PolicyState
-from agent.contracts.cpu import AllocationInfo
-from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.statefile import Coalescer
 
-__all__ = ["CPUPolicyComponent", "PolicyCPUAllocator", "create", "options_from_config", "socket_path_for"]
+__all__ = ["CPUPolicyComponent", "create", "options_from_config", "socket_path_for"]
 
 log = get_logger("hwagent.cpu")
 
@@ -75,63 +70,6 @@ def socket_path_for(ctx: DaemonContext, cfg: CPUConfig) -> Path:
         kubelet_root = Path(ctx.config["daemon"].kubelet_root_dir)
         return kubelet_root / "plugins_registry" / cfg.socket_name
     return ctx.path("cpu", cfg.socket_name)
-
-
-class PolicyCPUAllocator:
-    """The ``CPUAllocator`` this component publishes (``CPU_POLICY``): calls go
-    through the durable policy, so in-process callers get the gRPC path's journal
-    and enforcement."""
-
-    def __init__(self, component: CPUPolicyComponent) -> None:
-        self._c = component
-
-    def allocations(self) -> list[AllocationInfo]:
-        return self._c.durable.policy.state.containers()
-
-    def allocatable_cpus(self) -> CPUSet:
-        pol = self._c.durable.policy
-        return CPUSet(pol.idx.all) - pol.reserved
-
-    def placement(self, pod_uid: str, container: str) -> Placement | None:
-        return self._c.durable.policy.placement(pod_uid, container)
-
-    def pools(self) -> dict[str, CPUSet]:
-        return dict(self._c.durable.policy.state.pools)
-
-    def shared_cpus(self) -> CPUSet:
-        return self._c.durable.policy.shared_cpus()
-
-    def free_per_numa(self) -> dict[int, int]:
-        return self._c.durable.policy.free_per_numa()
-
-    def numa_of(self) -> Mapping[int, int]:
-        return self._c.durable.policy.idx.numa_of
-
-    def plan(self) -> PolicyPlan:
-        return PolicyPlan(self._c.durable.policy)
-
-    def remove_pod(self, pod_uid: str) -> None:
-        self._c.durable.policy.remove_pod(pod_uid)
-
-    async def release_pod(self, pod_uid: str) -> bool:
-        """RemovePod, with the checkpoint written before it returns (admission's release path)."""
-        return await self._c.durable.remove_pod(pod_uid)
-
-    # standalone in-process calls, same path as gRPC (persisted before returning)
-    async def get_topology_hints(self, req: Request) -> HintsResult:
-        return await self._c.durable.hints(req)
-
-    async def allocate(self, req: Request) -> AllocateResult:
-        return await self._c.durable.allocate(req)
-
-    async def bind_cgroup(self, pod_uid: str, container: str, cgroup_path: str | None) -> None:
-        """Tell the policy which cgroup a container runs in (launchers do this).
-
-        The path is checked before anything changes (CgroupPathError, a ValueError):
-        only cgroups below the configured workload roots are enforced and killed."""
-        if cgroup_path is not None:
-            cgroup_path = validate_rel_path(cgroup_path, self._c.cgroup_roots)
-        await self._c.durable.bind_cgroup(pod_uid, container, cgroup_path)
 
 
 class CPUPolicyComponent:
@@ -188,11 +126,11 @@ class CPUPolicyComponent:
                 log.warning("cgroup enforcement disabled", reason=str(e))
             else:
                 self._log_own_cgroup(ctx)
-        self.durable = DurablePolicy(policy, store, on_enforce=self._kick_enforce)
+        self.durable = DurablePolicy(policy, store, on_enforce=self._kick_enforce, cgroup_roots=self.cgroup_roots)
         await loop.run_in_executor(None, store.save, policy.state, lambda: self.durable.policy.state)
         self.socket_path = socket_path_for(ctx, self.cfg)
         self._server, self._reg = await serve(self.durable, self.socket_path)
-        ctx.publish(CPU_POLICY, PolicyCPUAllocator(self))
+        ctx.publish(CPU_POLICY, self.durable)
         self._kick_enforce(policy.state)
         self._tasks = [
             loop.create_task(self._every(self.cfg.cpuset_check_interval_s, self.check_once)),

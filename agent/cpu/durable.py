@@ -2,8 +2,9 @@
 before a changing call returns), cgroup enforcement (in the background),
 metrics.
 
-Both the gRPC servicer and in-process callers (standalone mode, the
-``CPU_POLICY`` handle) go through here, so they share one behaviour. Runs on
+Both the gRPC servicer and in-process callers go through here, so they share
+one behaviour: this is the ``CPUAllocator`` the CPU component publishes under
+``CPU_POLICY`` itself (no forwarding layer between the contract and the policy). Runs on
 the daemon's single asyncio loop. Each committed change appends one small
 record to the policy's journal (``agent.journal``) in the same loop step;
 concurrent calls share one fdatasync (group commit) and each is answered after
@@ -22,16 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, validate_rel_path
+from agent.contracts.cpu import AllocateResult, AllocationInfo, HintsResult, Request
+from agent.contracts.placement import Placement
 from agent.cpu.checkpoint import CheckpointStore, encode_change
 from agent.cpu.errors import UNAVAILABLE, PolicyError
 from agent.cpu.metrics import CHECKPOINT_WRITES, DURATION, FAILURES, REQUESTS, publish_state
+from agent.cpu.plan import PolicyPlan
 from agent.cpu.policy import DynamicPolicy
-from agent.contracts.cpu import AllocateResult, HintsResult, Request
 from agent.cpu.state import PolicyState
-from agent.contracts.cpu import AllocationInfo
+from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.journal import JournalError
 
@@ -42,17 +46,21 @@ T = TypeVar("T")
 
 
 class DurablePolicy:
-    """The policy whose every change is on disk before its caller hears of it."""
+    """The policy whose every change is on disk before its caller hears of it
+    (``agent.contracts.CPUAllocator``)."""
 
     def __init__(
         self,
         policy: DynamicPolicy,
         store: CheckpointStore | None,
         on_enforce: Callable[[PolicyState], None] | None = None,
+        cgroup_roots: Sequence[str] = DEFAULT_WORKLOAD_ROOTS,
     ) -> None:
         self.policy = policy
         self.store = store
         self.on_enforce = on_enforce
+        #: where a bound cgroup may live ([cgroups] workload roots): only those are enforced and killed
+        self.cgroup_roots = tuple(cgroup_roots)
         self._last = policy.state  # the state the next record is relative to
         self._collect: list[asyncio.Future[None]] | None = None
         self._background: set[asyncio.Future[None]] = set()
@@ -126,18 +134,53 @@ class DurablePolicy:
         if self.store is not None:
             await self.store.journal.drain()
 
-    async def hints(self, req: Request) -> HintsResult:
+    # -- changes (persisted before returning) ------------------------------------------
+
+    async def get_topology_hints(self, req: Request) -> HintsResult:
         return await self._call("hints", self.policy.get_topology_hints, req)
 
     async def allocate(self, req: Request) -> AllocateResult:
         return await self._call("allocate", self.policy.allocate, req)
 
-    async def remove_pod(self, uid: str) -> bool:
-        return await self._call("remove_pod", self.policy.remove_pod, uid)
+    async def release_pod(self, pod_uid: str) -> bool:
+        """RemovePod, with the checkpoint written before it returns (admission's release, gRPC)."""
+        return await self._call("remove_pod", self.policy.remove_pod, pod_uid)
 
     async def resources_allocation(self) -> list[AllocationInfo]:
         # read-only for the caller: the ramp-up it may complete is journaled in the background
         return await self._call("get_resources_allocation", self.policy.resources_allocation, wait=False)
 
-    async def bind_cgroup(self, uid: str, container: str, path: str | None) -> None:
-        await self._call("bind_cgroup", self.policy.set_cgroup_path, uid, container, path)
+    async def bind_cgroup(self, pod_uid: str, container: str, cgroup_path: str | None) -> None:
+        """Which cgroup a container runs in (launchers say so). The path is checked
+        before anything changes (CgroupPathError, a ValueError): only cgroups below
+        the workload roots are enforced and killed."""
+        if cgroup_path is not None:
+            cgroup_path = validate_rel_path(cgroup_path, self.cgroup_roots)
+        await self._call("bind_cgroup", self.policy.set_cgroup_path, pod_uid, container, cgroup_path)
+
+    def plan(self) -> PolicyPlan:
+        """A private copy of the state to decide one pod on (admission, dry run)."""
+        return PolicyPlan(self.policy)
+
+    # -- reads (answered from memory, never waiting for a write) -----------------------
+
+    def allocations(self) -> list[AllocationInfo]:
+        return self.policy.state.containers()
+
+    def allocatable_cpus(self) -> CPUSet:
+        return CPUSet(self.policy.idx.all) - self.policy.reserved
+
+    def placement(self, pod_uid: str, container: str) -> Placement | None:
+        return self.policy.placement(pod_uid, container)
+
+    def pools(self) -> dict[str, CPUSet]:
+        return dict(self.policy.state.pools)
+
+    def shared_cpus(self) -> CPUSet:
+        return self.policy.shared_cpus()
+
+    def free_per_numa(self) -> dict[int, int]:
+        return self.policy.free_per_numa()
+
+    def numa_of(self) -> Mapping[int, int]:
+        return self.policy.idx.numa_of

@@ -125,7 +125,7 @@ class ResourcePluginServicer(pb_grpc.ResourcePluginServicer):
 
     async def GetTopologyHints(self, request, context):
         try:
-            r = await self.durable.hints(to_request(request))
+            r = await self.durable.get_topology_hints(to_request(request))
         except PolicyError as e:
             await _abort(context, e)
         return pb.ResourceHintsResponse(**_echo(request), resource_hints={CPU_RESOURCE: _hints_pb(r.hints)},
@@ -143,7 +143,7 @@ class ResourcePluginServicer(pb_grpc.ResourcePluginServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pod_uid is empty")
         check_name("pod_uid", request.pod_uid)
         try:
-            await self.durable.remove_pod(request.pod_uid)
+            await self.durable.release_pod(request.pod_uid)
         except PolicyError as e:  # state not persisted: UNAVAILABLE, nothing removed
             await _abort(context, e)
         return pb.RemovePodResponse()

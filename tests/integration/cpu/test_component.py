@@ -55,8 +55,7 @@ def test_residual_cleanup_and_ramp_up(tmp_path):
             a = svc.allocations()[0]
             assert not a.ramp_up and a.owner_pool_name == "share"
             # removal through the service other components use
-            svc.remove_pod("keep")
-            await comp.durable.wait_durable()
+            assert await svc.release_pod("keep") is True
             assert svc.allocations() == []
         finally:
             await comp.stop()
@@ -101,6 +100,36 @@ def test_reclaimed_pod_gets_reclaim_pool(tmp_path):
                         annotations={QOS_KEY: "reclaimed_cores"})  # fmt: skip
             )
             assert r.allocation.cpuset == comp.durable.policy.state.pools["reclaim"]
+        finally:
+            await comp.stop()
+
+    asyncio.run(main())
+
+
+def test_the_published_handle_is_the_durable_policy(tmp_path):
+    """No forwarding layer between the contract and the policy: admission, the runtime and
+    status call the durable policy itself, so each change is journaled before it returns
+    and a cgroup outside the workload roots is refused before anything changes."""
+    ctx = make_ctx(tmp_path / "root", TOPO, v2(tmp_path / "cg"))
+
+    async def main():
+        comp = component(ctx)
+        await comp.start(ctx)
+        try:
+            svc = ctx.lookup(CPU_POLICY)
+            assert svc is comp.durable
+            await svc.allocate(Request(pod_uid="p", container_name="c", resource_requests={"cpu": 1}))
+            before = comp.durable.policy.state
+            try:
+                await svc.bind_cgroup("p", "c", "/etc/not-a-workload")
+            except ValueError as e:
+                assert "workload" in str(e)
+            else:
+                raise AssertionError("a cgroup outside the workload roots was bound")
+            assert comp.durable.policy.state is before  # refused before anything changed
+            await svc.bind_cgroup("p", "c", "/kubepods.slice/pod-p/c")
+            assert svc.allocations()[0].cgroup_path == "/kubepods.slice/pod-p/c"
+            assert await svc.release_pod("p") is True and svc.allocations() == []
         finally:
             await comp.stop()
 

@@ -88,7 +88,7 @@ def test_enforce_detect_and_repair_drift(v1_sandbox, tmp_path):  # noqa: F811
             assert Path(f"/sys/fs/cgroup/cpu/{name}/kubepods/besteffort/cpu.idle").read_text().strip() == "1"
             assert await comp.cpu_idle_once() is False
             # a container whose cgroup is gone: reported as vanished, no crash
-            svc.remove_pod(UID)
+            await svc.release_pod(UID)
             await svc.allocate(Request(pod_uid="p2", container_name="c", resource_requests={"cpu": 1}))
             await svc.bind_cgroup("p2", "c", "/kubepods/podgone/c")
             rep = await comp.check_once()

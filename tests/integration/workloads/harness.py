@@ -8,13 +8,11 @@ from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from agent.config import section_defaults
 from agent.contracts import ACTIVE_PODS, RUNTIME
 from agent.cpu.checkpoint import CheckpointStore
-from agent.cpu.component import PolicyCPUAllocator
 from agent.cpu.durable import DurablePolicy
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
 from agent.contracts import DaemonContext
@@ -90,7 +88,7 @@ async def pipeline(
             store = CheckpointStore(base / "cpu")
             engine = DurablePolicy(pol, store)
             store.save(pol.state)  # a fresh snapshot and an open journal, as the CPU component does at start
-            cpu = PolicyCPUAllocator(SimpleNamespace(durable=engine))  # type: ignore[arg-type]
+            cpu = engine
             ctx = DaemonContext(section_defaults(), base, topo)
             registry = Registry(PodFileStore(base / "pods"))
             tm = TopologyManager(TopologyManagerConfig(policy=policy, scope=scope), topo.numa_ids)

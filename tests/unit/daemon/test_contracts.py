@@ -158,7 +158,7 @@ COMPONENT_PACKAGES = {"cpu", "devicemanager", "deviceplugin", "kubelet", "pressu
                       "workloads", "podresources", "topologymanager"}
 #: the classes behind each published handle, by owning package: nobody else imports them
 PRODUCERS = {
-    "cpu": {"CPUPolicyComponent", "PolicyCPUAllocator", "DurablePolicy", "DynamicPolicy"},
+    "cpu": {"CPUPolicyComponent", "DurablePolicy", "DynamicPolicy"},
     "devicemanager": {"DeviceManagerComponent", "DeviceManager"},
     "deviceplugin": {"DevicePluginsComponent", "HealthBoard"},
     "kubelet": {"PodDirectoryComponent", "KubeletPodDirectorySource", "EvictionPluginComponent"},
@@ -214,7 +214,7 @@ def test_the_import_graph_check_finds_a_cross_component_import(tmp_path):
     (fake / "podresources").mkdir(parents=True)
     (fake / "podresources" / "server.py").write_text(
         "from agent.contracts import CPUAllocations\n"
-        "def f():\n    from agent.cpu.component import PolicyCPUAllocator\n"
+        "def f():\n    from agent.cpu.component import CPUPolicyComponent\n"
         "from agent.devicemanager.manager import DeviceManager\n")
     assert cross_component_imports(fake) == [
         "agent/podresources/server.py:3 imports agent.cpu.component",

@@ -9,13 +9,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from agent.api.deviceplugin.v1beta1 import api_pb2 as dp_pb
 from agent.cpu.calculator import TopoIndex
 from agent.cpu.checkpoint import CheckpointStore
-from agent.cpu.component import PolicyCPUAllocator
 from agent.cpu.durable import DurablePolicy
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
 from agent.devicemanager.manager import DeviceManager
@@ -116,7 +114,7 @@ class Node:
         self._engine = DurablePolicy(pol, store)
         store.save(pol.state)
         self.cpu_policy = pol
-        cpu = PolicyCPUAllocator(SimpleNamespace(durable=self._engine))  # type: ignore[arg-type]
+        cpu = self._engine
         self.manager = DeviceManager(numa_ids=topo.numa_ids, checkpoint_path=self.base / "devices" / "checkpoint")
         (self.base / "devices").mkdir(parents=True, exist_ok=True)
         await self.manager.start()

@@ -201,7 +201,7 @@ def test_policy_enforced_on_real_cgroups_with_processes(sandbox: Sandbox) -> Non
             assert rep.repaired == [f"/{containers[DED]}"] and aff(DED) == alloc[DED]
 
             # removing the first dedicated pod gives its CPUs back to the pools
-            svc.remove_pod(DED)
+            await svc.release_pod(DED)
             rep = await comp.check_once()
             assert rep is not None and rep.errors == []
             alloc = {a.pod_uid: a.cpuset for a in svc.allocations()}
