@@ -61,7 +61,8 @@ MAX_TIMEOUT_STRETCH = 2.5
 GUEST_TESTS = "tests/vm/guest"
 #: all the guests of one `runner.py test` or pytest session together: no guest is started, and
 #: none runs, past it, so one guest's overrun on a loaded host cannot carry a CI run past its
-#: 90 minutes (the rest of the suite took ~30 of the 58 of a loaded run, issue 22 item 14)
+#: 90 minutes (60 for the guests leaves the other tiers 30; issue 22 item 14). Four guests at
+#: their stretched limits would take ~4 h.
 TIER_BUDGET_S = float(os.environ.get("HWAGENT_VM_TIER_BUDGET", "3600"))
 #: kept back from a guest's limit for each guest still to run after it, so that an overrun
 #: leaves every later guest time to boot and report at least a partial result
