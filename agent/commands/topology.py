@@ -63,7 +63,16 @@ def _emit(args: argparse.Namespace, data: str | bytes) -> None:
         sys.stdout.write(data)
 
 
+def refuse_binary_to_terminal(args: argparse.Namespace) -> None:
+    """A PNG on a terminal is a screenful of control bytes that can leave it garbled:
+    refuse before any work, and say how to get the picture (as curl does)."""
+    if args.format == "png" and not args.output and sys.stdout.isatty():
+        raise CommandError("--format png writes binary, and stdout is a terminal: give -o FILE "
+                           "(or pipe it: hwagent topology --format png > machine.png)")
+
+
 def run(args: argparse.Namespace) -> int:
+    refuse_binary_to_terminal(args)
     sysfs_root = args.sysfs_root
     procfs_root = args.procfs_root or default_procfs_root(sysfs_root)
     try:
