@@ -1,8 +1,15 @@
 """TOML configuration with typed sections, strict about unknown keys and types.
 
 Each concern owns its section as a frozen dataclass in its own package and is
-listed in ``SECTIONS`` below (section name -> "module:Class"). This module only
-knows how to load, validate and override; it never knows what a section means.
+listed in ``SECTIONS`` below (section name -> "module:Class", imported only when
+a config is loaded). This module only knows how to load, validate and override;
+it never knows what a section means.
+
+A reader looks a section up by its typed key, declared next to the dataclass
+(``agent.cpu.config.CPU_SECTION``, a ``SectionKey[CPUConfig]``), the way a
+component looks a handle up by its ``HandleKey``: ``config[CPU_SECTION]`` is a
+``CPUConfig`` to mypy, so type checking goes on past the config lookup instead
+of stopping at an ``Any``. A string lookup is refused.
 
 Validation is strict on purpose: a typo'd key in a node agent's config would
 otherwise silently fall back to a default and change placement of workloads.
@@ -21,15 +28,17 @@ import types
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from agent.eventlog import get_logger
 
-__all__ = ["Config", "ConfigError", "dumps", "load", "loads", "SECTIONS", "section_defaults"]
+__all__ = ["Config", "ConfigError", "SectionKey", "dumps", "load", "loads", "SECTIONS", "section_defaults"]
+
+S = TypeVar("S")
 
 #: section name -> "module:DataclassName". Every field needs a default.
 SECTIONS: dict[str, str] = {
-    "daemon": "agent.daemon.config:DaemonConfig",
+    "daemon": "agent.daemonconfig:DaemonConfig",
     "cpu": "agent.cpu.config:CPUConfig",
     "devicemanager": "agent.devicemanager.config:DeviceManagerConfig",
     "devices": "agent.devices.config:DevicesConfig",
@@ -46,6 +55,21 @@ log = get_logger("hwagent.config")
 
 class ConfigError(ValueError):
     """The config file is unreadable, malformed, or names a bad key/type."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SectionKey(Generic[S]):
+    """The typed name of a config section: ``config[key]`` is an ``S``.
+
+    Declared beside the section's dataclass (``CPU_SECTION = SectionKey("cpu", CPUConfig)``),
+    so importing the key imports only that section's module, never the registry's others.
+    """
+
+    name: str
+    cls: type[S]
+
+    def __repr__(self) -> str:
+        return f"SectionKey({self.name!r}, {self.cls.__name__})"
 
 
 def _section_class(name: str) -> type:
@@ -251,15 +275,20 @@ def _build(cls: type, table: Mapping[str, Any], where: str) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """All sections, by name. ``config.section("cpu")`` or ``config["cpu"]``."""
+    """All sections, by name; read one with its typed key: ``config[CPU_SECTION]``."""
 
     sections: Mapping[str, Any]
     path: Path | None = None
 
-    def __getitem__(self, name: str) -> Any:
-        return self.sections[name]
-
-    section = __getitem__
+    def __getitem__(self, key: SectionKey[S]) -> S:
+        if not isinstance(key, SectionKey):
+            raise TypeError(f"config[{key!r}]: look a section up by its key (e.g. {str(key).upper()}_SECTION "
+                            f"beside its dataclass), so the type checker knows what it holds")
+        section = self.sections[key.name]
+        if not isinstance(section, key.cls):
+            raise TypeError(f"[{key.name}] is a {type(section).__name__}, not the {key.cls.__name__} {key!r} "
+                            "names: the key and SECTIONS disagree")
+        return section
 
     def replace(self, name: str, **changes: Any) -> Config:
         """A copy with some fields of one section changed (CLI flags override the file).

@@ -1,5 +1,9 @@
 """The [daemon] config section: where hwagent keeps its files and how it serves.
 
+In the bottom layer, beside ``agent.config``, not in ``agent.daemon``: every owner
+reads it (root dir, sysfs and procfs roots, the kubelet's root), and an owner
+must not import the daemon that assembles it.
+
 Every default here is documented in docs/config.md; a test keeps the two equal.
 """
 
@@ -9,7 +13,11 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["DEFAULT_LOCK_DIR", "DEFAULT_METRICS_ADDRESS", "DEFAULT_ROOT_DIR", "DaemonConfig", "parse_host_port"]
+from agent.config import SectionKey
+
+__all__ = [
+    "DAEMON_SECTION", "DEFAULT_LOCK_DIR", "DEFAULT_METRICS_ADDRESS", "DEFAULT_ROOT_DIR", "DaemonConfig", "parse_host_port",
+]
 
 DEFAULT_ROOT_DIR = "/var/lib/hwagent"
 #: machine-wide, under no root dir: every daemon on the machine must look in the same
@@ -80,3 +88,7 @@ class DaemonConfig:
             raise ValueError("root_dir: must be a directory of its own, not /")
         if not 0 < self.stop_timeout_seconds <= 3600:
             raise ValueError(f"stop_timeout_seconds: must be in (0, 3600], got {self.stop_timeout_seconds}")
+
+
+#: ``config[DAEMON_SECTION]``, the [daemon] section
+DAEMON_SECTION: SectionKey[DaemonConfig] = SectionKey("daemon", DaemonConfig)

@@ -16,8 +16,9 @@ from typing import Any, ClassVar, Literal
 
 from agent.cgroups.detect import DEFAULT_CGROUP_ROOT
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, CgroupPathError, validate_rel_path
+from agent.config import SectionKey
 
-__all__ = ["CgroupsConfig", "workload_roots"]
+__all__ = ["CGROUPS_SECTION", "CgroupsConfig", "workload_roots"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def workload_roots(config: Any) -> tuple[str, ...]:
     roots plus the workload runtime's own subtree, which is a workload root by
     definition (a runtime moved to another subtree must not lose its pods' cpusets
     and eviction). One answer for the CPU policy and the pressure engine."""
-    cg = config["cgroups"]
+    cg = config[CGROUPS_SECTION]
     roots = tuple(cg.workload_roots)
     runtime = config.sections.get("runtime") if hasattr(config, "sections") else None
     if runtime is not None and getattr(runtime, "enabled", False):
@@ -76,3 +77,7 @@ def workload_roots(config: Any) -> tuple[str, ...]:
         if subtree not in roots:
             roots += (subtree,)
     return roots
+
+
+#: ``config[CGROUPS_SECTION]``, the [cgroups] section
+CGROUPS_SECTION: SectionKey[CgroupsConfig] = SectionKey("cgroups", CgroupsConfig)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agent.workloads.config import WORKLOADS_SECTION
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_EXISTS, EXIT_NO_DAEMON, EXIT_NOT_FOUND, EXIT_REFUSED
 
@@ -34,7 +35,7 @@ def socket_path(args: argparse.Namespace) -> Path:
     from agent.rootpaths import admission_socket
 
     config = load_config(args)
-    return admission_socket(root_dir(args, config), config["workloads"].socket_path)
+    return admission_socket(root_dir(args, config), config[WORKLOADS_SECTION].socket_path)
 
 
 def daemon_down(path: Path) -> CommandError:

@@ -12,6 +12,7 @@ import argparse
 import os
 from pathlib import Path
 
+from agent.daemonconfig import DAEMON_SECTION
 from agent.cli import CommandError
 from agent.config import Config, ConfigError, load
 
@@ -28,4 +29,4 @@ def load_config(args: argparse.Namespace) -> Config:
 
 def root_dir(args: argparse.Namespace, config: Config) -> Path:
     """``--root-dir`` made absolute, else the config's ``[daemon] root_dir``."""
-    return Path(os.path.abspath(args.root_dir)) if args.root_dir else Path(config["daemon"].root_dir)
+    return Path(os.path.abspath(args.root_dir)) if args.root_dir else Path(config[DAEMON_SECTION].root_dir)

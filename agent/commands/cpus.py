@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+from agent.daemonconfig import DAEMON_SECTION
 from agent.cli import CommandError
 from agent.commands._format import add_format_option
 
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.cpu.view import render_table, summarize
 
     cfg = load_config(args)
-    d = cfg["daemon"]
+    d = cfg[DAEMON_SECTION]
     root = root_dir(args, cfg)
     if not args.socket:
         live = _live(root)

@@ -19,6 +19,8 @@ import json
 import os
 import sys
 
+from agent.daemonconfig import DAEMON_SECTION
+from agent.devices.config import DEVICES_SECTION
 from agent.cli import CommandError
 from agent.commands._format import add_format_option
 
@@ -148,8 +150,8 @@ def run(args: argparse.Namespace) -> int:
     from agent.devices.udev import discover
 
     config = load_config(args)
-    cfg = config["devices"]
-    sysfs_root = args.sysfs_root or config["daemon"].sysfs_root
+    cfg = config[DEVICES_SECTION]
+    sysfs_root = args.sysfs_root or config[DAEMON_SECTION].sysfs_root
     if not os.path.isdir(os.path.join(sysfs_root, "bus")) and not os.path.isdir(os.path.join(sysfs_root, "class")):
         raise CommandError(f"{sysfs_root} does not look like a sysfs tree (no bus/ or class/)")
     inv = discover(sysfs_root, cfg.dev_root)

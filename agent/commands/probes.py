@@ -12,6 +12,8 @@ import json
 import sys
 import time
 
+from agent.cgroups.config import CGROUPS_SECTION
+from agent.pressure.config import PRESSURE_SECTION
 from agent.cli import CommandError
 from agent.commands._config import load_config
 from agent.commands._format import add_format_option
@@ -42,9 +44,9 @@ def run(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         raise CommandError("--interval must be > 0")
     config = load_config(args)
-    cfg = config["pressure"]
+    cfg = config[PRESSURE_SECTION]
     # a viewer never evicts
-    engine = PressureEngine(cfg, mode="kubelet", cgroup_hierarchy=config["cgroups"].hierarchy)
+    engine = PressureEngine(cfg, mode="kubelet", cgroup_hierarchy=config[CGROUPS_SECTION].hierarchy)
     engine.load()
     try:
         engine.tick()

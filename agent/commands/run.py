@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from agent.daemonconfig import DAEMON_SECTION
 from agent.cli import CommandError
 from agent.config import Config, ConfigError, dumps, load
 from agent.daemon.logs import LEVELS, setup_logging
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(dumps(config), end="")
         return 0
-    setup_logging(config["daemon"].log_level)
+    setup_logging(config[DAEMON_SECTION].log_level)
 
     # the CLI's other commands need none of this: keep `hwagent topology` quick to start
     import asyncio

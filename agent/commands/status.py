@@ -10,6 +10,7 @@ import argparse
 import json
 import time
 
+from agent.daemonconfig import DAEMON_SECTION
 from agent.cli import CommandError
 
 
@@ -71,7 +72,7 @@ def root_dir_of(args: argparse.Namespace) -> str:
 
     if args.root_dir:
         return os.path.abspath(args.root_dir)
-    return load_config(args)["daemon"].root_dir
+    return load_config(args)[DAEMON_SECTION].root_dir
 
 
 def run(args: argparse.Namespace) -> int:

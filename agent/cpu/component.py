@@ -20,14 +20,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.cgroups.config import workload_roots
+from agent.daemonconfig import DAEMON_SECTION
+from agent.cgroups.config import CGROUPS_SECTION, workload_roots
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
 from agent.contracts import ACTIVE_PODS, CPU_POLICY, ActivePods, Deferred
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups
 from agent.contracts import DaemonContext
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
-from agent.cpu.config import CPUConfig
+from agent.cpu.config import CPUConfig, CPU_SECTION
 from agent.cpu.durable import DurablePolicy
 from agent.cpu.enforce import CheckReport, Enforcer
 from agent.cpu.metrics import (
@@ -67,7 +68,7 @@ def socket_path_for(ctx: DaemonContext, cfg: CPUConfig) -> Path:
     in-process there, and hwagent's own plugin watcher (device plugins only)
     has no business with it; local clients and tests use the socket directly."""
     if ctx.mode == "kubelet":
-        kubelet_root = Path(ctx.config["daemon"].kubelet_root_dir)
+        kubelet_root = Path(ctx.config[DAEMON_SECTION].kubelet_root_dir)
         return kubelet_root / "plugins_registry" / cfg.socket_name
     return ctx.path("cpu", cfg.socket_name)
 
@@ -100,7 +101,7 @@ class CPUPolicyComponent:
         from agent.cpu.server import serve  # grpc import stays out of factory import time
 
         self.cgroup_roots = workload_roots(ctx.config)
-        self.reclaim_root = ctx.config["cgroups"].reclaim_cgroup
+        self.reclaim_root = ctx.config[CGROUPS_SECTION].reclaim_cgroup
 
         self._ctx = ctx
         self._active_pods = ctx.deferred(ACTIVE_PODS)
@@ -117,7 +118,7 @@ class CPUPolicyComponent:
         except ValueError as e:
             raise RuntimeError(f"cpu policy cannot start: {e}") from None
         if self.cfg.enforce_cgroups:
-            root = ctx.config["cgroups"].root
+            root = ctx.config[CGROUPS_SECTION].root
             try:
                 self.fs = CgroupFS(detect(root))
                 self.enforcer = Enforcer(self.fs, policy.idx.numa_of)
@@ -147,7 +148,7 @@ class CPUPolicyComponent:
         """hwagent's own cpuset cgroup: if it sits under kubepods, the policy may
         narrow the CPUs hwagent itself runs on — worth a warning at start."""
         try:
-            own = self_cgroups(ctx.config["daemon"].procfs_root)
+            own = self_cgroups(ctx.config[DAEMON_SECTION].procfs_root)
         except OSError:
             return
         path = own.get("cpuset") or own.get("", "/")
@@ -276,7 +277,7 @@ class CPUPolicyComponent:
 
 
 def create(ctx: DaemonContext) -> CPUPolicyComponent | None:
-    cfg: CPUConfig = ctx.config["cpu"]
+    cfg: CPUConfig = ctx.config[CPU_SECTION]
     if not cfg.enabled:
         return None
     return CPUPolicyComponent(cfg)

@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass, field
 
 from agent.cpuset import CPUSet, CPUSetError
+from agent.config import SectionKey
 
-__all__ = ["CPUConfig"]
+__all__ = ["CPU_SECTION", "CPUConfig"]
 
 
 @dataclass(frozen=True)
@@ -66,3 +67,7 @@ class CPUConfig:
 
     def reserved_list(self) -> CPUSet | None:
         return CPUSet.parse(self.reserved_cpu_list) if self.reserved_cpu_list else None
+
+
+#: ``config[CPU_SECTION]``, the [cpu] section
+CPU_SECTION: SectionKey[CPUConfig] = SectionKey("cpu", CPUConfig)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent.cgroups.config import CGROUPS_SECTION
+from agent.cpu.config import CPU_SECTION
 from agent.config import Config
 from agent.topology.model import Topology
 
@@ -20,7 +22,7 @@ __all__ = ["config_warnings"]
 def config_warnings(config: Config, topo: Topology, cgroup_root_exists: bool | None = None) -> list[str]:
     out: list[str] = []
     online = len(topo.online)
-    cpu = config["cpu"]
+    cpu = config[CPU_SECTION]
     if cpu.enabled:
         if cpu.reclaim_min_cpus > online:
             out.append(
@@ -29,7 +31,7 @@ def config_warnings(config: Config, topo: Topology, cgroup_root_exists: bool | N
             )
         if cpu.reserved_cpus and cpu.reserved_cpus >= online:
             out.append(f"cpu.reserved_cpus = {cpu.reserved_cpus} leaves no CPU of the {online} online for workloads")
-    root = config["cgroups"].root
+    root = config[CGROUPS_SECTION].root
     exists = Path(root).is_dir() if cgroup_root_exists is None else cgroup_root_exists
     if not exists:
         out.append(f"cgroups.root = {root!r} does not exist: no cgroup is enforced or measured")

@@ -34,6 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.cgroups.config import CGROUPS_SECTION
+from agent.cpu.config import CPU_SECTION
+from agent.daemonconfig import DAEMON_SECTION
 from agent.cpuset import CPUSet, CPUSetError
 from agent.topology.model import Topology
 
@@ -104,7 +107,7 @@ def managed_claim(config: Any, topology: Topology, pid: int) -> Claim:
     from agent.cpu.policy import reserved_cpus
 
     subtrees = tuple(sorted({_norm(s) for s in workload_roots(config)}))
-    cpu = config["cpu"]
+    cpu = config[CPU_SECTION]
     cpus = CPUSet()
     if cpu.enabled:
         idx = TopoIndex(topology)
@@ -113,8 +116,8 @@ def managed_claim(config: Any, topology: Topology, pid: int) -> Claim:
         except ValueError:
             reserved = CPUSet()
         cpus = idx.all_cpuset - reserved
-    root = os.path.realpath(config["cgroups"].root)
-    return Claim(pid, str(config["daemon"].root_dir), root, subtrees, cpus)
+    root = os.path.realpath(config[CGROUPS_SECTION].root)
+    return Claim(pid, str(config[DAEMON_SECTION].root_dir), root, subtrees, cpus)
 
 
 def _nested(a: str, b: str) -> bool:

@@ -36,7 +36,7 @@ from pathlib import Path
 from agent.config import Config, ConfigError
 from agent.daemon.claim import ClaimConflict, ClaimLock, managed_claim
 from agent.contracts import Component, ComponentFactory, DaemonContext
-from agent.daemon.config import DaemonConfig, parse_host_port
+from agent.daemonconfig import DAEMON_SECTION, DaemonConfig, parse_host_port
 from agent.daemon.metrics_http import HealthReport, MetricsServer
 from agent.daemon.reload import DAEMON_LIVE_SETTINGS, plan_reload
 from agent.daemon.sdnotify import Notifier, watchdog_interval
@@ -276,7 +276,7 @@ class Daemon:
 
     @property
     def cfg(self) -> DaemonConfig:
-        return self.config["daemon"]
+        return self.config[DAEMON_SECTION]
 
     # --- health -----------------------------------------------------------------------
 
@@ -365,7 +365,7 @@ class Daemon:
         for s in self._started:
             if s.name in plan.live_sections and s.name != "daemon":
                 try:
-                    s.component.reconfigure(self.config[s.name])  # type: ignore[attr-defined]
+                    s.component.reconfigure(self.config.sections[s.name])  # type: ignore[attr-defined]
                 except Exception as e:
                     log.error("component reconfigure failed", component=s.name, error=repr(e))
         if plan.needs_restart:

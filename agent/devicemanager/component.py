@@ -22,7 +22,7 @@ import grpc
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, WORKLOADS, ActivePods, Deferred
 from agent.contracts import DaemonContext
-from agent.devicemanager.config import DeviceManagerConfig
+from agent.devicemanager.config import DEVICEMANAGER_SECTION, DeviceManagerConfig
 from agent.devicemanager.manager import DeviceManager
 from agent.devicemanager.registration import RegistrationServer
 from agent.grpcguard import new_server
@@ -130,7 +130,7 @@ class DeviceManagerComponent:
 
 
 def factory(ctx: DaemonContext) -> DeviceManagerComponent | None:
-    cfg: DeviceManagerConfig = ctx.config["devicemanager"]
+    cfg: DeviceManagerConfig = ctx.config[DEVICEMANAGER_SECTION]
     if not cfg.enabled:
         log.info("devicemanager disabled", reason="config")
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.rootpaths import DEVICE_CHECKPOINT, REGISTRATION_SOCKET
+from agent.config import SectionKey
 
 
 @dataclass(frozen=True)
@@ -54,3 +55,7 @@ class DeviceManagerConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
         if self.socket_name == self.checkpoint_name:
             raise ValueError("socket_name and checkpoint_name must differ")
+
+
+#: ``config[DEVICEMANAGER_SECTION]``, the [devicemanager] section
+DEVICEMANAGER_SECTION: SectionKey[DeviceManagerConfig] = SectionKey("devicemanager", DeviceManagerConfig)

@@ -15,14 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agent.daemonconfig import DAEMON_SECTION
+from agent.devices.config import DEVICES_SECTION
 from agent.rootpaths import DEVICE_PLUGINS, REGISTRATION_SOCKET, kubelet_device_plugins, kubelet_registration_socket
 
 __all__ = ["factory", "resolve_paths"]
 
 
 def resolve_paths(config: Any, mode: str, root_dir: Path) -> tuple[Path, Path]:
-    cfg = config["devices"]
-    daemon = config["daemon"]
+    cfg = config[DEVICES_SECTION]
+    daemon = config[DAEMON_SECTION]
     if mode == "kubelet":
         plugin_dir = kubelet_device_plugins(daemon.kubelet_root_dir)
         socket = kubelet_registration_socket(daemon.kubelet_root_dir).name
@@ -39,11 +41,11 @@ def resolve_paths(config: Any, mode: str, root_dir: Path) -> tuple[Path, Path]:
 
 def factory(ctx: Any):
     """``DevicePluginsComponent`` for the daemon, or None when ``[devices] enabled = false``."""
-    cfg = ctx.config["devices"]
+    cfg = ctx.config[DEVICES_SECTION]
     if not cfg.enabled:
         return None
     from agent.deviceplugin.plugins import DevicePluginsComponent
 
     plugin_dir, reg = resolve_paths(ctx.config, ctx.mode, ctx.root_dir)
-    return DevicePluginsComponent(cfg, sysfs_root=ctx.config["daemon"].sysfs_root, plugin_dir=plugin_dir,
+    return DevicePluginsComponent(cfg, sysfs_root=ctx.config[DAEMON_SECTION].sysfs_root, plugin_dir=plugin_dir,
                                registration_socket=reg)

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent.devices.names import extended_resource_name_error
+from agent.config import SectionKey
 
-__all__ = ["MountRule", "ResourceRule", "DevicesConfig", "TEMPLATE_FIELDS", "NODE_KINDS"]
+__all__ = ["DEVICES_SECTION", "MountRule", "ResourceRule", "DevicesConfig", "TEMPLATE_FIELDS", "NODE_KINDS"]
 
 #: placeholders allowed in env and annotation values
 TEMPLATE_FIELDS = ("ids", "pci_addresses", "dev_nodes", "net_ifaces", "block_devs", "numa_nodes", "resource")
@@ -147,3 +148,7 @@ class DevicesConfig:
             raise ValueError("need 0 < register_backoff_initial_s <= register_backoff_max_s")
         if self.socket_check_interval_s <= 0:
             raise ValueError("socket_check_interval_s must be positive")
+
+
+#: ``config[DEVICES_SECTION]``, the [devices] section
+DEVICES_SECTION: SectionKey[DevicesConfig] = SectionKey("devices", DevicesConfig)

@@ -21,11 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.cgroups.config import CGROUPS_SECTION
+from agent.daemonconfig import DAEMON_SECTION
 from agent.contracts import CPU_POLICY, POD_DIRECTORY, CPUAllocations
 from agent.cpuset import CPUSet
 from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
-from agent.kubelet.config import KubeletConfig
+from agent.kubelet.config import KUBELET_SECTION, KubeletConfig
 from agent.contracts.poddirectory import PodDirectory, PodResourcesSnapshot
 from agent.rootpaths import kubelet_pod_resources_socket
 from agent.tasks import cancel_and_wait
@@ -86,12 +88,12 @@ class PodDirectoryComponent:
 
         self._ctx = ctx
         self._cpu = ctx.lookup(CPU_POLICY)
-        dcfg = ctx.config["daemon"]
+        dcfg = ctx.config[DAEMON_SECTION]
         sock = pod_resources_socket(self.cfg, dcfg.kubelet_root_dir)
         self._client = PodResourcesClient(sock)
         self.service = KubeletPodDirectorySource(sock, ctx.topology.online)
         try:
-            h = detect_hierarchy(ctx.config["cgroups"].hierarchy, dcfg.procfs_root)
+            h = detect_hierarchy(ctx.config[CGROUPS_SECTION].hierarchy, dcfg.procfs_root)
             mounts = cgroup_mounts(dcfg.procfs_root)
             self._roots = (h.mount, mounts.get("cpuset", h.mount) if not h.is_v2 else h.mount)
         except ValueError as e:
@@ -106,7 +108,7 @@ class PodDirectoryComponent:
         from agent.kubelet.logs import read_log_names
         from agent.kubelet.resolve import build_directory
 
-        cgroup_root = self._ctx.config["cgroups"].kubelet_cgroup_root if self._ctx else "/"
+        cgroup_root = self._ctx.config[CGROUPS_SECTION].kubelet_cgroup_root if self._ctx else "/"
         cgroups = walk_kubepods(self._roots[0], cgroup_root, self._roots[1]) if self._roots else []
         logs = read_log_names(self.cfg.log_dir)
         assert self.service is not None
@@ -167,7 +169,7 @@ class PodDirectoryComponent:
 
 
 def factory(ctx: DaemonContext) -> PodDirectoryComponent | None:
-    cfg: KubeletConfig = ctx.config["kubelet"]
+    cfg: KubeletConfig = ctx.config[KUBELET_SECTION]
     if ctx.mode != "kubelet" or not cfg.pod_awareness:
         return None
     return PodDirectoryComponent(cfg)

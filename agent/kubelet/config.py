@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["KubeletConfig"]
+from agent.config import SectionKey
+
+__all__ = ["KUBELET_SECTION", "KubeletConfig"]
 
 
 @dataclass(frozen=True)
@@ -40,3 +42,7 @@ class KubeletConfig:
             raise ValueError(f"plugin_name: must be a non-empty file name, got {self.plugin_name!r}")
         if self.eviction_grace_period_s < -1:
             raise ValueError("eviction_grace_period_s must be >= -1")
+
+
+#: ``config[KUBELET_SECTION]``, the [kubelet] section
+KUBELET_SECTION: SectionKey[KubeletConfig] = SectionKey("kubelet", KubeletConfig)

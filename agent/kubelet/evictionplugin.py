@@ -39,6 +39,7 @@ from typing import Any
 
 import grpc
 
+from agent.pressure.config import PRESSURE_SECTION
 from agent.api.evictionplugin.v1alpha1 import api_pb2 as ep
 from agent.api.evictionplugin.v1alpha1 import api_pb2_grpc as ep_grpc
 from agent.api.k8s.core.v1 import api_pb2 as core
@@ -56,7 +57,7 @@ from agent.contracts import (
 )
 from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
-from agent.kubelet.config import KubeletConfig
+from agent.kubelet.config import KUBELET_SECTION, KubeletConfig
 from agent.kubelet.pressure_signal import NOT_MET, Candidate, PoolWatch
 from agent.pressure.eviction import Eviction, EvictionPolicy
 from agent.tasks import cancel_and_wait
@@ -230,7 +231,7 @@ class EvictionPluginComponent:
         self._pressure = ctx.lookup(PRESSURE)
         self._board = ctx.lookup(DEVICE_HEALTH)
         self._pods = ctx.lookup(POD_DIRECTORY)
-        pc = ctx.config["pressure"]
+        pc = ctx.config[PRESSURE_SECTION]
         self.watch = PoolWatch(EvictionPolicy(pc.soft_threshold, pc.hard_threshold, pc.window_s, pc.interval_s,
                                               pc.met_fraction, pc.cooldown_s, pc.psi_confirm))
         from agent.grpcguard import new_server
@@ -278,7 +279,7 @@ class EvictionPluginComponent:
 
 
 def factory(ctx: DaemonContext) -> EvictionPluginComponent | None:
-    cfg: KubeletConfig = ctx.config["kubelet"]
-    if ctx.mode != "kubelet" or not cfg.eviction_plugin or not ctx.config["pressure"].enabled:
+    cfg: KubeletConfig = ctx.config[KUBELET_SECTION]
+    if ctx.mode != "kubelet" or not cfg.eviction_plugin or not ctx.config[PRESSURE_SECTION].enabled:
         return None
     return EvictionPluginComponent(cfg)

@@ -28,11 +28,12 @@ import threading
 
 from prometheus_client import REGISTRY
 
-from agent.cgroups.config import workload_roots
+from agent.daemonconfig import DAEMON_SECTION
+from agent.cgroups.config import CGROUPS_SECTION, workload_roots
 from agent.contracts import CPU_POLICY, DEVICE_HEALTH, EVICTOR, POD_DIRECTORY, PRESSURE
 from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
-from agent.pressure.config import PressureConfig
+from agent.pressure.config import PRESSURE_SECTION, PressureConfig
 from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult
 from agent.pressure.eviction import Eviction
 from agent.pressure.metrics import PressureCollector
@@ -57,8 +58,8 @@ class PressureComponent:
         self._abandon = threading.Event()
 
     async def start(self, ctx: DaemonContext) -> None:
-        cfg = ctx.config["pressure"]
-        dcfg = ctx.config["daemon"]
+        cfg = ctx.config[PRESSURE_SECTION]
+        dcfg = ctx.config[DAEMON_SECTION]
         roots = workload_roots(ctx.config)
         self.engine = PressureEngine(
             cfg,
@@ -70,7 +71,7 @@ class PressureComponent:
             procfs_root=dcfg.procfs_root,
             sysfs_root=dcfg.sysfs_root,
             cgroup_roots=roots,
-            cgroup_hierarchy=ctx.config["cgroups"].hierarchy,
+            cgroup_hierarchy=ctx.config[CGROUPS_SECTION].hierarchy,
             evictor=ctx.deferred(EVICTOR),
         )
         ctx.publish(PRESSURE, self.engine)
@@ -206,5 +207,5 @@ class PressureComponent:
 
 
 def factory(ctx: DaemonContext) -> PressureComponent | None:
-    return PressureComponent() if ctx.config["pressure"].enabled else None
+    return PressureComponent() if ctx.config[PRESSURE_SECTION].enabled else None
 

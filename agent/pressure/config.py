@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from agent.config import SectionKey
+
 ALL_PROBES = ("runqlat", "blockio", "netdev", "iommu", "thermal", "irq")
 
 
@@ -82,3 +84,7 @@ class PressureConfig:
             raise ValueError("max_container_series must be >= 1")
         if self.top_cgroups < 1:
             raise ValueError("top_cgroups must be >= 1")
+
+
+#: ``config[PRESSURE_SECTION]``, the [pressure] section
+PRESSURE_SECTION: SectionKey[PressureConfig] = SectionKey("pressure", PressureConfig)

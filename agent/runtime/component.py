@@ -26,13 +26,15 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from agent.cgroups.config import CGROUPS_SECTION
+from agent.daemonconfig import DAEMON_SECTION
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.devbpf import DevicePrograms
 from agent.cgroups.workload import WorkloadCgroups
 from agent.contracts import DaemonContext
 from agent.contracts import CPU_POLICY, EVICTOR, RUNTIME, WORKLOADS
 from agent.eventlog import get_logger
-from agent.runtime.config import RuntimeConfig
+from agent.runtime.config import RUNTIME_SECTION, RuntimeConfig
 from agent.runtime.eviction import RuntimeEviction
 from agent.runtime.logdir import LOGS
 from agent.runtime.runtime import WorkloadRuntime
@@ -76,8 +78,8 @@ class RuntimeComponent:
 
     async def start(self, ctx: DaemonContext) -> None:
         self._ctx = ctx
-        dcfg = ctx.config["daemon"]
-        cg = ctx.config["cgroups"]
+        dcfg = ctx.config[DAEMON_SECTION]
+        cg = ctx.config[CGROUPS_SECTION]
         try:
             layout = detect(cg.root)
             bpf = self.cfg.devices_bpf == "always" or (self.cfg.devices_bpf == "auto" and layout.mode == "v2")
@@ -130,7 +132,7 @@ class RuntimeComponent:
 
 
 def factory(ctx: DaemonContext) -> RuntimeComponent | None:
-    cfg: RuntimeConfig = ctx.config["runtime"]
+    cfg: RuntimeConfig = ctx.config[RUNTIME_SECTION]
     if not cfg.enabled or ctx.mode != "standalone":
         return None
     return RuntimeComponent(cfg)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from agent.config import SectionKey
+
 
 @dataclass(frozen=True)
 class RuntimeConfig:
@@ -36,3 +38,7 @@ class RuntimeConfig:
     cdi_spec_dirs: tuple[str, ...] = ("/etc/cdi", "/var/run/cdi")
     #: how long a cgroup kill waits for the last process to go
     kill_timeout_s: float = 5.0
+
+
+#: ``config[RUNTIME_SECTION]``, the [runtime] section
+RUNTIME_SECTION: SectionKey[RuntimeConfig] = SectionKey("runtime", RuntimeConfig)

@@ -16,6 +16,7 @@ import re
 import urllib.request
 from pathlib import Path
 
+from agent.daemonconfig import DAEMON_SECTION
 from agent.topology.overlay import AllocationMark, DeviceMark, Overlay, PoolMark
 
 __all__ = ["from_daemon", "parse_pool_pressure"]
@@ -61,7 +62,7 @@ def from_daemon(config: str | None, root_dir: str | None, *, metrics: bool = Tru
         cfg = load(config)
     except ConfigError as e:
         return Overlay(notes=(f"config: {e}",))
-    root = Path(root_dir or cfg["daemon"].root_dir)
+    root = Path(root_dir or cfg[DAEMON_SECTION].root_dir)
     pools: tuple[PoolMark, ...] = ()
     allocs: tuple[AllocationMark, ...] = ()
     devices: tuple[DeviceMark, ...] = ()
@@ -70,9 +71,9 @@ def from_daemon(config: str | None, root_dir: str | None, *, metrics: bool = Tru
     try:
         cp = read_cpu_checkpoint(root)
         sources.append(cp.source)
-        pressure = _pressure(cfg["daemon"].metrics_address, timeout) if metrics else None
+        pressure = _pressure(cfg[DAEMON_SECTION].metrics_address, timeout) if metrics else None
         if pressure is None and metrics:
-            notes.append(f"no pool pressure: the daemon's /metrics at {cfg['daemon'].metrics_address} did not answer")
+            notes.append(f"no pool pressure: the daemon's /metrics at {cfg[DAEMON_SECTION].metrics_address} did not answer")
         pools = tuple(
             PoolMark(name, cpus, (pressure or {}).get(name))
             for name, cpus in sorted(cp.pools.items())

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.devicemanager.config import DEVICEMANAGER_SECTION
+
 if TYPE_CHECKING:  # the device manager pulls in grpc: loaded only when a file is read
     from agent.config import Config
     from agent.cpu.view import Allocation
@@ -64,7 +66,7 @@ def device_checkpoint_path(config: Config, root: Path) -> Path:
     """Where the device host of ``config`` keeps its snapshot under ``root``."""
     from agent.rootpaths import device_host
 
-    cfg = config["devicemanager"]
+    cfg = config[DEVICEMANAGER_SECTION]
     return device_host(root, plugins_dir=cfg.device_plugins_dir, checkpoint_name=cfg.checkpoint_name).checkpoint
 
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.config import SectionKey
+
 __all__ = [
+    "TOPOLOGY_MANAGER_SECTION",
     "POLICIES",
     "SCOPES",
     "DEFAULT_MAX_ALLOWABLE_NUMA_NODES",
@@ -50,3 +53,7 @@ class TopologyManagerConfig:
                 f"max_allowable_numa_nodes: must be at least {DEFAULT_MAX_ALLOWABLE_NUMA_NODES}, "
                 f"got {self.max_allowable_numa_nodes}"
             )
+
+
+#: ``config[TOPOLOGY_MANAGER_SECTION]``, the [topology_manager] section
+TOPOLOGY_MANAGER_SECTION: SectionKey[TopologyManagerConfig] = SectionKey("topology_manager", TopologyManagerConfig)

@@ -22,11 +22,12 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from agent.topologymanager.config import TOPOLOGY_MANAGER_SECTION
 from agent.contracts import DaemonContext
 from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, RUNTIME, WORKLOADS
 from agent.eventlog import get_logger
 from agent.rootpaths import ADMISSION_SOCKET as SOCKET_NAME
-from agent.workloads.config import WorkloadsConfig
+from agent.workloads.config import WORKLOADS_SECTION, WorkloadsConfig
 
 __all__ = ["WorkloadsComponent", "factory", "socket_path_for", "manifest_dir_for", "STATE_DIR"]
 
@@ -77,7 +78,7 @@ class WorkloadsComponent:
         registry.restore(records)
         topo = ctx.topology
         try:
-            tm = TopologyManager.for_topology(ctx.config["topology_manager"], topo)
+            tm = TopologyManager.for_topology(ctx.config[TOPOLOGY_MANAGER_SECTION], topo)
         except ValueError as e:
             raise RuntimeError(f"topology manager: {e}") from None
         memory = sum(n.memory_bytes or 0 for n in topo.numa_nodes) or None
@@ -131,7 +132,7 @@ class WorkloadsComponent:
 
 
 def factory(ctx: DaemonContext) -> WorkloadsComponent | None:
-    cfg: WorkloadsConfig = ctx.config["workloads"]
+    cfg: WorkloadsConfig = ctx.config[WORKLOADS_SECTION]
     if not cfg.enabled:
         log.info("workloads disabled", reason="config")
         return None

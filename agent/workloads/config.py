@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["WorkloadsConfig"]
+from agent.config import SectionKey
+
+__all__ = ["WORKLOADS_SECTION", "WorkloadsConfig"]
 
 
 @dataclass(frozen=True)
@@ -29,3 +31,7 @@ class WorkloadsConfig:
                 raise ValueError(f"{key}: must be an absolute path, got {value!r}")
         if not 0.05 <= self.manifest_poll_seconds <= 3600:
             raise ValueError(f"manifest_poll_seconds: must be in [0.05, 3600], got {self.manifest_poll_seconds}")
+
+
+#: ``config[WORKLOADS_SECTION]``, the [workloads] section
+WORKLOADS_SECTION: SectionKey[WorkloadsConfig] = SectionKey("workloads", WorkloadsConfig)

@@ -65,7 +65,7 @@ def _delays(n: int) -> list[float]:
 
 class Client:
     def __init__(self, root: Path) -> None:
-        sock = socket_path_for(section_defaults()["workloads"], root)
+        sock = socket_path_for(section_defaults().sections["workloads"], root)
         self.channel = grpc.insecure_channel(f"unix://{sock}")
         self.stub = pb_grpc.AdmissionStub(self.channel)
 

@@ -10,12 +10,12 @@ import pytest
 
 from agent import config as config_mod
 from agent.config import Config, ConfigError, dumps, load, loads, section_defaults
-from agent.daemon.config import DaemonConfig
+from agent.daemonconfig import DaemonConfig
 
 
 def test_no_file_is_the_embedded_defaults():
     cfg = load(None)
-    assert cfg["daemon"] == DaemonConfig()
+    assert cfg.sections["daemon"] == DaemonConfig()
     assert cfg.path is None
 
 
@@ -28,7 +28,7 @@ def test_empty_file_is_the_defaults(tmp_path):
 def test_values_are_read(tmp_path):
     p = tmp_path / "c.toml"
     p.write_text('[daemon]\nroot_dir = "/srv/hw"\nmode = "standalone"\nstop_timeout_seconds = 3\n')
-    d = load(p)["daemon"]
+    d = load(p).sections["daemon"]
     assert d.root_dir == "/srv/hw"
     assert d.mode == "standalone"
     # TOML integers are accepted where a float is expected, and become floats
@@ -82,8 +82,8 @@ def test_unreadable_and_binary_files(tmp_path):
 def test_replace_checks_like_the_file():
     cfg = load(None)
     new = cfg.replace("daemon", root_dir="/srv/x", log_level="debug")
-    assert new["daemon"].root_dir == "/srv/x" and new["daemon"].log_level == "debug"
-    assert cfg["daemon"].root_dir == "/var/lib/hwagent"  # the original is untouched
+    assert new.sections["daemon"].root_dir == "/srv/x" and new.sections["daemon"].log_level == "debug"
+    assert cfg.sections["daemon"].root_dir == "/var/lib/hwagent"  # the original is untouched
     with pytest.raises(ConfigError, match=r"^daemon\.metrics_address: must be HOST:PORT"):
         cfg.replace("daemon", metrics_address="nope")
     with pytest.raises(ConfigError, match=r"^daemon\.log_level: must be one of"):
@@ -128,7 +128,7 @@ def test_nested_and_container_types(demo_section):
         "[demo]\nnames = ['x', 'y']\npair = [2, 'b']\nlimit = 5\nflag = true\nlevel = 2\n"
         "[demo.weights]\nfast = 1\nslow = 0.5\n[demo.inner]\ndepth = 3\n"
     )
-    d = cfg["demo"]
+    d = cfg.sections["demo"]
     assert d.names == ("x", "y") and d.pair == (2, "b") and d.limit == 5 and d.flag is True
     assert d.weights == {"fast": 1.0, "slow": 0.5}
     assert d.inner == _Inner(3)
@@ -190,7 +190,7 @@ def test_array_of_tables_round_trips(monkeypatch):
     monkeypatch.setitem(sys.modules, "_hwagent_rules_section", mod)
     monkeypatch.setitem(config_mod.SECTIONS, "rules", "_hwagent_rules_section:_Rules")
     cfg = loads('[[rules.rules]]\nname = "a"\nenv = { X = "1", "with.dot" = "2" }\n[[rules.rules]]\nname = "b"\n')
-    assert cfg["rules"].rules == (_Rule("a", {"X": "1", "with.dot": "2"}), _Rule("b"))
+    assert cfg.sections["rules"].rules == (_Rule("a", {"X": "1", "with.dot": "2"}), _Rule("b"))
     assert loads(dumps(cfg)).sections == cfg.sections
     with pytest.raises(ConfigError, match=r"rules\.rules\[1\]\.nmae: unknown key"):
         loads('[[rules.rules]]\nname = "a"\n[[rules.rules]]\nnmae = "b"\n')
@@ -199,8 +199,8 @@ def test_array_of_tables_round_trips(monkeypatch):
 def test_an_obsolete_key_loads_with_one_warning_saying_it_is_ignored(caplog):
     with caplog.at_level(logging.WARNING, logger="hwagent.config"):
         cfg = loads("[pressure]\nmax_tasks = 1024\nmax_cgroups = 512\n")
-    assert cfg["pressure"].max_cgroups == 512
-    assert not hasattr(cfg["pressure"], "max_tasks")
+    assert cfg.sections["pressure"].max_cgroups == 512
+    assert not hasattr(cfg.sections["pressure"], "max_tasks")
     (warning,) = [r for r in caplog.records if r.name == "hwagent.config"]
     assert warning.getMessage() == "config key ignored"
     assert warning.fields["key"] == "pressure.max_tasks" and "task-local storage" in warning.fields["why"]
@@ -209,3 +209,74 @@ def test_an_obsolete_key_loads_with_one_warning_saying_it_is_ignored(caplog):
 def test_an_unknown_key_is_still_refused():
     with pytest.raises(ConfigError, match="max_taskz"):
         loads("[pressure]\nmax_taskz = 1024\n")
+
+
+# --- typed section keys ------------------------------------------------------------------------
+
+
+def test_a_section_is_looked_up_by_its_typed_key():
+    from agent.cpu.config import CPU_SECTION, CPUConfig
+    from agent.daemonconfig import DAEMON_SECTION
+
+    cfg = load(None).replace("cpu", reserved_cpus=3)
+    assert cfg[DAEMON_SECTION] == DaemonConfig()
+    assert isinstance(cfg[CPU_SECTION], CPUConfig) and cfg[CPU_SECTION].reserved_cpus == 3
+    with pytest.raises(TypeError, match=r"config\['cpu'\]: look a section up by its key .*CPU_SECTION"):
+        cfg["cpu"]  # type: ignore[index]
+
+
+def test_every_section_has_a_key_beside_its_class():
+    """The registry names each section's class lazily ("module:Class", so start-up imports
+    nothing it does not use); the key next to the class must agree with it."""
+    import importlib
+
+    from agent.config import SectionKey
+
+    for name, target in config_mod.SECTIONS.items():
+        module, _, cls_name = target.partition(":")
+        mod = importlib.import_module(module)
+        keys = [k for k in vars(mod).values() if isinstance(k, SectionKey)]
+        assert [(k.name, k.cls) for k in keys] == [(name, getattr(mod, cls_name))], target
+
+
+def test_a_key_of_another_class_is_refused():
+    from agent.config import SectionKey
+
+    wrong = SectionKey("daemon", _Demo)
+    with pytest.raises(TypeError, match=r"\[daemon\] is a DaemonConfig, not the _Demo"):
+        load(None)[wrong]
+
+
+_SECTION_WRONG = '''
+from agent.config import Config
+from agent.cpu.config import CPU_SECTION
+from agent.daemonconfig import DaemonConfig
+
+
+def reader(cfg: Config) -> None:
+    d: DaemonConfig = cfg[CPU_SECTION]
+    cfg["cpu"]
+    cfg[CPU_SECTION].no_such_field
+'''
+
+_SECTION_RIGHT = '''
+from agent.config import Config
+from agent.cpu.config import CPU_SECTION, CPUConfig
+
+
+def reader(cfg: Config) -> int:
+    c: CPUConfig = cfg[CPU_SECTION]
+    return c.reserved_cpus + cfg[CPU_SECTION].reserved_cpus
+'''
+
+
+def test_mypy_sees_each_sections_type(tmp_path):
+    from tests.unit.daemon.test_contracts import _mypy
+
+    wrong = _mypy(tmp_path, "wrong_section.py", _SECTION_WRONG)
+    lines = [line for line in wrong.stdout.splitlines() if "wrong_section.py" in line and ": error:" in line]
+    assert any(":8: error: Incompatible types in assignment" in line and "CPUConfig" in line for line in lines), lines
+    assert any(":9: error:" in line for line in lines), lines
+    assert any(":10: error:" in line and "no_such_field" in line for line in lines), lines
+    right = _mypy(tmp_path, "right_section.py", _SECTION_RIGHT)
+    assert right.returncode == 0, right.stdout + right.stderr

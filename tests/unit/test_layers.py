@@ -95,7 +95,7 @@ def test_the_graph_reader_sees_type_checking_local_and_relative_imports(tmp_path
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("values and adapters", frozenset({
         "cpuset", "eventlog", "limits", "diskname", "safepath", "statefile", "journal", "fsread", "grpcguard",
-        "unixsock", "tasks", "datafiles", "config", "rootpaths", "cgroups", "devices", "topology",
+        "unixsock", "tasks", "datafiles", "config", "daemonconfig", "rootpaths", "cgroups", "devices", "topology",
     })),
     ("contracts", frozenset({"contracts"})),
     ("owners", frozenset({

@@ -18,9 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_the_four_sockets_under_the_root_dir_have_four_names(tmp_path):
     cfg = section_defaults()
-    host = host_paths(cfg["devicemanager"], tmp_path)
+    host = host_paths(cfg.sections["devicemanager"], tmp_path)
     sockets = {
-        "admission": socket_path_for(cfg["workloads"], tmp_path),
+        "admission": socket_path_for(cfg.sections["workloads"], tmp_path),
         "registration": host.registration_socket,
         "pod-resources": host.pod_resources_socket,
         "status": status_socket(tmp_path),
@@ -31,13 +31,13 @@ def test_the_four_sockets_under_the_root_dir_have_four_names(tmp_path):
         "pod-resources": "pod-resources/pod-resources.sock",
         "status": "status.sock",
     }
-    assert manifest_dir_for(cfg["workloads"], tmp_path) == tmp_path / "manifests"
+    assert manifest_dir_for(cfg.sections["workloads"], tmp_path) == tmp_path / "manifests"
 
 
 def test_built_in_plugins_register_where_the_host_listens(tmp_path):
     cfg = section_defaults()
     _, reg = resolve_paths(cfg, "standalone", tmp_path)
-    assert reg == host_paths(cfg["devicemanager"], tmp_path).registration_socket
+    assert reg == host_paths(cfg.sections["devicemanager"], tmp_path).registration_socket
 
 
 def test_the_cli_dials_the_admission_socket_the_daemon_binds(tmp_path):
@@ -45,7 +45,7 @@ def test_the_cli_dials_the_admission_socket_the_daemon_binds(tmp_path):
 
     cfg = section_defaults()
     args = argparse.Namespace(config=None, root_dir=str(tmp_path))
-    assert socket_path(args) == socket_path_for(cfg["workloads"], tmp_path)
+    assert socket_path(args) == socket_path_for(cfg.sections["workloads"], tmp_path)
 
 
 def _string_constants(path: Path) -> set[str]:

@@ -30,7 +30,7 @@ def make_ctx(root: Path, topology, cgroup_root: Path, mode: str = "standalone", 
 
 
 def component(ctx: DaemonContext, clock=None) -> CPUPolicyComponent:
-    cfg = ctx.config["cpu"]
+    cfg = ctx.config.sections["cpu"]
     return CPUPolicyComponent(cfg, clock=clock) if clock else CPUPolicyComponent(cfg)
 
 

@@ -44,7 +44,7 @@ def test_unit_is_a_notify_service_with_watchdog_and_restart():
     assert re.fullmatch(r"\d+s", svc["WatchdogSec"])
     assert svc["ExecStart"].split()[:2] == [INSTALLED, "run"]
     # the stop timeout leaves room for the daemon's per-component stop timeout
-    from agent.daemon.config import DaemonConfig
+    from agent.daemonconfig import DaemonConfig
 
     assert int(svc["TimeoutStopSec"].rstrip("s")) > DaemonConfig().stop_timeout_seconds
     # the default root dir is the unit's state directory

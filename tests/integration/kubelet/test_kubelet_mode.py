@@ -113,7 +113,7 @@ def test_pod_labels_and_eviction_plugin_under_pressure(setup):
 
     async def scenario() -> None:
         ctx = DaemonContext(cfg, tmp / "root", topo, mode="kubelet")
-        comps = [PodDirectoryComponent(cfg["kubelet"]), PressureComponent(), EvictionPluginComponent(cfg["kubelet"])]
+        comps = [PodDirectoryComponent(cfg.sections["kubelet"]), PressureComponent(), EvictionPluginComponent(cfg.sections["kubelet"])]
         started = []
         try:
             for c in comps:
@@ -138,7 +138,7 @@ def test_pod_labels_and_eviction_plugin_under_pressure(setup):
                 assert token.token
 
                 # at rest: a few samples in, nothing met, nobody named
-                await asyncio.sleep(3 * cfg["pressure"].interval_s + 1)
+                await asyncio.sleep(3 * cfg.sections["pressure"].interval_s + 1)
                 rest = await asyncio.to_thread(client.threshold_met, active)
                 assert rest.met_type == WIRE["evictionplugin.v1alpha1.ThresholdMetResponse"].DESCRIPTOR \
                     .fields_by_name["met_type"].enum_type.values_by_name["NOT_MET"].number

@@ -20,7 +20,7 @@ OLD_SPELLINGS = [
 
 
 def test_defaults_are_the_old_sections_defaults() -> None:
-    cg = section_defaults()["cgroups"]
+    cg = section_defaults().sections["cgroups"]
     assert cg == CgroupsConfig()
     assert (cg.root, cg.runtime_subtree, cg.hierarchy, cg.kubelet_cgroup_root) == (
         "/sys/fs/cgroup", "/hwagent.slice", "auto", "/")
@@ -33,8 +33,8 @@ def test_an_old_key_loads_into_cgroups_with_one_warning_naming_the_new_key(
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="hwagent.config"):
         cfg = loads(f"[{section}]\n{key} = {toml}\n")
-    assert getattr(cfg["cgroups"], new) == value
-    assert not hasattr(cfg[section], key)
+    assert getattr(cfg.sections["cgroups"], new) == value
+    assert not hasattr(cfg.sections[section], key)
     warnings = [r for r in caplog.records if r.name == "hwagent.config"]
     assert len(warnings) == 1 and warnings[0].getMessage() == "config key deprecated"
     assert warnings[0].fields["key"] == f"{section}.{key}" and warnings[0].fields["use"] == f"cgroups.{new}"
@@ -43,13 +43,13 @@ def test_an_old_key_loads_into_cgroups_with_one_warning_naming_the_new_key(
 def test_the_new_key_loads_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="hwagent.config"):
         cfg = loads('[cgroups]\nroot = "/srv/cg"\nhierarchy = "v2"\n')
-    assert (cfg["cgroups"].root, cfg["cgroups"].hierarchy) == ("/srv/cg", "v2")
+    assert (cfg.sections["cgroups"].root, cfg.sections["cgroups"].hierarchy) == ("/srv/cg", "v2")
     assert not [r for r in caplog.records if r.name == "hwagent.config"]
 
 
 def test_old_and_new_spelling_must_agree() -> None:
     same = loads('[daemon]\ncgroup_root = "/a"\n[cgroups]\nroot = "/a"\n')
-    assert same["cgroups"].root == "/a"
+    assert same.sections["cgroups"].root == "/a"
     with pytest.raises(ConfigError, match=r"daemon\.cgroup_root is the old spelling of cgroups\.root"):
         loads('[daemon]\ncgroup_root = "/a"\n[cgroups]\nroot = "/b"\n')
 
@@ -67,7 +67,7 @@ def test_a_bad_old_value_is_reported_under_the_key_written() -> None:
 
 def test_an_override_with_the_old_key_lands_in_cgroups() -> None:
     cfg = section_defaults().replace("daemon", cgroup_root="/x", log_level="debug")
-    assert cfg["cgroups"].root == "/x" and cfg["daemon"].log_level == "debug"
+    assert cfg.sections["cgroups"].root == "/x" and cfg.sections["daemon"].log_level == "debug"
     with pytest.raises(ConfigError):
         section_defaults().replace("runtime", cgroup_subtree=5)
 

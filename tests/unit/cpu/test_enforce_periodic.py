@@ -104,8 +104,8 @@ def test_residual_tracker():
 
 def test_cpu_config_section():
     cfg = loads('[cpu]\nreserved_cpu_list = "0,2"\nenhancement_defaults = {numa_exclusive = "true"}\n')
-    assert cfg["cpu"].reserved_list() == C("0,2")
-    assert cfg["cpu"].enhancement_defaults == {"numa_exclusive": "true"}
+    assert cfg.sections["cpu"].reserved_list() == C("0,2")
+    assert cfg.sections["cpu"].enhancement_defaults == {"numa_exclusive": "true"}
     for bad in ('reserved_cpu_list = "0-"', "cpuset_check_interval_s = 0", 'socket_name = "../x.sock"',
                 "reserved_cpus = -1", "nosuchkey = 1"):  # fmt: skip
         with pytest.raises(ConfigError):

@@ -39,7 +39,7 @@ def test_documented_defaults_equal_the_dataclass_defaults():
     # the code's defaults, spelled the way a TOML file would spell them
     code = tomllib.loads(dumps(section_defaults()))
     for name, (doc_table, raw) in documented_blocks().items():
-        section = section_defaults()[name]
+        section = section_defaults().sections[name]
         assert doc_table == code.get(name, {}), f"[{name}] in docs/config.md differs from {SECTIONS[name]}"
         # keys without a TOML default (None) must still be named, as a comment
         for f in dataclasses.fields(section):
@@ -53,4 +53,4 @@ def test_the_check_catches_a_wrong_default():
     doc_table, _ = documented_blocks()["daemon"]
     lied = dict(doc_table, metrics_address="0.0.0.0:1")
     assert lied != code["daemon"]
-    assert set(doc_table) == {f.name for f in dataclasses.fields(section_defaults()["daemon"])}
+    assert set(doc_table) == {f.name for f in dataclasses.fields(section_defaults().sections["daemon"])}

@@ -25,7 +25,7 @@ from agent.daemon.daemon import (
     prepare_root,
     resolve_mode,
 )
-from agent.daemon.config import DaemonConfig
+from agent.daemonconfig import DaemonConfig
 from agent.topology import synthetic
 from tests.unit.daemon import fake_components as fc
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.daemon.config import DaemonConfig, parse_host_port
+from agent.daemonconfig import DaemonConfig, parse_host_port
 
 
 @pytest.mark.parametrize(

@@ -17,15 +17,15 @@ def test_live_changes_applied_restart_changes_kept_and_named() -> None:
     assert set(plan.applied) == {"daemon.log_level", "pressure.soft_threshold", "pressure.hard_threshold"}
     assert set(plan.needs_restart) == {"daemon.root_dir", "pressure.max_cgroups"}
     eff = plan.effective
-    assert eff["daemon"].log_level == "debug" and eff["daemon"].root_dir == running["daemon"].root_dir
-    assert (eff["pressure"].soft_threshold, eff["pressure"].hard_threshold) == (0.2, 0.4)
-    assert eff["pressure"].max_cgroups == running["pressure"].max_cgroups
+    assert eff.sections["daemon"].log_level == "debug" and eff.sections["daemon"].root_dir == running.sections["daemon"].root_dir
+    assert (eff.sections["pressure"].soft_threshold, eff.sections["pressure"].hard_threshold) == (0.2, 0.4)
+    assert eff.sections["pressure"].max_cgroups == running.sections["pressure"].max_cgroups
     assert set(plan.live_sections) == {"daemon", "pressure"}
 
 
 def test_a_section_without_a_live_owner_needs_a_restart_for_everything() -> None:
     running = section_defaults()
-    loaded = running.replace("cpu", reserved_cpus=running["cpu"].reserved_cpus + 1)
+    loaded = running.replace("cpu", reserved_cpus=running.sections["cpu"].reserved_cpus + 1)
     plan = plan_reload(running, loaded, {"daemon": DAEMON_LIVE_SETTINGS})
     assert plan.applied == () and plan.needs_restart == ("cpu.reserved_cpus",)
     assert plan.effective == running

@@ -19,7 +19,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def test_defaults_without_config():
-    d = run_cmd.effective_config(parse())["daemon"]
+    d = run_cmd.effective_config(parse()).sections["daemon"]
     assert d.root_dir == "/var/lib/hwagent" and d.metrics_address == "127.0.0.1:9464"
 
 
@@ -33,7 +33,7 @@ def test_flags_override_the_file(tmp_path, monkeypatch):
     d = run_cmd.effective_config(
         parse("--config", str(cfg_file), "--root-dir", "rel/root", "--metrics-address", "[::1]:0",
               "--log-level", "debug", "--mode", "standalone")
-    )["daemon"]
+    ).sections["daemon"]
     assert d.root_dir == str(tmp_path / "rel" / "root")  # relative to where the operator stands
     assert d.metrics_address == "[::1]:0"
     assert d.log_level == "debug"

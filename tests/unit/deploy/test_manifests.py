@@ -79,10 +79,10 @@ def test_configmap_is_a_config_hwagent_accepts():
 
     (cm,) = [d for _, d in documents() if d["kind"] == "ConfigMap"]
     cfg = loads(cm["data"]["config.toml"])
-    assert cfg["daemon"].mode == "kubelet"
+    assert cfg.sections["daemon"].mode == "kubelet"
     (ds,) = [d for _, d in documents() if d["kind"] == "DaemonSet"]
     port = ds["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
-    assert cfg["daemon"].metrics_address.endswith(f":{port}")
+    assert cfg.sections["daemon"].metrics_address.endswith(f":{port}")
 
 
 SERVICE_MONITOR_SCHEMA = {

@@ -60,7 +60,7 @@ def test_version_check():
 
 def test_config_section():
     cfg = loads("[devicemanager]\nstop_grace_seconds = 1\nsocket_name = 'x.sock'\n")
-    assert cfg["devicemanager"].stop_grace_seconds == 1.0
+    assert cfg.sections["devicemanager"].stop_grace_seconds == 1.0
     for bad in ("socket_name = 'a/b'", "stop_grace_seconds = 0", "device_plugins_dir = 'rel'",
                 "checkpoint_name = 'registration.sock'", "nope = 1"):
         with pytest.raises(ConfigError, match="devicemanager"):

@@ -26,7 +26,7 @@ def test_paths_per_mode(tmp_path):
     plugin_dir, reg = resolve_paths(cfg, "standalone", tmp_path)
     assert plugin_dir == tmp_path / "device-plugins" and reg.parent == plugin_dir
     if "devicemanager" in cfg.sections:  # hwagent's own host: its socket name
-        assert reg.name == cfg["devicemanager"].socket_name
+        assert reg.name == cfg.sections["devicemanager"].socket_name
     cfg = _config('[devices]\nplugin_dir = "/p"\nregistration_socket = "/r.sock"\n')
     assert resolve_paths(cfg, "kubelet", tmp_path) == (Path("/p"), Path("/r.sock"))
 

@@ -53,7 +53,7 @@ block_name = ["loop*"]
 permissions = "rwm"
 env = { SCRATCH = "{dev_nodes}" }
 mounts = [{ host_path = "/srv/scratch", read_only = false }]
-''')["devices"]
+''').sections["devices"]
     (rule,) = cfg.resources
     assert rule.kind == "block" and rule.permissions == "rwm" and rule.mounts[0].host_path == "/srv/scratch"
     assert effective_rules(cfg) == (rule,)

@@ -90,7 +90,7 @@ def test_health_changes_are_applied_on_the_loop_in_debug_mode(tmp_path: Path) ->
             assert comp.ready(), comp.readiness()
             ticks = 0
             while ticks < 3 and time.monotonic() < deadline:  # a baseline reading of the counter
-                await asyncio.sleep(cfg["pressure"].interval_s)
+                await asyncio.sleep(cfg.sections["pressure"].interval_s)
                 ticks += 1
             waiter = asyncio.ensure_future(woken.wait())
             await asyncio.sleep(0)

@@ -45,7 +45,7 @@ def _held(node: Node, uid: str) -> tuple[bool, bool, bool]:
 
 
 def _engine(tmp_path: Path, node: Node, **kw) -> PressureEngine:
-    cfg = section_defaults()["pressure"]
+    cfg = section_defaults().sections["pressure"]
     return PressureEngine(cfg, cpu=node.workloads.cpu_policy, mode="standalone",
                           record_path=tmp_path / "evictions.jsonl", **kw)
 
@@ -113,7 +113,7 @@ def test_in_kubelet_mode_the_eviction_plugin_is_asked_while_katalyst_holds_it(tm
     holds the registration, and pressure's own report runs otherwise."""
     plugin = EvictionPluginComponent(KubeletConfig(plugin_registration_dir=str(tmp_path)))
     evictor = KatalystDecides(plugin)
-    eng = PressureEngine(section_defaults()["pressure"], mode="kubelet", evictor=lambda: evictor)
+    eng = PressureEngine(section_defaults().sections["pressure"], mode="kubelet", evictor=lambda: evictor)
     assert eng.evictor() is eng.report
     plugin.set_registered(True, "")
     assert eng.evictor() is evictor

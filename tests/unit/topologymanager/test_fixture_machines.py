@@ -44,7 +44,7 @@ def test_more_than_eight_nodes_is_refused_unless_the_limit_is_raised(hwloc_extra
 
 
 def test_the_config_section_builds_a_manager():
-    cfg = loads('[topology_manager]\npolicy = "single-numa-node"\nscope = "pod"\n')["topology_manager"]
+    cfg = loads('[topology_manager]\npolicy = "single-numa-node"\nscope = "pod"\n').sections["topology_manager"]
     tm = TopologyManager(cfg, [0, 1])
     assert (tm.policy, tm.scope) == ("single-numa-node", "pod")
     with pytest.raises(ConfigError, match=r"topology_manager.scope: must be one of container, pod, got 'node'"):
