@@ -2,9 +2,18 @@
 # Idempotent set-up of a checkout on Debian 12. Every step checks before it acts,
 # so a second run costs about a second and changes nothing.
 #
-# As root: apt packages, kernel-header links for bcc, tracefs. As any user: the venv.
-# Without root the system steps are skipped with a warning; tests that need them
-# then skip with a reason rather than fail.
+#   scripts/setup.sh run     what running hwagent needs: runtime apt packages, the venv
+#                            with the project alone, the exec shim, and (as root)
+#                            /usr/local/bin/hwagent linked to the venv's
+#   scripts/setup.sh test    all of run, plus the test and gate tools (apt peers such as
+#                            lstopo, perf and promtool; pytest, mypy, ruff, hadolint ...)
+#   scripts/setup.sh         the same as test
+#
+# As root: apt packages, kernel-header links for bcc, tracefs, the command link. As
+# any user: the venv. Without root the system steps are skipped with a warning; tests
+# that need them then skip with a reason rather than fail.
+# HWAGENT_SETUP_SYSTEM=0 skips the apt, header and tracefs steps (packages managed
+# elsewhere); HWAGENT_BIN_DIR (default /usr/local/bin) is where the command link goes.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,18 +21,31 @@ cd "$here"
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 
-APT_PACKAGES=(
+profile="${1:-test}"
+case "$profile" in
+    run|test) ;;
+    *) echo "usage: scripts/setup.sh [run|test]" >&2; exit 2 ;;
+esac
+
+# What `hwagent run` and the CLI use on a box.
+RUN_PACKAGES=(
     python3 python3-venv python3-dev     # the venv is built on Debian's python so bcc imports
-    python3-bpfcc bpfcc-tools            # bcc for the eBPF probes
+    python3-bpfcc                        # bcc for the eBPF probes
     linux-headers-amd64                  # bcc compiles against these (see header links below)
-    hwloc-nox                            # lstopo-no-graphics: the peer for topology tests and bench
-    linux-perf                           # perf bench sched pipe: probe overhead bench
-    iproute2 util-linux kmod udev        # dummy links, loop devices, uevents in hotplug tests
+    iproute2 util-linux kmod udev        # network interfaces, block devices, uevents
     gcc                                  # builds wheels that have no binary for this python, and hwagent-shim
     pci.ids                              # PCI vendor/device/class names for the text views (optional at run time)
-    librsvg2-bin                         # rsvg-convert: `hwagent topology --format png` and the picture tests
+    librsvg2-bin                         # rsvg-convert: `hwagent topology --format png`
+)
+# The peers the tests and benches compare against, and their tools.
+TEST_PACKAGES=(
+    bpfcc-tools                          # bcc's own tools, the probes' reference
+    hwloc-nox                            # lstopo-no-graphics: the peer for topology tests and bench
+    linux-perf                           # perf bench sched pipe: probe overhead bench
     prometheus                           # promtool: checks and unit-tests deploy/prometheus rules
 )
+APT_PACKAGES=("${RUN_PACKAGES[@]}")
+[ "$profile" = test ] && APT_PACKAGES+=("${TEST_PACKAGES[@]}")
 
 missing_packages() {
     local p
@@ -66,18 +88,37 @@ mount_tracefs() {
     fi
 }
 
+# The venv's content: the project (run), and its test extras (test). Each has a stamp of
+# what decided it; a change re-installs, an unchanged one costs nothing.
 build_venv() {
-    # The stamp covers what decides the venv's content; a change re-installs.
-    local stamp=".venv/.hwagent-setup" want
+    local stamp=".venv/.hwagent-setup-$profile" want spec='.'
+    [ "$profile" = test ] && spec='.[test]'
     want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/hwagent ]; then
         return 0
     fi
-    log "building .venv (Debian python3 with system site-packages, for bcc)"
+    log "building .venv for $profile (Debian python3 with system site-packages, for bcc)"
     [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-    .venv/bin/python -m pip install -q -e '.[test]'
+    .venv/bin/python -m pip install -q -e "$spec"
     echo "$want" > "$stamp"
+    # test's install is a superset of run's: a later `run` has nothing to add
+    [ "$profile" = test ] && echo "$want" > .venv/.hwagent-setup-run
+    return 0
+}
+
+# `hwagent` on the PATH: a link to the venv's console script, as root only. A file of
+# that name that is not such a link (another installation) is left alone, with a warning.
+link_command() {
+    local dir="${HWAGENT_BIN_DIR:-/usr/local/bin}" target="$here/.venv/bin/hwagent"
+    local link="$dir/hwagent"
+    [ -d "$dir" ] || return 0
+    if [ -e "$link" ] && [ ! -L "$link" ]; then
+        log "warning: $link exists and is not a link; leaving it (use scripts/dev hwagent ...)"
+        return 0
+    fi
+    [ "$(readlink "$link" 2>/dev/null)" = "$target" ] && return 0
+    ln -sfn "$target" "$link" && log "linked $link -> $target"
 }
 
 # The workload runtime's exec shim (agent/runtime/shim.c), beside the venv's python
@@ -93,11 +134,15 @@ build_shim() {
 }
 
 if [ "$(id -u)" = 0 ]; then
-    install_apt
-    link_headers
-    mount_tracefs
+    if [ "${HWAGENT_SETUP_SYSTEM:-1}" != 0 ]; then
+        install_apt
+        link_headers
+        mount_tracefs
+    fi
 else
-    log "warning: not root; skipping apt packages, header links and tracefs"
+    log "warning: not root; skipping apt packages, header links, tracefs and the hwagent link"
 fi
 build_venv
 build_shim
+[ "$(id -u)" = 0 ] && link_command
+exit 0
