@@ -38,14 +38,12 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.contracts.cpu import Request  # noqa: E402
 from agent.contracts.pods import AdmittedPod, ContainerAssignment, PodStatus  # noqa: E402
 from agent.cpu.checkpoint import CheckpointStore  # noqa: E402
-from agent.cpu.component import PolicyCPUAllocator  # noqa: E402
 from agent.cpu.durable import DurablePolicy  # noqa: E402
 from agent.cpu.policy import DynamicPolicy, PolicyOptions  # noqa: E402
 from agent.cpu.qos import CPU_ENHANCEMENT_KEY, QOS_KEY  # noqa: E402
@@ -125,7 +123,7 @@ async def run_size(topo, n: int, reps: int, base: Path) -> dict[str, list[float]
     store = CheckpointStore(d / "cpu")
     store.save(policy.state)  # snapshot + open journal, as the CPU component does at start
     engine = DurablePolicy(policy, store)
-    cpu = PolicyCPUAllocator(SimpleNamespace(durable=engine))
+    cpu = engine
     registry = Registry(PodFileStore(d / "pods"), clock=clock)
     registry.restore(records)
     tm = TopologyManager(TopologyManagerConfig(policy="single-numa-node", max_allowable_numa_nodes=64),
