@@ -55,7 +55,6 @@ from agent.workloads.providers import (
     CPU_RESOURCE,
     admission_error_from_devices,
     admission_error_from_policy,
-    release_cpus,
 )
 from agent.workloads.registry import ADMITTED, Registry
 from agent.workloads.runnable import pod_unrunnable
@@ -307,7 +306,7 @@ class Workloads:
             log.exception("rollback failed", pod=spec.key, provider="devices")
         try:
             if svc is not None:
-                await release_cpus(svc, spec.uid)
+                await svc.release_pod(spec.uid)
         except Exception:  # noqa: BLE001 - the original error is what the caller hears
             log.exception("rollback failed", pod=spec.key, provider="cpu")
 
@@ -410,7 +409,7 @@ class Workloads:
         try:
             svc = self.cpu_policy
             if svc is not None:
-                await release_cpus(svc, uid)
+                await svc.release_pod(uid)
             dm = self.device_manager
             if dm is not None:
                 dm.release_pod(uid)

@@ -162,11 +162,6 @@ class CPUProvider:
         return TopologyHint(affinity, False)
 
 
-async def release_cpus(svc: CPUAllocator, uid: str) -> None:
-    """RemovePod, persisted before returning."""
-    await svc.release_pod(uid)
-
-
 class DeviceProvider:
     """The device manager as a hint provider (one resource per extended resource),
     deciding on a copy of its allocation table."""
