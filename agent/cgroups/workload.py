@@ -26,6 +26,7 @@ from agent.cgroups.detect import CgroupError, CgroupLayout
 from agent.cgroups.devbpf import DeviceProgramError, DevicePrograms
 from agent.cgroups.limits import CgroupLimits
 from agent.cgroups.paths import safe_rel
+from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 
 __all__ = ["WORKLOAD_CONTROLLERS", "CgroupSetupError", "WorkloadCgroups", "controller_files", "Hierarchy"]
@@ -170,9 +171,7 @@ class WorkloadCgroups:
             if made:
                 nxt.mkdir(exist_ok=True)
             if "cpuset" in h.controllers:
-                for f in ("cpuset.mems", "cpuset.cpus"):
-                    if made or _empty(nxt / f):
-                        (nxt / f).write_text((cur / f).read_text().strip() or "\n")
+                _inherit_cpuset(cur, nxt, only_empty=not made)
             if h.v2 and self.layout.mode == "v2":
                 self._enable_v2(cur)
             cur = nxt
@@ -189,10 +188,14 @@ class WorkloadCgroups:
         if missing:
             (d / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(missing)))
 
-    def create(self, rel: str, limits: CgroupLimits) -> list[str]:
+    def create(self, rel: str, limits: CgroupLimits, cpuset: bool = True) -> list[str]:
         """Create the container's cgroup everywhere and write its limits; returns
         the cgroup.procs files the process must join. On any failure nothing is
-        left behind and CgroupSetupError says what failed."""
+        left behind and CgroupSetupError says what failed.
+
+        ``cpuset=False``: the CPU policy writes the cpuset files (it is their one
+        writer); the cgroup starts with its parent's CPUs and memory nodes, which a v1
+        cpuset needs before anything can join it (v2 inherits them by itself)."""
         rel = self.check(rel)
         missing = sorted(limits.needs - self.available())
         if missing:
@@ -206,7 +209,9 @@ class WorkloadCgroups:
                 self._ensure_parents(h, rel)
                 d = self._dir(h, rel)
                 d.mkdir(exist_ok=True)
-                self._write_limits(h, d, limits, only_drift=False)
+                if not cpuset and "cpuset" in h.controllers:
+                    _inherit_cpuset(d.parent, d, only_empty=False)
+                self._write_limits(h, d, limits, only_drift=False, skip=() if cpuset else ("cpuset",))
                 if h.v2 and self.device_programs is not None:
                     try:
                         self.device_programs.attach(d, limits)
@@ -248,6 +253,20 @@ class WorkloadCgroups:
                 if not name.startswith("devices."):
                     changed.append(f"{f.parent.name}/{name}")
         return changed
+
+    def write_cpuset(self, rel: str, cpus: CPUSet, mems: CPUSet) -> None:
+        """The container's CPUs and memory nodes, written where no CPU policy enforcer
+        writes them (``enforce_cgroups = false``): the launcher's one write."""
+        rel = self.check(rel)
+        limits = CgroupLimits(cpus=cpus, mems=mems)
+        for h in self.hierarchies:
+            d = self._dir(h, rel)
+            if d.is_dir() and "cpuset" in self._controllers_of(h):
+                for name, value in controller_files(limits, "cpuset", h.v2):
+                    try:
+                        (d / name).write_text(value)
+                    except OSError as e:
+                        raise CgroupSetupError(f"cannot write {value!r} to {d / name}: {e.strerror or e}") from None
 
     def reapply(self, rel: str, limits: CgroupLimits) -> list[str]:
         """Re-write limits that drifted (cpuset files excluded: the CPU policy keeps
@@ -401,6 +420,14 @@ def _same(cur: str | None, want: str) -> bool:
     if cur in unlimited and want in unlimited:
         return True
     return cur.split() == want.split()
+
+
+def _inherit_cpuset(parent: Path, child: Path, only_empty: bool) -> None:
+    """A v1 cpuset directory gets its parent's memory nodes and CPUs (mems first: a v1
+    cpuset takes no task, and no CPUs of its own, without them)."""
+    for f in ("cpuset.mems", "cpuset.cpus"):
+        if not only_empty or _empty(child / f):
+            (child / f).write_text((parent / f).read_text().strip() or "\n")
 
 
 def _empty(f: Path) -> bool:

@@ -166,8 +166,12 @@ class CPUAllocator(CPUAllocations, Protocol):
     async def release_pod(self, pod_uid: str) -> bool:
         """RemovePod, with the checkpoint written before it returns."""
 
-    async def bind_cgroup(self, pod_uid: str, container: str, cgroup_path: str | None) -> None:
-        """Which cgroup a container runs in; the path is checked (ValueError) before anything changes."""
+    async def bind_cgroup(self, pod_uid: str, container: str, cgroup_path: str | None) -> bool:
+        """Which cgroup a container runs in, said before its process joins it; the path is
+        checked (ValueError) before anything changes. A container the policy holds nothing
+        of in a pod it holds (an init container) follows the shared pool. True once the
+        policy's enforcer has written the cgroup's cpuset files, which it alone writes from
+        then on; False when it enforces no cgroups, and the launcher writes ``placement``."""
 
 
 # --- the device-plugin host ----------------------------------------------------------------

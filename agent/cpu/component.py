@@ -40,7 +40,9 @@ from agent.cpu.metrics import (
 )
 from agent.cpu.periodic import ResidualTracker
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
+from agent.cpu.errors import UNAVAILABLE, PolicyError
 from agent.cpu.state import PolicyState
+from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.statefile import Coalescer
 
@@ -82,7 +84,9 @@ class CPUPolicyComponent:
         self.durable: DurablePolicy
         self.fs: CgroupFS | None = None
         self.enforcer: Enforcer | None = None
-        self.enforce: Coalescer[PolicyState] | None = None
+        self.enforce: Coalescer[tuple[PolicyState, dict[str, CPUSet], frozenset[str]]] | None = None
+        #: cgroups bound since the last enforcer pass (read and cleared as a pass starts)
+        self._fresh: set[str] = set()
         self.residual = ResidualTracker(cfg.residual_cleanup_s)
         self.socket_path: Path | None = None
         self._server: Any = None
@@ -122,12 +126,14 @@ class CPUPolicyComponent:
             try:
                 self.fs = CgroupFS(detect(root))
                 self.enforcer = Enforcer(self.fs, policy.idx.numa_of)
-                self.enforce = Coalescer(self._enforce_work, "cpuset_enforce", logger=log)
+                self.enforce = Coalescer(self._enforce_work, "cpuset_enforce", snapshot=self._enforce_input,
+                                         logger=log)
             except CgroupError as e:
                 log.warning("cgroup enforcement disabled", reason=str(e))
             else:
                 self._log_own_cgroup(ctx)
-        self.durable = DurablePolicy(policy, store, on_enforce=self._kick_enforce, cgroup_roots=self.cgroup_roots)
+        self.durable = DurablePolicy(policy, store, on_enforce=self._kick_enforce, cgroup_roots=self.cgroup_roots,
+                                     write_bound=self._write_bound if self.enforce is not None else None)
         await loop.run_in_executor(None, store.save, policy.state, lambda: self.durable.policy.state)
         self.socket_path = socket_path_for(ctx, self.cfg)
         self._server, self._reg = await serve(self.durable, self.socket_path)
@@ -195,13 +201,38 @@ class CPUPolicyComponent:
         if self.enforce is None:
             return
         try:
-            self.enforce.submit(st)
+            self.enforce.submit()  # the run reads the state when it starts (_enforce_input)
         except RuntimeError:  # no running loop (policy used off-loop)
             pass
 
-    def _enforce_work(self, st: PolicyState) -> CheckReport:
+    def _enforce_input(self) -> tuple[PolicyState, dict[str, CPUSet], frozenset[str]]:
+        """What one enforcer pass works on, read on the loop as the pass starts: the
+        state, the bound init containers' cgroups (the shared pool), and the cgroups
+        bound since the last pass (fresh: their first write is no drift)."""
+        st = self.durable.policy.state
+        fresh, self._fresh = frozenset(self._fresh), set()
+        return st, self.durable.follower_targets(st), fresh
+
+    async def _write_bound(self, path: str) -> bool:
+        """A container's cgroup was just bound: one enforcer pass that writes it, before
+        its launcher lets a process join (the enforcer is the one writer of a bound
+        cgroup's cpuset files; the launcher made it with its parent's). Raises when the
+        pass could not write it, so that nothing starts on CPUs the policy did not give."""
+        assert self.enforce is not None and self.enforcer is not None
+        self._fresh.add(path)
+        await self.enforce.flush()
+        if ("cpus", path) in self.enforcer.enforced:
+            return True
+        rep = self.last_check
+        why = next((e for r, e in rep.errors if r == path), None) if rep is not None else None
+        if why is None:
+            why = "the cgroup is gone" if rep is not None and path in rep.vanished else "no placement for it"
+        raise PolicyError(UNAVAILABLE, "cpuset_not_written", f"cpuset of {path} not written: {why}")
+
+    def _enforce_work(self, job: tuple[PolicyState, dict[str, CPUSet], frozenset[str]]) -> CheckReport:
         assert self.enforcer is not None
-        rep = self.enforcer.sync(st, repair=self.cfg.repair_drift)
+        st, followers, fresh = job
+        rep = self.enforcer.sync(st, repair=self.cfg.repair_drift, followers=followers, fresh=fresh)
         if rep.drift:
             DRIFT_FOUND.inc(len(rep.drift))
         if rep.repaired:
@@ -216,8 +247,7 @@ class CPUPolicyComponent:
         await self.durable.wait_durable()
         if self.enforce is None:
             return None
-        self.enforce.submit(self.durable.policy.state)
-        await self.enforce.wait()
+        await self.enforce.flush()
         return self.last_check
 
     async def residual_once(self) -> list[str]:

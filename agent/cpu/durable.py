@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, validate_rel_path
@@ -55,10 +55,19 @@ class DurablePolicy:
         store: CheckpointStore | None,
         on_enforce: Callable[[PolicyState], None] | None = None,
         cgroup_roots: Sequence[str] = DEFAULT_WORKLOAD_ROOTS,
+        write_bound: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
+        """``write_bound(path)``: the enforcer writes a just-bound cgroup's cpuset files
+        now and answers True once they hold the container's placement (None: nothing
+        enforces cgroups here)."""
         self.policy = policy
         self.store = store
         self.on_enforce = on_enforce
+        self.write_bound = write_bound
+        #: cgroups of containers the policy holds nothing of in a pod it holds (init
+        #: containers): (pod uid, container) -> path; they run on the shared pool. In
+        #: memory only: the launcher binds a re-attached container again after a restart
+        self.followers: dict[tuple[str, str], str] = {}
         #: where a bound cgroup may live ([cgroups] workload roots): only those are enforced and killed
         self.cgroup_roots = tuple(cgroup_roots)
         self._last = policy.state  # the state the next record is relative to
@@ -150,13 +159,48 @@ class DurablePolicy:
         # read-only for the caller: the ramp-up it may complete is journaled in the background
         return await self._call("get_resources_allocation", self.policy.resources_allocation, wait=False)
 
-    async def bind_cgroup(self, pod_uid: str, container: str, cgroup_path: str | None) -> None:
-        """Which cgroup a container runs in (launchers say so). The path is checked
-        before anything changes (CgroupPathError, a ValueError): only cgroups below
-        the workload roots are enforced and killed."""
+    async def bind_cgroup(self, pod_uid: str, container: str, cgroup_path: str | None) -> bool:
+        """Which cgroup a container runs in (launchers say so, before the process
+        joins it). The path is checked before anything changes (CgroupPathError, a
+        ValueError): only cgroups below the workload roots are enforced and killed.
+
+        A container the policy holds nothing of in a pod it holds (an init container)
+        follows the shared pool. True once the enforcer has written the cgroup's
+        cpuset files (it is their one writer from then on); False when nothing
+        enforces cgroups here, and the launcher writes ``placement`` itself."""
         if cgroup_path is not None:
             cgroup_path = validate_rel_path(cgroup_path, self.cgroup_roots)
-        await self._call("bind_cgroup", self.policy.set_cgroup_path, pod_uid, container, cgroup_path)
+        key = (pod_uid, container)
+        st = self.policy.state
+        held = st.get(pod_uid, container)
+        follower = held is None and pod_uid in st.entries
+        before = self.followers.get(key) if follower else held.cgroup_path if held is not None else None
+        await self._bind(key, follower, cgroup_path)
+        if cgroup_path is None or self.write_bound is None:
+            return False
+        try:
+            return await self.write_bound(cgroup_path)
+        except Exception:
+            await self._bind(key, follower, before)  # a refused bind changes nothing
+            raise
+
+    async def _bind(self, key: tuple[str, str], follower: bool, path: str | None) -> None:
+        if not follower:
+            await self._call("bind_cgroup", self.policy.set_cgroup_path, *key, path)
+        elif path is None:
+            self.followers.pop(key, None)
+        else:
+            self.followers[key] = path
+
+    def follower_targets(self, st: PolicyState) -> dict[str, CPUSet]:
+        """Each bound init container's cgroup and the CPUs it follows in ``st`` (the
+        shared pool); followers of pods ``st`` no longer holds are forgotten."""
+        for key in [k for k in self.followers if k[0] not in st.entries]:
+            del self.followers[key]
+        if not self.followers:
+            return {}
+        shared = self.policy.shared_cpus(st)
+        return {path: shared for path in self.followers.values()}
 
     def plan(self) -> PolicyPlan:
         """A private copy of the state to decide one pod on (admission, dry run)."""
@@ -171,7 +215,10 @@ class DurablePolicy:
         return CPUSet(self.policy.idx.all) - self.policy.reserved
 
     def placement(self, pod_uid: str, container: str) -> Placement | None:
-        return self.policy.placement(pod_uid, container)
+        p = self.policy.placement(pod_uid, container)
+        if p is None and (pod_uid, container) in self.followers and pod_uid in self.policy.state.entries:
+            return Placement(self.policy.shared_cpus())  # a bound init container: the shared pool, now
+        return p
 
     def pools(self) -> dict[str, CPUSet]:
         return dict(self.policy.state.pools)

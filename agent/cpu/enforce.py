@@ -40,8 +40,11 @@ class Plan:
     unresolved: list[tuple[str, str]] = field(default_factory=list)
 
 
-def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | None = None) -> Plan:
-    plan = Plan()
+def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | None = None,
+                 followers: Mapping[str, CPUSet] | None = None) -> Plan:
+    """``followers``: cgroups of containers the policy holds nothing of (init
+    containers), each with the CPUs it follows (the shared pool)."""
+    plan = Plan(targets=dict(followers or {}))
     for uid, pod in st.entries.items():
         held = [a for a in pod.values() if a.cpuset]
         if not held:
@@ -95,10 +98,18 @@ class Enforcer:
         self.numa_of = numa_of
         self.enforced: dict[tuple[str, str], CPUSet] = {}
 
-    def sync(self, st: PolicyState, repair: bool = True) -> CheckReport:
+    def sync(self, st: PolicyState, repair: bool = True, followers: Mapping[str, CPUSet] | None = None,
+             fresh: frozenset[str] = frozenset()) -> CheckReport:
         """Compare every planned cgroup with its allocation; apply new values and
-        (when ``repair``) rewrite drifted ones. cpus first, then mems."""
-        plan = plan_cgroups(self.fs, st, self.numa_of)
+        (when ``repair``) rewrite drifted ones. cpus first, then mems.
+
+        ``fresh``: cgroups just (re)created by their launcher. What was made true in
+        an earlier cgroup of the same path says nothing of this one: its first write
+        is an application, never drift (which ``repair_drift = false`` would leave)."""
+        for rel in fresh:
+            self.enforced.pop(("cpus", rel), None)
+            self.enforced.pop(("mems", rel), None)
+        plan = plan_cgroups(self.fs, st, self.numa_of, followers)
         rep = CheckReport(unresolved=len(plan.unresolved))
         for key, targets in (("cpus", plan.targets), ("mems", plan.mems)):
             self._sync_key(key, targets, rep, repair)

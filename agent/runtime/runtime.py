@@ -178,6 +178,7 @@ class WorkloadRuntime:
                                          started_at=crec.started_at)
                     p.record.running = p.record.running or c.kind == "app"
                     self._reapply(p, ctr)
+                    await self._bind(p, ctr, ctr.rel)  # an init container's following is in memory only
                     continue
                 info = cf.exit()
                 if cf.pids() is not None and info is None:
@@ -388,9 +389,17 @@ class WorkloadRuntime:
             if progs is not None and not progs.ready(plan.limits):
                 # the first pod with these device rules: compile off the loop (bcc, ~0.5 s)
                 await asyncio.get_running_loop().run_in_executor(None, progs.prepare, plan.limits)
-            procs = self.cgroups.create(ctr.rel, plan.limits)
+            policy = self._cpu_policy()
+            # with a CPU policy, it writes the cpuset files (their one writer), before anything joins
+            procs = self.cgroups.create(ctr.rel, plan.limits, cpuset=policy is None)
         except (PlanError, CgroupSetupError, DeviceProgramError) as e:
             raise _StartFailed(f"container {name}: {e}") from None
+        if policy is not None:
+            try:
+                await self._place(p, ctr, policy)
+            except _StartFailed:
+                await self._teardown(ctr.rel)
+                raise
         files = p.files.container(name)
         try:
             files.prepare()
@@ -432,11 +441,27 @@ class WorkloadRuntime:
             p.phase = PodPhase.RUNNING
             p.started_at = p.started_at or now
         p.first.set()
-        if not ctr.bound:
-            await self._bind(p, ctr, ctr.rel)
         await self._save(p)
         await self._report(p)
         return started
+
+    async def _place(self, p: _Pod, ctr: _Ctr, policy: Any) -> None:
+        """The new cgroup is bound to the CPU policy before the process joins it, and the
+        bind returns once the policy's enforcer wrote its cpuset files: the process
+        starts on the CPUs its owner gives it now, not on the admission's (a pool may
+        have moved since; a restarted container used to run there until the next pass).
+        Without enforcement the runtime writes the policy's placement itself, once."""
+        name = ctr.spec.name
+        try:
+            written = await policy.bind_cgroup(p.uid, name, ctr.rel)
+            ctr.bound = True
+            if not written:
+                where = policy.placement(p.uid, name)
+                if where is None or not where.cpus:
+                    raise PlanError("the CPU policy holds no CPUs for it")
+                self.cgroups.write_cpuset(ctr.rel, where.cpus, where.mems or self.all_mems)
+        except Exception as e:  # noqa: BLE001 - nothing may start on CPUs nobody gave it
+            raise _StartFailed(f"container {name}: cpuset: {e}") from None
 
     async def _bind(self, p: _Pod, ctr: _Ctr, rel: str | None) -> None:
         policy = self._cpu_policy()

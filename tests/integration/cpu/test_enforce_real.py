@@ -17,6 +17,7 @@ import pytest
 
 from agent.contracts import CPU_POLICY
 from agent.contracts.hints import TopologyHint
+from agent.cpu.errors import PolicyError
 from agent.cpu.metrics import DRIFT_FOUND, DRIFT_REPAIRED
 from agent.contracts.cpu import Request
 from agent.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_KEY
@@ -90,9 +91,12 @@ def test_enforce_detect_and_repair_drift(v1_sandbox, tmp_path):  # noqa: F811
             # a container whose cgroup is gone: reported as vanished, no crash
             await svc.release_pod(UID)
             await svc.allocate(Request(pod_uid="p2", container_name="c", resource_requests={"cpu": 1}))
-            await svc.bind_cgroup("p2", "c", "/kubepods/podgone/c")
+            # a bind of a cgroup that is not there: refused (nothing may start on unwritten CPUs), nothing changed
+            with pytest.raises(PolicyError, match="not written: the cgroup is gone"):
+                await svc.bind_cgroup("p2", "c", "/kubepods/podgone/c")
+            assert svc.policy.state.get("p2", "c").cgroup_path is None
             rep = await comp.check_once()
-            assert rep.vanished == ["/kubepods/podgone/c"] and rep.errors == []
+            assert rep.vanished == [] and rep.errors == []
         finally:
             await comp.stop()
 
