@@ -33,6 +33,8 @@ __all__ = ["UnsafePathError", "ensure_dir", "ensure_private_tree", "open_dir", "
            "replace_file", "rel_parts"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: a directory passed through, not read (search permission is enough: ``<root>/logs`` is 0711)
+_PASS_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class UnsafePathError(OSError):
@@ -72,10 +74,10 @@ def open_dir(root: str | os.PathLike[str], rel: str | os.PathLike[str] | Sequenc
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     path = root
     try:
-        for name in parts:
+        for i, name in enumerate(parts):
             path = path / name
             try:
-                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                nfd = _open_component(name, fd, last=i == len(parts) - 1, may_pass=not (create or tighten))
                 made = False
             except FileNotFoundError:
                 if not create:
@@ -103,6 +105,18 @@ def open_dir(root: str | os.PathLike[str], rel: str | os.PathLike[str] | Sequenc
         os.close(fd)
         raise
     return fd
+
+
+def _open_component(name: str, dir_fd: int, *, last: bool, may_pass: bool) -> int:
+    """Open one directory of the walk; one the caller may only search (a non-root
+    ``hwagent logs`` through ``<root>/logs``, 0711) is opened O_PATH when it is not
+    the last: enough to walk on from, never to list."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except PermissionError:
+        if last or not may_pass:
+            raise
+        return os.open(name, _PASS_FLAGS, dir_fd=dir_fd)
 
 
 @contextlib.contextmanager

@@ -75,6 +75,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    "Ctrl-C within 1 s stops it (exit statuses: docs/commands/README.md)")
     p.add_argument("-q", "--quiet", action="store_true", help="--wait: do not stream the output")
     p.add_argument("--rm", action="store_true", help="--wait: remove the pod once it ended")
+    p.add_argument("--user", metavar="NAME|UID[:GID]",
+                   help="run as this user (root only; a caller other than root runs as itself)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
     p.set_defaults(func=run)
@@ -138,8 +140,38 @@ def manifest_from_flags(args: argparse.Namespace, resolve: Callable[[str], str] 
     meta: dict[str, Any] = {"name": name, "namespace": args.namespace}
     if annotations:
         meta["annotations"] = annotations
-    spec = {"containers": [container], "restartPolicy": RESTART[args.restart or "never"]}
+    spec: dict[str, Any] = {"containers": [container], "restartPolicy": RESTART[args.restart or "never"],
+                            **({"securityContext": user_security(args.user)} if getattr(args, "user", None) else {})}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def user_security(spec: str, users: Callable[[str], tuple[int, int]] | None = None,
+                  groups: Callable[[str], int] | None = None) -> dict[str, int]:
+    """``--user NAME|UID[:GID]`` as the Pod's ``spec.securityContext``: a name is looked
+    up here (the daemon runs on this machine), a number is taken as it is; the daemon
+    decides whether the caller may ask it."""
+    import grp
+    import pwd
+
+    def user_id(name: str) -> tuple[int, int]:
+        pw = pwd.getpwnam(name)
+        return pw.pw_uid, pw.pw_gid
+
+    def group_id(name: str) -> int:
+        return grp.getgrnam(name).gr_gid
+
+    users, groups = users or user_id, groups or group_id
+    who, sep, group = spec.partition(":")
+    if not who or (sep and not group):
+        raise CommandError(f"--user takes NAME|UID[:GID], got {spec!r}")
+    out: dict[str, int] = {}
+    try:
+        out["runAsUser"] = int(who) if who.isdigit() else users(who)[0]
+        if group:
+            out["runAsGroup"] = int(group) if group.isdigit() else groups(group)
+    except KeyError:
+        raise CommandError(f"--user {spec}: no such user or group on this machine") from None
+    return out
 
 
 def job_environment(args: argparse.Namespace, cwd: str, environ: dict[str, str]) -> tuple[list[tuple[str, str]], str]:
@@ -176,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
     if (args.rm or args.quiet) and not args.wait:
         raise CommandError("--rm and --quiet go with --wait (hwagent launch --wait --rm -- CMD)")
     if args.file:
-        flags = [f for f in ("name", "cpus", "cpu_request", "qos", "memory", "restart", "workdir")
+        flags = [f for f in ("name", "cpus", "cpu_request", "qos", "memory", "restart", "workdir", "user")
                  if getattr(args, f) is not None]
         if flags or args.device or args.env or args.env_file or args.numa_binding or [c for c in args.cmd if c != "--"]:
             raise CommandError("-f FILE takes the whole pod from the file; drop the other pod flags")

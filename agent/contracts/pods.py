@@ -30,6 +30,7 @@ __all__ = [
     "QOS_SYSTEM",
     "EnvVar",
     "Resources",
+    "RunAs",
     "ContainerSpec",
     "PodSpec",
     "Mount",
@@ -81,6 +82,20 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class RunAs:
+    """The user a pod's processes run as (``spec.securityContext``).
+
+    As the manifest asks it, any field may be None (``runAsGroup`` left to the
+    user's primary group); as admission resolved it (``PodSpec.run_as`` of an
+    admitted pod) ``uid`` and ``gid`` are set and ``groups`` are the supplementary
+    groups the processes get. A pod without one runs as root, as before users."""
+
+    uid: int | None = None
+    gid: int | None = None
+    groups: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     name: str
     #: argv[0..]: ``command`` + ``args`` as the manifest gave them (no image, so no entrypoint)
@@ -112,6 +127,14 @@ class PodSpec:
     #: static manifests: sha256 of the file's bytes when it was admitted ("" for "api"),
     #: so a restart or a poll can tell an unchanged file from an edited one
     source_digest: str = ""
+    #: who the processes run as (None: root); admission resolves it against the caller
+    run_as: RunAs | None = None
+
+    @property
+    def owner_uid(self) -> int:
+        """The user the pod belongs to: the one it runs as (root without ``run_as``).
+        A non-root caller sees, stops, removes and reads the logs of its own pods only."""
+        return self.run_as.uid if self.run_as is not None and self.run_as.uid is not None else 0
 
     @property
     def key(self) -> str:

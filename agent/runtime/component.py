@@ -23,6 +23,7 @@ running under their shims, to be re-attached at the next start.
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,10 @@ from agent.contracts import CPU_POLICY, EVICTOR, RUNTIME, WORKLOADS
 from agent.eventlog import get_logger
 from agent.runtime.config import RUNTIME_SECTION, RuntimeConfig
 from agent.runtime.eviction import RuntimeEviction
-from agent.runtime.logdir import LOGS
+from agent.runtime.logdir import LOGS, LOGS_MODE
 from agent.runtime.runtime import WorkloadRuntime
 from agent.runtime.state import DIR_MODE, STATE_DIR
-from agent.safepath import ensure_private_tree
+from agent.safepath import ensure_private_tree, opened_dir
 
 __all__ = ["RuntimeComponent", "factory", "node_memory", "prepare_dirs"]
 
@@ -60,10 +61,13 @@ def node_memory(procfs_root: str = "/proc") -> int | None:
 def prepare_dirs(root_dir: Path) -> None:
     """``<root>/runtime`` and ``<root>/logs`` and the per-pod directories in them,
     owner-only before restore reads them (an older hwagent made them 0755, so
-    any local user could list the pods and UIDs); a link there is refused."""
+    any local user could list the pods and UIDs); a link there is refused.
+    ``logs`` itself is 0711: a pod's user passes through it to its own directory."""
     try:
         for d in (STATE_DIR, LOGS):
             ensure_private_tree(root_dir, d, DIR_MODE)
+        with opened_dir(root_dir, LOGS) as fd:
+            os.fchmod(fd, LOGS_MODE)
     except OSError as e:
         raise RuntimeError(f"workload runtime cannot start: {e.strerror or e}") from None
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.contracts.pods import RunAs
 from agent.runtime.state import ContainerFiles, ExitInfo
 
 __all__ = ["LaunchError", "Started", "shim_command", "spawn", "attach", "wait_exit", "shim_alive"]
@@ -58,8 +59,12 @@ def shim_command(configured: str = "") -> list[str]:
 
 
 def _argv(shim: Sequence[str], files: ContainerFiles, log: Path, log_max: int, log_keep: int, cwd: str,
-          procs: Sequence[str], binds: Sequence[tuple[str, str, bool]], argv: Sequence[str]) -> list[str]:
+          procs: Sequence[str], binds: Sequence[tuple[str, str, bool]], argv: Sequence[str],
+          user: RunAs | None = None) -> list[str]:
     out = [*shim, str(files.path), str(log), str(log_max), str(log_keep), str(HANDSHAKE_FD), cwd]
+    if user is not None:
+        # the workload's identity; the shim also writes the log with it (its fs uid/gid)
+        out += ["-u", str(user.uid), str(user.gid), ",".join(map(str, user.groups)) or "-"]
     for p in procs:
         out += ["-p", p]
     for src, dst, ro in binds:
@@ -91,10 +96,10 @@ async def _read_line(fd: int, timeout_s: float) -> str:
 
 async def spawn(shim: Sequence[str], files: ContainerFiles, log: Path, *, log_max: int, log_keep: int,
                 cwd: str, procs: Sequence[str], binds: Sequence[tuple[str, str, bool]], argv: Sequence[str],
-                env: Mapping[str, str], timeout_s: float = 30.0) -> Started:
+                env: Mapping[str, str], timeout_s: float = 30.0, user: RunAs | None = None) -> Started:
     r, w = os.pipe2(os.O_CLOEXEC)
     try:
-        args = _argv(shim, files, log, log_max, log_keep, cwd, procs, binds, argv)
+        args = _argv(shim, files, log, log_max, log_keep, cwd, procs, binds, argv, user)
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
             (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),

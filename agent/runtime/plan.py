@@ -19,9 +19,9 @@ from agent.cpuset import CPUSet
 from agent.runtime.cdi import CDIError, resolve
 from agent.runtime.config import RuntimeConfig
 from agent.workloads.runnable import DEFAULT_PATH
-from agent.contracts.pods import QOS_RECLAIMED, QOS_SHARED, AdmittedPod, ContainerAssignment, ContainerSpec
+from agent.contracts.pods import QOS_RECLAIMED, QOS_SHARED, AdmittedPod, ContainerAssignment, ContainerSpec, RunAs
 
-__all__ = ["PlanError", "LaunchPlan", "DevNum", "plan_container", "device_number", "BASE_ENV"]
+__all__ = ["PlanError", "LaunchPlan", "DevNum", "plan_container", "device_number", "BASE_ENV", "home_of"]
 
 #: (kind "c"/"b", major, minor)
 DevNum = tuple[str, int, int]
@@ -41,6 +41,19 @@ class LaunchPlan:
     #: (source, target, read_only) bind mounts made in the container's private mount namespace
     binds: tuple[tuple[str, str, bool], ...]
     limits: CgroupLimits
+    #: who the workload runs as (uid, gid and supplementary groups set); None: root
+    user: RunAs | None = None
+
+
+def home_of(uid: int) -> tuple[str, str] | None:
+    """(login name, home directory) of ``uid`` from the passwd database; None without an entry."""
+    import pwd
+
+    try:
+        pw = pwd.getpwuid(uid)
+    except KeyError:
+        return None
+    return pw.pw_name, pw.pw_dir
 
 
 def device_number(path: str, stat: Callable[[str], os.stat_result] = os.stat) -> DevNum | None:
@@ -51,6 +64,21 @@ def device_number(path: str, stat: Callable[[str], os.stat_result] = os.stat) ->
     if stat_mod.S_ISBLK(st.st_mode):
         return ("b", os.major(st.st_rdev), os.minor(st.st_rdev))
     return None
+
+
+def _user_env(pod: AdmittedPod, passwd: Callable[[int], tuple[str, str] | None]) -> dict[str, str]:
+    """HOME, USER and LOGNAME of the pod's user, as login sets them (a uid without a
+    passwd entry gets / as its home: it owns none); nothing for root."""
+    user = pod.spec.run_as
+    if user is None:
+        return {}
+    if user.uid is None or user.gid is None:
+        raise PlanError(f"pod {pod.spec.key} names no complete user to run as (uid {user.uid}, gid {user.gid})")
+    if user.uid == 0:
+        return {}
+    entry = passwd(user.uid)
+    name = entry[0] if entry else str(user.uid)
+    return {"HOME": entry[1] if entry else "/", "USER": name, "LOGNAME": name}
 
 
 def plan_container(
@@ -64,6 +92,7 @@ def plan_container(
     node_memory: int | None,
     stat: Callable[[str], os.stat_result] = os.stat,
     exists: Callable[[str], bool] = os.path.exists,
+    passwd: Callable[[int], tuple[str, str] | None] = home_of,
 ) -> LaunchPlan:
     if not spec.argv:
         raise PlanError(f"container {spec.name} has no command")
@@ -120,10 +149,11 @@ def plan_container(
         device_deny=deny,
         needs=frozenset(needs),
     )
-    env = dict(BASE_ENV)
+    env = {**BASE_ENV, **_user_env(pod, passwd)}
     env.update(HWAGENT_POD_NAME=pod.spec.name, HWAGENT_POD_NAMESPACE=pod.spec.namespace,
                HWAGENT_POD_UID=pod.uid, HWAGENT_CONTAINER_NAME=spec.name)
     env.update((e.name, e.value) for e in spec.env)
     env.update(grant.envs)
     env.update(cdi.env)
-    return LaunchPlan(argv=spec.argv, env=env, cwd=spec.working_dir or "/", binds=tuple(binds), limits=limits)
+    return LaunchPlan(argv=spec.argv, env=env, cwd=spec.working_dir or "/", binds=tuple(binds), limits=limits,
+                      user=pod.spec.run_as)

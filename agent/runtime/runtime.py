@@ -416,14 +416,14 @@ class WorkloadRuntime:
             await self._teardown(ctr.rel)
             raise _StartFailed(f"container {name}: mount: cannot create {e.filename}: {e.strerror}") from None
         try:
-            log_path = prepare_log_file(self.root_dir, p.pod.spec.namespace, p.pod.spec.name, name)
+            log_path = prepare_log_file(self.root_dir, p.pod.spec.namespace, p.pod.spec.name, name, plan.user)
         except OSError as e:
             await self._teardown(ctr.rel)
             raise _StartFailed(f"container {name}: logs: {e.strerror or e}") from None
         try:
             started = await spawn(self.shim, files, log_path, log_max=self.cfg.log_max_bytes,
                                   log_keep=self.cfg.log_keep, cwd=plan.cwd, procs=procs, binds=plan.binds,
-                                  argv=plan.argv, env=plan.env)
+                                  argv=plan.argv, env=plan.env, user=plan.user)
         except LaunchError as e:
             await self._teardown(ctr.rel)
             raise _StartFailed(f"container {name}: {e.stage}: {e}") from None

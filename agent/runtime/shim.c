@@ -19,9 +19,18 @@
  * processes end with its init) and is reaped before the shim exits, so nothing
  * of a container becomes a zombie of a PID 1 that may never wait for it.
  *
+ * With -u the workload runs as that user: the child joins its cgroups and makes
+ * its mounts as root, then sets its supplementary groups, gid and uid (in that
+ * order, so none is left behind) before chdir and exec. The shim itself stays
+ * root (it writes STATE, which only root may enter, and ends what the workload
+ * leaves behind) but opens and rotates the log with the workload's filesystem
+ * uid and gid (setfsuid/setfsgid) and never through a link (O_NOFOLLOW): the
+ * log directory is the user's, and a link the user plants there reaches only
+ * what the user could write anyway.
+ *
  * Usage (argv built by agent/runtime/launcher.py, the Python fallback
  * agent/runtime/shim.py takes the same):
- *   hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD
+ *   hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-u UID GID GROUPS|-]
  *                [-p CGROUP_PROCS]... [-b SRC DST ro|rw]... -- ARGV...
  * The environment of the shim is the workload's environment.
  * Handshake (one line on HANDSHAKE_FD, then closed):
@@ -44,12 +53,15 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/fsuid.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <unistd.h>
 
 #define MAX_PROCS 16
 #define MAX_BINDS 256
+#define MAX_GROUPS 1024
 /* after the workload exited: rounds of 100 ms spent ending what it left behind
  * (a process stuck in uninterruptible sleep must not keep the exit from the daemon) */
 #define REAP_ROUNDS 100
@@ -57,6 +69,41 @@
 struct bind { const char *src, *dst; int ro; };
 
 static const char *state_dir;
+/* the workload's user (-u); has_user 0: root, as before users */
+static int has_user;
+static uid_t run_uid;
+static gid_t run_gid;
+static gid_t run_groups[MAX_GROUPS];
+static int run_ngroups;
+
+/* file access as the workload's user (the log) or as root again (STATE) */
+static void fs_as_user(int on) {
+    if (!has_user) return;
+    setfsgid(on ? run_gid : 0);
+    setfsuid(on ? run_uid : 0);
+}
+
+static int open_log(const char *log) {
+    fs_as_user(1);
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    fs_as_user(0);
+    return fd;
+}
+
+static int parse_groups(const char *s) {
+    if (!strcmp(s, "-")) return 0;
+    char *end;
+    while (*s) {
+        if (run_ngroups >= MAX_GROUPS) return -1;
+        unsigned long g = strtoul(s, &end, 10);
+        if (end == s) return -1;
+        run_groups[run_ngroups++] = (gid_t)g;
+        if (*end == ',') end++;
+        else if (*end) return -1;
+        s = end;
+    }
+    return 0;
+}
 
 static int write_all(int fd, const char *buf, size_t n) {
     while (n > 0) {
@@ -126,8 +173,10 @@ static void log_write(const char *log, int *logfd, long long *size, long long lo
             long long room = log_max - *size;
             if (room <= 0 || (n > room && *size > 0 && !memchr(buf, '\n', (size_t)(room < n ? room : n)))) {
                 close(*logfd);
+                fs_as_user(1);
                 rotate(log, keep);
-                *logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+                fs_as_user(0);
+                *logfd = open_log(log);
                 *size = 0;
                 continue;
             }
@@ -185,7 +234,7 @@ static int reap(pid_t child, int *status, int *exited) {
 
 int main(int argc, char **argv) {
     if (argc < 8) {
-        fprintf(stderr, "usage: hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-p PROCS]... [-b SRC DST MODE]... -- ARGV...\n");
+        fprintf(stderr, "usage: hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-u UID GID GROUPS] [-p PROCS]... [-b SRC DST MODE]... -- ARGV...\n");
         return 2;
     }
     state_dir = argv[1];
@@ -200,6 +249,16 @@ int main(int argc, char **argv) {
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--")) { i++; break; }
         if (!strcmp(argv[i], "-p") && i + 1 < argc && nprocs < MAX_PROCS) { procs[nprocs++] = argv[++i]; continue; }
+        if (!strcmp(argv[i], "-u") && i + 3 < argc) {
+            char *e1, *e2;
+            run_uid = (uid_t)strtoul(argv[i + 1], &e1, 10);
+            run_gid = (gid_t)strtoul(argv[i + 2], &e2, 10);
+            if (*e1 || *e2 || !*argv[i + 1] || !*argv[i + 2] || parse_groups(argv[i + 3]) < 0) {
+                fprintf(stderr, "hwagent-shim: bad -u %s %s %s\n", argv[i + 1], argv[i + 2], argv[i + 3]);
+                return 2;
+            }
+            has_user = 1; i += 3; continue;
+        }
         if (!strcmp(argv[i], "-b") && i + 3 < argc && nbinds < MAX_BINDS) {
             binds[nbinds].src = argv[i + 1]; binds[nbinds].dst = argv[i + 2];
             binds[nbinds].ro = !strcmp(argv[i + 3], "ro"); nbinds++; i += 3; continue;
@@ -253,6 +312,11 @@ int main(int argc, char **argv) {
                     child_fail(err[1], "mount", errno, binds[k].dst);
             }
         }
+        if (has_user) {
+            if (setgroups((size_t)run_ngroups, run_groups) < 0) child_fail(err[1], "user", errno, "setgroups");
+            if (setgid(run_gid) < 0) child_fail(err[1], "user", errno, "setgid");
+            if (setuid(run_uid) < 0) child_fail(err[1], "user", errno, "setuid");
+        }
         if (cwd[0] && chdir(cwd) < 0) child_fail(err[1], "chdir", errno, cwd);
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0) { dup2(devnull, 0); if (devnull != 0) close(devnull); }
@@ -291,7 +355,7 @@ int main(int argc, char **argv) {
     close(hs);
 
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-    int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    int logfd = open_log(log);
     struct stat lst;
     long long size = (logfd >= 0 && fstat(logfd, &lst) == 0) ? (long long)lst.st_size : 0;
     char buf[65536];

@@ -8,7 +8,8 @@ writes the exit status to STATE/exit. Only ``os`` and ``ctypes`` (for mount,
 unshare and prctl) are imported, to keep the start short. Like the C shim it is
 a child subreaper: what the workload orphans is re-parented to it and reaped
 here, and what is left when the workload exits is killed and reaped before the
-shim exits.
+shim exits. With ``-u UID GID GROUPS`` the workload runs as that user and the log
+is opened and rotated with its filesystem uid/gid, never through a link (see shim.c).
 """
 
 from __future__ import annotations
@@ -58,8 +59,31 @@ def _ensure_target(src: str, dst: str) -> None:
         os.close(os.open(dst, os.O_WRONLY | os.O_CREAT, 0o644))
 
 
+#: the workload's (uid, gid, groups) from -u; None: root
+_User = tuple[int, int, list[int]] | None
+
+
+class _FsUser:
+    """File access as the workload's user for the log (setfsuid/setfsgid), root again after."""
+
+    def __init__(self, user: _User) -> None:
+        self.user = user
+
+    def __enter__(self) -> None:
+        if self.user is not None:
+            libc, _ = _libc()
+            libc.setfsgid(self.user[1])
+            libc.setfsuid(self.user[0])
+
+    def __exit__(self, *exc: object) -> None:
+        if self.user is not None:
+            libc, _ = _libc()
+            libc.setfsgid(0)
+            libc.setfsuid(0)
+
+
 def _child(procs: list[str], binds: list[tuple[str, str, bool]], cwd: str, out_w: int, err_w: int,
-           hs: int, cmd: list[str]) -> None:
+           hs: int, cmd: list[str], user: _User = None) -> None:
     stage, what = "cgroup", ""
     try:
         pid = f"{os.getpid()}\n".encode()
@@ -84,6 +108,14 @@ def _child(procs: list[str], binds: list[tuple[str, str, bool]], cwd: str, out_w
                 _mount(libc, ctypes, src, dst, MS_BIND | MS_REC)
                 if ro:
                     _mount(libc, ctypes, None, dst, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        if user is not None:
+            stage = "user"
+            what = "setgroups"
+            os.setgroups(user[2])
+            what = "setgid"
+            os.setgid(user[1])
+            what = "setuid"
+            os.setuid(user[0])
         if cwd:
             stage, what = "chdir", cwd
             os.chdir(cwd)
@@ -119,7 +151,7 @@ def _rotate(log: str, keep: int) -> None:
         pass
 
 
-USAGE = ("usage: shim.py STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-p PROCS]... "
+USAGE = ("usage: shim.py STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-u UID GID GROUPS] [-p PROCS]... "
          "[-b SRC DST MODE]... -- ARGV...")
 
 
@@ -137,6 +169,7 @@ class _Args:
         self.log_max, self.log_keep, self.hs = int(argv[2]), int(argv[3]), int(argv[4])
         self.procs: list[str] = []
         self.binds: list[tuple[str, str, bool]] = []
+        self.user: _User = None
         i = 6
         while i < len(argv):
             a = argv[i]
@@ -146,6 +179,13 @@ class _Args:
             if a == "-p" and i + 1 < len(argv):
                 self.procs.append(argv[i + 1])
                 i += 2
+            elif a == "-u" and i + 3 < len(argv):
+                try:
+                    groups = [] if argv[i + 3] == "-" else [int(g) for g in argv[i + 3].split(",")]
+                    self.user = (int(argv[i + 1]), int(argv[i + 2]), groups)
+                except ValueError:
+                    raise _BadArgs(f"shim.py: bad -u {' '.join(argv[i + 1:i + 4])}") from None
+                i += 4
             elif a == "-b" and i + 3 < len(argv):
                 self.binds.append((argv[i + 1], argv[i + 2], argv[i + 3] == "ro"))
                 i += 4
@@ -160,10 +200,15 @@ class _Log:
     """The container's log file; it never grows past log_max: rotate first, cutting at the
     last newline that fits."""
 
-    def __init__(self, path: str, log_max: int, log_keep: int) -> None:
+    def __init__(self, path: str, log_max: int, log_keep: int, user: _User = None) -> None:
         self.path, self.log_max, self.log_keep = path, log_max, log_keep
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+        self.as_user = _FsUser(user)
+        self.fd = self._open()
         self.size = os.fstat(self.fd).st_size
+
+    def _open(self) -> int:
+        with self.as_user:
+            return os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
 
     def write(self, data: bytes) -> None:
         while data:
@@ -172,8 +217,9 @@ class _Log:
                 room = self.log_max - self.size
                 if room <= 0 or (len(data) > room and self.size > 0 and b"\n" not in data[:room]):
                     os.close(self.fd)
-                    _rotate(self.path, self.log_keep)
-                    self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+                    with self.as_user:
+                        _rotate(self.path, self.log_keep)
+                    self.fd = self._open()
                     self.size = 0
                     continue
                 if len(data) > room:
@@ -303,7 +349,7 @@ def main(argv: list[str]) -> int:
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     child = os.fork()
     if child == 0:
-        _child(args.procs, args.binds, args.cwd, out_w, err_w, hs, args.cmd)
+        _child(args.procs, args.binds, args.cwd, out_w, err_w, hs, args.cmd, args.user)
     os.close(out_w)
     os.close(err_w)
     err = b""
@@ -320,7 +366,7 @@ def main(argv: list[str]) -> int:
     _write_state(state, "pid", f"{os.getpid()} {child}\n")
     os.write(hs, f"ok {os.getpid()} {child}\n".encode())
     os.close(hs)
-    status = _copy_until_exit(child, out_r, _Log(args.log, args.log_max, args.log_keep), wake)
+    status = _copy_until_exit(child, out_r, _Log(args.log, args.log_max, args.log_keep, args.user), wake)
     if os.WIFEXITED(status):
         _write_state(state, "exit", f"exited {os.WEXITSTATUS(status)}\n")
     else:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -57,6 +58,7 @@ from agent.workloads.providers import (
     admission_error_from_policy,
 )
 from agent.workloads.registry import ADMITTED, Registry
+from agent.workloads.users import ROOT, Caller, not_found, resolve_run_as
 from agent.workloads.runnable import pod_unrunnable
 from agent.workloads.store import PodRecord
 
@@ -144,8 +146,11 @@ class Workloads:
     # --- admission --------------------------------------------------------------------
 
     async def admit_manifest(
-        self, raw: bytes | str, *, dry_run: bool = False, ignore_unknown: bool = False, source: str = "api"
+        self, raw: bytes | str, *, dry_run: bool = False, ignore_unknown: bool = False, source: str = "api",
+        caller: Caller = ROOT,
     ) -> AdmitResult:
+        """Parse, resolve who the pod runs as for ``caller`` (``agent.workloads.users``:
+        PERMISSION_DENIED before anything is decided), then admit or dry-run it."""
         parse = functools.partial(parse_manifest, raw, ignore_unknown=ignore_unknown, source=source)
         try:
             # the YAML reader is pure Python (it has to be, to refuse aliases and duplicate keys):
@@ -154,9 +159,14 @@ class Workloads:
         except ManifestError as e:
             m.ADMISSIONS.labels("refused", "INVALID_ARGUMENT").inc()
             raise AdmissionError("INVALID_ARGUMENT", f"invalid manifest: {e}", reason="manifest") from None
+        try:
+            spec = dataclasses.replace(parsed.pod, run_as=resolve_run_as(caller, parsed.pod.run_as))
+        except AdmissionError as e:
+            m.ADMISSIONS.labels("refused", e.code).inc()
+            raise
         for w in parsed.warnings:
             log.warning("manifest field ignored", pod=parsed.pod.key, warning=w)
-        result = await (self.dry_run(parsed.pod) if dry_run else self.admit(parsed.pod))
+        result = await (self.dry_run(spec) if dry_run else self.admit(spec))
         return AdmitResult(**{**result.__dict__, "warnings": parsed.warnings})
 
     def qos_of(self, spec: PodSpec) -> str:
@@ -423,7 +433,7 @@ class Workloads:
     def find(self, name: str, namespace: str = "default") -> PodRecord:
         rec = self.registry.by_key(f"{namespace}/{name}")
         if rec is None:
-            raise AdmissionError("NOT_FOUND", f"no pod {namespace}/{name}", reason="not_found")
+            raise not_found(namespace, name)
         return rec
 
     async def remove(self, name: str, namespace: str = "default") -> PodRecord:
@@ -521,7 +531,7 @@ class Workloads:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def _publish(self) -> None:
-        m.publish_admitted(r.pod.qos for r in self.registry.records() if not r.status.phase.terminal)
+        m.publish_admitted(self.registry.live_qos_counts())
 
 
 def _decisions(d: PodDecision) -> tuple[ContainerDecision, ...]:

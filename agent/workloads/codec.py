@@ -24,6 +24,7 @@ from agent.contracts.pods import (
     PodSpec,
     PodStatus,
     Resources,
+    RunAs,
 )
 
 __all__ = ["pod_to_json", "pod_from_json", "status_to_json", "status_from_json", "spec_to_json", "spec_from_json"]
@@ -64,7 +65,16 @@ def spec_to_json(p: PodSpec) -> dict[str, Any]:
         "termination_grace_period_s": p.termination_grace_period_s,
         "source": p.source,
         "source_digest": p.source_digest,
+        "run_as": None if p.run_as is None else {
+            "uid": p.run_as.uid, "gid": p.run_as.gid, "groups": list(p.run_as.groups)},
     }
+
+
+def _run_as_from(d: Any) -> RunAs | None:
+    """A record written before users has no ``run_as``: the pod runs as root."""
+    if d is None:
+        return None
+    return RunAs(_opt_int(d["uid"]), _opt_int(d["gid"]), tuple(int(g) for g in d["groups"]))
 
 
 def _opt_int(v: Any) -> int | None:
@@ -125,6 +135,7 @@ def spec_from_json(d: dict[str, Any]) -> PodSpec:
         termination_grace_period_s=int(_opt_int(d["termination_grace_period_s"]) or 0),
         source=_str(d["source"]),
         source_digest=_str(d["source_digest"]),
+        run_as=_run_as_from(d.get("run_as")),
     )
 
 

@@ -6,8 +6,12 @@ is released by the device manager's or the CPU policy's clean-ups (their
 deferred reference to the source answers None), and from that moment the
 source lists every pod that was admitted before the restart, so a restart
 never releases a live pod. Then terminal pods whose release was interrupted are released, the
-admission API is served on ``<root>/admission.sock`` (owner-only) and the static
-manifest directory is watched.
+admission API is served on ``<root>/admission.sock`` and the static manifest
+directory is watched. The socket is root's and ``[workloads] socket_group``'s
+(0660; 0600 when that group does not exist): a ``PeerFront`` accepts on it,
+learns each caller from the kernel and forwards to the gRPC server on
+``<root>/workloads/api.sock`` (root-only), so the servicer knows who calls
+(``agent.workloads.users``).
 
 Publishes ``WORKLOADS`` (``WorkloadRegistry``) and ``ACTIVE_PODS``. Looks up
 ``CPU_POLICY`` and ``DEVICE_MANAGER`` at start (both started before it, see
@@ -35,6 +39,21 @@ log = get_logger("hwagent.workloads")
 
 #: under the root dir: one file per admitted pod
 STATE_DIR = ("workloads", "pods")
+#: under the root dir: the gRPC server behind the admission socket's front (root-only directory)
+INNER_SOCKET = ("workloads", "api.sock")
+
+
+def socket_gid(group: str) -> int | None:
+    """The gid of ``[workloads] socket_group``; None (root only) when unset or unknown."""
+    import grp
+
+    if not group:
+        return None
+    try:
+        return grp.getgrnam(group).gr_gid
+    except KeyError:
+        log.info("admission socket root only", group=group, note="no such group (hwagent install-unit creates it)")
+        return None
 
 
 def socket_path_for(cfg: WorkloadsConfig, root_dir: Path) -> Path:
@@ -54,6 +73,7 @@ class WorkloadsComponent:
         self.manifests: Any = None
         self.socket_path: Path | None = None
         self._server: Any = None
+        self._front: Any = None
         self._ctx: DaemonContext | None = None
 
     async def start(self, ctx: DaemonContext) -> None:
@@ -64,6 +84,8 @@ class WorkloadsComponent:
         from agent.workloads.admission import Workloads
         from agent.workloads.manifestdir import ManifestDir
         from agent.workloads.registry import Registry
+        from agent.safepath import ensure_dir
+        from agent.workloads.peerfront import PeerFront
         from agent.workloads.server import AdmissionServicer
         from agent.workloads.store import PodFileStore, RegistryStateError
 
@@ -95,13 +117,21 @@ class WorkloadsComponent:
             poll_seconds=self.cfg.manifest_poll_seconds, ignore_unknown=self.cfg.manifest_ignore_unknown_fields,
             root_dir=ctx.root_dir,
         )
+        self.socket_path = socket_path_for(self.cfg, ctx.root_dir)
+        gid = socket_gid(self.cfg.socket_group)
+        inner = ensure_dir(ctx.root_dir, INNER_SOCKET[:-1], mode=0o700) / INNER_SOCKET[-1]
+        front = PeerFront(self.socket_path, inner, mode=0o600 if gid is None else 0o660, gid=gid)
         self._server = new_server("admission")
-        pb_grpc.add_AdmissionServicer_to_server(AdmissionServicer(self.workloads, self.manifests.errors), self._server)
+        servicer = AdmissionServicer(self.workloads, self.manifests.errors,
+                                     caller_of=lambda context: front.caller(context.peer()))
+        pb_grpc.add_AdmissionServicer_to_server(servicer, self._server)
         # the manifest directory exists before the socket does: a script that waits for
         # the socket may drop a manifest in at once
         await self.manifests.start()
-        self.socket_path = socket_path_for(self.cfg, ctx.root_dir)
-        await serve_unix(self._server, self.socket_path)
+        await serve_unix(self._server, inner)
+        ctx.remove_on_exit(inner)
+        await front.start()
+        self._front = front
         ctx.remove_on_exit(self.socket_path)
         log.info(
             "workloads started", socket=self.socket_path, manifests=self.manifests.dir, pods=len(registry),
@@ -111,6 +141,9 @@ class WorkloadsComponent:
     async def stop(self) -> None:
         if self.manifests is not None:
             await self.manifests.stop()
+        if self._front is not None:
+            await self._front.close()
+            self._front = None
         if self._server is not None:
             await self._server.stop(0.5)
             self._server = None
@@ -126,7 +159,7 @@ class WorkloadsComponent:
 
     def healthy(self) -> bool:
         return bool(
-            self._server is not None and self.socket_path is not None and self.socket_path.is_socket()
+            self._server is not None and self._front is not None and self._front.serving
             and self.manifests is not None and self.manifests.running
         )
 

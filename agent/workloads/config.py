@@ -15,6 +15,9 @@ class WorkloadsConfig:
     enabled: bool = True
     #: the admission API socket; "" = <root_dir>/admission.sock
     socket_path: str = ""
+    #: members of this group may connect to the admission socket (mode 0660) and run pods
+    #: as themselves; "" or a group that does not exist: root only (0600)
+    socket_group: str = "hwagent"
     #: static pod manifests; "" = <root_dir>/manifests
     manifest_dir: str = ""
     #: how often the manifest directory is compared with what is admitted from it

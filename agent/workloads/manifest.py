@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from agent.limits import UID_MAX
-from agent.contracts.pods import APP, INIT, RESTART_POLICIES, ContainerSpec, EnvVar, PodSpec, Resources
+from agent.contracts.pods import APP, INIT, RESTART_POLICIES, ContainerSpec, EnvVar, PodSpec, Resources, RunAs
 from agent.workloads.quantity import QuantityError, parse_quantity, to_milli, to_units
 
 __all__ = [
@@ -74,7 +74,11 @@ _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 #: are still refused (a manifest asking for an image must not run a host binary silently)
 _TOP = {"apiVersion", "kind", "metadata", "spec"}
 _METADATA = {"name", "namespace", "uid", "annotations", "labels"}
-_SPEC = {"containers", "initContainers", "restartPolicy", "terminationGracePeriodSeconds"}
+_SPEC = {"containers", "initContainers", "restartPolicy", "terminationGracePeriodSeconds", "securityContext"}
+_SECURITY = {"runAsUser", "runAsGroup", "supplementalGroups"}
+#: the largest uid/gid Linux has ((uid_t)-1 means "unchanged" to setuid, so it is not one)
+MAX_ID = (1 << 32) - 2
+MAX_GROUPS = 64
 _CONTAINER = {"name", "command", "args", "env", "workingDir", "resources"}
 _RESOURCES = {"requests", "limits"}
 _ENV = {"name", "value"}
@@ -407,6 +411,23 @@ def _container(v: Any, path: str, kind: str, ctx: _Ctx) -> ContainerSpec:
     )
 
 
+def _security(v: Any, path: str, ctx: _Ctx) -> RunAs | None:
+    """``spec.securityContext``: who the pod runs as, as asked (admission decides
+    whether the caller may ask it, and fills in what is left out)."""
+    sc = ctx.fields(v, path, _SECURITY)
+    if not sc:
+        return None
+    uid = None if sc.get("runAsUser") is None else _int(sc["runAsUser"], f"{path}.runAsUser", 0, MAX_ID)
+    gid = None if sc.get("runAsGroup") is None else _int(sc["runAsGroup"], f"{path}.runAsGroup", 0, MAX_ID)
+    raw = sc.get("supplementalGroups") or []
+    if not isinstance(raw, list):
+        raise ManifestError(f"{path}.supplementalGroups", f"must be a list of group ids, got {_kind(raw)}")
+    if len(raw) > MAX_GROUPS:
+        raise ManifestError(f"{path}.supplementalGroups", f"has {len(raw)} items, more than {MAX_GROUPS}")
+    groups = tuple(_int(g, f"{path}.supplementalGroups[{i}]", 0, MAX_ID) for i, g in enumerate(raw))
+    return RunAs(uid, gid, tuple(dict.fromkeys(groups)))
+
+
 def _containers(v: Any, path: str, kind: str, ctx: _Ctx) -> tuple[ContainerSpec, ...]:
     if not isinstance(v, list):
         raise ManifestError(path, f"must be a list of containers, got {_kind(v)}")
@@ -488,6 +509,7 @@ def pod_from_document(
     if restart not in RESTART_POLICIES:
         raise ManifestError("spec.restartPolicy", f"must be one of {', '.join(RESTART_POLICIES)}, got {restart!r}")
     grace = _int(spec.get("terminationGracePeriodSeconds", 30), "spec.terminationGracePeriodSeconds", 0, MAX_GRACE_S)
+    run_as = _security(spec.get("securityContext") or {}, "spec.securityContext", ctx)
     pod = PodSpec(
         name=name,
         namespace=namespace,
@@ -499,6 +521,7 @@ def pod_from_document(
         restart_policy=restart,
         termination_grace_period_s=grace,
         source=source,
+        run_as=run_as,
     )
     return ParsedManifest(pod, tuple(ctx.warnings))
 
@@ -516,6 +539,11 @@ def parse_manifest(
     if new_uid is not None:
         kwargs["new_uid"] = new_uid
     return pod_from_document(doc, **kwargs)
+
+
+def _security_of(r: RunAs) -> dict[str, Any]:
+    sc: dict[str, Any] = {"runAsUser": r.uid, "runAsGroup": r.gid, "supplementalGroups": list(r.groups)}
+    return {k: v for k, v in sc.items() if v is not None and v != []}
 
 
 def manifest_of(pod: PodSpec) -> dict[str, Any]:
@@ -553,6 +581,8 @@ def manifest_of(pod: PodSpec) -> dict[str, Any]:
     }
     if pod.init_containers:
         spec["initContainers"] = [container(c) for c in pod.init_containers]
+    if pod.run_as is not None:
+        spec["securityContext"] = _security_of(pod.run_as)
     meta: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
     if pod.annotations:
         meta["annotations"] = dict(pod.annotations)

@@ -2,6 +2,12 @@
 
 Every handler maps ``AdmissionError`` to its status code and anything else to
 INTERNAL with the exception named, so our own code never answers UNKNOWN.
+
+Every handler asks ``caller_of(context)`` who calls (``agent.workloads.peerfront``
+learns it from the kernel) and holds it to ``agent.workloads.users``: a non-root
+caller's pods run as that caller, and it lists, watches, gets, stops and removes
+its own pods only (another user's pod is NOT_FOUND). A call whose caller is
+unknown is refused (PERMISSION_DENIED) before it reads anything.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from agent.workloads.admission import AdmitResult, Workloads
 from agent.workloads.errors import AdmissionError
 from agent.workloads.registry import ADDED, RegistryEvent
 from agent.workloads.store import PodRecord, record_to_json
+from agent.workloads.users import ROOT, Caller, may_see, not_found
 
 __all__ = ["AdmissionServicer", "pod_message", "current_cpus", "WATCH_QUEUE"]
 
@@ -131,9 +138,28 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
         self,
         workloads: Workloads,
         manifest_errors: Callable[[], Sequence[tuple[str, str]]] = lambda: (),
+        caller_of: Callable[[Any], Caller | None] = lambda context: ROOT,
     ) -> None:
         self.w = workloads
         self.manifest_errors = manifest_errors
+        #: the call's context -> who calls; the default (an in-process server) is root
+        self.caller_of = caller_of
+
+    def _caller(self, context: Any) -> Caller:
+        caller = self.caller_of(context)
+        if caller is None:
+            raise AdmissionError("PERMISSION_DENIED", "unknown caller: connect through the admission socket",
+                                 reason="user")
+        return caller
+
+    def _find(self, context: Any, ref: pb.PodRef) -> PodRecord:
+        """The pod ``ref`` names, if the caller may see it; NOT_FOUND as for a missing one otherwise."""
+        caller = self._caller(context)
+        name, ns = _ref(ref)
+        rec = self.w.find(name, ns)
+        if not may_see(caller, rec.pod.spec):
+            raise not_found(ns, name)
+        return rec
 
     def _device_numa(self, uid: str, container: str, resource: str, dev_id: str) -> Sequence[int]:
         """The device's NUMA nodes as the device manager recorded them at allocation
@@ -173,44 +199,54 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
     @_guard
     async def Admit(self, request: pb.AdmitRequest, context: Any) -> pb.AdmitResponse:
         result = await self.w.admit_manifest(
-            request.manifest, dry_run=request.dry_run, ignore_unknown=request.ignore_unknown_fields
+            request.manifest, dry_run=request.dry_run, ignore_unknown=request.ignore_unknown_fields,
+            caller=self._caller(context),
         )
         return self._admit_response(result)
 
     @_guard
     async def Remove(self, request: pb.RemoveRequest, context: Any) -> pb.RemoveResponse:
-        name, ns = _ref(request.pod)
-        rec = await self.w.remove(name, ns)
+        rec = self._find(context, request.pod)
+        rec = await self.w.remove(rec.pod.spec.name, rec.pod.spec.namespace)
         return pb.RemoveResponse(pod=self._pod(rec))
 
     @_guard
     async def Stop(self, request: pb.StopRequest, context: Any) -> pb.StopResponse:
-        name, ns = _ref(request.pod)
         grace = request.grace_seconds if request.HasField("grace_seconds") else None
         if grace is not None and not 0 <= grace <= 86400:
             raise AdmissionError("INVALID_ARGUMENT", f"grace_seconds must be in 0..86400, got {grace:g}", "bad_request")
-        rec = await self.w.stop(name, ns, grace)
+        rec = self._find(context, request.pod)
+        rec = await self.w.stop(rec.pod.spec.name, rec.pod.spec.namespace, grace)
         return pb.StopResponse(pod=self._pod(rec))
 
     @_guard
     async def List(self, request: pb.ListRequest, context: Any) -> pb.ListResponse:
-        recs = sorted(self.w.registry.records(), key=lambda r: (r.pod.spec.namespace, r.pod.spec.name))
+        caller = self._caller(context)
+        recs = sorted((r for r in self.w.registry.records() if may_see(caller, r.pod.spec)),
+                      key=lambda r: (r.pod.spec.namespace, r.pod.spec.name))
+        # the static manifest files are root's (their paths and errors too)
+        errors = self.manifest_errors() if caller.root else ()
         return pb.ListResponse(
             pods=[self._pod(r) for r in recs],
-            manifest_errors=[pb.ManifestFileError(path=p, error=e) for p, e in self.manifest_errors()],
+            manifest_errors=[pb.ManifestFileError(path=p, error=e) for p, e in errors],
         )
 
     @_guard
     async def Get(self, request: pb.GetRequest, context: Any) -> pb.GetResponse:
-        name, ns = _ref(request.pod)
-        return pb.GetResponse(pod=self._pod(self.w.find(name, ns)))
+        return pb.GetResponse(pod=self._pod(self._find(context, request.pod)))
 
     async def Watch(self, request: pb.WatchRequest, context: Any):
+        try:
+            caller = self._caller(context)
+        except AdmissionError as e:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, e.message)
         queue: asyncio.Queue[RegistryEvent | None] = asyncio.Queue(WATCH_QUEUE)
         overflow = False
 
         def listener(ev: RegistryEvent) -> None:
             nonlocal overflow
+            if not may_see(caller, ev.record.pod.spec):
+                return
             try:
                 queue.put_nowait(ev)
             except asyncio.QueueFull:
@@ -221,6 +257,8 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
         try:
             if request.initial:
                 for rec in registry.records():
+                    if not may_see(caller, rec.pod.spec):
+                        continue
                     yield pb.WatchEvent(type=ADDED, pod=self._pod(rec), time=rec.pod.admitted_at)
             while True:
                 ev = await queue.get()

@@ -108,7 +108,7 @@ def test_start_narrows_an_older_root_dirs_runtime_and_log_dirs(tmp_path):
     root_mode = _mode(tmp_path)
     prepare_dirs(tmp_path)
     assert {d: _mode(tmp_path / d) for d in ("runtime", "runtime/u1", "logs", "logs/default_web")} == {
-        "runtime": 0o700, "runtime/u1": 0o700, "logs": 0o700, "logs/default_web": 0o700}
+        "runtime": 0o700, "runtime/u1": 0o700, "logs": 0o711, "logs/default_web": 0o700}
     assert _mode(tmp_path) == root_mode and (tmp_path / "logs" / "default_link").is_symlink()
 
 
