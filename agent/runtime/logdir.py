@@ -22,11 +22,13 @@ import contextlib
 import os
 import stat
 from pathlib import Path
-
-from agent.contracts.pods import RunAs
+from typing import TYPE_CHECKING
 
 from agent.diskname import disk_name
 from agent.safepath import open_dir, open_file, opened_dir
+
+if TYPE_CHECKING:  # an annotation only: `hwagent logs` must not import the contracts (test_cli_imports)
+    from agent.contracts.pods import RunAs
 
 __all__ = ["LOGS", "DIR_MODE", "LOGS_MODE", "log_dir", "log_dir_name", "log_file_name", "prepare_log_file"]
 
