@@ -16,6 +16,7 @@ enforcer's next pass)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -31,7 +32,9 @@ from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.cpuset import CPUSet
 from agent.rootpaths import POD_RESOURCES, POD_RESOURCES_SOCKET
 from tests.integration.daemon.test_lifecycle import Daemon
-from tests.integration.runtime.test_end_to_end import cli, status_field, subtree  # noqa: F401 - fixture
+from tests.cgroup_support import rmdir_cgroup_tree
+from tests.integration.runtime.conftest import subtree_name
+from tests.integration.runtime.test_end_to_end import cli, status_field
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.root]
 
@@ -134,14 +137,26 @@ class Node:
 
 
 @pytest.fixture
-def node(tmp_path, subtree):  # noqa: F811 - the fixture imported above
+def node(tmp_path):
+    """A node on a test-owned subtree; afterwards its daemons are killed, then every
+    workload left in the subtree (they outlive a killed daemon), and the subtree is
+    removed, waiting for the killed tasks to leave (an rmdir right after SIGKILL is EBUSY)."""
     if os.geteuid() != 0:
         pytest.skip("needs root")
     if not Path("/sys/fs/cgroup/cpuset/cpuset.cpus").is_file():
         pytest.skip("needs the v1 cpuset controller (hybrid or v1 hierarchy)")
-    n = Node(tmp_path, subtree)
+    n = Node(tmp_path, subtree_name())
     yield n
     n.cleanup()
+    for ctl in Path("/sys/fs/cgroup").iterdir():
+        base = ctl / n.subtree.lstrip("/")
+        if not base.is_dir():
+            continue
+        for p, _dirs, _files in os.walk(base):
+            for pid in Path(p, "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+        rmdir_cgroup_tree(base, tries=200, pause_s=0.02)
 
 
 def _allowed(pid: int) -> CPUSet | None:
