@@ -48,14 +48,14 @@ pod's CPUs and devices.
 The values in the signatures (allocation records, hints, requests, pod status,
 plugin states) live in this package's own modules, below every owner, so a
 consumer depends on the contract and never on a producer's package
-(tests/unit/test_contracts.py checks it; pressure's ``Eviction`` is the one left).
+(tests/unit/test_contracts.py checks it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from agent.contracts.component import Component, ComponentFactory, DaemonContext, Deferred, HandleKey
 
@@ -67,11 +67,8 @@ from agent.contracts.placement import Placement
 from agent.contracts.plugins import PluginState
 from agent.contracts.poddirectory import PodDirectory
 from agent.contracts.pods import AdmittedPod, PodStatus
-from agent.contracts.pressure import Container
+from agent.contracts.pressure import Container, Eviction
 from agent.cpuset import CPUSet
-
-if TYPE_CHECKING:
-    from agent.pressure.eviction import Eviction
 
 __all__ = [
     "Component",

@@ -59,7 +59,8 @@ from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
 from agent.kubelet.config import KUBELET_SECTION, KubeletConfig
 from agent.kubelet.pressure_signal import NOT_MET, Candidate, PoolWatch
-from agent.pressure.eviction import Eviction, EvictionPolicy
+from agent.contracts.pressure import Eviction
+from agent.pressure.eviction import EvictionPolicy
 from agent.tasks import cancel_and_wait
 
 log = get_logger("hwagent.kubelet")

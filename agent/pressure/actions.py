@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.eventlog import get_logger
-from agent.pressure.eviction import Eviction
+from agent.contracts.pressure import Eviction
 
 log = get_logger("hwagent.pressure")
 

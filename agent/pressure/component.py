@@ -35,7 +35,7 @@ from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
 from agent.pressure.config import PRESSURE_SECTION, PressureConfig
 from agent.pressure.engine import LIVE_SETTINGS, Loaded, PressureEngine, TickResult
-from agent.pressure.eviction import Eviction
+from agent.contracts.pressure import Eviction
 from agent.pressure.metrics import PressureCollector
 from agent.tasks import cancel_and_wait
 

@@ -22,7 +22,8 @@ from agent.pressure.actions import EvictionRecord, ReportEviction
 from agent.cgroups.hierarchy import CgroupIndex, Hierarchy, detect_hierarchy, relative_cgroup_path
 from agent.cgroups.mounts import cgroup_mounts
 from agent.pressure.config import PressureConfig
-from agent.pressure.eviction import Eviction, EvictionPolicy, PressureEvaluator, container_from_record
+from agent.contracts.pressure import Eviction
+from agent.pressure.eviction import EvictionPolicy, PressureEvaluator, container_from_record
 from agent.contracts.pressure import Container
 from agent.pressure.health import HealthChange, HealthDriver, HealthPolicy, HealthTracker
 from agent.contracts.hist import Histogram

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.contracts.pressure import Container, normalize_qos
+from agent.contracts.pressure import Container, Eviction, normalize_qos
 from agent.cpuset import CPUSet
 
 __all__ = [
@@ -83,19 +83,6 @@ class EvictionPolicy:
     def needed(self) -> int:
         """Samples over a threshold needed inside the window."""
         return max(1, math.ceil(self.met_fraction * self.window_s / self.interval_s - 1e-9))
-
-
-@dataclass(frozen=True)
-class Eviction:
-    pod_uid: str
-    pod_namespace: str
-    pod_name: str
-    containers: tuple[str, ...]
-    pool: str
-    reason: str  # "cpu_pressure_soft" | "cpu_pressure_hard"
-    signal: str  # "runqueue_delay"
-    at: float
-    evidence: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 from agent.cgroups.paths import mount_suffixes
 from agent.contracts import PodRuntime
 from agent.eventlog import get_logger
-from agent.pressure.eviction import Eviction
+from agent.contracts.pressure import Eviction
 
 __all__ = ["RuntimeEviction", "eviction_message"]
 

@@ -116,11 +116,8 @@ def foreign_types(protocols: typing.Iterable[type]) -> list[str]:
 FRAMEWORK = frozenset({"Component", "Deferred"})
 
 #: Members that still hand out an owner's object, named exactly (a new one fails, and
-#: so does one that is gone but still listed): ``Evictor.execute`` takes pressure's
-#: ``Eviction`` record (a value still in agent/pressure/eviction.py).
-KNOWN_FOREIGN = frozenset({
-    "Evictor.execute(): unresolved Eviction",
-})
+#: so does one that is gone but still listed): none left.
+KNOWN_FOREIGN: frozenset[str] = frozenset()
 
 
 def exported_protocols() -> list[type]:

@@ -13,7 +13,7 @@ import pytest
 from agent.contracts import DaemonContext
 from agent.config import section_defaults
 from agent.contracts import EVICTOR, RUNTIME, WORKLOADS
-from agent.pressure.eviction import Eviction
+from agent.contracts.pressure import Eviction
 from agent.runtime.component import RuntimeComponent, factory
 from agent.runtime.eviction import RuntimeEviction
 from agent.topology.model import synthetic

@@ -17,7 +17,7 @@ from agent.config import section_defaults
 from agent.kubelet.config import KubeletConfig
 from agent.kubelet.evictionplugin import EvictionPluginComponent, KatalystDecides
 from agent.pressure.engine import PressureEngine
-from agent.pressure.eviction import Eviction
+from agent.contracts.pressure import Eviction
 from agent.runtime.eviction import RuntimeEviction
 from agent.contracts.pods import PodPhase, PodStatus
 from tests.unit.workloads.admission_node import MACHINES, Node
