@@ -175,6 +175,13 @@ def _check_union(value: Any, tp: Any, where: str) -> Any:
             return _check_type(value, arm, where)
         except ConfigError as e:
             errors.append(str(e))
+    if len(errors) > 1:
+        # name every form that would fit ("an integer or \"auto\""), not only the first arm's
+        parts = [e.removeprefix(f"{where}: ") for e in errors]
+        if all(", got " in p for p in parts):
+            wants = " or ".join(p.rsplit(", got ", 1)[0] for p in parts)
+            raise ConfigError(f"{where}: {wants}, got {parts[-1].rsplit(', got ', 1)[1]}")
+        raise ConfigError(f"{where}: " + "; or ".join(parts))
     raise ConfigError(errors[0] if errors else f"{where}: unexpected value {value!r}")
 
 

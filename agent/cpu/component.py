@@ -28,7 +28,7 @@ from agent.contracts import ACTIVE_PODS, CPU_POLICY, ActivePods, Deferred
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups
 from agent.contracts import DaemonContext
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
-from agent.cpu.config import CPUConfig, CPU_SECTION
+from agent.cpu.config import CPUConfig, CPU_SECTION, reclaim_min_for
 from agent.cpu.durable import DurablePolicy
 from agent.cpu.enforce import CheckReport, Enforcer
 from agent.cpu.metrics import (
@@ -51,11 +51,13 @@ __all__ = ["CPUPolicyComponent", "create", "options_from_config", "socket_path_f
 log = get_logger("hwagent.cpu")
 
 
-def options_from_config(cfg: CPUConfig) -> PolicyOptions:
+def options_from_config(cfg: CPUConfig, online: int) -> PolicyOptions:
+    """The policy's options on a machine with ``online`` CPUs ("auto" values resolved here,
+    where the topology is known)."""
     return PolicyOptions(
         reserved_count=cfg.reserved_cpus,
         reserved_list=cfg.reserved_list(),
-        reclaim_min=cfg.reclaim_min_cpus,
+        reclaim_min=reclaim_min_for(cfg, online),
         enable_reclaim=cfg.enable_reclaim,
         transition_period_s=cfg.transition_period_s,
         debug_annotation_keys=tuple(cfg.debug_annotation_keys),
@@ -118,7 +120,7 @@ class CPUPolicyComponent:
         except CheckpointError as e:
             raise RuntimeError(str(e)) from None
         try:
-            policy = DynamicPolicy(ctx.topology, options_from_config(self.cfg), state=state, clock=self.clock)
+            policy = DynamicPolicy(ctx.topology, options_from_config(self.cfg, len(ctx.topology.online)), state=state, clock=self.clock)
         except ValueError as e:
             raise RuntimeError(f"cpu policy cannot start: {e}") from None
         if self.cfg.enforce_cgroups:
@@ -147,6 +149,7 @@ class CPUPolicyComponent:
             self._tasks.append(loop.create_task(self._every(self.cfg.cpu_idle_interval_s, self.cpu_idle_once)))
         log.info(
             "cpu policy started", socket=self.socket_path, mode=ctx.mode, reserved=policy.reserved,
+            reclaim_min=policy.options.reclaim_min,
             containers=len(policy.state.containers()), enforcement=self.fs.layout.mode if self.fs else "off",
         )
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 from agent.cpuset import CPUSet, CPUSetError
 from agent.config import SectionKey
 
-__all__ = ["CPU_SECTION", "CPUConfig"]
+__all__ = ["CPU_SECTION", "CPUConfig", "RECLAIM_MIN_AUTO_CAP", "reclaim_min_for"]
+
+#: what "auto" gives a machine with CPUs to spare: upstream's reservedReclaimedCPUsSize
+RECLAIM_MIN_AUTO_CAP = 4
 
 
 @dataclass(frozen=True)
@@ -18,8 +22,9 @@ class CPUConfig:
     reserved_cpus: int = 0
     #: explicit reserved list ("0,2"); wins over reserved_cpus when set
     reserved_cpu_list: str = ""
-    #: smallest size of the reclaim pool (upstream reservedReclaimedCPUsSize)
-    reclaim_min_cpus: int = 4
+    #: smallest size of the reclaim pool (upstream reservedReclaimedCPUsSize, 4);
+    #: "auto" = 4, or the online CPUs not reserved when fewer, resolved at start
+    reclaim_min_cpus: int | Literal["auto"] = "auto"
     #: false (upstream default): idle CPUs beyond reclaim_min_cpus go to shared pools
     enable_reclaim: bool = False
     #: how long a new shared container runs on all shared CPUs before joining its pool
@@ -54,8 +59,8 @@ class CPUConfig:
                 CPUSet.parse(self.reserved_cpu_list)
             except CPUSetError as e:
                 raise ValueError(f"reserved_cpu_list: {e}") from None
-        if self.reclaim_min_cpus < 0:
-            raise ValueError("reclaim_min_cpus must be >= 0")
+        if self.reclaim_min_cpus != "auto" and self.reclaim_min_cpus < 0:
+            raise ValueError('reclaim_min_cpus must be >= 0 or "auto"')
         for name in ("transition_period_s", "residual_cleanup_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
@@ -67,6 +72,21 @@ class CPUConfig:
 
     def reserved_list(self) -> CPUSet | None:
         return CPUSet.parse(self.reserved_cpu_list) if self.reserved_cpu_list else None
+
+
+def reclaim_min_for(cfg: CPUConfig, online: int) -> int:
+    """The reclaim pool's minimum on a machine with ``online`` CPUs.
+
+    Upstream's 4 is sized for big nodes; on a small box (2 CPUs, a VM) it cannot
+    apply, and the embedded defaults must fit whatever machine they start on. So
+    "auto" takes 4 or the CPUs the reserve leaves, whichever is fewer; a number
+    the operator wrote is kept as written (the start-up check names it when it
+    cannot apply).
+    """
+    if cfg.reclaim_min_cpus != "auto":
+        return cfg.reclaim_min_cpus
+    reserved = len(cfg.reserved_list() or ()) if cfg.reserved_cpu_list else cfg.reserved_cpus
+    return max(0, min(RECLAIM_MIN_AUTO_CAP, online - reserved))
 
 
 #: ``config[CPU_SECTION]``, the [cpu] section

@@ -24,7 +24,8 @@ def config_warnings(config: Config, topo: Topology, cgroup_root_exists: bool | N
     online = len(topo.online)
     cpu = config[CPU_SECTION]
     if cpu.enabled:
-        if cpu.reclaim_min_cpus > online:
+        # "auto" resolves to what the machine has; only a number the operator wrote can be too big
+        if cpu.reclaim_min_cpus != "auto" and cpu.reclaim_min_cpus > online:
             out.append(
                 f"cpu.reclaim_min_cpus = {cpu.reclaim_min_cpus} is above the {online} online CPUs: "
                 "the reclaim pool gets every CPU nothing else holds, never its minimum"

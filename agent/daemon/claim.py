@@ -112,7 +112,7 @@ def managed_claim(config: Any, topology: Topology, pid: int) -> Claim:
     if cpu.enabled:
         idx = TopoIndex(topology)
         try:
-            reserved = reserved_cpus(idx, options_from_config(cpu))
+            reserved = reserved_cpus(idx, options_from_config(cpu, len(idx.all)))
         except ValueError:
             reserved = CPUSet()
         cpus = idx.all_cpuset - reserved

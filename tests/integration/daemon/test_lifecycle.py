@@ -277,6 +277,21 @@ def test_run_ready_scrape_sigterm(tmp_path, systemd, daemons):
     assert re.search(r'msg="mode resolved" mode=standalone why=', log)
     assert re.search(r'msg="metrics endpoint listening" address=127\.0\.0\.1:\d+', log)
     assert 'msg="hwagent stopped" clean=true' in lines[-1]
+    # the embedded defaults fit this machine: the reclaim minimum is the CPUs there are, at most 4
+    assert "config value cannot apply" not in log, log
+    want = min(4, len(topo.online))
+    assert re.search(rf'msg="cpu policy started" .*reclaim_min={want}\b', log), log
+
+
+def test_embedded_defaults_fit_this_machine(tmp_path, systemd, daemons):
+    """No --config: the embedded defaults start without a 'config value cannot apply' warning
+    on whatever machine runs the test (on 2 CPUs the reclaim minimum used to be 4)."""
+    d = daemons(tmp_path, env={"NOTIFY_SOCKET": systemd.env_value}, components=(f"{M}:alpha",))
+    systemd.wait_for("READY", d.proc)
+    assert d.stop(signal.SIGTERM) == 0
+    log = d.log()
+    assert 'config="embedded defaults"' in log, log
+    assert "config value cannot apply" not in log, log
 
 
 def test_sigint_with_components_leaves_nothing(tmp_path, daemons):

@@ -28,3 +28,11 @@ def test_reserving_every_cpu_and_a_missing_cgroup_root_warn():
     assert len(warnings) == 2
     assert any("reserved_cpus = 4" in w for w in warnings)
     assert any("/nonexistent/cg" in w for w in warnings)
+
+
+def test_defaults_on_a_two_cpu_machine_warn_nothing():
+    # "auto" resolves to the CPUs there are; only an explicit minimum above them is named
+    topo = synthetic(sockets=1, numa_per_socket=1, cores_per_numa=2, threads_per_core=1)
+    assert config_warnings(loads(""), topo, cgroup_root_exists=True) == []
+    one = synthetic(sockets=1, numa_per_socket=1, cores_per_numa=1, threads_per_core=1)
+    assert config_warnings(loads(""), one, cgroup_root_exists=True) == []

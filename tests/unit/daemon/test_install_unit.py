@@ -33,4 +33,4 @@ def test_commented_defaults_change_nothing():
     text = commented_defaults()
     assert loads(text).as_dict() == section_defaults().as_dict()
     # every setting is there to uncomment
-    assert "# reclaim_min_cpus = 4" in text and "[cpu]" in text
+    assert '# reclaim_min_cpus = "auto"' in text and "[cpu]" in text
