@@ -50,24 +50,53 @@ class Registry:
         self._reserved_uids: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
         self.listeners: list[Callable[[RegistryEvent], None]] = []
-        #: active_pod_uids(), rebuilt after a change (the device manager asks on every hint and allocation)
+        #: uid -> QoS of every record not terminated, and how many per QoS: kept per
+        #: change, so no answer walks every record (issue 24)
+        self._live: dict[str, str] = {}
+        self._qos_counts: dict[str, int] = {}
+        #: active_pod_uids() as last answered; None after a change (the device manager
+        #: asks on every hint and allocation)
         self._active: frozenset[str] | None = None
 
     # --- start ----------------------------------------------------------------------
 
     def restore(self, records: list[PodRecord]) -> None:
         for r in records:
-            self._records[r.uid] = r
-            self._active = None
+            self._set(r.uid, r)
             self._by_key[r.key] = r.uid
+
+    def _set(self, uid: str, rec: PodRecord | None) -> None:
+        """Put (or, with None, drop) a record, keeping the live set and counts."""
+        if rec is None:
+            self._records.pop(uid, None)
+        else:
+            self._records[uid] = rec
+        was = self._live.pop(uid, None)
+        if was is not None:
+            n = self._qos_counts[was] - 1
+            if n:
+                self._qos_counts[was] = n
+            else:
+                del self._qos_counts[was]
+        if rec is not None and not rec.status.phase.terminal:
+            q = rec.pod.qos
+            self._live[uid] = q
+            self._qos_counts[q] = self._qos_counts.get(q, 0) + 1
+        self._active = None
 
     # --- reading (the WorkloadRegistry / ActivePods side) -----------------------------
 
     def active_pod_uids(self) -> frozenset[str]:
+        """Pods not terminated, and those being admitted. The answer is a frozen copy
+        (the contract's), made from the live set kept per change when first asked
+        after one: a copy in C, not a pass over every record in Python."""
         if self._active is None:
-            live = {u for u, r in self._records.items() if not r.status.phase.terminal}
-            self._active = frozenset(live | self._reserved_uids)
+            self._active = frozenset(self._live).union(self._reserved_uids)
         return self._active
+
+    def live_qos_counts(self) -> dict[str, int]:
+        """How many pods not terminated there are per QoS (the admitted-pods gauge)."""
+        return dict(self._qos_counts)
 
     def get(self, uid: str) -> AdmittedPod | None:
         r = self._records.get(uid)
@@ -148,14 +177,12 @@ class Registry:
         """Record an admission. On a write failure nothing is recorded and the error propagates."""
         key, uid = pod.spec.key, pod.uid
         rec = self._event(PodRecord(pod, PodStatus(reason=ADMITTED)), line)
-        self._records[uid] = rec
+        self._set(uid, rec)
         self._by_key[key] = uid
-        self._active = None
         try:
             await self._write(uid)
         except BaseException:
-            self._records.pop(uid, None)
-            self._active = None
+            self._set(uid, None)
             if self._by_key.get(key) == uid:
                 del self._by_key[key]
             # the rename may have happened before a later step failed (the directory fsync):
@@ -187,25 +214,23 @@ class Registry:
         new = dataclasses.replace(rec, **changes)  # type: ignore[arg-type]
         if line:
             new = self._event(new, line)
-        self._records[uid] = new
-        self._active = None
+        self._set(uid, new)
         await self._write(uid)
         self._emit(MODIFIED, new)
         return new
 
     async def delete(self, uid: str) -> PodRecord | None:
-        rec = self._records.pop(uid, None)
-        self._active = None
+        rec = self._records.get(uid)
         if rec is None:
             return None
+        self._set(uid, None)
         if self._by_key.get(rec.key) == uid:
             del self._by_key[rec.key]
         try:
             await self._write(uid)
         except BaseException:
-            self._records[uid] = rec
+            self._set(uid, rec)
             self._by_key[rec.key] = uid
-            self._active = None
             raise
         self._emit(DELETED, rec)
         return rec
