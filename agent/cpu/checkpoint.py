@@ -43,7 +43,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from agent.cpu.pools import sync_sidecars
 from agent.cpu.state import Change, Key, PolicyState, repoint_followers, validate_entry, validate_state
 from agent.contracts.cpu import AllocationInfo, _cpuset_json
 from agent.cpuset import CPUSet
@@ -77,12 +76,22 @@ def _checksum(version: int, policy: str, data: Any, seq: int | None = None) -> s
 _dumps = partial(canonical_str, ensure_ascii=True)
 
 
+def _entry_text(state: PolicyState, uid: str, pod: dict[str, AllocationInfo], a: AllocationInfo) -> str:
+    """Canonical JSON of the stored entry ``a`` as it resolves now. The text
+    around its cpuset is kept on the stored entry, so a pool member that moves
+    re-joins it around the new cpuset instead of being encoded again."""
+    if "_encp" not in a.__dict__:
+        a.encoded()
+    return state.resolve(uid, pod, a).encoded()
+
+
 def _data_json(state: PolicyState) -> str:
     """Canonical JSON of ``state.to_json()``, assembled from per-entry cached
     encodings (byte-identical to ``canonical_json(state.to_json(), ensure_ascii=True)``)."""
     pods = ",".join(
-        _dumps(uid) + ":{" + ",".join(_dumps(c) + ":" + a.encoded() for c, a in sorted(pod.items())) + "}"
-        for uid, pod in sorted(state.entries.items())
+        _dumps(uid) + ":{" + ",".join(_dumps(c) + ":" + _entry_text(state, uid, pod, a)
+                                      for c, a in sorted(pod.items())) + "}"
+        for uid, pod in sorted(state.stored.items())
     )
     pools = _dumps({k: str(v) for k, v in state.pools.items()})
     return '{"pod_entries":{' + pods + '},"pools":' + pools + "}"
@@ -137,11 +146,12 @@ def encode_change(old: PolicyState, new: PolicyState, change: Change) -> bytes:
     puts: list[str] = []
     drop: list[Key] = []
     for uid, c in change.put:
-        a = new.get(uid, c)
-        if a is None:
+        pod = new.stored.get(uid)
+        a = None if pod is None else pod.get(c)
+        if pod is None or a is None:
             drop.append((uid, c))
         else:
-            puts.append(a.encoded())
+            puts.append(_entry_text(new, uid, pod, a))
     parts = ['"put":[' + ",".join(puts) + "]"]
     if drop:
         parts.append('"drop":' + _dumps([list(k) for k in drop]))
@@ -171,7 +181,7 @@ class Replay:
         st = self.state
         if self.basis is not None and self.basis_pools is not None:
             st = repoint_followers(st, self.basis_pools, self.basis[0], self.basis[1], self.explicit)
-        return sync_sidecars(st)
+        return st
 
 
 def _cpuset(v: Any, what: str) -> CPUSet:
@@ -218,7 +228,7 @@ def apply_record(r: Replay, payload: bytes) -> Replay:
     for a in puts:
         st = st.with_entry(a)
     if pools is not None:
-        st = st._derived(st.entries, st.__dict__.get("_ix"), pools)
+        st = st.with_pools(pools)
     if basis is not None:
         r.basis, r.basis_pools = basis, st.pools
         r.explicit = set()

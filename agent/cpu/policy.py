@@ -18,7 +18,7 @@ from agent.cpu.calculator import TopoIndex, take_by_topology, take_ht_by_numa_ba
 from agent.cpu.errors import FAILED_PRECONDITION, NOT_FOUND, PolicyError, RESOURCE_EXHAUSTED, invalid
 from agent.cpu.hints import calculate_hints, min_numa_count
 from agent.contracts.placement import Placement, placement_of
-from agent.cpu.pools import PoolOptions, adjust, init_pools, shared_available, sync_sidecars
+from agent.cpu.pools import PoolOptions, adjust, init_pools, shared_available
 from agent.cpu.qos import (
     DEDICATED,
     DEDICATED_OWNER,
@@ -100,14 +100,13 @@ class DynamicPolicy:
                     f"checkpointed cpuset {a.cpuset} of {a.pod_uid}/{a.container_name} has cpus this machine "
                     f"does not have online ({online}); the topology changed under the checkpoint"
                 )
-        return sync_sidecars(init_pools(self.idx, st, self.reserved, self.pool_opts))
+        return init_pools(self.idx, st, self.reserved, self.pool_opts)
 
     def _commit(self, st: PolicyState, put: tuple[tuple[str, str], ...] = (), drop_pods: tuple[str, ...] = ()) -> None:
         old = self._state
-        st = sync_sidecars(st)
         if st is old:
             return
-        ob, nb = old.__dict__.get("_ix"), st.__dict__.get("_ix")
+        ob, nb = old._ix, st._ix
         adjusted = nb is not None and nb.basis is not None and (ob is None or nb.basis is not ob.basis)
         self.last_change = Change(put=put, drop_pods=drop_pods, adjusted=adjusted)
         self._state = st
@@ -227,7 +226,6 @@ class DynamicPolicy:
             st = base.with_entry(replace(entry, cpuset=CPUSet(self.idx.all)))
         else:  # pragma: no cover - parse_qos rejects anything else
             raise invalid("unknown_qos", f"unknown QoS level {qos.level!r}")
-        st = sync_sidecars(st)  # as _commit does, so the answer is the committed entry
         got = st.get(req.pod_uid, req.container_name)
         assert got is not None
         return AllocateResult(got, qos.labels, qos.annotations, hint=req.hint), st
@@ -315,11 +313,13 @@ class DynamicPolicy:
         periodic loop so standalone mode converges). True when state changed."""
         now = self.clock()
         st = self._state
-        due = [
-            a for a in st.containers() if a.ramp_up and now >= a.init_timestamp + self.options.transition_period_s
-        ]
-        if not due:
+        period = self.options.transition_period_s
+        # ramp-up and timestamps are stored as written (a re-size changes cpusets only): scan those
+        due_keys = [(uid, c) for uid, pod in st.stored.items() for c, a in pod.items()
+                    if a.ramp_up and now >= a.init_timestamp + period]
+        if not due_keys:
             return False
+        due = [a for a in (st.get(uid, c) for uid, c in due_keys) if a is not None]
         for a in due:
             if a.qos_level == SHARED:
                 pool = a.annotations.get("cpuset_pool", DEFAULT_POOL)

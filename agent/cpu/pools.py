@@ -1,7 +1,8 @@
 """Pool sizing and entry refresh (upstream adjustAllocationEntries without an
 advisor): shared pools sized from the requests of their members, reclaim takes
 the rest (at least ``reclaim_min``), and every shared/reclaimed container is
-pointed at its pool's cpuset.
+pointed at its pool's cpuset, by reference (``state.PolicyState``: the members
+resolve to the last re-size's targets when read, sidecars to their main's).
 
 Dedicated containers without numa_binding are refused at admission, so the
 upstream "isolation"/"fallback" branches have nothing to place and are absent.
@@ -10,16 +11,15 @@ upstream "isolation"/"fallback" branches have nothing to place and are absent.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from agent.cpu.calculator import TopoIndex, take_by_numa_balance_from
 from agent.cpu.errors import PolicyError, RESOURCE_EXHAUSTED
-from agent.cpu.qos import RECLAIM_POOL, RESERVE_POOL
-from agent.cpu.state import Basis, PolicyState
+from agent.cpu.qos import RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED
+from agent.cpu.state import Basis, Key, PMap, PolicyState, StateIndex
 from agent.cpuset import CPUSet
 
-__all__ = ["PoolOptions", "bound_numas", "shared_available", "adjust", "init_pools", "sync_sidecars"]
+__all__ = ["PoolOptions", "bound_numas", "shared_available", "adjust", "init_pools"]
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,11 @@ def shared_available(idx: TopoIndex, st: PolicyState, reserved: CPUSet) -> CPUSe
 
 
 def _pool_quantities(st: PolicyState) -> dict[str, int]:
-    """Whole CPUs each referenced shared pool asks for. ``math.fsum`` is exact
-    whatever the order members joined in (a running sum would depend on it)."""
+    """Whole CPUs each referenced shared pool asks for, from the index's exact
+    sums (``float`` of the exact sum is ``math.fsum`` of the members: the same
+    whatever the order members joined in, and no pass over them)."""
     # a referenced pool never drops to 0 CPUs: an empty cpuset cannot be written
-    return {p: max(1, math.ceil(round(math.fsum(q.values()), 6))) for p, q in st.index().qty.items()}
+    return {p: max(1, math.ceil(round(float(q), 6))) for p, q in st.index().qty_sum.items()}
 
 
 def _sizes(quant: dict[str, int], avail: int, opts: PoolOptions) -> dict[str, int] | None:
@@ -111,17 +112,16 @@ def init_pools(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOpti
             if name not in (RESERVE_POOL, RECLAIM_POOL):
                 avail = avail - cpus
         pools[RECLAIM_POOL] = _reclaim(idx, CPUSet(), avail, reserved, opts)
-    return replace(st, pools=pools)
+    return st.with_pools(pools)
 
 
 def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions) -> PolicyState:
     """Recompute every pool, and point every shared/reclaimed/system container
     at its target cpuset.
 
-    Only followers that may differ from their target are visited: those of a
-    pool (or the ramp-up set) whose cpuset moved since the last adjustment,
-    and those added or changed since (``StateIndex.touched``). The others
-    already hold the last adjustment's value, which is still the target."""
+    Members are pointed by reference: the new targets become the index's basis,
+    which every member resolves to when read (``PolicyState.resolve``), so a
+    re-size costs the same with 10 members or 10,000 (issue 24)."""
     ix = st.index()
     avail = shared_available(idx, st, reserved)
     quant = _pool_quantities(st)
@@ -143,72 +143,28 @@ def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions)
             pools[p] = CPUSet(take_by_numa_balance_from(idx, left, sizes[p]))
         remaining = CPUSet(left)
     pools[RECLAIM_POOL] = _reclaim(idx, remaining, avail, reserved, opts)
-    all_cpus = idx.all_cpuset
-    basis = ix.basis
-    touched = ix.touched
-    entries = dict(st.entries)
-    fresh: set[str] = set()  # pods whose dict is already this state's own copy
+    return PolicyState(pools=pools, entries=st.stored).with_index(_rebased(st, ix, pools, avail, idx.all_cpuset))
 
-    def repoint(members: dict[tuple[str, str], None], old: CPUSet | None, target: CPUSet, ramp: bool) -> None:
-        if basis is not None and old is not None and old == target:
-            keys: Iterable[tuple[str, str]] = _among(touched, members)  # the pool did not move
-            stale = False
-        else:
-            keys = members
-            # untouched members hold the basis value, so they differ from target
-            stale = basis is not None and old is not None
-        for key in keys:
-            uid, c = key
-            pod = entries[uid]
-            a = pod[c]
-            if not stale or key in touched:
-                cs = a.cpuset
-                if (cs is target or cs == target) and (not ramp or a.owner_pool_name == ""):
-                    continue
-            if uid not in fresh:
-                pod = entries[uid] = dict(pod)
-                fresh.add(uid)
-            pod[c] = a.evolve(cpuset=target, owner_pool_name="") if ramp else a.with_cpuset(target)
 
-    for name, members in ix.follow.items():
-        target = pools.get(name)
-        if target is not None:
-            repoint(members, basis.pools.get(name) if basis is not None else None, target, False)
-    repoint(ix.ramp, basis.ramp if basis is not None else None, avail, True)
-    repoint(ix.system, basis.all_cpus if basis is not None else None, all_cpus, False)
+def _rebased(st: PolicyState, ix: StateIndex, pools: dict[str, CPUSet], ramp: CPUSet, all_cpus: CPUSet) -> StateIndex:
+    """``ix`` with the re-size's targets as its basis: every member resolves to
+    them from now on (no member is visited). A pool the re-size dropped keeps its
+    earlier target for members that held it, and a member written since the last
+    re-size keeps its own cpuset (it stays ``touched``), as it would have kept
+    either had the re-size rewritten members one by one."""
+    old = ix.basis
+    targets = pools
+    if old is not None:
+        gone = {p: t for p, t in old.pools.items() if p not in pools}
+        if gone:
+            targets = {**gone, **pools}
+    keep: dict[Key, None] = {}
+    for key in ix.touched:
+        a = st.stored[key[0]][key[1]]
+        if a.qos_level in (SHARED, RECLAIMED) and not a.ramp_up and not a.is_sidecar \
+                and a.owner_pool_name not in pools:
+            keep[key] = None
     new_ix = ix.copy()
-    new_ix.basis = Basis(pools=pools, ramp=avail, all_cpus=all_cpus)
-    new_ix.touched = {}
-    return sync_sidecars(PolicyState(pools=pools, entries=entries).with_index(new_ix))
-
-
-def _among(touched: dict[tuple[str, str], None], members: dict[tuple[str, str], None]) -> list[tuple[str, str]]:
-    if len(touched) < len(members):
-        return [k for k in touched if k in members]
-    return [k for k in members if k in touched]
-
-
-def sync_sidecars(st: PolicyState) -> PolicyState:
-    """Sidecars follow their pod's main container (cpuset and owner pool)."""
-    ix = st.index()
-    if not ix.sidecar_pods:
-        return st
-    changed = False
-    entries = st.entries
-    for uid in ix.sidecar_pods:
-        pod = st.entries[uid]
-        main = next((a for a in pod.values() if a.container_type == "MAIN"), None)
-        if main is None:
-            continue
-        for s in pod.values():
-            if not s.is_sidecar:
-                continue
-            if s.cpuset != main.cpuset or s.owner_pool_name != main.owner_pool_name:
-                if not changed:
-                    entries = dict(st.entries)
-                    changed = True
-                if entries[uid] is pod:
-                    entries[uid] = dict(pod)
-                entries[uid][s.container_name] = s.evolve(cpuset=main.cpuset, owner_pool_name=main.owner_pool_name)
-    # sidecars are in no pool, ramp-up or dedicated set: the index still holds
-    return PolicyState(pools=st.pools, entries=entries).with_index(ix) if changed else st
+    new_ix.basis = Basis(pools=targets, ramp=ramp, all_cpus=all_cpus)
+    new_ix.touched = PMap(keep)
+    return new_ix
