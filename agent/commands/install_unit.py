@@ -9,6 +9,10 @@ relaxes ProtectHome= so systemd can see the binary at all.
 
 The config file gets every setting commented out at its default, so the file
 documents itself and an untouched file behaves exactly like no file.
+
+It also creates the system group of ``[workloads] socket_group`` (``hwagent``)
+when missing: the daemon gives that group the admission socket, and keeps the
+socket root-only while the group does not exist.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ DEFAULT_CONFIG = "/etc/hwagent/config.toml"
 _EXEC_START = re.compile(r"^ExecStart=\S+ run\b.*$", re.M)
 _PROTECT_HOME = re.compile(r"^ProtectHome=.*$", re.M)
 _PRIVATE_TMP = re.compile(r"^PrivateTmp=.*$", re.M)
+#: present while systemd runs the machine (sd_booted's test): daemon-reload only then
+SYSTEMD_RUN_DIR = Path("/run/systemd/system")
 
 
 def entry_point() -> Path:
@@ -102,7 +108,25 @@ def _write(path: Path, text: str, mode: int, force: bool) -> str:
     return f"wrote {path}"
 
 
+def socket_group(arg: str | None, config_path: Path) -> str:
+    """The group to create: --group, else the existing config file's
+    ``[workloads] socket_group``, else that setting's default."""
+    from agent.workloads.config import WORKLOADS_SECTION, WorkloadsConfig
+
+    if arg is not None:
+        return arg
+    if not config_path.exists():
+        return WorkloadsConfig().socket_group
+    from agent.config import ConfigError, load
+
+    try:
+        return load(config_path)[WORKLOADS_SECTION].socket_group
+    except ConfigError as e:
+        raise CommandError(f"cannot read [workloads] socket_group: {e}; fix the file or pass --group NAME") from None
+
+
 def run(args: argparse.Namespace) -> int:
+    from agent.commands._sysgroup import ensure_group
     from agent.datafiles import unit_template
 
     template_path = Path(args.template) if args.template else unit_template()
@@ -112,15 +136,19 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot read the unit template {template_path}: {e.strerror}") from None
     exe = Path(args.exe) if args.exe else entry_point()
     unit = render_unit(template, exe, args.config)
-    if args.dry_run:
-        sys.stdout.write(unit)
-        return 0
     dest = Path(args.dest or "/")
     unit_path = dest / args.unit_dir.lstrip("/") / UNIT_NAME
     config_path = dest / args.config.lstrip("/")
+    group = socket_group(args.group, config_path)
+    if args.dry_run:
+        sys.stdout.write(unit)  # stdout stays the unit alone; what would change goes to stderr
+        print(ensure_group(group, dry_run=True)[1], file=sys.stderr)
+        return 0
+    # the group first: a groupadd that fails stops here, before any file is written
+    print(ensure_group(group, elsewhere=args.dest is not None)[1])
     print(_write(unit_path, unit, 0o644, force=True))
     print(_write(config_path, commented_defaults(), 0o640, force=args.force))
-    if args.dest is None and shutil.which("systemctl") and Path("/run/systemd/system").is_dir():
+    if args.dest is None and shutil.which("systemctl") and SYSTEMD_RUN_DIR.is_dir():
         subprocess.run(["systemctl", "daemon-reload"], check=False)
         print("ran systemctl daemon-reload; start with: systemctl enable --now hwagent")
     else:
@@ -133,14 +161,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "install-unit",
         help="write the systemd unit and /etc/hwagent/config.toml for this installation",
         description="Write hwagent.service (ExecStart pointing at this installation's hwagent) "
-        "and a config file with every default commented out. The config file is kept if it "
-        "exists (unless --force); the unit is always rewritten.",
+        "and a config file with every default commented out, and create the system group that "
+        "may use the admission socket when it is missing (groupadd --system). The config file is "
+        "kept if it exists (unless --force); the unit is always rewritten.",
     )
     p.add_argument("--dest", metavar="DIR", help="write under DIR instead of / (packaging, tests)")
     p.add_argument("--unit-dir", default=DEFAULT_UNIT_DIR, metavar="DIR", help=f"default {DEFAULT_UNIT_DIR}")
     p.add_argument("--config", default=DEFAULT_CONFIG, metavar="FILE", help=f"config path the unit uses (default {DEFAULT_CONFIG})")
     p.add_argument("--exe", metavar="PATH", help="hwagent executable for ExecStart (default: this installation's)")
     p.add_argument("--template", metavar="FILE", help="unit template (default: the shipped systemd/hwagent.service)")
+    p.add_argument("--group", metavar="NAME",
+                   help="the admission socket's group to create when missing (default: [workloads] socket_group "
+                   "of the existing config file, else hwagent; '' creates none: the socket stays root only)")
     p.add_argument("--force", action="store_true", help="replace an existing config file")
-    p.add_argument("--dry-run", action="store_true", help="print the unit instead of writing anything")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the unit instead of writing anything (and say on stderr whether the group would be created)")
     p.set_defaults(func=run)
