@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent.config import SectionKey
+from agent.rootpaths import DEFAULT_ROOT_DIR
 
 __all__ = [
     "DAEMON_SECTION", "DEFAULT_LOCK_DIR", "DEFAULT_METRICS_ADDRESS", "DEFAULT_ROOT_DIR", "DaemonConfig", "parse_host_port",
 ]
 
-DEFAULT_ROOT_DIR = "/var/lib/hwagent"
 #: machine-wide, under no root dir: every daemon on the machine must look in the same
 #: place to see the others' claims (agent.daemon.claim). tmpfs: a reboot, which ends
 #: every holder, starts it empty.

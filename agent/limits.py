@@ -35,6 +35,7 @@ from dataclasses import dataclass
 __all__ = [
     "ANNOTATIONS_TOTAL_MAX",
     "GRPC_MESSAGE_LIMITS",
+    "MAX_MANIFEST_BYTES",
     "MAX_BYTES",
     "LimitError",
     "MessageLimits",
@@ -49,6 +50,9 @@ __all__ = [
 DNS_SUBDOMAIN_MAX = 253
 DNS_LABEL_MAX = 63
 UID_MAX = 36
+#: one Pod manifest (admission, and the CLI API's request body); the API server takes
+#: requests up to 3 MiB, and one pod for one node needs far less
+MAX_MANIFEST_BYTES = 1 << 20
 QUALIFIED_NAME_MAX = DNS_SUBDOMAIN_MAX + 1 + DNS_LABEL_MAX
 LABEL_VALUE_MAX = 63
 ANNOTATIONS_TOTAL_MAX = 256 * 1024

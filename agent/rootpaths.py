@@ -8,7 +8,8 @@ of their arguments (a config's override, when it has one, wins): nothing here
 reads a config or touches the disk, so every layer may import it.
 
     <root>/status.sock                           status API (`hwagent status`, `cpus`, `resources`)
-    <root>/admission.sock                        admission API (`hwagent launch`, `ps`, ...)
+    <root>/admission.sock                        admission API, gRPC (programs)
+    <root>/cli.sock                              the CLI's HTTP/JSON API (`hwagent launch`, `ps`, ...)
     <root>/manifests/                            static pod manifests
     <root>/device-plugins/registration.sock      device-plugin Registration service (standalone host)
     <root>/device-plugins/hwagent_device_checkpoint  the device host's snapshot (+ .wal journal)
@@ -29,18 +30,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "STATUS_SOCKET", "ADMISSION_SOCKET", "MANIFESTS", "DEVICE_PLUGINS", "REGISTRATION_SOCKET",
+    "DEFAULT_ROOT_DIR", "STATUS_SOCKET", "ADMISSION_SOCKET", "CLI_SOCKET", "MANIFESTS", "DEVICE_PLUGINS", "REGISTRATION_SOCKET",
     "DEVICE_CHECKPOINT", "PLUGINS_REGISTRY", "POD_RESOURCES", "POD_RESOURCES_SOCKET", "CPU", "CPU_SOCKET",
     "WORKLOADS_STATE", "RUNTIME_STATE", "LOGS", "EVICTION_RECORD", "KUBELET_SOCKET", "HostPaths",
-    "status_socket", "admission_socket", "manifest_dir", "cpu_dir", "device_host",
+    "status_socket", "admission_socket", "cli_socket", "manifest_dir", "cpu_dir", "device_host",
     "kubelet_device_plugins", "kubelet_registration_socket", "kubelet_plugins_registry",
     "kubelet_pod_resources_socket",
 ]
 
 StrPath = str | os.PathLike[str]
 
+#: ``[daemon] root_dir``'s default (agent.daemonconfig); here so the CLI finds it without the config loader
+DEFAULT_ROOT_DIR = "/var/lib/hwagent"
 STATUS_SOCKET = "status.sock"
 ADMISSION_SOCKET = "admission.sock"
+#: the admission API again, as HTTP/1.1 + JSON for the CLI (agent.workloads.cliapi)
+CLI_SOCKET = "cli.sock"
 MANIFESTS = "manifests"
 DEVICE_PLUGINS = "device-plugins"
 #: the device host's Registration socket inside DEVICE_PLUGINS ([devicemanager] socket_name)
@@ -67,6 +72,11 @@ def status_socket(root: StrPath) -> Path:
 def admission_socket(root: StrPath, override: str = "") -> Path:
     """``[workloads] socket_path`` when set, else ``<root>/admission.sock``."""
     return Path(override) if override else Path(root) / ADMISSION_SOCKET
+
+
+def cli_socket(root: StrPath) -> Path:
+    """``<root>/cli.sock``: always under the root dir, so the CLI finds it from ``[daemon] root_dir`` alone."""
+    return Path(root) / CLI_SOCKET
 
 
 def manifest_dir(root: StrPath, override: str = "") -> Path:

@@ -1,27 +1,30 @@
 """The CLI side of the admission API (for the workload commands): find the daemon's socket, call, turn errors into one line.
 
-Commands share this so each of them stays a thin argparse module. The socket
-is found like the daemon finds it: ``--root-dir`` (or the config's root dir)
-plus ``[workloads] socket_path``.
+Commands share this so each of them stays a thin argparse module. They speak
+the daemon's CLI API (HTTP/1.1 and JSON on ``<root>/cli.sock``,
+``agent.workloads.cliapi``) with the standard library only: no grpc, no
+protobuf and no config loader are imported on this path, which was most of a
+command's CPU (bench/cli.py, docs/performance.md). The root dir is
+``--root-dir``, else ``[daemon] root_dir`` of ``--config``.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
+import socket
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+from urllib.parse import quote, urlencode
 
-from agent.workloads.config import WORKLOADS_SECTION
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_EXISTS, EXIT_NO_DAEMON, EXIT_NOT_FOUND, EXIT_REFUSED
 
-__all__ = ["add_common", "call", "Session", "error_for", "socket_path", "pod_dict", "format_pod_line",
+__all__ = ["add_common", "call", "Session", "error_for", "socket_path", "pod_path", "format_pod_line",
            "EXIT_REFUSED"]
 
-T = TypeVar("T")
 CALL_TIMEOUT_S = 120.0
 
 
@@ -31,11 +34,15 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 
 def socket_path(args: argparse.Namespace) -> Path:
-    from agent.commands._config import load_config, root_dir
-    from agent.rootpaths import admission_socket
+    from agent.commands._config import daemon_root
+    from agent.rootpaths import cli_socket
 
-    config = load_config(args)
-    return admission_socket(root_dir(args, config), config[WORKLOADS_SECTION].socket_path)
+    return cli_socket(daemon_root(args))
+
+
+def pod_path(namespace: str, name: str, action: str = "") -> str:
+    """``/v1/pods/NS/NAME[/action]``, each part quoted."""
+    return f"/v1/pods/{quote(namespace, safe='')}/{quote(name, safe='')}" + (f"/{action}" if action else "")
 
 
 def daemon_down(path: Path) -> CommandError:
@@ -44,8 +51,9 @@ def daemon_down(path: Path) -> CommandError:
 
 
 def error_for(code: str, details: str, path: Path, name: str | None = None) -> CommandError:
-    """A gRPC status as one line that says what happened and what to type next, and its exit
-    status (agent.commands._exitcodes); the status's code name is never shown."""
+    """An API error code (the gRPC status name the daemon answers with) as one line that says what
+    happened and what to type next, and its exit status (agent.commands._exitcodes); the code
+    itself is never shown."""
     details = details or code.lower().replace("_", " ")
     if code == "UNAVAILABLE":
         low = details.lower()
@@ -67,43 +75,80 @@ def error_for(code: str, details: str, path: Path, name: str | None = None) -> C
     return CommandError(details, EXIT_REFUSED)
 
 
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP/1.1 over the daemon's unix socket."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(str(self.path))
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
 class Session:
-    """One channel to the daemon's admission API for several calls (``launch --wait`` polls
-    on it); ``session(fn)`` runs ``fn(stub)`` with gRPC errors turned into ``error_for``'s."""
+    """One connection to the daemon's CLI API for several calls (``launch --wait`` polls on it);
+    ``session.request(...)`` answers the JSON body, with errors turned into ``error_for``'s."""
 
     def __init__(self, args: argparse.Namespace, name: str | None = None) -> None:
         self.path = socket_path(args)
         self.name = name
-        self._channel: Any = None
-        self.stub: Any = None
+        self._conn: _UnixConnection | None = None
 
     def __enter__(self) -> Session:
-        from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
-        from agent.unixsock import dial
-
         if not self.path.exists():
             raise daemon_down(self.path)
-        self._channel = dial(self.path, "admission")
-        self.stub = pb_grpc.AdmissionStub(self._channel.__enter__())
+        self._conn = _UnixConnection(self.path, CALL_TIMEOUT_S)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._channel.__exit__(*exc)
+        if self._conn is not None:
+            self._conn.close()
 
-    def __call__(self, fn: Callable[[Any], T]) -> T:
-        import grpc
-
+    def request(self, method: str, path: str, body: bytes | dict[str, Any] | None = None,
+                query: dict[str, str] | None = None, timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
+        assert self._conn is not None, "use the Session as a context manager"
+        data = json.dumps(body).encode() if isinstance(body, dict) else body
+        target = path + ("?" + urlencode(query) if query else "")
+        self._conn.timeout = timeout
+        if self._conn.sock is not None:
+            self._conn.sock.settimeout(timeout)
         try:
-            return fn(self.stub)
-        except grpc.RpcError as e:
-            raise error_for(e.code().name, e.details() or "", self.path, self.name) from None
+            self._conn.request(method, target, body=data)
+            resp = self._conn.getresponse()
+            raw = resp.read()
+        except TimeoutError:
+            self._conn.close()
+            raise error_for("DEADLINE_EXCEEDED", f"no answer in {timeout:g} s", self.path, self.name) from None
+        except (FileNotFoundError, ConnectionRefusedError):
+            raise daemon_down(self.path) from None
+        except (OSError, http.client.HTTPException) as e:
+            self._conn.close()
+            raise error_for("UNAVAILABLE", f"{type(e).__name__}: {e}", self.path, self.name) from None
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            raise CommandError(f"the daemon answered {resp.status} with a body that is not JSON; "
+                               "check it with `hwagent status`", EXIT_NO_DAEMON) from None
+        if resp.status != 200:
+            raise error_for(str(answer.get("code", "")), str(answer.get("message", "")), self.path, self.name)
+        return answer
 
 
-def call(args: argparse.Namespace, fn: Callable[[Any], T], name: str | None = None) -> T:
-    """Run ``fn(stub)`` against the daemon; gRPC errors become CommandError (``error_for``).
+def call(args: argparse.Namespace, method: str, path: str, body: bytes | dict[str, Any] | None = None,
+         *, query: dict[str, str] | None = None, name: str | None = None,
+         timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
+    """One request to the daemon; errors become CommandError (``error_for``).
     ``name``: the pod the call is about, for the next command a refusal suggests."""
     with Session(args, name) as session:
-        return session(fn)
+        return session.request(method, path, body, query, timeout)
 
 
 def _nodes(ids: Any) -> str:
@@ -112,55 +157,23 @@ def _nodes(ids: Any) -> str:
     return str(CPUSet(int(i) for i in ids)) or "-"
 
 
-def pod_dict(pod: Any) -> dict[str, Any]:
-    """The JSON shape of ``hwagent ps --format json`` and ``describe --format json``."""
-    return {
-        "name": pod.name,
-        "namespace": pod.namespace,
-        "uid": pod.uid,
-        "qos": pod.qos,
-        "phase": pod.phase,
-        "reason": pod.reason,
-        "message": pod.message,
-        "source": pod.source,
-        "admitted_at": pod.admitted_at,
-        "released": pod.released,
-        "containers": [
-            {
-                "name": c.name,
-                "kind": c.kind,
-                "cpu_ids": list(c.cpu_ids),
-                "mems": list(c.mems) if c.mems else None,
-                "numa_affinity": None if c.any_node else list(c.numa_affinity),
-                "devices": [{"resource": d.resource, "id": d.id, "numa_nodes": list(d.numa_nodes)} for d in c.devices],
-                "state": c.state,
-                "reason": c.reason,
-                "restart_count": c.restart_count,
-                "pid": c.pid or None,
-                "exit_code": c.exit_code if c.HasField("exit_code") else None,
-            }
-            for c in pod.containers
-        ],
-        "events": [{"time": e.time, "message": e.message} for e in pod.events],
-    }
-
-
-def container_line(c: Any) -> str:
-    aff = "any" if c.any_node else _nodes(c.numa_affinity)
-    devs = ", ".join(f"{d.resource}={d.id}" + (f" (NUMA {_nodes(d.numa_nodes)})" if d.numa_nodes else "")
-                     for d in c.devices)
-    line = f"  {c.name}: cpus {_nodes(c.cpu_ids)}"
-    if c.mems:
-        line += f", memory nodes {_nodes(c.mems)}"
+def container_line(c: dict[str, Any]) -> str:
+    """A container of the JSON pod (agent.workloads.podjson) as one line."""
+    aff = "any" if c["numa_affinity"] is None else _nodes(c["numa_affinity"])
+    devs = ", ".join(f"{d['resource']}={d['id']}" + (f" (NUMA {_nodes(d['numa_nodes'])})" if d["numa_nodes"] else "")
+                     for d in c["devices"])
+    line = f"  {c['name']}: cpus {_nodes(c['cpu_ids'])}"
+    if c["mems"]:
+        line += f", memory nodes {_nodes(c['mems'])}"
     line += f", NUMA affinity {aff}"
     if devs:
         line += f", devices {devs}"
     return line
 
 
-def format_pod_line(pod: Any) -> str:
-    return f"{pod.namespace}/{pod.name} uid={pod.uid} qos={pod.qos} phase={pod.phase}" + (
-        f" ({pod.reason})" if pod.reason else ""
+def format_pod_line(pod: dict[str, Any]) -> str:
+    return f"{pod['namespace']}/{pod['name']} uid={pod['uid']} qos={pod['qos']} phase={pod['phase']}" + (
+        f" ({pod['reason']})" if pod["reason"] else ""
     )
 
 

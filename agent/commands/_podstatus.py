@@ -1,4 +1,4 @@
-"""A pod's one-word STATUS, as ``kubectl get pods`` prints it (pure, over ``pod_dict``'s shape).
+"""A pod's one-word STATUS, as ``kubectl get pods`` prints it (pure, over the CLI API's pod, ``agent.workloads.podjson``).
 
 The phase alone hides what happened: a pod whose container waits out a crash
 loop is Running, and so is one whose container cannot start. The word is the

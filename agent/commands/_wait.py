@@ -21,7 +21,7 @@ from types import FrameType
 from typing import Any, BinaryIO
 
 from agent.cli import CommandError
-from agent.commands._admission import Session, pod_dict
+from agent.commands._admission import Session, pod_path
 from agent.commands._exitcodes import EXIT_LOST, EXIT_NOT_FOUND
 from agent.commands._job import main_container, outcome
 from agent.commands._podstatus import status_word
@@ -62,11 +62,10 @@ def _state_line(pod: dict[str, Any], main: str | None) -> str:
     return f"{pod['namespace']}/{pod['name']} is {status_word(pod)}{pid}"
 
 
-def wait_for(session: Session, ref: Any, uid: str, main: str | None, tail: Tail | None,
+def wait_for(session: Session, namespace: str, name: str, uid: str, main: str | None, tail: Tail | None,
              out: BinaryIO | None = None, err: Any = None, poll_s: float = POLL_S) -> tuple[int, str, dict[str, Any]]:
-    """Wait for pod ``ref`` (uid ``uid``) to end: (exit status, the line explaining it, the pod)."""
-    from agent.api.admission.v1 import api_pb2 as pb
-
+    """Wait for pod ``namespace/name`` (uid ``uid``) to end: (exit status, the line explaining it, the pod)."""
+    path = pod_path(namespace, name)
     out = out or sys.stdout.buffer
     err = err or sys.stderr
     ints = Interrupts()
@@ -76,13 +75,14 @@ def wait_for(session: Session, ref: Any, uid: str, main: str | None, tail: Tail 
             if tail is not None:
                 tail.pump(out)
             try:
-                pod = pod_dict(session(lambda stub: stub.Get(pb.GetRequest(pod=ref), timeout=30)).pod)
+                pod = session.request("GET", path, timeout=30)["pod"]
+                pod.pop("record", None)  # describe's; the job's JSON is ps's shape
             except CommandError as e:
                 if e.code == EXIT_NOT_FOUND:
-                    return EXIT_LOST, f"{ref.namespace}/{ref.name} was removed before it ended", {}
+                    return EXIT_LOST, f"{namespace}/{name} was removed before it ended", {}
                 raise
             if pod["uid"] != uid:
-                return EXIT_LOST, f"{ref.namespace}/{ref.name} was removed (a pod of that name replaced it)", pod
+                return EXIT_LOST, f"{namespace}/{name} was removed (a pod of that name replaced it)", pod
             if pod["phase"] in ("Succeeded", "Failed"):
                 if tail is not None:
                     tail.pump(out)  # what the shim wrote before the container ended
@@ -92,7 +92,7 @@ def wait_for(session: Session, ref: Any, uid: str, main: str | None, tail: Tail 
                 ints.stop = ints.report = False
                 print(f"hwagent: stopping {pod['namespace']}/{pod['name']} (SIGTERM, then kill after its grace "
                       "period)", file=err, flush=True)
-                session(lambda stub: stub.Stop(pb.StopRequest(pod=ref), timeout=86400 + 60))
+                session.request("POST", pod_path(namespace, name, "stop"), {}, timeout=86400 + 60)
                 continue
             if ints.report:
                 ints.report = False

@@ -8,7 +8,7 @@ from typing import Any
 
 from agent.cli import CommandError
 from agent.commands.launch import read_manifest
-from agent.commands._admission import EXIT_REFUSED, _nodes, add_common, call, container_line, dumps, format_pod_line, pod_dict
+from agent.commands._admission import EXIT_REFUSED, _nodes, add_common, call, container_line, dumps, format_pod_line
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -27,53 +27,40 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.api.admission.v1 import api_pb2 as pb
-
     if (args.file is None) == (args.file_flag is None):
         raise CommandError("give the manifest once: hwagent admit [--dry-run] FILE, or -f FILE")
-    req = pb.AdmitRequest(manifest=read_manifest(args.file or args.file_flag), dry_run=args.dry_run,
-                          ignore_unknown_fields=args.ignore_unknown_fields)
-    resp = call(args, lambda stub: stub.Admit(req, timeout=120))
-    for w in resp.warnings:
+    query = {k: "1" for k, on in (("dry_run", args.dry_run), ("ignore_unknown_fields", args.ignore_unknown_fields))
+             if on}
+    resp = call(args, "POST", "/v1/pods", read_manifest(args.file or args.file_flag), query=query, timeout=120)
+    for w in resp["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     if not args.dry_run:
         if args.format == "json":
-            print(dumps(pod_dict(resp.pod)))
+            print(dumps(resp["pod"]))
         else:
-            print(f"admitted {format_pod_line(resp.pod)}")
-            for c in resp.pod.containers:
+            print(f"admitted {format_pod_line(resp['pod'])}")
+            for c in resp["pod"]["containers"]:
                 print(container_line(c))
         return 0
     if args.format == "json":
-        print(dumps({
-            "would_admit": resp.would_admit, "reason": resp.reason, "free": resp.free,
-            "containers": [decision_dict(d) for d in resp.decisions],
-        }))
+        print(dumps({k: resp[k] for k in ("would_admit", "reason", "free", "containers")}))
     else:
-        print("would be admitted" if resp.would_admit else f"would be refused: {resp.reason}")
-        for d in resp.decisions:
+        print("would be admitted" if resp["would_admit"] else f"would be refused: {resp['reason']}")
+        for d in resp["containers"]:
             print(decision_line(d))
-        print(resp.free)
-    return 0 if resp.would_admit else EXIT_REFUSED
+        print(resp["free"])
+    return 0 if resp["would_admit"] else EXIT_REFUSED
 
 
-def decision_dict(d: Any) -> dict[str, Any]:
-    """One container of a dry run, in the JSON shape of ``ps``'s containers."""
-    return {
-        "name": d.name, "numa_nodes": None if d.any_node else list(d.numa_nodes), "preferred": d.preferred,
-        "admit": d.admit, "reason": d.reason, "cpu_ids": list(d.cpu_ids), "mems": list(d.mems) if d.mems else None,
-        "devices": [{"resource": x.resource, "id": x.id, "numa_nodes": list(x.numa_nodes)} for x in d.devices],
-    }
-
-
-def decision_line(d: Any) -> str:
+def decision_line(d: dict[str, Any]) -> str:
     """``  main: NUMA 1 (preferred), cpus 2-3, memory nodes 1, devices example.com/dev=d1 (NUMA 1)``"""
-    where = "any NUMA node" if d.any_node else f"NUMA {_nodes(d.numa_nodes)}"
-    line = f"  {d.name}: {where} ({'preferred' if d.preferred else 'not preferred'}), cpus {_nodes(d.cpu_ids)}"
-    if d.mems:
-        line += f", memory nodes {_nodes(d.mems)}"
-    devs = ", ".join(f"{x.resource}={x.id}" + (f" (NUMA {_nodes(x.numa_nodes)})" if x.numa_nodes else "")
-                     for x in d.devices)
+    where = "any NUMA node" if d["numa_nodes"] is None else f"NUMA {_nodes(d['numa_nodes'])}"
+    line = (f"  {d['name']}: {where} ({'preferred' if d['preferred'] else 'not preferred'}), "
+            f"cpus {_nodes(d['cpu_ids'])}")
+    if d["mems"]:
+        line += f", memory nodes {_nodes(d['mems'])}"
+    devs = ", ".join(f"{x['resource']}={x['id']}" + (f" (NUMA {_nodes(x['numa_nodes'])})" if x["numa_nodes"] else "")
+                     for x in d["devices"])
     if devs:
         line += f", devices {devs}"
-    return line + ("" if d.admit else f" refused: {d.reason}")
+    return line + ("" if d["admit"] else f" refused: {d['reason']}")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
-from agent.commands._admission import add_common, call, container_line, dumps, format_pod_line, pod_dict
+from agent.commands._admission import add_common, call, container_line, dumps, format_pod_line, pod_path
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -21,34 +20,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.api.admission.v1 import api_pb2 as pb
-
-    ref = pb.PodRef(name=args.name, namespace=args.namespace)
-    pod = call(args, lambda stub: stub.Get(pb.GetRequest(pod=ref), timeout=30)).pod
-    record = json.loads(pod.record_json)
+    pod = call(args, "GET", pod_path(args.namespace, args.name), name=args.name, timeout=30)["pod"]
+    record = pod["record"]
     if args.format == "json":
-        print(dumps({**pod_dict(pod), "record": record}))
+        print(dumps(pod))
         return 0
     spec = record["pod"]["spec"]
     print(format_pod_line(pod))
-    if pod.message:
-        print(f"message: {pod.message}")
-    print(f"source: {pod.source}   admitted: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(pod.admitted_at))}"
-          f"   resources released: {'yes' if pod.released else 'no'}")
+    if pod["message"]:
+        print(f"message: {pod['message']}")
+    print(f"source: {pod['source']}   "
+          f"admitted: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(pod['admitted_at']))}"
+          f"   resources released: {'yes' if pod['released'] else 'no'}")
     for k, v in sorted(spec["annotations"].items()):
         print(f"annotation: {k}={v}")
     print(f"restart policy: {spec['restart_policy']}   grace period: {spec['termination_grace_period_s']}s")
     grants = {a["name"]: a["grant"] for a in record["pod"]["assignments"]}
     containers = {c["name"]: c for c in spec["init_containers"] + spec["containers"]}
     print("containers:")
-    for c in pod.containers:
-        cs = containers.get(c.name, {})
+    for c in pod["containers"]:
+        cs = containers.get(c["name"], {})
         print(container_line(c))
-        print(f"    {c.kind} command: {' '.join(cs.get('command', []) + cs.get('args', []))}")
-        if c.state:
-            extra = f" exit {c.exit_code}" if c.HasField("exit_code") else ""
-            print(f"    state: {c.state}{' (' + c.reason + ')' if c.reason else ''}{extra} restarts={c.restart_count}")
-        g = grants.get(c.name) or {}
+        print(f"    {c['kind']} command: {' '.join(cs.get('command', []) + cs.get('args', []))}")
+        if c["state"]:
+            extra = f" exit {c['exit_code']}" if c["exit_code"] is not None else ""
+            reason = f" ({c['reason']})" if c["reason"] else ""
+            print(f"    state: {c['state']}{reason}{extra} restarts={c['restart_count']}")
+        g = grants.get(c["name"]) or {}
         for k, v in sorted((g.get("envs") or {}).items()):
             print(f"    device env: {k}={v}")
         for cpath, hpath, perms in g.get("devices") or []:
@@ -58,6 +56,6 @@ def run(args: argparse.Namespace) -> int:
         for name in g.get("cdi_devices") or []:
             print(f"    CDI device: {name}")
     print("events:")
-    for e in pod.events:
-        print(f"  {time.strftime('%H:%M:%S', time.gmtime(e.time))}  {e.message}")
+    for e in pod["events"]:
+        print(f"  {time.strftime('%H:%M:%S', time.gmtime(e['time']))}  {e['message']}")
     return 0

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli import CommandError
-from agent.commands._admission import Session, add_common, container_line, dumps, format_pod_line, pod_dict
+from agent.commands._admission import Session, add_common, container_line, dumps, format_pod_line, pod_path
 
 QOS_LEVELS = {"shared": "shared_cores", "dedicated": "dedicated_cores", "reclaimed": "reclaimed_cores",
               "system": "system_cores"}
@@ -191,7 +191,7 @@ def job_environment(args: argparse.Namespace, cwd: str, environ: dict[str, str])
 
 
 def read_manifest(path: str) -> bytes:
-    from agent.workloads.manifest import MAX_MANIFEST_BYTES
+    from agent.limits import MAX_MANIFEST_BYTES
 
     try:
         if path == "-":
@@ -203,8 +203,6 @@ def read_manifest(path: str) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.api.admission.v1 import api_pb2 as pb
-
     if (args.rm or args.quiet) and not args.wait:
         raise CommandError("--rm and --quiet go with --wait (hwagent launch --wait --rm -- CMD)")
     if args.file:
@@ -222,48 +220,48 @@ def run(args: argparse.Namespace) -> int:
         manifest = manifest_from_flags(args, lambda c: resolve_command(c, os.environ.get("PATH"), cwd), env, workdir)
         raw = json.dumps(manifest).encode()
         main, pod_name = args.container, manifest["metadata"]["name"]
-    req = pb.AdmitRequest(manifest=raw, ignore_unknown_fields=args.ignore_unknown_fields)
+    query = {"ignore_unknown_fields": "1"} if args.ignore_unknown_fields else None
     with Session(args, pod_name) as session:
         offset = 0
         if args.wait and not args.quiet and main is not None and pod_name is not None:
             from agent.commands._wait import log_offset
 
             offset = log_offset(_log_path(args, args.namespace, pod_name, main))
-        resp = session(lambda stub: stub.Admit(req, timeout=120))
-        for w in resp.warnings:
+        resp = session.request("POST", "/v1/pods", raw, query, timeout=120)
+        for w in resp["warnings"]:
             print(f"warning: {w}", file=sys.stderr)
         if args.wait:
-            return _wait(args, session, resp.pod, main, offset)
+            return _wait(args, session, resp["pod"], main, offset)
+    pod = resp["pod"]
     if args.format == "json":
-        print(dumps(pod_dict(resp.pod)))
+        print(dumps(pod))
         return 0
-    print(f"admitted {format_pod_line(resp.pod)}")
-    for c in resp.pod.containers:
+    print(f"admitted {format_pod_line(pod)}")
+    for c in pod["containers"]:
         print(container_line(c))
     return 0
 
 
 def _log_path(args: argparse.Namespace, namespace: str, name: str, container: str) -> Path:
-    from agent.commands._config import load_config, root_dir
+    from agent.commands._config import daemon_root
     from agent.runtime.logdir import log_dir, log_file_name
 
-    return log_dir(root_dir(args, load_config(args)), namespace, name) / log_file_name(container)
+    return log_dir(daemon_root(args), namespace, name) / log_file_name(container)
 
 
-def _wait(args: argparse.Namespace, session: Session, pod: Any, main: str | None, offset: int) -> int:
-    from agent.api.admission.v1 import api_pb2 as pb
+def _wait(args: argparse.Namespace, session: Session, pod: dict[str, Any], main: str | None, offset: int) -> int:
     from agent.commands._wait import wait_for
     from agent.commands.logs import Tail
 
     if main is None:  # a manifest: its first app container is the job's
-        main = next((c.name for c in pod.containers if c.kind != "init"), None)
-    tail = None if args.quiet or main is None else Tail(_log_path(args, pod.namespace, pod.name, main), offset)
-    ref = pb.PodRef(name=pod.name, namespace=pod.namespace)
-    code, why, ended = wait_for(session, ref, pod.uid, main, tail)
+        main = next((c["name"] for c in pod["containers"] if c["kind"] != "init"), None)
+    ns, name = pod["namespace"], pod["name"]
+    tail = None if args.quiet or main is None else Tail(_log_path(args, ns, name, main), offset)
+    code, why, ended = wait_for(session, ns, name, pod["uid"], main, tail)
     if why:
         print(f"hwagent launch: {why}", file=sys.stderr)
     if args.format == "json" and ended:
         print(dumps(ended))
     if args.rm and ended:
-        session(lambda stub: stub.Remove(pb.RemoveRequest(pod=ref), timeout=600))
+        session.request("DELETE", pod_path(ns, name), timeout=600)
     return code

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agent.cli import CommandError
-from agent.commands._config import load_config, root_dir
+from agent.commands._config import daemon_root
 from agent.runtime.logdir import LOGS, log_dir, log_dir_name, log_file_name
 from agent.safepath import UnsafePathError, opened_dir
 
@@ -141,8 +141,7 @@ def follow(path: Path, out: BinaryIO, poll_s: float = 0.2, stop: Callable[[], bo
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args)
-    root = root_dir(args, config)
+    root = daemon_root(args)
     namespace, _, name = args.name.rpartition("/")
     path = log_file(root, namespace or args.namespace, name, args.container)
     out = sys.stdout.buffer

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from agent.commands._admission import _nodes, add_common, age, call, dumps, pod_dict
+from typing import Any
+
+from agent.commands._admission import _nodes, add_common, age, call, dumps
 from agent.commands._podstatus import status_word
 
 
@@ -21,38 +23,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def rows(resp) -> list[list[str]]:
+def rows(resp: dict[str, Any]) -> list[list[str]]:
     """One row per container; STATUS is the pod's word as kubectl prints it (CrashLoopBackOff,
     OOMKilled, StartError, Completed ..., agent.commands._podstatus), RESTARTS the container's."""
     out = [["NAMESPACE", "NAME", "QOS", "STATUS", "CONTAINER", "RESTARTS", "CPUS", "NUMA", "DEVICES", "AGE"]]
-    for pod in resp.pods:
-        status = status_word(pod_dict(pod))
-        for i, c in enumerate(pod.containers):
-            devs = ",".join(f"{d.resource}={d.id}" for d in c.devices) or "-"
-            numa = "any" if c.any_node else _nodes(c.numa_affinity)
+    for pod in resp["pods"]:
+        status = status_word(pod)
+        for i, c in enumerate(pod["containers"]):
+            devs = ",".join(f"{d['resource']}={d['id']}" for d in c["devices"]) or "-"
+            numa = "any" if c["numa_affinity"] is None else _nodes(c["numa_affinity"])
             first = i == 0
             out.append([
-                pod.namespace if first else "", pod.name if first else "", pod.qos if first else "",
-                status if first else "", c.name, str(c.restart_count), _nodes(c.cpu_ids), numa, devs,
-                age(pod.admitted_at) if first else "",
+                pod["namespace"] if first else "", pod["name"] if first else "", pod["qos"] if first else "",
+                status if first else "", c["name"], str(c["restart_count"]), _nodes(c["cpu_ids"]), numa, devs,
+                age(pod["admitted_at"]) if first else "",
             ])
     return out
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.api.admission.v1 import api_pb2 as pb
-
-    resp = call(args, lambda stub: stub.List(pb.ListRequest(), timeout=30))
+    resp = call(args, "GET", "/v1/pods", timeout=30)
     if args.format == "json":
-        print(dumps({
-            "pods": [pod_dict(p) for p in resp.pods],
-            "manifest_errors": [{"path": e.path, "error": e.error} for e in resp.manifest_errors],
-        }))
+        print(dumps(resp))
         return 0
     table = rows(resp)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     for r in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
-    for e in resp.manifest_errors:
-        print(f"manifest error: {e.path}: {e.error}")
+    for e in resp["manifest_errors"]:
+        print(f"manifest error: {e['path']}: {e['error']}")
     return 0

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
-from typing import Any
 
 from agent.cli import CommandError
-from agent.commands._admission import add_common, call
+from agent.commands._admission import Session, add_common, pod_path
 from agent.commands._exitcodes import EXIT_NO_DAEMON
 
 
@@ -24,22 +22,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.api.admission.v1 import api_pb2 as pb
-
     status = 0
-    for name in args.names:
-        req = pb.RemoveRequest(pod=pb.PodRef(name=name, namespace=args.namespace))
-        try:
-            pod = call(args, functools.partial(_remove, req), name).pod
-        except CommandError as e:
-            if e.code == EXIT_NO_DAEMON:
-                raise
-            print(f"hwagent rm: error: {e}", file=sys.stderr)
-            status = status or e.code
-            continue
-        print(f"removed {pod.namespace}/{pod.name} uid={pod.uid}")
+    with Session(args) as session:
+        for name in args.names:
+            session.name = name
+            try:
+                pod = session.request("DELETE", pod_path(args.namespace, name), timeout=600)["pod"]
+            except CommandError as e:
+                if e.code == EXIT_NO_DAEMON:
+                    raise
+                print(f"hwagent rm: error: {e}", file=sys.stderr)
+                status = status or e.code
+                continue
+            print(f"removed {pod['namespace']}/{pod['name']} uid={pod['uid']}")
     return status
-
-
-def _remove(req: Any, stub: Any) -> Any:
-    return stub.Remove(req, timeout=600)

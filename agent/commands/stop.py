@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from agent.cli import CommandError
-from agent.commands._admission import add_common, call, format_pod_line
+from agent.commands._admission import add_common, call, format_pod_line, pod_path
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -21,13 +21,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.api.admission.v1 import api_pb2 as pb
-
     if args.grace is not None and not 0 <= args.grace <= 86400:
         raise CommandError(f"--grace must be in 0..86400 seconds, got {args.grace:g}")
-    req = pb.StopRequest(pod=pb.PodRef(name=args.name, namespace=args.namespace))
-    if args.grace is not None:
-        req.grace_seconds = args.grace
-    pod = call(args, lambda stub: stub.Stop(req, timeout=max(600.0, (args.grace or 0) + 60))).pod
+    body = {} if args.grace is None else {"grace_seconds": args.grace}
+    pod = call(args, "POST", pod_path(args.namespace, args.name, "stop"), body, name=args.name,
+               timeout=max(600.0, (args.grace or 0) + 60))["pod"]
     print(f"stopped {format_pod_line(pod)}")
     return 0

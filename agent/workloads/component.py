@@ -11,7 +11,8 @@ directory is watched. The socket is root's and ``[workloads] socket_group``'s
 (0660; 0600 when that group does not exist): a ``PeerFront`` accepts on it,
 learns each caller from the kernel and forwards to the gRPC server on
 ``<root>/workloads/api.sock`` (root-only), so the servicer knows who calls
-(``agent.workloads.users``).
+(``agent.workloads.users``). The same API is served to the CLI as HTTP/JSON on
+``<root>/cli.sock`` (``agent.workloads.cliapi``), with the same mode and group.
 
 Publishes ``WORKLOADS`` (``WorkloadRegistry``) and ``ACTIVE_PODS``. Looks up
 ``CPU_POLICY`` and ``DEVICE_MANAGER`` at start (both started before it, see
@@ -74,6 +75,7 @@ class WorkloadsComponent:
         self.socket_path: Path | None = None
         self._server: Any = None
         self._front: Any = None
+        self._cli: Any = None
         self._ctx: DaemonContext | None = None
 
     async def start(self, ctx: DaemonContext) -> None:
@@ -81,7 +83,10 @@ class WorkloadsComponent:
         from agent.grpcguard import new_server
         from agent.topologymanager import TopologyManager
         from agent.unixsock import serve_unix
+        from agent.rootpaths import cli_socket
         from agent.workloads.admission import Workloads
+        from agent.workloads.cliapi import CliApi
+        from agent.limits import MAX_MANIFEST_BYTES
         from agent.workloads.manifestdir import ManifestDir
         from agent.workloads.registry import Registry
         from agent.safepath import ensure_dir
@@ -130,6 +135,12 @@ class WorkloadsComponent:
         await self.manifests.start()
         await serve_unix(self._server, inner)
         ctx.remove_on_exit(inner)
+        # the CLI's socket before the admission socket: one that waits for admission.sock may run `hwagent ps`
+        cli = CliApi(cli_socket(ctx.root_dir), self.workloads, self.manifests.errors, max_body=MAX_MANIFEST_BYTES,
+                     mode=front.mode, gid=gid)
+        await cli.start()
+        self._cli = cli
+        ctx.remove_on_exit(cli.path)
         await front.start()
         self._front = front
         ctx.remove_on_exit(self.socket_path)
@@ -141,6 +152,9 @@ class WorkloadsComponent:
     async def stop(self) -> None:
         if self.manifests is not None:
             await self.manifests.stop()
+        if self._cli is not None:
+            await self._cli.close()
+            self._cli = None
         if self._front is not None:
             await self._front.close()
             self._front = None
@@ -160,6 +174,7 @@ class WorkloadsComponent:
     def healthy(self) -> bool:
         return bool(
             self._server is not None and self._front is not None and self._front.serving
+            and self._cli is not None and self._cli.serving
             and self.manifests is not None and self.manifests.running
         )
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from agent.limits import UID_MAX
+from agent.limits import MAX_MANIFEST_BYTES, UID_MAX
 from agent.contracts.pods import APP, INIT, RESTART_POLICIES, ContainerSpec, EnvVar, PodSpec, Resources, RunAs
 from agent.workloads.quantity import QuantityError, parse_quantity, to_milli, to_units
 
@@ -40,8 +40,6 @@ __all__ = [
     "is_extended_resource_name",
 ]
 
-#: the API server takes requests up to 3 MiB; one pod for one node needs far less
-MAX_MANIFEST_BYTES = 1 << 20
 MAX_CONTAINERS = 64
 MAX_ENV = 1024
 MAX_ARGV = 4096

@@ -31,7 +31,7 @@ from agent.eventlog import get_logger
 from agent.unixsock import SUN_PATH_MAX
 from agent.workloads.users import Caller
 
-__all__ = ["PeerFront", "peer_caller", "PEER_PREFIX"]
+__all__ = ["PeerFront", "peer_caller", "bind_listening", "PEER_PREFIX"]
 
 log = get_logger("hwagent.workloads")
 
@@ -60,6 +60,31 @@ def peer_caller(sock: socket.socket) -> Caller:
     return Caller(uid, gid, tuple(dict.fromkeys(groups)), pid)
 
 
+def bind_listening(path: Path, mode: int, gid: int | None) -> socket.socket:
+    """A unix socket bound at ``path`` with ``mode`` (and group ``gid`` when not None), ready for
+    ``listen()``: the admission socket's rules, shared by every socket a user may reach
+    (the admission API and the CLI's): the path fits, a stale socket is replaced and any
+    other file refused, and the mode is set before any connection can be accepted."""
+    if len(os.fsencode(path)) > SUN_PATH_MAX:
+        raise ValueError(f"socket path {path} is longer than the {SUN_PATH_MAX} bytes a unix socket holds")
+    with contextlib.suppress(FileNotFoundError):
+        if path.is_socket():
+            path.unlink()  # a stale socket from an earlier run (serve_unix's rule)
+        elif path.exists() or path.is_symlink():
+            raise OSError(f"{path} exists and is not a socket; refusing to replace it")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        # bound and chmod'ed before listen(): no connection is accepted under a wider mode
+        sock.bind(os.fspath(path))
+        if gid is not None:
+            os.chown(path, 0, gid)
+        os.chmod(path, mode)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 class PeerFront:
     """Serve ``public`` (mode ``mode``, group ``gid`` when not None) in front of the
     gRPC server listening on ``inner``."""
@@ -76,23 +101,7 @@ class PeerFront:
         return self._callers.get(name) if scheme == "unix-abstract" else None
 
     async def start(self) -> None:
-        if len(os.fsencode(self.public)) > SUN_PATH_MAX:
-            raise ValueError(f"socket path {self.public} is longer than the {SUN_PATH_MAX} bytes a unix socket holds")
-        with contextlib.suppress(FileNotFoundError):
-            if self.public.is_socket():
-                self.public.unlink()  # a stale socket from an earlier run (serve_unix's rule)
-            elif self.public.exists() or self.public.is_symlink():
-                raise OSError(f"{self.public} exists and is not a socket; refusing to replace it")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            # bound and chmod'ed before listen(): no connection is accepted under a wider mode
-            sock.bind(os.fspath(self.public))
-            if self.gid is not None:
-                os.chown(self.public, 0, self.gid)
-            os.chmod(self.public, self.mode)
-        except BaseException:
-            sock.close()
-            raise
+        sock = bind_listening(self.public, self.mode, self.gid)
         self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=_CHUNK)
 
     async def close(self) -> None:

@@ -6,25 +6,29 @@ PyYAML, the topology manager (and through it prometheus_client), the
 contracts and daemon-side modules, pulled in by loading the config. Each
 command here runs to its end in a fresh interpreter against a fake admission
 server (or, for ``logs``, a log file), and the modules it loaded are checked.
+Since the CLI speaks HTTP/JSON on ``<root>/cli.sock`` (agent.workloads.cliapi),
+grpc and protobuf (most of what was left, bench/cli.py) are forbidden too, and
+so is the config loader: these commands read ``[daemon] root_dir`` alone.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socketserver
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
-from concurrent import futures
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-import grpc
 import pytest
 
 from agent.api.admission.v1 import api_pb2 as pb
-from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
-from agent.rootpaths import admission_socket
+from agent.rootpaths import cli_socket
 from agent.runtime.logdir import log_dir, log_file_name
+from agent.workloads.podjson import pod_json
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,6 +36,11 @@ REPO = Path(__file__).resolve().parents[2]
 FORBIDDEN = (
     "yaml",
     "prometheus_client",
+    "grpc",
+    "google.protobuf",
+    "agent.api",
+    "agent.config",
+    "agent.unixsock",
     "agent.topologymanager.manager",
     "agent.topologymanager.hints",
     "agent.topologymanager.metrics",
@@ -46,8 +55,6 @@ FORBIDDEN = (
     "agent.pressure.engine",
     "agent.runtime.runtime",
 )
-# grpc itself imports asyncio (grpc.aio), and grpc and protobuf are most of what is left:
-# bench/cli.py measures it, docs/performance.md says what a lighter protocol would save.
 
 #: what the client runs in the child: the command, then its exit status and module list in a file
 CHILD = """
@@ -59,42 +66,72 @@ with open(sys.argv[1], "w") as f:
 """
 
 
-class _Fake(pb_grpc.AdmissionServicer):
-    """The daemon's answers, as few as each command needs; a launched pod has Succeeded."""
+def _pod(name: str = "job") -> dict:
+    """A pod as the daemon's CLI API answers it; a launched pod has Succeeded."""
+    c = pb.Container(name="main", kind="app", state="terminated", reason="Completed", exit_code=0)
+    return pod_json(pb.Pod(name=name, namespace="default", uid="u1", qos="shared_cores", phase="Succeeded",
+                           containers=[c], record_json="{}"), record=True)
 
-    def _pod(self, name: str = "job") -> pb.Pod:
-        c = pb.Container(name="main", kind="app", state="terminated", reason="Completed", exit_code=0)
-        return pb.Pod(name=name, namespace="default", uid="u1", qos="shared_cores", phase="Succeeded",
-                      containers=[c])
 
-    def List(self, request, context):  # noqa: N802 - the gRPC method's name
-        return pb.ListResponse(pods=[self._pod()])
+class _Fake(BaseHTTPRequestHandler):
+    """The daemon's answers, as few as each command needs (HTTP/1.1, kept alive)."""
 
-    def Get(self, request, context):  # noqa: N802
-        return pb.GetResponse(pod=self._pod(request.pod.name))
+    protocol_version = "HTTP/1.1"
 
-    def Stop(self, request, context):  # noqa: N802
-        return pb.StopResponse(pod=self._pod(request.pod.name))
+    def _answer(self, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
-    def Admit(self, request, context):  # noqa: N802
-        name = json.loads(request.manifest)["metadata"]["name"]
-        return pb.AdmitResponse(pod=self._pod(name))
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if self.path == "/v1/pods":
+            self._answer({"pods": [_pod()], "manifest_errors": []})
+        else:
+            self._answer({"pod": _pod(self.path.split("/")[4])})
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = self._body()
+        if self.path.startswith("/v1/pods/"):
+            self._answer({"pod": _pod(self.path.split("/")[4])})
+        else:
+            name = json.loads(body)["metadata"]["name"]
+            self._answer({"warnings": [], "dry_run": False, "would_admit": False, "reason": "", "free": "",
+                          "pod": _pod(name), "containers": []})
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._answer({"pod": _pod(self.path.split("/")[4])})
+
+    def address_string(self) -> str:
+        return "unix"
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("root")
-    server = grpc.server(futures.ThreadPoolExecutor(2))
-    pb_grpc.add_AdmissionServicer_to_server(_Fake(), server)
-    assert server.add_insecure_port(f"unix:{admission_socket(root)}")
-    server.start()
+    server = _Server(str(cli_socket(root)), _Fake)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     logs = log_dir(root, "default", "job")
     logs.mkdir(parents=True)
     (logs / log_file_name("main")).write_text("hello\n")
     try:
         yield root
     finally:
-        server.stop(None)
+        server.shutdown()
+        server.server_close()
 
 
 def _modules(root: Path, tmp_path: Path, argv: list[str]) -> tuple[int, list[str]]:
@@ -113,10 +150,13 @@ def _modules(root: Path, tmp_path: Path, argv: list[str]) -> tuple[int, list[str
 @pytest.mark.parametrize("argv", [
     ["ps"],
     ["ps", "--format", "json"],
+    ["describe", "job", "--format", "json"],
     ["stop", "job"],
+    ["rm", "job"],
     ["logs", "job"],
     ["launch", "--cpus", "1", "--", "true"],
     ["launch", "--wait", "-q", "--", "true"],
+    ["launch", "--wait", "--rm", "--", "true"],
 ], ids=lambda a: " ".join(a))
 def test_daemon_commands_load_no_daemon_side_module(root, tmp_path, argv):
     rc, modules = _modules(root, tmp_path, argv)

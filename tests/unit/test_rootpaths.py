@@ -40,12 +40,38 @@ def test_built_in_plugins_register_where_the_host_listens(tmp_path):
     assert reg == host_paths(cfg.sections["devicemanager"], tmp_path).registration_socket
 
 
-def test_the_cli_dials_the_admission_socket_the_daemon_binds(tmp_path):
+def test_the_cli_dials_the_cli_socket_the_daemon_binds(tmp_path):
     from agent.commands._admission import socket_path
+    from agent.rootpaths import cli_socket
 
     cfg = section_defaults()
     args = argparse.Namespace(config=None, root_dir=str(tmp_path))
-    assert socket_path(args) == socket_path_for(cfg.sections["workloads"], tmp_path)
+    assert socket_path(args) == cli_socket(tmp_path) == tmp_path / "cli.sock"
+    assert socket_path(args) != socket_path_for(cfg.sections["workloads"], tmp_path)
+    # without --root-dir: [daemon] root_dir of --config, read alone, as the full loader reads it
+    conf = tmp_path / "hwagent.toml"
+    conf.write_text(f'[daemon]\nroot_dir = "{tmp_path / "r"}"\n[cpu]\nenforce_cgroups = false\n')
+    from agent.config import load
+
+    args = argparse.Namespace(config=str(conf), root_dir=None)
+    assert socket_path(args) == cli_socket(load(conf).sections["daemon"].root_dir) == tmp_path / "r" / "cli.sock"
+    assert socket_path(argparse.Namespace(config=None, root_dir=None)) == \
+        cli_socket(section_defaults().sections["daemon"].root_dir)
+
+
+def test_the_cli_reports_a_config_it_cannot_read_in_one_line(tmp_path):
+    import pytest
+
+    from agent.cli import CommandError
+    from agent.commands._config import daemon_root
+
+    for text, words in (("[daemon\n", "not valid TOML"), ("[daemon]\nroot_dir = 3\n", "daemon.root_dir")):
+        conf = tmp_path / "bad.toml"
+        conf.write_text(text)
+        with pytest.raises(CommandError, match=words):
+            daemon_root(argparse.Namespace(config=str(conf), root_dir=None))
+    with pytest.raises(CommandError, match="cannot read config"):
+        daemon_root(argparse.Namespace(config=str(tmp_path / "missing.toml"), root_dir=None))
 
 
 def _string_constants(path: Path) -> set[str]:

@@ -124,7 +124,8 @@ def test_policy_none_reports_any_node_not_preferred_as_the_kubelet(tmp_path):
 
 
 def test_the_api_and_the_cli_show_the_placement(tmp_path):
-    from agent.commands.admit import decision_dict, decision_line
+    from agent.commands.admit import decision_line
+    from agent.workloads.podjson import decision_json
     from agent.workloads.server import AdmissionServicer
 
     async def body(w):
@@ -134,10 +135,10 @@ def test_the_api_and_the_cli_show_the_placement(tmp_path):
         cpus = sorted(dry.decisions[0].cpus)
         assert (list(d.cpu_ids), list(d.mems), d.any_node) == (cpus, [node], False)
         assert [(x.resource, x.id, list(x.numa_nodes)) for x in d.devices] == [(RES, f"d{node}-0", [node])]
-        line = decision_line(d)
+        line = decision_line(decision_json(d))
         assert line.startswith(f"  c0: NUMA {node} (preferred), cpus ") and f"memory nodes {node}" in line
         assert line.endswith(f"devices {RES}=d{node}-0 (NUMA {node})"), line
-        assert decision_dict(d) == {
+        assert decision_json(d) == {
             "name": "c0", "numa_nodes": [node], "preferred": True, "admit": True, "reason": "",
             "cpu_ids": cpus, "mems": [node], "devices": [{"resource": RES, "id": f"d{node}-0", "numa_nodes": [node]}],
         }

@@ -1,0 +1,172 @@
+"""The CLI's API: HTTP/1.1 and JSON on ``<root>/cli.sock``, beside the gRPC admission API.
+
+Why a second protocol: a `hwagent ps` spent more CPU importing grpc and the
+generated protobuf modules than the daemon spent answering it (bench/cli.py,
+docs/performance.md). The CLI now speaks HTTP/JSON with the standard library
+(``agent.commands._admission``), as docker's and podman's CLIs do on their unix
+sockets; programs keep the gRPC admission API, which is unchanged.
+
+Both APIs are one set of rules: each route calls the gRPC servicer's own method
+(``AdmissionServicer``, without its gRPC error wrapper) with the caller the
+kernel names for the connection (SO_PEERCRED/SO_PEERGROUPS, ``peer_caller``),
+and answers the message as JSON (``agent.workloads.podjson``). An
+``AdmissionError`` becomes an HTTP status with ``{"code", "message"}``, the code
+the gRPC status's name. The socket has the admission socket's mode and group.
+
+    GET    /v1/pods                          List    {"pods": [...], "manifest_errors": [...]}
+    GET    /v1/pods/NS/NAME                  Get     {"pod": {..., "record": {...}}}
+    POST   /v1/pods[?dry_run=1][&ignore_unknown_fields=1]
+                                             Admit   body: the manifest (YAML or JSON)
+    POST   /v1/pods/NS/NAME/stop             Stop    body: {} or {"grace_seconds": S}
+    DELETE /v1/pods/NS/NAME                  Remove  {"pod": {...}}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent.api.admission.v1 import api_pb2 as pb
+from agent.eventlog import get_logger
+from agent.workloads.errors import AdmissionError
+from agent.workloads.http11 import MAX_HEAD, HttpError, Request, Response, serve_connection
+from agent.workloads.peerfront import bind_listening, peer_caller
+from agent.workloads.podjson import admit_json, pod_json
+from agent.workloads.server import AdmissionServicer
+from agent.workloads.users import Caller
+
+__all__ = ["CliApi", "route", "HTTP_STATUS"]
+
+log = get_logger("hwagent.workloads")
+
+#: an AdmissionError's code -> the HTTP status it answers with
+HTTP_STATUS = {
+    "INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400, "PERMISSION_DENIED": 403, "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409, "ABORTED": 409, "RESOURCE_EXHAUSTED": 429, "INTERNAL": 500, "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+}
+_ROUTES = "GET /v1/pods, GET|DELETE /v1/pods/NS/NAME, POST /v1/pods, POST /v1/pods/NS/NAME/stop"
+
+
+def _flag(req: Request, name: str) -> bool:
+    value = req.query.get(name, "0").lower()
+    if value in ("", "1", "true", "yes"):
+        return True
+    if value in ("0", "false", "no"):
+        return False
+    raise HttpError(400, f"query parameter {name} takes 1 or 0, got {value[:16]!r}")
+
+
+def _grace(req: Request) -> float | None:
+    body = req.json()
+    unknown = sorted(set(body) - {"grace_seconds"})
+    if unknown:
+        raise HttpError(400, f"unknown field(s) {', '.join(unknown)} in the stop request (it takes grace_seconds)")
+    grace = body.get("grace_seconds")
+    if grace is None:
+        return None
+    if isinstance(grace, bool) or not isinstance(grace, int | float):
+        raise HttpError(400, f"grace_seconds must be a number of seconds, got {grace!r}")
+    return float(grace)
+
+
+def route(req: Request) -> tuple[str, Any]:
+    """The servicer method a request names and the request message for it (pure); HttpError
+    (404, 405, 400) for a path, method or body this API does not take."""
+    p = req.parts
+    if p[:2] != ("v1", "pods") or len(p) not in (2, 4, 5) or (len(p) == 5 and p[4] != "stop"):
+        raise HttpError(404, f"no such route {req.method} /{'/'.join(p)}; this API serves {_ROUTES}",
+                        "UNIMPLEMENTED")
+    allowed = {2: ("GET", "POST"), 4: ("GET", "DELETE"), 5: ("POST",)}[len(p)]
+    if req.method not in allowed:
+        raise HttpError(405, f"{req.method} is not allowed on /{'/'.join(p)} (only {', '.join(allowed)})",
+                        "UNIMPLEMENTED")
+    if len(p) == 2:
+        if req.method == "GET":
+            return "List", pb.ListRequest()
+        return "Admit", pb.AdmitRequest(manifest=req.body, dry_run=_flag(req, "dry_run"),
+                                        ignore_unknown_fields=_flag(req, "ignore_unknown_fields"))
+    ref = pb.PodRef(namespace=p[2], name=p[3])
+    if len(p) == 5:
+        stop = pb.StopRequest(pod=ref)
+        grace = _grace(req)
+        if grace is not None:
+            stop.grace_seconds = grace
+        return "Stop", stop
+    if req.method == "GET":
+        return "Get", pb.GetRequest(pod=ref)
+    return "Remove", pb.RemoveRequest(pod=ref)
+
+
+def answer(method: str, resp: Any) -> dict[str, Any]:
+    """A servicer's reply message as the JSON body the CLI reads."""
+    if method == "List":
+        return {"pods": [pod_json(p) for p in resp.pods],
+                "manifest_errors": [{"path": e.path, "error": e.error} for e in resp.manifest_errors]}
+    if method == "Admit":
+        return admit_json(resp)
+    return {"pod": pod_json(resp.pod, record=method == "Get")}
+
+
+class CliApi:
+    """Serve the CLI API on ``path`` (mode ``mode``, group ``gid`` when not None) over ``workloads``."""
+
+    def __init__(self, path: Path, workloads: Any, manifest_errors: Callable[[], Sequence[tuple[str, str]]],
+                 *, max_body: int, mode: int = 0o600, gid: int | None = None) -> None:
+        self.path, self.mode, self.gid, self.max_body = Path(path), mode, gid, max_body
+        # the caller is passed where the gRPC servicer gets its context: it is the caller
+        self.servicer = AdmissionServicer(workloads, manifest_errors, caller_of=lambda caller: caller)
+        self._server: asyncio.AbstractServer | None = None
+        self._conns: set[asyncio.Task[None]] = set()
+
+    async def handle(self, req: Request, caller: Caller) -> Response:
+        try:
+            method, message = route(req)
+            # the servicer's method as written, without the wrapper that turns errors into gRPC aborts
+            fn = getattr(AdmissionServicer, method).__wrapped__
+            return Response(200, answer(method, await fn(self.servicer, message, caller)))
+        except HttpError as e:
+            return Response(e.status, {"code": e.code, "message": e.message})
+        except AdmissionError as e:
+            return Response(HTTP_STATUS.get(e.code, 500), {"code": e.code, "message": e.message})
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a clear 500, never a traceback to the client
+            log.exception("cli api failed", method=req.method, path="/".join(req.parts))
+            return Response(500, {"code": "INTERNAL", "message": f"{type(e).__name__}: {e}"})
+
+    async def start(self) -> None:
+        sock = bind_listening(self.path, self.mode, self.gid)
+        self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=MAX_HEAD)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for t in list(self._conns):
+            t.cancel()
+        await asyncio.gather(*self._conns, return_exceptions=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    @property
+    def serving(self) -> bool:
+        return self._server is not None and self._server.is_serving() and self.path.is_socket()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        try:
+            try:
+                caller = peer_caller(writer.get_extra_info("socket"))
+            except OSError as e:
+                log.warning("cli connection without credentials", error=e)
+                writer.close()
+                return
+            await serve_connection(reader, writer, lambda req: self.handle(req, caller), self.max_body)
+        finally:
+            self._conns.discard(task)

@@ -1,0 +1,186 @@
+"""A minimal, strict HTTP/1.1 server side for the CLI's JSON API (``agent.workloads.cliapi``).
+
+Why not a framework: the only client is ``hwagent`` itself (``http.client`` over
+the unix socket) and ``curl --unix-socket``; what they send is a request line,
+a few headers and at most one manifest. So this reads exactly that and refuses
+everything else with a status and one line, before any handler runs:
+
+- the head (request line and headers) is at most ``MAX_HEAD`` bytes and
+  ``MAX_HEADERS`` lines (431 past either);
+- the request line is ``METHOD SP /path[?query] SP HTTP/1.1`` (400; 505 for
+  another version);
+- a body has one ``Content-Length`` of digits only, at most ``max_body`` bytes
+  (413, refused before a byte of it is read); ``Transfer-Encoding`` is refused
+  (501): nothing we serve needs a chunked upload;
+- the connection is kept open for the next request (``launch --wait`` polls on
+  one) unless the client says ``Connection: close`` or the request was refused
+  (after a refusal the stream's framing cannot be trusted).
+
+``parse_head`` is pure; ``serve_connection`` is the thin I/O loop around it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+__all__ = ["Request", "Response", "HttpError", "parse_head", "serve_connection", "render",
+           "MAX_HEAD", "MAX_HEADERS", "REASONS"]
+
+#: bytes of request line + headers + the blank line
+MAX_HEAD = 16 * 1024
+MAX_HEADERS = 64
+#: how long a client may take to send a request's head or body, and an idle keep-alive may wait
+READ_TIMEOUT_S = 60.0
+
+REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+           409: "Conflict", 411: "Length Required", 413: "Content Too Large", 429: "Too Many Requests",
+           431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
+           503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported"}
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+class HttpError(Exception):
+    """A request refused before any handler ran: ``status`` and the one line the client sees."""
+
+    def __init__(self, status: int, message: str, code: str = "INVALID_ARGUMENT") -> None:
+        super().__init__(message)
+        self.status, self.message, self.code = status, message, code
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    #: the path, percent-decoded, split at "/" (empty parts dropped): ("v1", "pods", "default", "web")
+    parts: tuple[str, ...]
+    query: dict[str, str]
+    #: header names lower-cased
+    headers: dict[str, str]
+    body: bytes = b""
+
+    @property
+    def keep_alive(self) -> bool:
+        return self.headers.get("connection", "").lower() != "close"
+
+    def json(self) -> dict[str, Any]:
+        """The body as a JSON object ({} when empty); 400 saying what is wrong otherwise."""
+        if not self.body:
+            return {}
+        try:
+            value = json.loads(self.body)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise HttpError(400, f"the request body is not valid JSON: {e}") from None
+        if not isinstance(value, dict):
+            raise HttpError(400, f"the request body must be a JSON object, got {type(value).__name__}")
+        return value
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_head(head: bytes, max_body: int) -> tuple[Request, int]:
+    """The request a head (up to and with the blank line) describes, and its body's length.
+    Raises HttpError for anything this server does not take."""
+    lines = head.split(b"\r\n")
+    if lines[-2:] != [b"", b""]:
+        raise HttpError(400, "the request head must end with CRLF CRLF")
+    lines = lines[:-2]
+    if len(lines) - 1 > MAX_HEADERS:
+        raise HttpError(431, f"more than {MAX_HEADERS} header lines")
+    parts = lines[0].split(b" ")
+    if len(parts) != 3 or not parts[0] or not all(b in _TOKEN for b in parts[0]):
+        raise HttpError(400, "the request line must be METHOD SP TARGET SP HTTP/1.1")
+    method, target, version = (p.decode("latin-1") for p in parts)
+    if version != "HTTP/1.1":
+        raise HttpError(505, f"only HTTP/1.1 is served, got {version[:16]!r}")
+    if not target.startswith("/"):
+        raise HttpError(400, "the request target must be a path starting with /")
+    headers: dict[str, str] = {}
+    for raw in lines[1:]:
+        name, sep, value = raw.partition(b":")
+        if not sep or not name or not all(b in _TOKEN for b in name):
+            raise HttpError(400, f"malformed header line {raw[:40].decode('latin-1')!r}")
+        key = name.decode("latin-1").lower()
+        if key in headers and key in ("content-length", "host", "transfer-encoding"):
+            raise HttpError(400, f"header {key} given twice")
+        headers[key] = value.strip(b" \t").decode("latin-1")
+    if "transfer-encoding" in headers:
+        raise HttpError(501, "Transfer-Encoding is not supported: send the body with a Content-Length")
+    length = 0
+    if "content-length" in headers:
+        text = headers["content-length"]
+        if not text.isdigit() or not text.isascii() or len(text) > 19:
+            raise HttpError(400, f"Content-Length must be a number of bytes, got {text[:24]!r}")
+        length = int(text)
+        if length > max_body:
+            raise HttpError(413, f"the request body of {length} bytes is larger than the {max_body} allowed")
+    url = urlsplit(target)
+    try:
+        query = dict(parse_qsl(url.query, keep_blank_values=True, strict_parsing=bool(url.query)))
+    except ValueError:
+        raise HttpError(400, f"malformed query string {url.query[:40]!r}") from None
+    path = tuple(unquote(p) for p in url.path.split("/") if p)
+    return Request(method, path, query, headers), length
+
+
+def render(resp: Response, keep_alive: bool) -> bytes:
+    body = json.dumps(resp.body, separators=(",", ":")).encode()
+    head = (f"HTTP/1.1 {resp.status} {REASONS.get(resp.status, 'Unknown')}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n")
+    return head.encode("ascii") + body
+
+
+async def _read_request(reader: asyncio.StreamReader, max_body: int) -> Request | None:
+    """The next request, or None when the client closed between requests."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as e:
+        if not e.partial:
+            return None
+        raise HttpError(400, "the connection closed inside a request head") from None
+    except asyncio.LimitOverrunError:
+        raise HttpError(431, f"the request head is larger than {MAX_HEAD} bytes") from None
+    req, length = parse_head(head, max_body)
+    if length:
+        try:
+            body = await reader.readexactly(length)
+        except asyncio.IncompleteReadError:
+            raise HttpError(400, f"the connection closed before the {length} body bytes Content-Length announced") \
+                from None
+        req = Request(req.method, req.parts, req.query, req.headers, body)
+    return req
+
+
+async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                           handle: Callable[[Request], Awaitable[Response]], max_body: int) -> None:
+    """Answer requests on one connection until the client closes it, asks to, or sends one we refuse.
+    ``reader`` must have been made with ``limit=MAX_HEAD``."""
+    try:
+        while True:
+            try:
+                req = await asyncio.wait_for(_read_request(reader, max_body), READ_TIMEOUT_S)
+            except HttpError as e:
+                writer.write(render(Response(e.status, {"code": e.code, "message": e.message}), False))
+                await writer.drain()
+                return
+            except TimeoutError:
+                return
+            if req is None:
+                return
+            resp = await handle(req)
+            writer.write(render(resp, req.keep_alive))
+            await writer.drain()
+            if not req.keep_alive:
+                return
+    except (ConnectionError, OSError):
+        return
+    finally:
+        writer.close()
