@@ -40,20 +40,33 @@ from agent.cpu.metrics import (
 )
 from agent.cpu.periodic import ResidualTracker
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
+from agent.cpu.pools import DedicatedNuma
 from agent.cpu.errors import UNAVAILABLE, PolicyError
 from agent.cpu.state import PolicyState
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.statefile import Coalescer
 
-__all__ = ["CPUPolicyComponent", "create", "options_from_config", "socket_path_for"]
+__all__ = ["CPUPolicyComponent", "create", "dedicated_numa_for", "options_from_config", "socket_path_for"]
 
 log = get_logger("hwagent.cpu")
 
 
-def options_from_config(cfg: CPUConfig, online: int) -> PolicyOptions:
-    """The policy's options on a machine with ``online`` CPUs ("auto" values resolved here,
-    where the topology is known)."""
+def dedicated_numa_for(cfg: CPUConfig, mode: str) -> DedicatedNuma:
+    """What a NUMA-bound dedicated pod takes out of the shared pools in daemon ``mode``.
+
+    "auto": standalone runs its own pods, and a pinned job beside services on a
+    one-node box is what the kubelet's static CPU manager, Slurm and Nomad give
+    (exclusive-cores); in kubelet mode a QRM kubelet and its tooling expect
+    Katalyst's pools (whole-node). A value the operator wrote wins."""
+    if cfg.dedicated_numa != "auto":
+        return cfg.dedicated_numa
+    return "whole-node" if mode == "kubelet" else "exclusive-cores"
+
+
+def options_from_config(cfg: CPUConfig, online: int, mode: str = "standalone") -> PolicyOptions:
+    """The policy's options on a machine with ``online`` CPUs in daemon ``mode`` ("auto"
+    values resolved here, where the topology and the mode are known)."""
     return PolicyOptions(
         reserved_count=cfg.reserved_cpus,
         reserved_list=cfg.reserved_list(),
@@ -63,6 +76,7 @@ def options_from_config(cfg: CPUConfig, online: int) -> PolicyOptions:
         debug_annotation_keys=tuple(cfg.debug_annotation_keys),
         enhancement_defaults=dict(cfg.enhancement_defaults),
         align_l3=cfg.align_l3,
+        dedicated_numa=dedicated_numa_for(cfg, mode),
     )
 
 
@@ -120,7 +134,8 @@ class CPUPolicyComponent:
         except CheckpointError as e:
             raise RuntimeError(str(e)) from None
         try:
-            policy = DynamicPolicy(ctx.topology, options_from_config(self.cfg, len(ctx.topology.online)), state=state, clock=self.clock)
+            options = options_from_config(self.cfg, len(ctx.topology.online), ctx.mode)
+            policy = DynamicPolicy(ctx.topology, options, state=state, clock=self.clock)
         except ValueError as e:
             raise RuntimeError(f"cpu policy cannot start: {e}") from None
         if self.cfg.enforce_cgroups:
@@ -149,7 +164,7 @@ class CPUPolicyComponent:
             self._tasks.append(loop.create_task(self._every(self.cfg.cpu_idle_interval_s, self.cpu_idle_once)))
         log.info(
             "cpu policy started", socket=self.socket_path, mode=ctx.mode, reserved=policy.reserved,
-            reclaim_min=policy.options.reclaim_min,
+            reclaim_min=policy.options.reclaim_min, dedicated_numa=policy.options.dedicated_numa,
             containers=len(policy.state.containers()), enforcement=self.fs.layout.mode if self.fs else "off",
         )
 

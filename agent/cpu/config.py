@@ -50,6 +50,10 @@ class CPUConfig:
     cpu_idle: bool = True
     cpu_idle_interval_s: float = 30.0
     socket_name: str = "qrm_cpu_plugin_dynamic.sock"
+    #: what a NUMA-bound dedicated pod takes out of the shared pools: its CPUs
+    #: ("exclusive-cores") or its whole NUMA node ("whole-node", Katalyst's rule);
+    #: "auto" = exclusive-cores standalone, whole-node in kubelet mode, resolved at start
+    dedicated_numa: Literal["auto", "exclusive-cores", "whole-node"] = "auto"
 
     def validate(self) -> None:
         if self.reserved_cpus < 0:

@@ -18,7 +18,7 @@ from agent.cpu.calculator import TopoIndex, take_by_topology, take_ht_by_numa_ba
 from agent.cpu.errors import FAILED_PRECONDITION, NOT_FOUND, PolicyError, RESOURCE_EXHAUSTED, invalid
 from agent.cpu.hints import calculate_hints, min_numa_count
 from agent.contracts.placement import Placement, placement_of
-from agent.cpu.pools import PoolOptions, adjust, init_pools, shared_available
+from agent.cpu.pools import DEDICATED_NUMA_MODES, DedicatedNuma, PoolOptions, adjust, init_pools, shared_available
 from agent.cpu.qos import (
     DEDICATED,
     DEDICATED_OWNER,
@@ -50,6 +50,10 @@ class PolicyOptions:
     debug_annotation_keys: tuple[str, ...] = ()
     enhancement_defaults: Mapping[str, str] = field(default_factory=dict)
     align_l3: bool = True
+    #: what a NUMA-bound dedicated container takes out of the shared pools: its
+    #: CPUs ("exclusive-cores") or its whole node ("whole-node", Katalyst's 14.4,
+    #: the default here because the upstream fixtures' expectations depend on it)
+    dedicated_numa: DedicatedNuma = "whole-node"
 
 
 def reserved_cpus(idx: TopoIndex, opts: PolicyOptions) -> CPUSet:
@@ -80,7 +84,11 @@ class DynamicPolicy:
         #: or unknown means "ramp up", as upstream does for pods it cannot see
         self.pod_running = pod_running or (lambda uid: None)
         self.reserved = reserved_cpus(self.idx, self.options)
-        self.pool_opts = PoolOptions(self.options.reclaim_min, self.options.enable_reclaim)
+        if self.options.dedicated_numa not in DEDICATED_NUMA_MODES:
+            raise ValueError(f"dedicated_numa must be one of {', '.join(DEDICATED_NUMA_MODES)}, "
+                             f"got {self.options.dedicated_numa!r}")
+        self.pool_opts = PoolOptions(self.options.reclaim_min, self.options.enable_reclaim,
+                                     self.options.dedicated_numa)
         self._state = self._restore(state or PolicyState())
         #: called with the new state after every committed change
         self.listeners: list[Callable[[PolicyState], None]] = []
@@ -100,6 +108,16 @@ class DynamicPolicy:
                     f"checkpointed cpuset {a.cpuset} of {a.pod_uid}/{a.container_name} has cpus this machine "
                     f"does not have online ({online}); the topology changed under the checkpoint"
                 )
+        ix = st.index()
+        if ix.n_shared and not shared_available(self.idx, st, self.reserved, self.pool_opts.dedicated_numa):
+            # a state placed under exclusive-cores, read under whole-node: the next
+            # re-size (any RemovePod included) would find no CPU for its shared pods
+            raise ValueError(
+                "the checkpoint holds shared containers on NUMA nodes that dedicated containers are bound to "
+                '(placed under dedicated_numa = "exclusive-cores"), which dedicated_numa = '
+                f'"{self.pool_opts.dedicated_numa}" leaves no cpu for; start with dedicated_numa = '
+                '"exclusive-cores", or remove the dedicated or the shared pods first'
+            )
         return init_pools(self.idx, st, self.reserved, self.pool_opts)
 
     def _commit(self, st: PolicyState, put: tuple[tuple[str, str], ...] = (), drop_pods: tuple[str, ...] = ()) -> None:
@@ -272,11 +290,11 @@ class DynamicPolicy:
 
     def _allocate_shared(self, st: PolicyState, entry: AllocationInfo, qos: QoS) -> PolicyState:
         pool = self._pool_of(qos)
-        ramp_cpus = shared_available(self.idx, st, self.reserved)
+        ramp_cpus = shared_available(self.idx, st, self.reserved, self.pool_opts.dedicated_numa)
         if not ramp_cpus:
-            raise PolicyError(
-                RESOURCE_EXHAUSTED, "no_shared_cpus", "no cpu is left for shared_cores (all NUMA nodes are dedicated)"
-            )
+            held = "all NUMA nodes are dedicated" if self.pool_opts.dedicated_numa == "whole-node" \
+                else "every cpu outside the reserve is dedicated"
+            raise PolicyError(RESOURCE_EXHAUSTED, "no_shared_cpus", f"no cpu is left for shared_cores ({held})")
         running = self.pod_running(entry.pod_uid)
         if running is not True or pool not in st.pools:
             return st.with_entry(replace(entry, cpuset=ramp_cpus, owner_pool_name="", ramp_up=True))
@@ -355,7 +373,8 @@ class DynamicPolicy:
         """Where a container without CPUs of its own (an init container) runs in ``st``
         (the live state by default): the shared pool, else what shared pods may use."""
         st = self._state if st is None else st
-        return st.pools.get(DEFAULT_POOL) or shared_available(self.idx, st, self.reserved)
+        return st.pools.get(DEFAULT_POOL) or shared_available(self.idx, st, self.reserved,
+                                                              self.pool_opts.dedicated_numa)
 
     def free_per_numa(self) -> dict[int, int]:
         """Dedicatable CPUs per NUMA node now: not held by NUMA-bound containers, reserved excluded."""

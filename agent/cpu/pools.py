@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from agent.cpu.calculator import TopoIndex, take_by_numa_balance_from
 from agent.cpu.errors import PolicyError, RESOURCE_EXHAUSTED
@@ -19,7 +20,22 @@ from agent.cpu.qos import RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED
 from agent.cpu.state import Basis, Key, PMap, PolicyState, StateIndex
 from agent.cpuset import CPUSet
 
-__all__ = ["PoolOptions", "bound_numas", "shared_available", "adjust", "init_pools"]
+__all__ = [
+    "DEDICATED_NUMA_MODES",
+    "DedicatedNuma",
+    "PoolOptions",
+    "bound_numas",
+    "shared_available",
+    "adjust",
+    "init_pools",
+]
+
+#: what a NUMA-bound dedicated container takes out of the shared pools
+DedicatedNuma = Literal["exclusive-cores", "whole-node"]
+#: ``exclusive-cores``: its own CPUs only (the kubelet static CPU manager's,
+#: Slurm's and Nomad's rule: a pinned job runs beside services on a one-node
+#: box); ``whole-node``: its whole NUMA node (Katalyst's rule, quirk 14.4)
+DEDICATED_NUMA_MODES: tuple[DedicatedNuma, ...] = ("exclusive-cores", "whole-node")
 
 
 @dataclass(frozen=True)
@@ -28,6 +44,8 @@ class PoolOptions:
     #: upstream dynamic-config EnableReclaim (default false): when false, idle
     #: CPUs beyond reclaim_min are handed to the shared pools
     enable_reclaim: bool = False
+    #: Katalyst's rule by default: the upstream pool expectations depend on it
+    dedicated_numa: DedicatedNuma = "whole-node"
 
 
 def bound_numas(idx: TopoIndex, st: PolicyState) -> frozenset[int]:
@@ -37,17 +55,24 @@ def bound_numas(idx: TopoIndex, st: PolicyState) -> frozenset[int]:
     return frozenset(numa_of[i] for cpus in st.index().ded.values() for i in cpus)
 
 
-def shared_available(idx: TopoIndex, st: PolicyState, reserved: CPUSet) -> CPUSet:
-    """CPUs shared pools and ramp-up containers may use (memoised per set of
-    dedicated containers: hints, Allocate and re-sizing all ask)."""
+def shared_available(idx: TopoIndex, st: PolicyState, reserved: CPUSet,
+                     mode: DedicatedNuma = "whole-node") -> CPUSet:
+    """CPUs shared pools and ramp-up containers may use: neither reserved nor
+    dedicated, and under ``whole-node`` on no NUMA node a dedicated container
+    is bound to (memoised per set of dedicated containers: hints, Allocate and
+    re-sizing all ask)."""
 
     def compute() -> CPUSet:
         avail = set(idx.all) - set(reserved)
-        for n in bound_numas(idx, st):
-            avail -= idx.numa_cpus[n]
+        if mode == "whole-node":
+            for n in bound_numas(idx, st):
+                avail -= idx.numa_cpus[n]
+        else:
+            for cpus in st.index().ded.values():
+                avail -= set(cpus)
         return CPUSet(avail)
 
-    return st.index().memo_by_ded(("shared_available", idx, reserved), compute)
+    return st.index().memo_by_ded(("shared_available", idx, reserved, mode), compute)
 
 
 def _pool_quantities(st: PolicyState) -> dict[str, int]:
@@ -107,7 +132,7 @@ def init_pools(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOpti
             if name != RESERVE_POOL:
                 pools[name] = cpus
     if not pools.get(RECLAIM_POOL):
-        avail = shared_available(idx, st, reserved)
+        avail = shared_available(idx, st, reserved, opts.dedicated_numa)
         for name, cpus in pools.items():
             if name not in (RESERVE_POOL, RECLAIM_POOL):
                 avail = avail - cpus
@@ -123,7 +148,7 @@ def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions)
     which every member resolves to when read (``PolicyState.resolve``), so a
     re-size costs the same with 10 members or 10,000 (issue 24)."""
     ix = st.index()
-    avail = shared_available(idx, st, reserved)
+    avail = shared_available(idx, st, reserved, opts.dedicated_numa)
     quant = _pool_quantities(st)
     if not avail and ix.n_shared:
         raise PolicyError(

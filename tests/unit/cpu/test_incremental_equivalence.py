@@ -20,7 +20,7 @@ from agent.cpu.checkpoint import encode
 from agent.cpu.calculator import TopoIndex, take_by_numa_balance
 from agent.cpu.errors import RESOURCE_EXHAUSTED, PolicyError
 from agent.cpu.policy import DynamicPolicy
-from agent.cpu.pools import PoolOptions, _reclaim, _sizes
+from agent.cpu.pools import DEDICATED_NUMA_MODES, PoolOptions, _reclaim, _sizes
 from agent.cpu.qos import RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED, SYSTEM
 from agent.cpu.state import NUMAState, PolicyState, StateIndex
 from agent.contracts.cpu import AllocationInfo
@@ -35,10 +35,15 @@ def naive_bound_numas(idx: TopoIndex, s: PolicyState) -> set[int]:
     return {idx.numa_of[i] for a in s.containers() if a.is_dedicated_binding and not a.is_sidecar for i in a.cpuset}
 
 
-def naive_shared_available(idx: TopoIndex, s: PolicyState, reserved: CPUSet) -> CPUSet:
+def naive_shared_available(idx: TopoIndex, s: PolicyState, reserved: CPUSet, mode: str = "whole-node") -> CPUSet:
     avail = set(idx.all) - set(reserved)
-    for n in naive_bound_numas(idx, s):
-        avail -= idx.numa_cpus[n]
+    if mode == "whole-node":
+        for n in naive_bound_numas(idx, s):
+            avail -= idx.numa_cpus[n]
+    else:
+        for a in s.containers():
+            if a.is_dedicated_binding and not a.is_sidecar:
+                avail -= set(a.cpuset)
     return CPUSet(avail)
 
 
@@ -75,7 +80,7 @@ def _fields(a: AllocationInfo) -> dict:
 
 
 def naive_adjust(idx: TopoIndex, s: PolicyState, reserved: CPUSet, opts: PoolOptions) -> PolicyState:
-    avail = naive_shared_available(idx, s, reserved)
+    avail = naive_shared_available(idx, s, reserved, opts.dedicated_numa)
     sums: dict[str, float] = {}
     for a in s.containers():
         if a.qos_level == SHARED and not a.ramp_up and a.owner_pool_name and not a.is_sidecar:
@@ -189,13 +194,14 @@ def _canonical(obj) -> str:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(OPS, min_size=1, max_size=40), enable_reclaim=st.booleans())
-def test_incremental_equals_full_recomputation(ops, enable_reclaim):
+@given(ops=st.lists(OPS, min_size=1, max_size=40), enable_reclaim=st.booleans(),
+       mode=st.sampled_from(DEDICATED_NUMA_MODES))
+def test_incremental_equals_full_recomputation(ops, enable_reclaim, mode):
     topo = synthetic(sockets=2, numa_per_socket=2, cores_per_numa=3, threads_per_core=2)  # 24 cpus
     ci, cr = Clock(), Clock()
-    inc = make_policy(ci, topo=topo, reclaim_min=2, enable_reclaim=enable_reclaim)
+    inc = make_policy(ci, topo=topo, reclaim_min=2, enable_reclaim=enable_reclaim, dedicated_numa=mode)
     with naive():
-        ref = make_policy(cr, topo=topo, reclaim_min=2, enable_reclaim=enable_reclaim)
+        ref = make_policy(cr, topo=topo, reclaim_min=2, enable_reclaim=enable_reclaim, dedicated_numa=mode)
     for op in ops:
         if op[0] == "restart":  # from the checkpointed form: the index starts from scratch
             inc = _restarted(inc, ci)

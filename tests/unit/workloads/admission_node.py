@@ -16,6 +16,7 @@ from agent.cpu.calculator import TopoIndex
 from agent.cpu.checkpoint import CheckpointStore
 from agent.cpu.durable import DurablePolicy
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
+from agent.cpu.pools import DedicatedNuma
 from agent.devicemanager.manager import DeviceManager
 from agent.contracts.devices import Device
 from agent.topology.model import Topology, synthetic
@@ -100,6 +101,8 @@ class Node:
     machine: Machine
     policy: str
     scope: str
+    #: the CPU policy's dedicated_numa ("whole-node": Katalyst's 14.4)
+    dedicated_numa: DedicatedNuma = "whole-node"
     workloads: Workloads = field(init=False)
     cpu_policy: DynamicPolicy = field(init=False)
     manager: DeviceManager = field(init=False)
@@ -110,7 +113,8 @@ class Node:
         topo = self.machine.topology
         store = CheckpointStore(self.base / "cpu", online=TopoIndex(topo).all)
         state = store.load()
-        pol = DynamicPolicy(topo, PolicyOptions(reserved_count=self.machine.reserved), state=state)
+        pol = DynamicPolicy(topo, PolicyOptions(reserved_count=self.machine.reserved,
+                                                 dedicated_numa=self.dedicated_numa), state=state)
         self._engine = DurablePolicy(pol, store)
         store.save(pol.state)
         self.cpu_policy = pol

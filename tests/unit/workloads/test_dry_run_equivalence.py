@@ -3,7 +3,8 @@ verdict and the placement of the admission that follows it, and writes nothing.
 
 1,000 seeded sequences over the fixture machines of ``admission_node`` (2 and 4
 NUMA nodes, one and two device resources, a plugin with a preferred
-allocation, reserved cpus), every topology-manager policy and both scopes,
+allocation, reserved cpus), every topology-manager policy and both scopes, both
+``dedicated_numa`` rules (alternating per pass over the combinations),
 pods of every QoS level (dedicated with and without numa_exclusive, one to
 three containers, init containers, devices), pods removed and pods ending
 (released) between admissions; every fourth sequence restarts every component
@@ -23,6 +24,7 @@ import tempfile
 from itertools import product
 from pathlib import Path
 
+from agent.cpu.pools import DEDICATED_NUMA_MODES
 from agent.topologymanager import POLICIES, SCOPES
 from agent.workloads.errors import AdmissionError
 from agent.contracts.pods import PodPhase, PodStatus
@@ -84,7 +86,8 @@ def _written(node: Node) -> tuple:
 async def one_sequence(seed: int, base: Path, stats: dict) -> list[str]:
     rng = random.Random(seed)
     machine, policy, scope = COMBOS[seed % len(COMBOS)]
-    node = await Node(base, machine, policy, scope).start()
+    mode = DEDICATED_NUMA_MODES[seed // len(COMBOS) % len(DEDICATED_NUMA_MODES)]
+    node = await Node(base, machine, policy, scope, mode).start()
     problems: list[str] = []
     steps = rng.randint(4, 8)
     try:
@@ -118,7 +121,7 @@ async def one_sequence(seed: int, base: Path, stats: dict) -> list[str]:
                 got, made = ("refused", e.code, e.message), {}
                 stats["refused"] += 1
             stats["verdicts"] += 1
-            where = f"seed {seed} ({machine.name}, {policy}, {scope}) step {step}"
+            where = f"seed {seed} ({machine.name}, {policy}, {scope}, {mode}) step {step}"
             if want != got:
                 problems.append(f"{where}: dry run {want} but admission {got}\n  {manifest}")
             elif placed != made:

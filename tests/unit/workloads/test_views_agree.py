@@ -26,6 +26,7 @@ from agent.cgroups.detect import detect
 from agent.cgroups.fs import CgroupFS
 from agent.contracts.pods import PodPhase, PodStatus
 from agent.cpu.enforce import Enforcer
+from agent.cpu.pools import DEDICATED_NUMA_MODES, DedicatedNuma
 from agent.cpuset import CPUSet
 from agent.podresources.server import PodResourcesServicer
 from agent.workloads.errors import AdmissionError
@@ -96,8 +97,8 @@ async def _views(node: Node) -> dict[str, dict]:
     return {"ps": ps, "describe": described, "pod-resources": podres}
 
 
-async def run_sequence(base: Path, machine_ix: int, ops: list[tuple]) -> list[str]:
-    node = await Node(base / "node", MACHINES[machine_ix], "best-effort", "container").start()
+async def run_sequence(base: Path, machine_ix: int, ops: list[tuple], mode: DedicatedNuma = "whole-node") -> list[str]:
+    node = await Node(base / "node", MACHINES[machine_ix], "best-effort", "container", mode).start()
     cg = Cgroups(base / "cgroup")
     problems: list[str] = []
     try:
@@ -132,11 +133,11 @@ async def run_sequence(base: Path, machine_ix: int, ops: list[tuple]) -> list[st
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(machine_ix=st.integers(0, len(MACHINES) - 1), ops=OPS)
-def test_every_view_shows_the_cpus_the_cgroup_has(machine_ix: int, ops: list[tuple]) -> None:
+@given(machine_ix=st.integers(0, len(MACHINES) - 1), ops=OPS, mode=st.sampled_from(DEDICATED_NUMA_MODES))
+def test_every_view_shows_the_cpus_the_cgroup_has(machine_ix: int, ops: list[tuple], mode: DedicatedNuma) -> None:
     base = Path(tempfile.mkdtemp(prefix="h21v-"))
     try:
-        problems = asyncio.run(run_sequence(base, machine_ix, ops))
+        problems = asyncio.run(run_sequence(base, machine_ix, ops, mode))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     assert not problems, "\n".join(problems[:5])
