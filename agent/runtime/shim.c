@@ -46,6 +46,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <grp.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_PROCS 16
@@ -163,6 +165,30 @@ static void rotate(const char *log, int keep) {
     if (keep >= 1) rename(log, b); else unlink(log);
 }
 
+/* <container>.times beside <container>.log: one record per chunk copied, its
+ * offset in the log and when it was read (unix ns), so `hwagent logs
+ * --timestamps/--since` can date lines while the log stays the workload's bytes
+ * (agent/runtime/logtimes.py). It rotates with the log. */
+static char times_path[4096];
+static int times_fd = -1;
+
+static void times_init(const char *log) {
+    size_t n = strlen(log);
+    if (n >= 4 && !strcmp(log + n - 4, ".log"))
+        snprintf(times_path, sizeof times_path, "%.*s.times", (int)(n - 4), log);
+    else
+        snprintf(times_path, sizeof times_path, "%s.times", log);
+    times_fd = open_log(times_path);
+}
+
+static void times_record(long long offset) {
+    if (times_fd < 0) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t rec[2] = {(uint64_t)offset, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec};
+    write_all(times_fd, (const char *)rec, sizeof rec);
+}
+
 /* append to the log; a file never grows past log_max: rotate first, cutting a
  * chunk at its last newline that fits (or at the limit for a longer line) */
 static void log_write(const char *log, int *logfd, long long *size, long long log_max, int keep,
@@ -173,10 +199,13 @@ static void log_write(const char *log, int *logfd, long long *size, long long lo
             long long room = log_max - *size;
             if (room <= 0 || (n > room && *size > 0 && !memchr(buf, '\n', (size_t)(room < n ? room : n)))) {
                 close(*logfd);
+                if (times_fd >= 0) close(times_fd);
                 fs_as_user(1);
                 rotate(log, keep);
+                rotate(times_path, keep);
                 fs_as_user(0);
                 *logfd = open_log(log);
+                times_fd = open_log(times_path);
                 *size = 0;
                 continue;
             }
@@ -186,6 +215,7 @@ static void log_write(const char *log, int *logfd, long long *size, long long lo
                 if (nl) take = nl - buf + 1;
             }
         }
+        times_record(*size);
         if (write_all(*logfd, buf, (size_t)take) < 0) return;
         *size += take;
         buf += take;
@@ -356,6 +386,7 @@ int main(int argc, char **argv) {
 
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     int logfd = open_log(log);
+    times_init(log);
     struct stat lst;
     long long size = (logfd >= 0 && fstat(logfd, &lst) == 0) ? (long long)lst.st_size : 0;
     char buf[65536];

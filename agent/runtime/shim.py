@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 import sys
+import time
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
@@ -202,13 +204,22 @@ class _Log:
 
     def __init__(self, path: str, log_max: int, log_keep: int, user: _User = None) -> None:
         self.path, self.log_max, self.log_keep = path, log_max, log_keep
+        # when each chunk arrived, beside the log (shim.c's times file; agent/runtime/logtimes.py)
+        self.times_path = (path[: -len(".log")] if path.endswith(".log") else path) + ".times"
         self.as_user = _FsUser(user)
-        self.fd = self._open()
+        self.fd = self._open(self.path)
+        self.times_fd = self._open(self.times_path)
         self.size = os.fstat(self.fd).st_size
 
-    def _open(self) -> int:
+    def _open(self, path: str) -> int:
         with self.as_user:
-            return os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+
+    def _record(self) -> None:
+        try:
+            os.write(self.times_fd, struct.pack("=QQ", self.size, time.time_ns()))
+        except OSError:
+            pass  # the times are an aid; the log itself must not stop for them
 
     def write(self, data: bytes) -> None:
         while data:
@@ -217,14 +228,18 @@ class _Log:
                 room = self.log_max - self.size
                 if room <= 0 or (len(data) > room and self.size > 0 and b"\n" not in data[:room]):
                     os.close(self.fd)
+                    os.close(self.times_fd)
                     with self.as_user:
                         _rotate(self.path, self.log_keep)
-                    self.fd = self._open()
+                        _rotate(self.times_path, self.log_keep)
+                    self.fd = self._open(self.path)
+                    self.times_fd = self._open(self.times_path)
                     self.size = 0
                     continue
                 if len(data) > room:
                     nl = data.rfind(b"\n", 0, room)
                     take = nl + 1 if nl >= 0 else room
+            self._record()
             os.write(self.fd, data[:take])
             self.size += take
             data = data[take:]

@@ -182,9 +182,16 @@ def test_logs_rotate_by_size(env):
         await env.sink.wait(pod.uid, terminal)
         d = env.root / "logs" / "default_chatty"
         names = sorted(p.name for p in d.iterdir())
-        assert names == ["main.log", "main.log.1", "main.log.2"], names
-        assert all(p.stat().st_size <= 4096 for p in d.iterdir())
+        # the times file rotates with its log (agent/runtime/logtimes.py)
+        assert names == ["main.log", "main.log.1", "main.log.2", "main.times", "main.times.1", "main.times.2"], names
+        assert all(p.stat().st_size <= 4096 for p in d.glob("main.log*"))
         assert "line-399-" in (d / "main.log").read_text()
+        from agent.runtime.logtimes import parse_records
+
+        for suffix in ("", ".1", ".2"):  # every record points inside its own log file
+            size = (d / f"main.log{suffix}").stat().st_size
+            offsets = [off for off, _ in parse_records((d / f"main.times{suffix}").read_bytes())]
+            assert offsets and offsets[0] == 0 and all(off < size for off in offsets), (suffix, offsets, size)
 
     run(go())
 
@@ -385,5 +392,49 @@ def test_restore_leaves_another_daemons_pods_in_a_shared_subtree_alone(env, tmp_
         assert env.sink.history[pod.uid][-1].phase == PodPhase.RUNNING
         await first.stop(pod.uid, grace_s=1)
         assert env.dirs() == []
+
+    run(go())
+
+
+@pytest.mark.parametrize("shim", ["c", "python"])
+def test_shim_records_when_each_chunk_of_output_arrived(env, shim, tmp_path):
+    """The log stays the workload's bytes; <container>.times says when each chunk came."""
+    import shutil
+    import sys
+    import time
+
+    from agent.runtime import shim as py_shim
+    from agent.runtime.logtimes import parse_records, split_lines
+
+    async def go():
+        rt = env.runtime(RuntimeConfig(**{**vars(FAST), "shim": ""}))
+        if shim == "python":
+            rt.shim = [sys.executable, "-S", py_shim.__file__]
+        else:
+            if shutil.which("gcc") is None:
+                pytest.skip("no gcc to build the C shim from this source")
+            exe = tmp_path / "hwagent-shim"
+            subprocess.run(["gcc", "-O2", "-Wall", "-o", str(exe), str(Path(py_shim.__file__).with_name("shim.c"))],
+                           check=True, timeout=120)
+            rt.shim = [str(exe)]
+        marker = tmp_path / "go"
+        pod = make_pod("stamped", ["sh", "-c", f"echo one; while [ ! -e {marker} ]; do sleep 0.02; done; echo two"])
+        before = time.time_ns()
+        await rt.run(pod)
+        d = env.root / "logs" / "default_stamped"
+        for _ in range(3000):  # the first line is in the log before the marker is made
+            if (d / "main.log").exists() and (d / "main.log").read_bytes() == b"one\n":
+                break
+            await asyncio.sleep(0.02)
+        middle = time.time_ns()
+        marker.touch()
+        await env.sink.wait(pod.uid, terminal)
+        after = time.time_ns()
+        log = (d / "main.log").read_bytes()
+        assert log == b"one\ntwo\n"  # unchanged: no prefix in the log itself
+        lines = split_lines(log, parse_records((d / "main.times").read_bytes()))
+        assert [ln.text for ln in lines] == [b"one\n", b"two\n"]
+        assert lines[0].ns is not None and before <= lines[0].ns <= middle, (before, lines, middle)
+        assert lines[1].ns is not None and middle <= lines[1].ns <= after, (middle, lines, after)
 
     run(go())
