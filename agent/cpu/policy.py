@@ -18,7 +18,7 @@ from agent.cpu.calculator import TopoIndex, take_by_topology, take_ht_by_numa_ba
 from agent.cpu.errors import FAILED_PRECONDITION, NOT_FOUND, PolicyError, RESOURCE_EXHAUSTED, invalid
 from agent.cpu.hints import calculate_hints, min_numa_count
 from agent.contracts.placement import Placement, placement_of
-from agent.cpu.pools import DEDICATED_NUMA_MODES, DedicatedNuma, PoolOptions, adjust, init_pools, shared_available
+from agent.cpu.pools import DEDICATED_NUMA_MODES, DedicatedNuma, PoolOptions, adjust, init_pools, shared_available, why_no_shared
 from agent.cpu.qos import (
     DEDICATED,
     DEDICATED_OWNER,
@@ -292,9 +292,8 @@ class DynamicPolicy:
         pool = self._pool_of(qos)
         ramp_cpus = shared_available(self.idx, st, self.reserved, self.pool_opts.dedicated_numa)
         if not ramp_cpus:
-            held = "all NUMA nodes are dedicated" if self.pool_opts.dedicated_numa == "whole-node" \
-                else "every cpu outside the reserve is dedicated"
-            raise PolicyError(RESOURCE_EXHAUSTED, "no_shared_cpus", f"no cpu is left for shared_cores ({held})")
+            raise PolicyError(RESOURCE_EXHAUSTED, "no_shared_cpus",
+                              f"no cpu is left for shared_cores ({why_no_shared(self.pool_opts.dedicated_numa)})")
         running = self.pod_running(entry.pod_uid)
         if running is not True or pool not in st.pools:
             return st.with_entry(replace(entry, cpuset=ramp_cpus, owner_pool_name="", ramp_up=True))

@@ -26,6 +26,7 @@ __all__ = [
     "PoolOptions",
     "bound_numas",
     "shared_available",
+    "why_no_shared",
     "adjust",
     "init_pools",
 ]
@@ -53,6 +54,16 @@ def bound_numas(idx: TopoIndex, st: PolicyState) -> frozenset[int]:
     node leaves the shared pools entirely)."""
     numa_of = idx.numa_of
     return frozenset(numa_of[i] for cpus in st.index().ded.values() for i in cpus)
+
+
+def why_no_shared(mode: DedicatedNuma) -> str:
+    """Why dedicated pods leave shared pods no CPU under ``mode``, for refusals: the
+    rule is a setting, so the line names it (a reader of a whole-node refusal learns
+    what to change)."""
+    if mode == "whole-node":
+        return 'under dedicated_numa = "whole-node" a NUMA node that holds a NUMA-bound dedicated pod ' \
+               "leaves the shared pools"
+    return "the cpus of NUMA-bound dedicated pods leave the shared pools, and shared pods need at least one"
 
 
 def shared_available(idx: TopoIndex, st: PolicyState, reserved: CPUSet,
@@ -154,7 +165,7 @@ def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions)
         raise PolicyError(
             RESOURCE_EXHAUSTED,
             "no_shared_cpus",
-            "this placement would leave no cpu for the shared_cores containers",
+            f"this placement would leave no cpu for the shared_cores containers ({why_no_shared(opts.dedicated_numa)})",
         )
     sizes = _sizes(quant, len(avail), opts)
     pools: dict[str, CPUSet] = {RESERVE_POOL: reserved}

@@ -263,12 +263,12 @@ class Workloads:
 
     def _refusal_free(self, spec: PodSpec, reason: str) -> str:
         """The free summary a refusal ends with. When no CPU is left for shared pods, the CPUs
-        it counts are free for dedicated pods only, and the line says so and why; a bare
-        "cpu 0=1" beside "no cpu is left" read as a contradiction."""
+        it counts are free for dedicated pods only, and the line says so (the policy's message
+        before it says why, under its dedicated_numa rule); a bare "cpu 0=1" beside "no cpu is
+        left" read as a contradiction."""
         free = self.free_summary(spec)
         if reason == "cpu_no_shared_cpus":
-            return free.replace("free per NUMA node:", "free for dedicated pods only (a NUMA node that holds a "
-                                "NUMA-bound dedicated pod leaves the shared pools), per NUMA node:", 1)
+            return free.replace("free per NUMA node:", "free for dedicated pods only, per NUMA node:", 1)
         return free
 
     async def _commit(self, d: PodDecision, qos: str) -> AdmittedPod:

@@ -42,3 +42,31 @@ def test_no_cpu_for_shared_pods_does_not_also_say_a_cpu_is_free(tmp_path):
     # the one CPU left is free for a dedicated pod only, and the line says so, with why
     assert "free per NUMA node: cpu 0=1" not in msg, msg
     assert "for dedicated pods only" in msg and "NUMA-bound dedicated" in msg, msg
+
+
+def test_the_refusal_says_which_dedicated_numa_rule_left_no_shared_cpu(tmp_path):
+    """Under exclusive-cores a dedicated pod is refused only when its CPUs would be the shared
+    pods' last ones; the line must not give Katalyst's whole-node rule as the reason."""
+
+    async def main() -> tuple[str, str]:
+        node = await Node(tmp_path / "x", ONE_NODE, "single-numa-node", "container", "exclusive-cores").start()
+        try:
+            await node.workloads.admit_manifest(pod("svc", "shared_cores", "500m", False))
+            with pytest.raises(AdmissionError) as e:
+                await node.workloads.admit_manifest(pod("job", "dedicated_cores", "2", True))
+            excl = e.value.message
+        finally:
+            await node.stop()
+        node = await Node(tmp_path / "w", ONE_NODE, "single-numa-node", "container", "whole-node").start()
+        try:
+            await node.workloads.admit_manifest(pod("svc", "shared_cores", "500m", False))
+            with pytest.raises(AdmissionError) as e:
+                await node.workloads.admit_manifest(pod("job", "dedicated_cores", "1", True))
+            return excl, e.value.message
+        finally:
+            await node.stop()
+
+    excl, whole = asyncio.run(main())
+    assert "no cpu for the shared_cores" in excl and "whole-node" not in excl and "NUMA node that holds" not in excl, excl
+    assert "cpus of NUMA-bound dedicated pods leave the shared pools" in excl, excl
+    assert 'dedicated_numa = "whole-node"' in whole and "NUMA node that holds a NUMA-bound dedicated pod" in whole, whole
