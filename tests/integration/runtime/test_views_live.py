@@ -6,9 +6,11 @@ in ``hwagent ps --format json``, ``hwagent describe``, pod-resources ``List`` (a
 containers, as the kubelet's), the cgroup's ``cpuset.cpus`` and the kernel's
 ``Cpus_allowed_list`` of its process.
 
-This machine has two CPUs and one NUMA node: a dedicated pod takes the whole node
-(admitted only while no shared pod runs, refused otherwise), and the shared pools
-move when a pool appears or goes and when a container's ramp-up ends.
+This machine has two CPUs and one NUMA node: a dedicated pod takes one CPU out of
+the shared pools (``dedicated_numa`` "auto" is exclusive-cores standalone; it is
+refused when it would leave shared pods no CPU), and the shared pools move when a
+pool appears or goes, when a dedicated pod comes or goes and when a container's
+ramp-up ends.
 
 Also here: a process never starts on CPUs the policy does not give it (a restarted
 container after its pool moved used to start on the admission's CPUs until the
@@ -43,7 +45,7 @@ CPU_ENH = "katalyst.kubewharf.io/cpu_enhancement"
 QOS = "katalyst.kubewharf.io/qos_level"
 
 
-def _config(base: Path, sub: str, check_s: float) -> Path:
+def _config(base: Path, sub: str, check_s: float, cpu_extra: str = "") -> Path:
     cfg = base / "hwagent.toml"
     cfg.write_text(f"""
 [pressure]
@@ -51,6 +53,7 @@ enabled = false
 [devices]
 enabled = false
 [cpu]
+{cpu_extra}
 reserved_cpus = 0
 transition_period_s = 0
 cpuset_check_interval_s = {check_s}
