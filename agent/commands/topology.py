@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -83,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
             hint = f" (it looks like a snapshot root: try --sysfs-root {os.path.join(sysfs_root, 'sys')})"
         raise CommandError(f"{e}{hint}") from None
     if args.format == "json":
+        import json
+
         from agent.topology.document import to_document
 
         _emit(args, json.dumps(to_document(topo), indent=2) + "\n")
@@ -96,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _picture(args: argparse.Namespace, topo, sysfs_root: str) -> str | bytes:
+    import json
+
     from agent.devices.pciids import load as load_pci_names
     from agent.topology.io import device_items
     from agent.topology.overlay import Overlay, OverlayError

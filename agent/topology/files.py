@@ -14,12 +14,25 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from agent.cpuset import CPUSet, CPUSetError
-from agent.eventlog import get_logger
 from agent.fsread import read_text
 
 __all__ = ["Notes", "listdir_ids", "parse_mask", "parse_size"]
 
-log = get_logger("hwagent.topology")
+
+
+def _log_warnings(lines: list[str]) -> None:
+    """Log each warning; :mod:`logging` is loaded only when there is one to log.
+
+    ``hwagent topology`` on a machine that reads cleanly should not pay for
+    importing it (tests/unit/test_topology_imports.py).
+    """
+    if not lines:
+        return
+    from agent.eventlog import get_logger
+
+    log = get_logger("hwagent.topology")
+    for line in lines:
+        log.warning("topology warning", warning=line)
 
 
 #: a whole kernel hex mask: comma-separated words of 1-8 hex digits
@@ -80,8 +93,7 @@ class Notes:
         for issue, cpus in self._per_cpu.items():
             self.warn(f"cpus {CPUSet(cpus)}: {issue}")
         self._per_cpu.clear()
-        for line in self.lines:
-            log.warning("topology warning", warning=line)
+        _log_warnings(self.lines)
         return tuple(self.lines)
 
     # -- typed reads ----------------------------------------------------------

@@ -149,8 +149,16 @@ class Topology:
     def package_ids(self) -> tuple[int, ...]:
         return tuple(sorted({c.package_id for c in self.cpus}))
 
+    @cached_property
+    def _cpus_by_package(self) -> dict[int, CPUSet]:
+        ids: dict[int, list[int]] = {}
+        for c in self.cpus:
+            ids.setdefault(c.package_id, []).append(c.id)
+        return {p: CPUSet(v) for p, v in ids.items()}
+
     def cpus_of_package(self, package_id: int) -> CPUSet:
-        return CPUSet(c.id for c in self.cpus if c.package_id == package_id)
+        """Once per topology: a walk over every CPU per package made the text tree O(packages x CPUs)."""
+        return self._cpus_by_package.get(package_id, CPUSet())
 
     # -- cores ----------------------------------------------------------------
     @cached_property
@@ -245,10 +253,22 @@ class Topology:
     def numa_of_cpu(self, cpu_id: int) -> int | None:
         return self.cpu(cpu_id).numa_node
 
+    @cached_property
+    def _numa_by_package(self) -> dict[int, tuple[int, ...]]:
+        """Package -> the nodes holding one of its online CPUs, from one walk over the nodes' CPUs
+        (a node-by-package intersection was 8,000 set operations on 64 nodes x 128 packages)."""
+        by_id = self._by_id
+        out: dict[int, set[int]] = {}
+        for n in self.numa_nodes:
+            for cpu_id in n.cpus:
+                cpu = by_id.get(cpu_id)
+                if cpu is not None:
+                    out.setdefault(cpu.package_id, set()).add(n.id)
+        return {p: tuple(sorted(v)) for p, v in out.items()}
+
     def numa_nodes_of_package(self, package_id: int) -> tuple[int, ...]:
         """NUMA nodes with at least one CPU in this package, ascending."""
-        pkg = self.cpus_of_package(package_id)
-        return tuple(n.id for n in sorted(self.numa_nodes, key=lambda n: n.id) if n.cpus & pkg)
+        return self._numa_by_package.get(package_id, ())
 
     def package_of_numa(self, node_id: int) -> int | None:
         """The package holding a node's CPUs (None for memory-only nodes)."""

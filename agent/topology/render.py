@@ -133,7 +133,8 @@ def render_text(topo: Topology) -> str:
 
     from agent.topology.distance import distance_levels
 
-    multi_die = any(len({c.die_id for c in topo.cpus if c.package_id == p}) > 1 for p in topo.package_ids)
+    # some package has several dies: more (package, die) pairs than packages (one pass, not one per package)
+    multi_die = len({(c.package_id, c.die_id) for c in topo.cpus}) > len(topo.package_ids)
     for p in topo.package_ids:
         cores = topo.cores_of_package(p)
         # clusters are worth a mention only where several cores share one (arm);

@@ -1,0 +1,82 @@
+"""`hwagent topology` loads only what its output needs.
+
+lstopo reads a snapshot in 1-9 ms of CPU; ``hwagent topology`` as a process
+cost 46-66 ms, of which the interpreter with this venv's site is about 17 ms
+and most of the rest was imports (bench/topology.py, docs/performance.md).
+Each format runs here to its end in a fresh interpreter on an hwloc snapshot
+that reads without warnings, and the modules it loaded are checked: the text
+tree needs neither the JSON document nor the picture, none of them needs the
+daemon, the config loader or the device inventory, and a reading that logs
+nothing does not load :mod:`logging`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: a snapshot the reader takes without a warning (so nothing is logged)
+SNAPSHOT = "32intel64-2p8co2t+8ve"
+
+#: loaded by no format
+ALWAYS_FORBIDDEN = (
+    "logging",
+    "typing",
+    "yaml",
+    "prometheus_client",
+    "grpc",
+    "google.protobuf",
+    "agent.api",
+    "agent.config",
+    "agent.daemon",
+    "agent.contracts",
+    "agent.status",
+    "agent.devices",
+    "agent.topology.picture",
+    "agent.topology.svg",
+    "agent.topology.overlay",
+)
+
+#: loaded by the text tree only when asked for another format
+TEXT_FORBIDDEN = ("json", "agent.topology.document")
+
+#: the child lists its modules before it imports json to write them down
+CHILD = """
+import sys
+from agent.cli import main
+rc = main(sys.argv[2:])
+mods = sorted(sys.modules)
+import json
+with open(sys.argv[1], "w") as f:
+    json.dump({"rc": rc, "modules": mods}, f)
+"""
+
+
+def _modules(tmp_path: Path, argv: list[str]) -> tuple[int, list[str], str]:
+    out = tmp_path / "modules.json"
+    env = {k: v for k, v in os.environ.items() if k != "HWAGENT_CONFIG"}
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(out), *argv], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert out.exists(), f"{argv}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+    got = json.loads(out.read_text())
+    return got["rc"], got["modules"], proc.stderr
+
+
+def _bad(modules: list[str], forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in forbidden))
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_topology_loads_only_what_its_format_needs(hwloc_extract, tmp_path, fmt):
+    root = hwloc_extract(SNAPSHOT)
+    rc, modules, stderr = _modules(tmp_path, ["topology", "--format", fmt, "--sysfs-root", str(root / "sys")])
+    assert rc == 0, stderr
+    assert stderr == "", f"the snapshot is meant to read without warnings: {stderr}"
+    forbidden = ALWAYS_FORBIDDEN + (TEXT_FORBIDDEN if fmt == "text" else ())
+    bad = _bad(modules, forbidden)
+    assert not bad, f"hwagent topology --format {fmt} imported {bad}"
