@@ -73,7 +73,6 @@ journal before it is dropped.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
 import struct
 import time
@@ -84,6 +83,7 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from agent.eventlog import EventLogger, get_logger
+from agent.iothread import IOThread
 from agent.statefile import _fsync_dir, set_aside_if_present, temp_name, temp_owner, write_atomic
 
 __all__ = [
@@ -255,6 +255,10 @@ class Journal(Generic[S]):
         self._fd: int | None = None
         self.capture: Callable[[], S] | None = None
         self._queue: list[_Pending] = []
+        #: the batch being written by the fast path (plain appends), if any
+        self._inflight: list[_Pending] = []
+        self._kick_scheduled = False
+        #: the slow path (reset, compaction, snapshot request) while it runs one round
         self._task: asyncio.Task[None] | None = None
         #: the one snapshot write in flight; only the writer task starts one, at a batch boundary
         self._compaction: asyncio.Task[None] | None = None
@@ -266,7 +270,7 @@ class Journal(Generic[S]):
         self._last_fut: asyncio.Future[None] | None = None
         self._started = False
         self._closed = False
-        self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"journal-{self.path.name}")
+        self._io = IOThread(f"journal-{self.path.name}")
 
     # ------------------------------------------------------------------ recovery
 
@@ -463,58 +467,102 @@ class Journal(Generic[S]):
         self.seq += 1
         self._queue.append(_Pending(self.seq, frame(self.seq, payload), fut, undo))
         self._last_fut = fut
-        if self._task is None or self._task.done():
-            self._task = loop.create_task(self._writer())
+        if not self._kick_scheduled:
+            # at the end of this loop step, so that every change made in it shares the batch
+            self._kick_scheduled = True
+            loop.call_soon(self._kick)
         return fut
 
-    async def _writer(self) -> None:
-        """The only writer: appends batches and starts every snapshot, so that a
-        snapshot's state is always captured when memory equals the disk and no
-        two snapshots of one file are ever written at once."""
-        loop = asyncio.get_running_loop()
-        while self._queue or self._snapshot_wanted:
+    def _busy(self) -> bool:
+        return bool(self._inflight) or (self._task is not None and not self._task.done())
+
+    def _kick(self) -> None:
+        """Start the next step when none is in flight (on the loop, between batches: memory
+        then holds exactly snapshot + every record queued so far). Plain appends take the
+        fast path: the batch goes to the I/O thread and ``_batch_done`` answers its callers
+        straight from the thread's callback, one hand-off each way. A reset, a compaction or
+        a snapshot request takes one round of the ``_writer`` coroutine, which kicks again."""
+        self._kick_scheduled = False
+        if self._busy() or not (self._queue or self._snapshot_wanted):
+            return
+        if self._queue and not self._needs_reset and not (self._wants_compaction() and self.capture is not None):
             batch, self._queue = self._queue, []
-            if not batch:  # a snapshot asked for while nothing is queued: memory == disk now
-                if not self._idle_compaction():
-                    assert self._compaction is not None
-                    await asyncio.wait([self._compaction])
-                    continue  # records may have queued meanwhile: take them first
-                gen = self._take_snapshot_request()
-                if self.capture is not None and not self._needs_reset:
-                    await self._start_compaction(self.capture(), self.durable_seq, gen)
-                else:
-                    self._snapshot_covered(gen)
-                continue
-            last = batch[-1].seq
-            # memory now holds exactly snapshot + every record up to ``last``
-            reset = self._needs_reset
-            captured = None
-            gen = 0
-            if (reset or self._wants_compaction()) and self.capture is not None:
-                captured = self.capture()
-                gen = self._take_snapshot_request()
-            try:
-                if reset:
-                    if self._compaction is not None and not self._compaction.done():
-                        await asyncio.wait([self._compaction])  # one snapshot writer at a time
-                    if captured is None:
-                        raise JournalError("journal needs a new snapshot but its owner gave no capture")
-                    await loop.run_in_executor(self._io, self._reset_sync, captured, last)
-                    self._snapshot_covered(gen)
-                else:
-                    await loop.run_in_executor(self._io, self._append_sync, b"".join(p.data for p in batch))
-            except Exception as e:  # noqa: BLE001 - every failure is reported to the callers
-                if gen:
-                    self._snapshot_wanted = True  # the request still stands: a later boundary takes it
-                self._fail(batch, e)
-                continue
-            self.durable_seq = last
-            self.records += len(batch)
-            for p in batch:
-                if not p.fut.done():
-                    p.fut.set_result(None)
-            if captured is not None and not reset:
-                await self._start_compaction(captured, last, gen)
+            self._inflight = batch
+            data = batch[0].data if len(batch) == 1 else b"".join(p.data for p in batch)
+            self._io.submit(asyncio.get_running_loop(), lambda: self._append_sync(data),
+                            lambda _r, err: self._batch_done(batch, err))
+            return
+        self._task = asyncio.get_running_loop().create_task(self._writer())
+
+    def _batch_done(self, batch: list[_Pending], err: BaseException | None) -> None:
+        """The fast path's batch is on disk (or failed): answer its callers, start the next."""
+        self._inflight = []
+        if err is not None:
+            self._fail(batch, err if isinstance(err, Exception) else OSError(str(err)))
+        else:
+            self._acknowledge(batch)
+        self._kick()
+
+    def _acknowledge(self, batch: list[_Pending]) -> None:
+        self.durable_seq = batch[-1].seq
+        self.records += len(batch)
+        for p in batch:
+            if not p.fut.done():
+                p.fut.set_result(None)
+
+    async def _writer(self) -> None:
+        """The slow path, one round: a batch that needs a reset or starts a compaction, or a
+        snapshot request with nothing queued. Only here are snapshots started, so that a
+        snapshot's state is always captured when memory equals the disk and no two
+        snapshots of one file are ever written at once."""
+        try:
+            await self._writer_round()
+        finally:
+            self._task = None
+            if not self._closed:
+                self._kick()
+
+    async def _writer_round(self) -> None:
+        batch, self._queue = self._queue, []
+        if not batch:  # a snapshot asked for while nothing is queued: memory == disk now
+            if not self._idle_compaction():
+                assert self._compaction is not None
+                await asyncio.wait([self._compaction])
+                return  # records may have queued meanwhile: the next kick takes them first
+            gen = self._take_snapshot_request()
+            if self.capture is not None and not self._needs_reset:
+                await self._start_compaction(self.capture(), self.durable_seq, gen)
+            else:
+                self._snapshot_covered(gen)
+            return
+        last = batch[-1].seq
+        # memory now holds exactly snapshot + every record up to ``last``
+        reset = self._needs_reset
+        captured = None
+        gen = 0
+        if (reset or self._wants_compaction()) and self.capture is not None:
+            captured = self.capture()
+            gen = self._take_snapshot_request()
+        try:
+            if reset:
+                if self._compaction is not None and not self._compaction.done():
+                    await asyncio.wait([self._compaction])  # one snapshot writer at a time
+                if captured is None:
+                    raise JournalError("journal needs a new snapshot but its owner gave no capture")
+                snap = captured
+                await self._io.run(lambda: self._reset_sync(snap, last))
+                self._snapshot_covered(gen)
+            else:
+                data = b"".join(p.data for p in batch)
+                await self._io.run(lambda: self._append_sync(data))
+        except Exception as e:  # noqa: BLE001 - every failure is reported to the callers
+            if gen:
+                self._snapshot_wanted = True  # the request still stands: a later boundary takes it
+            self._fail(batch, e)
+            return
+        self._acknowledge(batch)
+        if captured is not None and not reset:
+            await self._start_compaction(captured, last, gen)
 
     def _take_snapshot_request(self) -> int:
         """Clear the pending request; the snapshot about to be captured covers every request so far."""
@@ -540,8 +588,7 @@ class Journal(Generic[S]):
             return
         self._snap_requested += 1
         self._snapshot_wanted = True
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._writer())
+        self._kick()
 
     def request_reset(self) -> None:
         """The owner kept a change in memory whose record failed (a release
@@ -604,7 +651,7 @@ class Journal(Generic[S]):
         assert self._idle_compaction(), "one snapshot at a time"
         loop = asyncio.get_running_loop()
         try:
-            rotated = await loop.run_in_executor(self._io, self._rotate_sync)
+            rotated = await self._io.run(self._rotate_sync)
         except OSError as e:
             self.log.error("journal rotate failed", path=self.wal, error=str(e))
             self._needs_reset = True
@@ -649,16 +696,24 @@ class Journal(Generic[S]):
         self.request_snapshot()
         want = self._snap_requested
         while self._snap_covered < want and not self._closed:
-            if (self._task is None or self._task.done()) and self._idle_compaction():
+            if not self._busy() and self._idle_compaction():
                 if not self._snapshot_wanted:  # nothing left that could cover it (the owner dropped capture)
                     break
-                self._task = asyncio.get_running_loop().create_task(self._writer())
+                self._kick()
             await self.drain()
 
     async def drain(self) -> None:
         """Wait until every queued record is durable or failed."""
-        while self._task is not None and not self._task.done():
-            await asyncio.shield(self._task)
+        while True:
+            if self._task is not None and not self._task.done():
+                await asyncio.shield(self._task)
+                continue
+            futs = [p.fut for p in self._inflight] + [p.fut for p in self._queue]
+            if not futs:
+                break
+            if not self._busy() and not self._kick_scheduled:
+                self._kick()
+            await asyncio.wait(futs)
         if self._compaction is not None:
             await asyncio.shield(self._compaction)
 
@@ -668,7 +723,7 @@ class Journal(Generic[S]):
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        self._io.shutdown(wait=False)
+        self._io.shutdown()
 
     async def close(self) -> None:
         if self._closed:
@@ -684,4 +739,4 @@ class Journal(Generic[S]):
                     _fsync_dir(self.path.parent)
                 except OSError:
                     pass
-        self._io.shutdown(wait=False)
+        self._io.shutdown()

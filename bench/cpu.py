@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -210,6 +211,7 @@ def main() -> int:
     freeze_startup_heap()  # as the daemon does once its components are up
     srv = ServerThread()
     results: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}  # process CPU seconds per op, one figure per round
     paths = ("floor", "durable floor", "in-process", "gRPC", "gRPC+journal")
     with tempfile.TemporaryDirectory(prefix="hwcpuck-", dir="/var/tmp") as d:
         fd = os.open(Path(d) / "floor.wal", os.O_RDWR | os.O_CREAT, 0o600)
@@ -218,18 +220,21 @@ def main() -> int:
             durable_server, durable_sock = srv.run(start_noop(fd))
             for kind in ("dedicated", "shared"):
                 for rnd in range(2):  # interleaved rounds: load drifts on a shared machine
-                    def add(path: str, xs: list[float], kind: str = kind) -> None:
+                    def add(path: str, run: Callable[..., list[float]], *args: object, kind: str = kind) -> None:
+                        c0 = time.process_time()  # client + server + journal thread: one process
+                        xs = run(*args)
+                        cpu.setdefault((path, kind), []).append((time.process_time() - c0) / len(xs))
                         results.setdefault((path, kind), []).extend(xs)
 
-                    add("floor", bench_grpc(noop_sock, kind, n, real=False))
-                    add("durable floor", bench_grpc(durable_sock, kind, n, real=False))
-                    add("in-process", bench_inprocess(p, kind, n))
+                    add("floor", bench_grpc, noop_sock, kind, n, False)
+                    add("durable floor", bench_grpc, durable_sock, kind, n, False)
+                    add("in-process", bench_inprocess, p, kind, n)
                     server, sock, engine = srv.run(start_real(p, None))
-                    add("gRPC", bench_grpc(sock, kind, n, real=True))
+                    add("gRPC", bench_grpc, sock, kind, n, True)
                     srv.run(stop_real(server, engine))
                     p.listeners.clear()
                     server, sock, engine = srv.run(start_real(p, Path(d) / f"j-{kind}-{rnd}"))
-                    add("gRPC+journal", bench_grpc(sock, kind, n, real=True))  # (whole-file checkpoint before)
+                    add("gRPC+journal", bench_grpc, sock, kind, n, True)  # (whole-file checkpoint before)
                     srv.run(stop_real(server, engine))
                     p.listeners.clear()
             srv.run(noop_server.stop(0))
@@ -238,15 +243,19 @@ def main() -> int:
             os.close(fd)
             srv.close()
     assert len(p.state.containers()) == 1000
-    print(f"hints+Allocate, {2 * n} ops per row, p50/p99 in microseconds; "
-          f"ratio = against the no-op floor | against the durable floor (p50, p99)")
+    print(f"hints+Allocate, {2 * n} ops per row, p50/p99 wall in microseconds; CPU = process CPU time "
+          f"(client, server, journal thread) per op, median of the rounds; ratio = against the no-op floor | "
+          f"against the durable floor (p50, p99, CPU); load average {os.getloadavg()[0]:.1f}")
     for kind in ("dedicated", "shared"):
         f50, f99 = pct(results[("floor", kind)])
         d50, d99 = pct(results[("durable floor", kind)])
+        dcpu = statistics.median(cpu[("durable floor", kind)]) * 1e6
         for path in paths:
             p50, p99 = pct(results[(path, kind)])
-            print(f"  {kind:9s} {path:13s} p50 {p50:9.0f} us  p99 {p99:9.0f} us  "
-                  f"ratio {p50 / f50:5.2f}x | durable {p50 / d50:5.2f}x p50 {p99 / d99:5.2f}x p99")
+            c = statistics.median(cpu[(path, kind)]) * 1e6
+            print(f"  {kind:9s} {path:13s} p50 {p50:9.0f} us  p99 {p99:9.0f} us  CPU {c:7.0f} us  "
+                  f"ratio {p50 / f50:5.2f}x | durable {p50 / d50:5.2f}x p50 {p99 / d99:5.2f}x p99 "
+                  f"{c / dcpu:5.2f}x CPU")
     return 0
 
 

@@ -14,7 +14,9 @@ Two kinds of container:
 
 Floors in the same run, same 64 clients: a no-op server (no persistence),
 and a no-op server that appends + fdatasyncs one record per call without
-group commit (what a durable server without group commit can do).
+group commit (what a durable server without group commit can do); and the
+real policy without persistence (the ceiling of the journal's rows: what is
+left between them is the journal).
 
 After each run: "loss" check. The journal is recovered from disk in a fresh
 store and must equal the policy's memory exactly (every acknowledged change
@@ -117,6 +119,11 @@ def main() -> int:
             srv.run(durable_server.stop(0))
             for kind in ("shared", "ramp"):
                 p.pod_running = (lambda uid: True) if kind == "shared" else (lambda uid: False)
+                # the policy and gRPC alone, no persistence: what the journal's rows can reach at best
+                server, sock, engine = srv.run(start_real(p, None))
+                rows.append((f"hwagent, no journal, {kind}", drive(pool, sock, seconds, f"n{kind}"), None))
+                srv.run(stop_real(server, engine))
+                p.listeners.clear()
                 jdir = Path(d) / f"journal-{kind}"
                 server, sock, engine = srv.run(start_real(p, jdir))
                 j = getattr(engine.store, "journal", None)  # None: a tree before the journal (before/after runs)
@@ -134,7 +141,7 @@ def main() -> int:
             pool.shutdown()
     floor_ops = rows[0][1][0]
     print(f"{CLIENTS} concurrent clients, Allocate + RemovePod of a new container per iteration, "
-          f"{seconds:g}s per row (1,000 live containers)")
+          f"{seconds:g}s per row (1,000 live containers), load average {os.getloadavg()[0]:.1f}")
     for name, (ops, p50, p99), extra in rows:
         line = f"  {name:30s} {ops:8.0f} ops/s  p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  ratio {ops / floor_ops:5.2f}x floor"
         if extra is not None:

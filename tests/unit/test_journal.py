@@ -141,3 +141,48 @@ def test_barrier_waits_for_pending_records(tmp_path):
         await j.close()
 
     asyncio.run(main())
+
+
+def test_a_plain_append_is_answered_from_the_io_threads_own_callback(tmp_path):
+    """Issue 24: the commit path costs one hand-off to the journal's I/O thread and one back.
+    No executor call, no writer task and no extra loop step between the sync and its caller:
+    the thread's ``call_soon_threadsafe`` callback itself resolves the caller's future."""
+    seen: list[str] = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        j, items = _open(tmp_path / "s.json")
+
+        def no_executor(*a, **kw):
+            raise AssertionError("the commit path went through run_in_executor")
+
+        def count_tasks(loop, coro, **kw):
+            seen.append(getattr(coro, "__qualname__", repr(coro)))
+            return asyncio.Task(coro, loop=loop, **kw)
+
+        loop.run_in_executor = no_executor  # type: ignore[method-assign]
+        loop.set_task_factory(count_tasks)
+        real = loop.call_soon_threadsafe
+        resolved_in_callback = []
+
+        def watch(cb, *args, **kw):  # the one hop back: the caller's future is done when it returns
+            def run(*a):
+                cb(*a)
+                resolved_in_callback.append(fut.done())
+            return real(run, *args, **kw)
+
+        loop.call_soon_threadsafe = watch  # type: ignore[method-assign]
+        for v in range(20):
+            items.append(v)
+            fut = j.append(str(v).encode())
+            await fut
+        loop.call_soon_threadsafe = real  # type: ignore[method-assign]
+        loop.set_task_factory(None)
+        del loop.run_in_executor
+        assert j.syncs == 20 and j.records == 20
+        assert resolved_in_callback == [True] * 20
+        await j.close()
+
+    asyncio.run(main())
+    assert seen == []  # not one task per idle-to-busy turn
+    assert _recovered(tmp_path / "s.json").state == list(range(20))
