@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     sysfs_root = args.sysfs_root
     procfs_root = args.procfs_root or default_procfs_root(sysfs_root)
     try:
-        topo = read_topology(sysfs_root, procfs_root)
+        # the text tree and the JSON document carry every warning; a picture does not, so it logs them
+        topo = read_topology(sysfs_root, procfs_root, log_warnings=args.format not in ("text", "json"))
     except TopologyError as e:
         hint = ""
         if os.path.isdir(os.path.join(sysfs_root, "sys", "devices", "system", "cpu")):

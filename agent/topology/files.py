@@ -89,11 +89,12 @@ class Notes:
         """Note ``issue`` for one CPU; rendered as "cpus 0-7: issue"."""
         self._per_cpu[issue].add(cpu_id)
 
-    def finish(self) -> tuple[str, ...]:
+    def finish(self, *, log: bool = True) -> tuple[str, ...]:
         for issue, cpus in self._per_cpu.items():
             self.warn(f"cpus {CPUSet(cpus)}: {issue}")
         self._per_cpu.clear()
-        _log_warnings(self.lines)
+        if log:
+            _log_warnings(self.lines)
         return tuple(self.lines)
 
     # -- typed reads ----------------------------------------------------------

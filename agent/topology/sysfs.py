@@ -41,6 +41,7 @@ def read_topology(
     procfs_root: str = "/proc",
     *,
     self_cgroup: bool | None = None,
+    log_warnings: bool = True,
 ) -> Topology:
     """Read CPUs, cores, caches and NUMA nodes under ``sysfs_root``.
 
@@ -49,6 +50,10 @@ def read_topology(
     live roots ``/sys`` + ``/proc``, since a snapshot's ``proc/self`` describes
     another process; ``True`` reads them from ``procfs_root`` anyway (hwloc
     snapshots carry the gathering process's cpuset), ``False`` never.
+
+    ``log_warnings``: also log each of ``Topology.warnings`` (the daemon's
+    record). ``hwagent topology`` prints them in its output and passes False:
+    a second, bare copy on stderr said nothing more and loaded :mod:`logging`.
     """
     sysfs_root = os.fspath(sysfs_root)
     procfs_root = os.fspath(procfs_root)
@@ -84,7 +89,7 @@ def read_topology(
         isolated=sets.isolated,
         allowed_cpus=allowed_cpus,
         allowed_mems=allowed_mems,
-        warnings=notes.finish(),
+        warnings=notes.finish(log=log_warnings),
         source=sysfs_root,
     )
 
