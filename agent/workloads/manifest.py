@@ -13,6 +13,7 @@ duplicate keys, nesting depth, and every list and string the spec keeps.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import uuid
@@ -20,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 
 from agent.limits import MAX_MANIFEST_BYTES, UID_MAX
 from agent.contracts.pods import APP, INIT, RESTART_POLICIES, ContainerSpec, EnvVar, PodSpec, Resources, RunAs
@@ -129,33 +129,57 @@ def is_extended_resource_name(s: str) -> bool:
 # --- documents -----------------------------------------------------------------------------
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases and duplicate keys and bounds nesting."""
+@functools.cache
+def _yaml() -> tuple[Any, type]:
+    """PyYAML and the strict loader, built on the first YAML document.
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise ManifestError("", f"YAML aliases are not accepted (line {event.start_mark.line + 1})")
-        self._depth = getattr(self, "_depth", 0) + 1
-        try:
-            if self._depth > MAX_DEPTH:
-                raise ManifestError("", f"document nests deeper than {MAX_DEPTH} levels")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+    Importing PyYAML costs the daemon's start about 7 ms before READY, and
+    neither the embedded defaults (no manifest) nor a JSON manifest, the CLI's
+    form, needs it (tests/unit/test_daemon_start_imports.py).
+    """
+    import yaml
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
+    class _StrictLoader(yaml.SafeLoader):
+        """SafeLoader that refuses aliases and duplicate keys and bounds nesting."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise ManifestError("", f"YAML aliases are not accepted (line {event.start_mark.line + 1})")
+            self._depth = getattr(self, "_depth", 0) + 1
             try:
-                dup = key in seen
-            except TypeError:
-                raise ManifestError("", f"mapping key at line {key_node.start_mark.line + 1} is not a string") from None
-            if dup:
-                raise ManifestError("", f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+                if self._depth > MAX_DEPTH:
+                    raise ManifestError("", f"document nests deeper than {MAX_DEPTH} levels")
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    dup = key in seen
+                except TypeError:
+                    raise ManifestError("", f"mapping key at line {key_node.start_mark.line + 1} is not a string") from None
+                if dup:
+                    raise ManifestError("", f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return yaml, _StrictLoader
+
+
+def _load_yaml(text: str) -> list[Any]:
+    """Every document in ``text``, read with the strict loader; a YAML error is a ManifestError."""
+    yaml, loader = _yaml()
+    try:
+        return list(yaml.load_all(text, Loader=loader))  # noqa: S506 - strict SafeLoader subclass
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ManifestError("", f"not valid YAML: {problem}{where}") from None
 
 
 def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -195,18 +219,13 @@ def load_document(raw: bytes | str) -> Any:
             doc = json.loads(text, object_pairs_hook=_json_pairs)
             _depth_ok(doc)
             return doc
-        docs = list(yaml.load_all(text, Loader=_StrictLoader))  # noqa: S506 - strict SafeLoader subclass
+        docs = _load_yaml(text)
     except ManifestError:
         raise
     except RecursionError:
         raise ManifestError("", "document nests too deeply") from None
     except json.JSONDecodeError as e:
         raise ManifestError("", f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ManifestError("", f"not valid YAML: {problem}{where}") from None
     docs = [d for d in docs if d is not None]
     if len(docs) != 1:
         raise ManifestError("", f"a manifest holds exactly one Pod, this one holds {len(docs)} documents")
