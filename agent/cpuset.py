@@ -23,6 +23,11 @@ _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 _HEXWORD = re.compile(r"^[0-9a-fA-F]{1,8}$")
 
 
+#: texts parsed lately -> their CPUSet (see ``CPUSet.parse``)
+_PARSED: dict[str, CPUSet] = {}
+_PARSED_MAX = 512
+
+
 class CPUSetError(ValueError):
     """A cpu/node list or mask that is not valid Linux syntax."""
 
@@ -53,9 +58,27 @@ class CPUSet:
     def parse(cls, text: str) -> CPUSet:
         """Parse list format ("0-3,8"). Whitespace around the whole string and a
         trailing newline (as read from sysfs) are accepted; an empty string is
-        the empty set, as in an empty ``cpuset.cpus``."""
+        the empty set, as in an empty ``cpuset.cpus``.
+
+        Equal texts give one shared object (a CPUSet is immutable): a checkpoint
+        names the same pool cpuset once per member, and a restart with 10,000
+        members held 10,000 copies of it (73 MB) where the running policy holds
+        one by reference (issue 24). The cache is small and bounded; errors are
+        not cached."""
         if not isinstance(text, str):
             raise CPUSetError(f"cpu list must be a string, got {type(text).__name__}")
+        if cls is not CPUSet:
+            return cls._parse(text)
+        hit = _PARSED.get(text)
+        if hit is None:
+            hit = cls._parse(text)
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.pop(next(iter(_PARSED)))  # oldest first: a bounded, insertion-ordered cache
+            _PARSED[text] = hit
+        return hit
+
+    @classmethod
+    def _parse(cls, text: str) -> CPUSet:
         body = text.strip()
         if body == "":
             return cls()

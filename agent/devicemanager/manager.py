@@ -149,7 +149,9 @@ class DeviceManager:
                 )
             data = rec.state.data()
             if data.allocations or data.registered or data.deleted:
-                self.restore(data)
+                # the replay's table is already built and checked: adopt it instead of inserting every
+                # allocation again into a second one (issue 24: restart in O(state), one copy in memory)
+                self.restore(data, table=rec.state.devs)
             self._journaled_sockets = {e.resource: e.socket for e in data.endpoints}
             await loop.run_in_executor(None, self._journal.resume, self.snapshot)
         self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop(), name="devicemanager-expiry")
@@ -170,17 +172,22 @@ class DeviceManager:
                 await self._journal.compact_now()  # the last device/endpoint view for `hwagent resources`
             await self._journal.close()
 
-    def restore(self, data: CheckpointData) -> None:
+    def restore(self, data: CheckpointData, table: PodDevices | None = None) -> None:
         """Take allocations and known resources from a checkpoint.
 
         Restored resources wait as stopped endpoints with no devices (capacity
         0) until their plugin registers again, and are deleted after the stop
-        grace period otherwise, as in the kubelet.
+        grace period otherwise, as in the kubelet. ``table``: ``data``'s
+        allocations already in a table of their own (the journal's replay),
+        taken as it is when this host holds none yet.
         """
         now = time.time()
         sockets = {e.resource: e.socket for e in data.endpoints}
-        for a in data.allocations:
-            self._table.insert(a)
+        if table is not None and not len(self._table):
+            self._table = table
+        else:
+            for a in data.allocations:
+                self._table.insert(a)
         for resource in set(data.registered) | {a.resource for a in data.allocations}:
             if resource in data.deleted and resource not in data.registered:
                 continue

@@ -114,3 +114,21 @@ def test_version_1_file_is_still_read_as_a_snapshot_without_journal(tmp_path):
     back = store.load()
     assert back == st
     assert store.last_recovery.snapshot_seq == 0
+
+
+def test_a_restart_shares_one_cpuset_among_the_members_of_a_pool(tmp_path):
+    """Issue 24: in memory the members of a pool hold its cpuset by reference; a restart
+    parsed one copy per member (73 MB of frozensets at 10,000 pods, RSS 2.6x the steady
+    state, and 1.7 s of the 2.4 s load). Equal cpuset texts now decode to one object."""
+    clock = Clock()
+    p = make_policy(clock)
+    for i in range(50):
+        p.allocate(req(uid=f"s{i}"))
+    clock.t += 31
+    p.resources_allocation()  # ramp-up over: the members follow the pool
+    store = CheckpointStore(tmp_path / "cpu")
+    store.save(p.state)
+    loaded = store.load()
+    assert loaded == p.state
+    sets = [a.cpuset for a in loaded.containers() if a.pod_uid.startswith("s")]
+    assert len(sets) == 50 and len({id(s) for s in sets}) == 1

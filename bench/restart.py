@@ -1,0 +1,203 @@
+"""Restart benchmark: what a start costs to restore N pods of durable state.
+
+A builder process makes N pods of state through the real owners, on the
+256-CPU, 64-NUMA-node fixture of bench/scale.py:
+
+- the CPU policy (``DynamicPolicy`` + ``CheckpointStore``): N containers (90 %
+  shared, a third of them in pool "batch", 10 % reclaimed) in the snapshot, then
+  ``churn`` Allocate + RemovePod pairs of extra pods through ``DurablePolicy``,
+  so the journal holds 2 x churn records to replay;
+- the device host (``DeviceManager``'s journal, ``agent.devicemanager.checkpoint``):
+  one device of resource ``example.com/dev`` per pod in the snapshot, then churn
+  Allocate + release records;
+- the workload registry (``PodFileStore``): one record file per pod.
+
+It prints its RSS holding that state (VmRSS after a gc: the steady state).
+Then a fresh process restarts from the files as the components do at start,
+each step timed with CPU time (utime+stime of the process, every thread) and
+wall time: CPU ``store.load`` + ``DynamicPolicy(state=...)`` + the journal's
+start; ``DeviceManager.start`` (recover + restore + resume); ``PodFileStore.load``
++ ``Registry.restore``. It prints CPU per pod, VmRSS after (holding the restored
+state, after a gc) and VmHWM, against the builder's steady RSS.
+Goal (issue 24): <= 0.1 ms CPU per pod at 10,000 pods; RSS after = steady +- 10 %.
+
+Run: .venv/bin/python bench/restart.py [--pods 10000] [--churn 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent.contracts.cpu import Request  # noqa: E402
+from agent.contracts.devices import Allocation, CheckpointData  # noqa: E402
+from agent.cpu.calculator import TopoIndex  # noqa: E402
+from agent.cpu.checkpoint import CheckpointStore  # noqa: E402
+from agent.cpu.durable import DurablePolicy  # noqa: E402
+from agent.cpu.policy import DynamicPolicy, PolicyOptions  # noqa: E402
+from agent.devicemanager.checkpoint import open_journal, record_allocate, record_release  # noqa: E402
+from agent.devicemanager.manager import DeviceManager  # noqa: E402
+from agent.workloads.registry import Registry  # noqa: E402
+from agent.workloads.store import PodFileStore  # noqa: E402
+
+from bench.scale import Clock, background, topology  # noqa: E402
+
+RESOURCE = "example.com/dev"
+OPTIONS = PolicyOptions(reserved_count=2, transition_period_s=30)
+
+
+def status_kb(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def device(uid: str, i: int) -> Allocation:
+    return Allocation(pod_uid=uid, pod_namespace="default", pod_name=uid, container_name="c", container_type="app",
+                      resource=RESOURCE, devices=((f"dev-{i:05d}", (i % 64,)),), response=b"\x0a\x00")
+
+
+async def build(d: Path, n: int, churn: int, cache: Path) -> dict[str, float]:
+    topo = topology(cache)
+    clock = Clock()
+    policy = DynamicPolicy(topo, OPTIONS, clock=clock)
+    records = background(policy, clock, n)
+    store = CheckpointStore(d / "cpu", online=TopoIndex(topo).all)
+    store.save(policy.state, lambda: engine.policy.state)
+    engine = DurablePolicy(policy, store)
+    for i in range(churn):
+        uid = f"churn-{i}"
+        await engine.allocate(Request(pod_uid=uid, container_name="c", pod_namespace="default", pod_name=uid,
+                                      resource_requests={"cpu": 0.1}))
+        await engine.release_pod(uid)
+    await engine.wait_durable()
+    await store.journal.close()
+
+    allocs = [device(r.uid, i) for i, r in enumerate(records)]
+    ids = tuple(f"dev-{i:05d}" for i in range(n + 1))
+    cp = CheckpointData(allocations=tuple(allocs), registered={RESOURCE: ids})
+    j = open_journal(d / "devices" / "hwagent_device_checkpoint")
+    j.recover()
+    j.start(cp)
+    for i in range(churn):
+        uid = f"churn-{i}"
+        await j.append(record_allocate([device(uid, n)]))
+        await j.append(record_release(uid))
+    await j.close()
+
+    pods = PodFileStore(d / "pods")
+    for r in records:
+        pods.put(r)
+    registry = Registry(pods, clock=clock)
+    registry.restore(records)
+    del allocs, cp, records
+    gc.collect()
+    return {"rss_kb": status_kb("VmRSS"), "containers": len(policy.state.entries)}
+
+
+async def restart(d: Path, cache: Path) -> dict[str, float]:
+    topo = topology(cache)  # the daemon has its topology before the owners start
+    gc.collect()
+    out: dict[str, float] = {"rss0_kb": status_kb("VmRSS")}
+    loop = asyncio.get_running_loop()
+
+    c0, t0 = cpu_s(), time.perf_counter()
+    store = CheckpointStore(d / "cpu", online=TopoIndex(topo).all)
+    state = await loop.run_in_executor(None, store.load, False)
+    c1 = cpu_s()
+    policy = DynamicPolicy(topo, OPTIONS, state=state, clock=Clock())
+    c2 = cpu_s()
+    await loop.run_in_executor(None, store.save, policy.state, lambda: policy.state)
+    c3, t3 = cpu_s(), time.perf_counter()
+    gc.collect()
+    out["rss_cpu_kb"] = status_kb("VmRSS")
+    out |= {"cpu_load": c1 - c0, "cpu_policy": c2 - c1, "cpu_start": c3 - c2, "cpu_wall": t3 - t0,
+            "replayed": store.last_recovery.replayed if store.last_recovery else 0}
+
+    c0, t0 = cpu_s(), time.perf_counter()
+    dm = DeviceManager(numa_ids=topo.numa_ids, checkpoint_path=d / "devices" / "hwagent_device_checkpoint")
+    await dm.start()
+    out |= {"dev": cpu_s() - c0, "dev_wall": time.perf_counter() - t0}
+    gc.collect()
+    out["rss_dev_kb"] = status_kb("VmRSS")
+
+    c0, t0 = cpu_s(), time.perf_counter()
+    pods = PodFileStore(d / "pods")
+    records = await loop.run_in_executor(None, pods.load)
+    registry = Registry(pods, clock=Clock())
+    registry.restore(records)
+    out |= {"reg": cpu_s() - c0, "reg_wall": time.perf_counter() - t0}
+    del records
+    gc.collect()
+    out |= {"rss_kb": status_kb("VmRSS"), "hwm_kb": status_kb("VmHWM"),
+            "allocations": len(list(dm._table)),
+            "containers": len(policy.state.entries), "pods": len(registry)}
+    await dm.stop()
+    await store.journal.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pods", type=int, default=10_000)
+    ap.add_argument("--churn", type=int, default=500, help="Allocate+release pairs journaled after the snapshot")
+    ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "hwagent-bench-hwloc")
+    ap.add_argument("--phase", choices=("build", "restart"), help=argparse.SUPPRESS)
+    ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    a.cache_dir.mkdir(parents=True, exist_ok=True)
+    if a.phase == "build":
+        print(json.dumps(asyncio.run(build(a.dir, a.pods, a.churn, a.cache_dir))))
+        return 0
+    if a.phase == "restart":
+        print(json.dumps(asyncio.run(restart(a.dir, a.cache_dir))))
+        return 0
+    d = Path(tempfile.mkdtemp(prefix="bench-restart-", dir="/var/tmp"))
+    try:
+        def phase(name: str) -> dict[str, float]:
+            cmd = [sys.executable, __file__, "--phase", name, "--dir", str(d), "--pods", str(a.pods),
+                   "--churn", str(a.churn), "--cache-dir", str(a.cache_dir)]
+            return json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout)
+
+        load0 = os.getloadavg()[0]
+        b = phase("build")
+        r = phase("restart")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    n = a.pods
+    cpu_total = r["cpu_load"] + r["cpu_policy"] + r["cpu_start"] + r["dev"] + r["reg"]
+    print(json.dumps(r), file=sys.stderr)
+    print(f"restart: {n} pods ({b['containers']} CPU containers, {n} device allocations, {n} registry records), "
+          f"journals of {2 * a.churn} records each; load average {load0:.1f} -> {os.getloadavg()[0]:.1f}")
+    print(f"  CPU policy   load {r['cpu_load'] * 1e3:7.1f} ms  policy {r['cpu_policy'] * 1e3:6.1f} ms  "
+          f"journal start {r['cpu_start'] * 1e3:6.1f} ms  (wall {r['cpu_wall'] * 1e3:7.1f} ms, "
+          f"{int(r['replayed'])} records replayed)")
+    print(f"  device host  start {r['dev'] * 1e3:7.1f} ms CPU  (wall {r['dev_wall'] * 1e3:7.1f} ms)")
+    print(f"  registry     load+restore {r['reg'] * 1e3:7.1f} ms CPU  (wall {r['reg_wall'] * 1e3:7.1f} ms)")
+    print(f"  total {cpu_total * 1e3:.1f} ms CPU = {cpu_total / n * 1e3:.3f} ms per pod (goal <= 0.1)")
+    print(f"  RSS steady (builder, holding the state) {b['rss_kb'] / 1024:.1f} MB; after restart "
+          f"{r['rss_kb'] / 1024:.1f} MB = {r['rss_kb'] / b['rss_kb']:.2f}x (goal 0.9-1.1x); peak {r['hwm_kb'] / 1024:.1f} MB; "
+          f"before restoring {r['rss0_kb'] / 1024:.1f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
