@@ -184,7 +184,6 @@ def main() -> int:
         shutil.rmtree(d, ignore_errors=True)
     n = a.pods
     cpu_total = r["cpu_load"] + r["cpu_policy"] + r["cpu_start"] + r["dev"] + r["reg"]
-    print(json.dumps(r), file=sys.stderr)
     print(f"restart: {n} pods ({b['containers']} CPU containers, {n} device allocations, {n} registry records), "
           f"journals of {2 * a.churn} records each; load average {load0:.1f} -> {os.getloadavg()[0]:.1f}")
     print(f"  CPU policy   load {r['cpu_load'] * 1e3:7.1f} ms  policy {r['cpu_policy'] * 1e3:6.1f} ms  "
