@@ -94,7 +94,7 @@ def test_the_graph_reader_sees_type_checking_local_and_relative_imports(tmp_path
 #: Kept in step with docs/architecture.md ("The layers, bottom to top").
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("values and adapters", frozenset({
-        "cpuset", "eventlog", "limits", "diskname", "safepath", "statefile", "journal", "fsread", "grpcguard",
+        "cpuset", "eventlog", "limits", "diskname", "safepath", "statefile", "journal", "iothread", "fsread", "grpcguard",
         "unixsock", "tasks", "datafiles", "config", "daemonconfig", "rootpaths", "cgroups", "devices", "topology",
     })),
     ("contracts", frozenset({"contracts"})),
