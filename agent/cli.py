@@ -27,6 +27,7 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.ps",
     "agent.commands.describe",
     "agent.commands.stop",
+    "agent.commands.signalpod",
     "agent.commands.rm",
     "agent.commands.admit",
     "agent.commands.logs",

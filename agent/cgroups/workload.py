@@ -154,6 +154,10 @@ class WorkloadCgroups:
     def exists(self, rel: str) -> bool:
         return any(self._dir(h, rel).is_dir() for h in self.hierarchies)
 
+    def dirs(self, rel: str) -> list[str]:
+        """The cgroup's directories that exist now, one per hierarchy."""
+        return [str(d) for h in self.hierarchies if (d := self._dir(h, rel)).is_dir()]
+
     def procs_files(self, rel: str) -> list[str]:
         return [str(self._dir(h, rel) / "cgroup.procs") for h in self.hierarchies]
 
@@ -293,17 +297,18 @@ class WorkloadCgroups:
                     pass
         return out
 
-    def signal(self, rel: str, sig: int) -> int:
-        n = 0
-        for pid in self.pids(rel):
+    def signal(self, rel: str, sig: int) -> tuple[int, ...]:
+        """``sig`` to every process in the cgroup and below (never this one); the pids that got it."""
+        sent = []
+        for pid in sorted(self.pids(rel)):
             if pid == os.getpid():
                 continue
             try:
                 os.kill(pid, sig)
-                n += 1
+                sent.append(pid)
             except ProcessLookupError:
                 pass
-        return n
+        return tuple(sent)
 
     def kill(self, rel: str, timeout_s: float = 5.0) -> bool:
         """SIGKILL everything in the subtree: ``cgroup.kill`` where a v2 directory
@@ -320,7 +325,7 @@ class WorkloadCgroups:
         deadline = time.monotonic() + timeout_s
         pause = 0.0005
         while True:
-            if self.signal(rel, signal.SIGKILL) == 0 and not self.pids(rel):
+            if not self.signal(rel, signal.SIGKILL) and not self.pids(rel):
                 return True
             if time.monotonic() > deadline:
                 log.error("workload kill incomplete", cgroup=rel, remaining=len(self.pids(rel)))

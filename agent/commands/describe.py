@@ -11,7 +11,8 @@ from agent.commands._admission import add_common, call, container_line, dumps, f
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("describe", help="show one admitted pod in full",
                               description="Show one pod: its spec, CPUs, memory nodes, NUMA affinity, devices "
-                              "and device grants per container, its status and its events.")
+                              "and device grants per container, its status and its events, and its cgroups with "
+                              "the pids in each container's cgroup, read when the daemon answers.")
     add_common(p)
     p.add_argument("name")
     p.add_argument("--namespace", default="default")
@@ -35,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
     for k, v in sorted(spec["annotations"].items()):
         print(f"annotation: {k}={v}")
     print(f"restart policy: {spec['restart_policy']}   grace period: {spec['termination_grace_period_s']}s")
+    if pod.get("cgroup"):
+        print(f"cgroup: {pod['cgroup']}")
+        for d in pod["cgroup_dirs"]:
+            print(f"  {d}")
     grants = {a["name"]: a["grant"] for a in record["pod"]["assignments"]}
     containers = {c["name"]: c for c in spec["init_containers"] + spec["containers"]}
     print("containers:")
@@ -46,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
             extra = f" exit {c['exit_code']}" if c["exit_code"] is not None else ""
             reason = f" ({c['reason']})" if c["reason"] else ""
             print(f"    state: {c['state']}{reason}{extra} restarts={c['restart_count']}")
+        if c.get("cgroup"):
+            pids = " ".join(str(p) for p in c["pids"]) or "none"
+            print(f"    cgroup {c['cgroup']}, pids {pids}")
         g = grants.get(c["name"]) or {}
         for k, v in sorted((g.get("envs") or {}).items()):
             print(f"    device env: {k}={v}")

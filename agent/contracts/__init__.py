@@ -67,11 +67,14 @@ from agent.contracts.placement import Placement
 from agent.contracts.plugins import PluginState
 from agent.contracts.poddirectory import PodDirectory
 from agent.contracts.pods import AdmittedPod, PodStatus
+from agent.contracts.processes import ContainerProcesses, PodProcesses
 from agent.contracts.pressure import Container, Eviction
 from agent.cpuset import CPUSet
 
 __all__ = [
     "Component",
+    "ContainerProcesses",
+    "PodProcesses",
     "ComponentFactory",
     "DaemonContext",
     "HandleKey",
@@ -369,6 +372,13 @@ class PodRuntime(Protocol):
 
     def owns_cgroup(self, rel_path: str) -> bool:
         """Whether a cgroup path (relative to a controller root) is one of the runtime's."""
+
+    def signal(self, uid: str, containers: Sequence[str], sig: int) -> dict[str, tuple[int, ...]]:
+        """Send ``sig`` to every process in each named container's cgroup (``cgroup.procs``,
+        read now); the pids signalled per container (none: nothing of it runs)."""
+
+    def processes(self, uid: str) -> PodProcesses | None:
+        """The pod's cgroups and each container's pids, read now; None for a pod not run here."""
 
 
 # --- the keys, in start order ------------------------------------------------------------------

@@ -31,6 +31,7 @@ from agent.cgroups.devbpf import DeviceProgramError
 from agent.cgroups.oom import oom_kills
 from agent.cgroups.workload import CgroupSetupError, WorkloadCgroups
 from agent.contracts import PodStatusSink
+from agent.contracts.processes import ContainerProcesses, PodProcesses
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.runtime.backoff import Backoff
@@ -134,6 +135,31 @@ class WorkloadRuntime:
     def status(self, uid: str) -> PodStatus | None:
         p = self._pods.get(uid)
         return None if p is None else self._status(p)
+
+    def signal(self, uid: str, containers: Sequence[str], sig: int) -> dict[str, tuple[int, ...]]:
+        """Every process of each named container gets ``sig``, as the kernel lists them in the
+        container's cgroup now (a fork the workload made is reached too; the shim, outside
+        the cgroup, is not, so it still records the exit). The runtime does not act on the
+        signal: a process it ends is an exit like any other, with its restart policy."""
+        p = self._pods.get(uid)
+        out: dict[str, tuple[int, ...]] = {}
+        for name in containers:
+            ctr = p.ctrs.get(name) if p is not None and not p.finished else None
+            out[name] = self.cgroups.signal(ctr.rel, sig) if ctr is not None and self.cgroups.exists(ctr.rel) else ()
+        if any(out.values()):
+            log.info("signal sent", pod=p.pod.spec.key if p else uid, signal=sig,
+                     pids=",".join(str(x) for v in out.values() for x in v))
+        return out
+
+    def processes(self, uid: str) -> PodProcesses | None:
+        p = self._pods.get(uid)
+        if p is None:
+            return None
+        rel = self.cgroups.path(pod_dir_name(uid))
+        return PodProcesses(cgroup=rel, cgroup_dirs=tuple(self.cgroups.dirs(rel)), containers={
+            name: ContainerProcesses(ctr.rel, tuple(sorted(self.cgroups.pids(ctr.rel)))
+                                     if self.cgroups.exists(ctr.rel) else ())
+            for name, ctr in p.ctrs.items()})
 
     async def run(self, pod: AdmittedPod) -> None:
         if pod.uid in self._pods:  # idempotent: a second hand-over (e.g. racing restore) changes nothing

@@ -504,6 +504,24 @@ class Workloads:
         await rt.stop(rec.uid, grace_s, "Stopped")
         return self.registry.record(rec.uid) or rec
 
+    def signal(self, rec: PodRecord, sig: int, container: str = "") -> dict[str, tuple[int, ...]]:
+        """``sig`` to every process of ``container`` (every container when empty) of a pod the
+        runtime runs; the pids signalled per container. Refused, with nothing sent, for a
+        container the pod does not have, an ended pod, or a daemon without a runtime."""
+        names = [c.name for c in rec.pod.spec.all_containers()]
+        if container and container not in names:
+            raise AdmissionError("NOT_FOUND", f"pod {rec.key} has no container {container!r} "
+                                 f"(its containers: {', '.join(names)})", reason="bad_request")
+        rt = self.runtime()
+        if rt is None:
+            raise AdmissionError("FAILED_PRECONDITION", f"pod {rec.key} is admitted but no workload runtime runs "
+                                 "in this daemon; nothing runs to signal", reason="no_runtime")
+        if rec.status.phase.terminal:
+            raise AdmissionError("FAILED_PRECONDITION", f"pod {rec.key} has ended ({rec.status.phase.value}); "
+                                 "nothing runs to signal (`hwagent describe` shows how it ended)",
+                                 reason="not_running")
+        return rt.signal(rec.uid, [container] if container else names, sig)
+
     # --- start-up -----------------------------------------------------------------------
 
     async def reconcile_after_restore(self) -> None:

@@ -14,10 +14,16 @@ and answers the message as JSON (``agent.workloads.podjson``). An
 the gRPC status's name. The socket has the admission socket's mode and group.
 
     GET    /v1/pods                          List    {"pods": [...], "manifest_errors": [...]}
-    GET    /v1/pods/NS/NAME                  Get     {"pod": {..., "record": {...}}}
+    GET    /v1/pods/NS/NAME[?wait=terminal&timeout=S]
+                                             Get     {"pod": {..., "record": {...}, "cgroup": ...}}
+                                             (wait: answer once the pod is terminal, or after
+                                             S seconds (default 60, at most 3600) as it is then)
     POST   /v1/pods[?dry_run=1][&ignore_unknown_fields=1]
                                              Admit   body: the manifest (YAML or JSON)
     POST   /v1/pods/NS/NAME/stop             Stop    body: {} or {"grace_seconds": S}
+    POST   /v1/pods/NS/NAME/signal           Signal  body: {"signal": "TERM"[, "container": C]}
+                                             {"pod": {...}, "signal": "SIGTERM",
+                                              "containers": [{"name": C, "pids": [...]}]}
     DELETE /v1/pods/NS/NAME                  Remove  {"pod": {...}}
 """
 
@@ -48,7 +54,11 @@ HTTP_STATUS = {
     "ALREADY_EXISTS": 409, "ABORTED": 409, "RESOURCE_EXHAUSTED": 429, "INTERNAL": 500, "UNAVAILABLE": 503,
     "DEADLINE_EXCEEDED": 504,
 }
-_ROUTES = "GET /v1/pods, GET|DELETE /v1/pods/NS/NAME, POST /v1/pods, POST /v1/pods/NS/NAME/stop"
+_ROUTES = ("GET /v1/pods, GET|DELETE /v1/pods/NS/NAME, POST /v1/pods, POST /v1/pods/NS/NAME/stop, "
+           "POST /v1/pods/NS/NAME/signal")
+_ACTIONS = ("stop", "signal")
+#: a long-poll Get's wait when the request names none (the CLI asks again after it)
+DEFAULT_WAIT_S = 60.0
 
 
 def _flag(req: Request, name: str) -> bool:
@@ -73,11 +83,48 @@ def _grace(req: Request) -> float | None:
     return float(grace)
 
 
+def _signal(req: Request, ref: pb.PodRef) -> pb.SignalRequest:
+    body = req.json()
+    unknown = sorted(set(body) - {"signal", "container"})
+    if unknown:
+        raise HttpError(400, f"unknown field(s) {', '.join(unknown)} in the signal request "
+                        "(it takes signal and container)")
+    sig, container = body.get("signal"), body.get("container", "")
+    if isinstance(sig, int) and not isinstance(sig, bool):
+        sig = str(sig)
+    if not isinstance(sig, str) or not sig:
+        raise HttpError(400, f"signal must be a name (TERM) or a number (15), got {sig!r}")
+    if not isinstance(container, str):
+        raise HttpError(400, f"container must be a container's name, got {container!r}")
+    return pb.SignalRequest(pod=ref, signal=sig, container=container)
+
+
+def _wait(req: Request) -> float | None:
+    """``?wait=terminal[&timeout=S]``: the seconds a Get may wait for the pod to end; None: no wait."""
+    wait = req.query.get("wait")
+    if wait is None:
+        if "timeout" in req.query:
+            raise HttpError(400, "query parameter timeout needs wait=terminal")
+        return None
+    if wait != "terminal":
+        raise HttpError(400, f"query parameter wait takes 'terminal' (answer once the pod ended), got {wait[:16]!r}")
+    text = req.query.get("timeout", "")
+    if not text:
+        return DEFAULT_WAIT_S
+    try:
+        timeout = float(text)
+    except ValueError:
+        timeout = -1.0
+    if not 0 <= timeout <= 3600:
+        raise HttpError(400, f"query parameter timeout takes seconds in 0..3600, got {text[:16]!r}")
+    return timeout
+
+
 def route(req: Request) -> tuple[str, Any]:
     """The servicer method a request names and the request message for it (pure); HttpError
     (404, 405, 400) for a path, method or body this API does not take."""
     p = req.parts
-    if p[:2] != ("v1", "pods") or len(p) not in (2, 4, 5) or (len(p) == 5 and p[4] != "stop"):
+    if p[:2] != ("v1", "pods") or len(p) not in (2, 4, 5) or (len(p) == 5 and p[4] not in _ACTIONS):
         raise HttpError(404, f"no such route {req.method} /{'/'.join(p)}; this API serves {_ROUTES}",
                         "UNIMPLEMENTED")
     allowed = {2: ("GET", "POST"), 4: ("GET", "DELETE"), 5: ("POST",)}[len(p)]
@@ -90,6 +137,8 @@ def route(req: Request) -> tuple[str, Any]:
         return "Admit", pb.AdmitRequest(manifest=req.body, dry_run=_flag(req, "dry_run"),
                                         ignore_unknown_fields=_flag(req, "ignore_unknown_fields"))
     ref = pb.PodRef(namespace=p[2], name=p[3])
+    if len(p) == 5 and p[4] == "signal":
+        return "Signal", _signal(req, ref)
     if len(p) == 5:
         stop = pb.StopRequest(pod=ref)
         grace = _grace(req)
@@ -97,7 +146,11 @@ def route(req: Request) -> tuple[str, Any]:
             stop.grace_seconds = grace
         return "Stop", stop
     if req.method == "GET":
-        return "Get", pb.GetRequest(pod=ref)
+        get = pb.GetRequest(pod=ref)
+        wait = _wait(req)
+        if wait is not None:
+            get.wait_terminal_seconds = wait
+        return "Get", get
     return "Remove", pb.RemoveRequest(pod=ref)
 
 
@@ -108,6 +161,9 @@ def answer(method: str, resp: Any) -> dict[str, Any]:
                 "manifest_errors": [{"path": e.path, "error": e.error} for e in resp.manifest_errors]}
     if method == "Admit":
         return admit_json(resp)
+    if method == "Signal":
+        return {"pod": pod_json(resp.pod), "signal": resp.signal,
+                "containers": [{"name": c.name, "pids": list(c.pids)} for c in resp.containers]}
     return {"pod": pod_json(resp.pod, record=method == "Get")}
 
 

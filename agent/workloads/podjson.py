@@ -15,8 +15,8 @@ __all__ = ["pod_json", "decision_json", "admit_json"]
 
 
 def pod_json(pod: Any, record: bool = False) -> dict[str, Any]:
-    """A ``pb.Pod`` as JSON; ``record``: with the registry's whole record (``describe``), which
-    ``ps`` does not need."""
+    """A ``pb.Pod`` as JSON; ``record``: with the registry's whole record and the runtime's
+    cgroups and pids (``describe``), which ``ps`` does not need."""
     out: dict[str, Any] = {
         "name": pod.name,
         "namespace": pod.namespace,
@@ -48,6 +48,12 @@ def pod_json(pod: Any, record: bool = False) -> dict[str, Any]:
     }
     if record:
         out["record"] = json.loads(pod.record_json) if pod.record_json else None
+        # the runtime's answer at Get time (describe): cgroups and the pids in them now
+        out["cgroup"] = pod.cgroup or None
+        out["cgroup_dirs"] = list(pod.cgroup_dirs)
+        for c, msg in zip(out["containers"], pod.containers, strict=True):
+            c["cgroup"] = msg.cgroup or None
+            c["pids"] = list(msg.pids)
     return out
 
 

@@ -5,7 +5,7 @@ INTERNAL with the exception named, so our own code never answers UNKNOWN.
 
 Every handler asks ``caller_of(context)`` who calls (``agent.workloads.peerfront``
 learns it from the kernel) and holds it to ``agent.workloads.users``: a non-root
-caller's pods run as that caller, and it lists, watches, gets, stops and removes
+caller's pods run as that caller, and it lists, watches, gets, signals, stops and removes
 its own pods only (another user's pod is NOT_FOUND). A call whose caller is
 unknown is refused (PERMISSION_DENIED) before it reads anything.
 """
@@ -13,6 +13,7 @@ unknown is refused (PERMISSION_DENIED) before it reads anything.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,7 +28,8 @@ from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.workloads.admission import AdmitResult, Workloads
 from agent.workloads.errors import AdmissionError
-from agent.workloads.registry import ADDED, RegistryEvent
+from agent.workloads.registry import ADDED, DELETED, RegistryEvent
+from agent.workloads.signals import parse_signal, signal_name
 from agent.workloads.store import PodRecord, record_to_json
 from agent.workloads.users import ROOT, Caller, may_see, not_found
 
@@ -37,6 +39,8 @@ log = get_logger("hwagent.workloads")
 T = TypeVar("T")
 #: events a Watch stream may fall behind by before it is ended (ABORTED: re-list and watch again)
 WATCH_QUEUE = 4096
+#: the longest a Get waits for a pod to end (wait_terminal_seconds): a client asks again after it
+MAX_WAIT_S = 3600.0
 
 
 def _nodes(nodes: Any) -> list[int]:
@@ -231,9 +235,66 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
             manifest_errors=[pb.ManifestFileError(path=p, error=e) for p, e in errors],
         )
 
+    def _described(self, rec: PodRecord) -> pb.Pod:
+        """The pod in full, with its cgroups and each container's pids as the runtime reads them
+        now (``describe``; kept off List, where 10,000 pods would mean 10,000 cgroup reads)."""
+        msg = self._pod(rec)
+        rt = self.w.runtime()
+        procs = rt.processes(rec.uid) if rt is not None else None
+        if procs is not None:
+            msg.cgroup = procs.cgroup
+            msg.cgroup_dirs.extend(procs.cgroup_dirs)
+            for c in msg.containers:
+                cp = procs.containers.get(c.name)
+                if cp is not None:
+                    c.cgroup = cp.cgroup
+                    c.pids.extend(cp.pids)
+        return msg
+
+    async def _until_terminal(self, rec: PodRecord, timeout_s: float) -> PodRecord:
+        """The pod's record once it is terminal or ``timeout_s`` passed, woken by the registry's
+        own change events on the loop (no polling); NOT_FOUND once it was removed."""
+        registry = self.w.registry
+        if not rec.status.phase.terminal:
+            woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def listener(ev: RegistryEvent) -> None:
+                if ev.record.uid == rec.uid and (ev.type == DELETED or ev.record.status.phase.terminal) \
+                        and not woken.done():
+                    woken.set_result(None)
+
+            registry.listeners.append(listener)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken, timeout_s)
+            finally:
+                registry.listeners.remove(listener)
+        latest = registry.record(rec.uid)
+        if latest is None:
+            raise not_found(rec.pod.spec.namespace, rec.pod.spec.name)
+        return latest
+
     @_guard
     async def Get(self, request: pb.GetRequest, context: Any) -> pb.GetResponse:
-        return pb.GetResponse(pod=self._pod(self._find(context, request.pod)))
+        rec = self._find(context, request.pod)
+        if request.HasField("wait_terminal_seconds"):
+            wait = request.wait_terminal_seconds
+            if not 0 <= wait <= MAX_WAIT_S:
+                raise AdmissionError("INVALID_ARGUMENT", f"wait_terminal_seconds must be in 0..{MAX_WAIT_S:g}, "
+                                     f"got {wait:g}", "bad_request")
+            rec = await self._until_terminal(rec, wait)
+        return pb.GetResponse(pod=self._described(rec))
+
+    @_guard
+    async def Signal(self, request: pb.SignalRequest, context: Any) -> pb.SignalResponse:
+        rec = self._find(context, request.pod)
+        try:
+            sig = parse_signal(request.signal)
+        except ValueError as e:
+            raise AdmissionError("INVALID_ARGUMENT", str(e), "bad_request") from None
+        sent = self.w.signal(rec, sig, request.container)
+        return pb.SignalResponse(pod=self._pod(self.w.registry.record(rec.uid) or rec), signal=signal_name(sig),
+                                 containers=[pb.SignalledContainer(name=n, pids=list(p)) for n, p in sent.items()])
 
     async def Watch(self, request: pb.WatchRequest, context: Any):
         try:

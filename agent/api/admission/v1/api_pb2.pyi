@@ -103,16 +103,46 @@ class ListResponse(_message.Message):
     def __init__(self, pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., manifest_errors: _Optional[_Iterable[_Union[ManifestFileError, _Mapping]]] = ...) -> None: ...
 
 class GetRequest(_message.Message):
-    __slots__ = ("pod",)
+    __slots__ = ("pod", "wait_terminal_seconds")
     POD_FIELD_NUMBER: _ClassVar[int]
+    WAIT_TERMINAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     pod: PodRef
-    def __init__(self, pod: _Optional[_Union[PodRef, _Mapping]] = ...) -> None: ...
+    wait_terminal_seconds: float
+    def __init__(self, pod: _Optional[_Union[PodRef, _Mapping]] = ..., wait_terminal_seconds: _Optional[float] = ...) -> None: ...
 
 class GetResponse(_message.Message):
     __slots__ = ("pod",)
     POD_FIELD_NUMBER: _ClassVar[int]
     pod: Pod
     def __init__(self, pod: _Optional[_Union[Pod, _Mapping]] = ...) -> None: ...
+
+class SignalRequest(_message.Message):
+    __slots__ = ("pod", "signal", "container")
+    POD_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    pod: PodRef
+    signal: str
+    container: str
+    def __init__(self, pod: _Optional[_Union[PodRef, _Mapping]] = ..., signal: _Optional[str] = ..., container: _Optional[str] = ...) -> None: ...
+
+class SignalResponse(_message.Message):
+    __slots__ = ("pod", "signal", "containers")
+    POD_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    pod: Pod
+    signal: str
+    containers: _containers.RepeatedCompositeFieldContainer[SignalledContainer]
+    def __init__(self, pod: _Optional[_Union[Pod, _Mapping]] = ..., signal: _Optional[str] = ..., containers: _Optional[_Iterable[_Union[SignalledContainer, _Mapping]]] = ...) -> None: ...
+
+class SignalledContainer(_message.Message):
+    __slots__ = ("name", "pids")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    pids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., pids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ("initial",)
@@ -149,7 +179,7 @@ class Device(_message.Message):
     def __init__(self, resource: _Optional[str] = ..., id: _Optional[str] = ..., numa_nodes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Container(_message.Message):
-    __slots__ = ("name", "kind", "cpu_ids", "mems", "numa_affinity", "any_node", "devices", "state", "reason", "restart_count", "pid", "exit_code")
+    __slots__ = ("name", "kind", "cpu_ids", "mems", "numa_affinity", "any_node", "devices", "state", "reason", "restart_count", "pid", "exit_code", "cgroup", "pids")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     CPU_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +192,8 @@ class Container(_message.Message):
     RESTART_COUNT_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    CGROUP_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: str
     cpu_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -174,7 +206,9 @@ class Container(_message.Message):
     restart_count: int
     pid: int
     exit_code: int
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., cpu_ids: _Optional[_Iterable[int]] = ..., mems: _Optional[_Iterable[int]] = ..., numa_affinity: _Optional[_Iterable[int]] = ..., any_node: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., restart_count: _Optional[int] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ...) -> None: ...
+    cgroup: str
+    pids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., cpu_ids: _Optional[_Iterable[int]] = ..., mems: _Optional[_Iterable[int]] = ..., numa_affinity: _Optional[_Iterable[int]] = ..., any_node: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., restart_count: _Optional[int] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ..., cgroup: _Optional[str] = ..., pids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Event(_message.Message):
     __slots__ = ("time", "message")
@@ -185,7 +219,7 @@ class Event(_message.Message):
     def __init__(self, time: _Optional[float] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Pod(_message.Message):
-    __slots__ = ("name", "namespace", "uid", "qos", "phase", "reason", "message", "source", "admitted_at", "released", "containers", "events", "record_json")
+    __slots__ = ("name", "namespace", "uid", "qos", "phase", "reason", "message", "source", "admitted_at", "released", "containers", "events", "record_json", "cgroup", "cgroup_dirs")
     NAME_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
@@ -199,6 +233,8 @@ class Pod(_message.Message):
     CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     RECORD_JSON_FIELD_NUMBER: _ClassVar[int]
+    CGROUP_FIELD_NUMBER: _ClassVar[int]
+    CGROUP_DIRS_FIELD_NUMBER: _ClassVar[int]
     name: str
     namespace: str
     uid: str
@@ -212,4 +248,6 @@ class Pod(_message.Message):
     containers: _containers.RepeatedCompositeFieldContainer[Container]
     events: _containers.RepeatedCompositeFieldContainer[Event]
     record_json: str
-    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., qos: _Optional[str] = ..., phase: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., source: _Optional[str] = ..., admitted_at: _Optional[float] = ..., released: _Optional[bool] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., record_json: _Optional[str] = ...) -> None: ...
+    cgroup: str
+    cgroup_dirs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., qos: _Optional[str] = ..., phase: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., source: _Optional[str] = ..., admitted_at: _Optional[float] = ..., released: _Optional[bool] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., record_json: _Optional[str] = ..., cgroup: _Optional[str] = ..., cgroup_dirs: _Optional[_Iterable[str]] = ...) -> None: ...

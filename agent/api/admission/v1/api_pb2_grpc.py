@@ -59,6 +59,11 @@ class AdmissionStub:
                 request_serializer=agent_dot_api_dot_admission_dot_v1_dot_api__pb2.GetRequest.SerializeToString,
                 response_deserializer=agent_dot_api_dot_admission_dot_v1_dot_api__pb2.GetResponse.FromString,
                 _registered_method=True)
+        self.Signal = channel.unary_unary(
+                '/hwagent.admission.v1.Admission/Signal',
+                request_serializer=agent_dot_api_dot_admission_dot_v1_dot_api__pb2.SignalRequest.SerializeToString,
+                response_deserializer=agent_dot_api_dot_admission_dot_v1_dot_api__pb2.SignalResponse.FromString,
+                _registered_method=True)
         self.Watch = channel.unary_stream(
                 '/hwagent.admission.v1.Admission/Watch',
                 request_serializer=agent_dot_api_dot_admission_dot_v1_dot_api__pb2.WatchRequest.SerializeToString,
@@ -99,7 +104,15 @@ class AdmissionServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Get(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """wait_terminal_seconds set: answers once the pod is terminal, removed, or that time passed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Signal(self, request, context):
+        """Send a signal to every process of a container (or of every container) of a pod.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -138,6 +151,11 @@ def add_AdmissionServicer_to_server(servicer, server):
                     servicer.Get,
                     request_deserializer=agent_dot_api_dot_admission_dot_v1_dot_api__pb2.GetRequest.FromString,
                     response_serializer=agent_dot_api_dot_admission_dot_v1_dot_api__pb2.GetResponse.SerializeToString,
+            ),
+            'Signal': grpc.unary_unary_rpc_method_handler(
+                    servicer.Signal,
+                    request_deserializer=agent_dot_api_dot_admission_dot_v1_dot_api__pb2.SignalRequest.FromString,
+                    response_serializer=agent_dot_api_dot_admission_dot_v1_dot_api__pb2.SignalResponse.SerializeToString,
             ),
             'Watch': grpc.unary_stream_rpc_method_handler(
                     servicer.Watch,
@@ -280,6 +298,33 @@ class Admission:
             '/hwagent.admission.v1.Admission/Get',
             agent_dot_api_dot_admission_dot_v1_dot_api__pb2.GetRequest.SerializeToString,
             agent_dot_api_dot_admission_dot_v1_dot_api__pb2.GetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Signal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hwagent.admission.v1.Admission/Signal',
+            agent_dot_api_dot_admission_dot_v1_dot_api__pb2.SignalRequest.SerializeToString,
+            agent_dot_api_dot_admission_dot_v1_dot_api__pb2.SignalResponse.FromString,
             options,
             channel_credentials,
             insecure,
