@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
-
+import sys
+from collections.abc import Iterator
 from typing import Any
 
-from agent.commands._admission import _nodes, add_common, age, call, dumps
+from agent.cli import CommandError
+from agent.commands._exitcodes import EXIT_REFUSED
+from agent.commands._admission import Session, _nodes, add_common, age, dumps
 from agent.commands._podstatus import status_word
+
+#: pods asked for per request: the daemon builds a page in time proportional to it, and the
+#: table is printed page by page, so neither side holds 10,000 pods at once (issue 24)
+PAGE_SIZE = 1000
+HEADER = ["NAMESPACE", "NAME", "QOS", "STATUS", "CONTAINER", "RESTARTS", "CPUS", "NUMA", "DEVICES", "AGE"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -23,11 +31,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def rows(resp: dict[str, Any]) -> list[list[str]]:
+def body_rows(pods: list[dict[str, Any]]) -> list[list[str]]:
     """One row per container; STATUS is the pod's word as kubectl prints it (CrashLoopBackOff,
     OOMKilled, StartError, Completed ..., agent.commands._podstatus), RESTARTS the container's."""
-    out = [["NAMESPACE", "NAME", "QOS", "STATUS", "CONTAINER", "RESTARTS", "CPUS", "NUMA", "DEVICES", "AGE"]]
-    for pod in resp["pods"]:
+    out = []
+    for pod in pods:
         status = status_word(pod)
         for i, c in enumerate(pod["containers"]):
             devs = ",".join(f"{d['resource']}={d['id']}" for d in c["devices"]) or "-"
@@ -41,15 +49,52 @@ def rows(resp: dict[str, Any]) -> list[list[str]]:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
-    resp = call(args, "GET", "/v1/pods", timeout=30)
-    if args.format == "json":
-        print(dumps(resp))
-        return 0
-    table = rows(resp)
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+def pages(args: argparse.Namespace, page_size: int = PAGE_SIZE) -> Iterator[dict[str, Any]]:
+    """The daemon's List, a page at a time (GET /v1/pods?limit=&continue=, one connection);
+    a daemon that does not page answers every pod at once, with no continue token."""
+    with Session(args) as session:
+        token = ""
+        while True:
+            query = {"limit": str(page_size)} | ({"continue": token} if token else {})
+            resp = session.request("GET", "/v1/pods", query=query, timeout=30)
+            yield resp
+            nxt = resp.get("continue") or ""
+            if not nxt:
+                return
+            if nxt == token:
+                raise CommandError(f"the daemon answered the same page twice (continue={nxt!r}); "
+                                   "check it with `hwagent status`", EXIT_REFUSED)
+            token = nxt
+
+
+def widen(widths: list[int], table: list[list[str]]) -> list[int]:
+    """Column widths fitting ``table`` and never narrower than ``widths`` (pure): a page printed
+    after another keeps the columns aligned with it unless a cell is wider than any before."""
+    return [max([w, *(len(r[i]) for r in table)]) for i, w in enumerate(widths)]
+
+
+def lines(table: list[list[str]], widths: list[int]) -> Iterator[str]:
     for r in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
-    for e in resp["manifest_errors"]:
+        yield "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.format == "json":
+        pods: list[dict[str, Any]] = []
+        errors: list[dict[str, str]] = []
+        for page in pages(args):
+            pods.extend(page["pods"])
+            errors.extend(page["manifest_errors"])
+        print(dumps({"pods": pods, "manifest_errors": errors}))
+        return 0
+    widths = [0] * len(HEADER)
+    errors = []
+    out = sys.stdout
+    for n, page in enumerate(pages(args)):
+        table = ([HEADER] if n == 0 else []) + body_rows(page["pods"])
+        widths = widen(widths, table)
+        out.write("".join(line + "\n" for line in lines(table, widths)))
+        errors.extend(page["manifest_errors"])
+    for e in errors:
         print(f"manifest error: {e['path']}: {e['error']}")
     return 0

@@ -13,7 +13,9 @@ and answers the message as JSON (``agent.workloads.podjson``). An
 ``AdmissionError`` becomes an HTTP status with ``{"code", "message"}``, the code
 the gRPC status's name. The socket has the admission socket's mode and group.
 
-    GET    /v1/pods                          List    {"pods": [...], "manifest_errors": [...]}
+    GET    /v1/pods[?limit=N][&continue=T]   List    {"pods": [...], "manifest_errors": [...], "continue": T}
+                                             (the summary form: no events, no record; limit 0 or
+                                             none: every pod; "continue" empty on the last page)
     GET    /v1/pods/NS/NAME[?wait=terminal&timeout=S]
                                              Get     {"pod": {..., "record": {...}, "cgroup": ...}}
                                              (wait: answer once the pod is terminal, or after
@@ -68,6 +70,13 @@ def _flag(req: Request, name: str) -> bool:
     if value in ("0", "false", "no"):
         return False
     raise HttpError(400, f"query parameter {name} takes 1 or 0, got {value[:16]!r}")
+
+
+def _limit(req: Request) -> int:
+    value = req.query.get("limit", "0")
+    if not value.isdigit() or len(value) > 9:
+        raise HttpError(400, f"query parameter limit takes a count of pods (0: every pod), got {value[:16]!r}")
+    return int(value)
 
 
 def _grace(req: Request) -> float | None:
@@ -133,7 +142,7 @@ def route(req: Request) -> tuple[str, Any]:
                         "UNIMPLEMENTED")
     if len(p) == 2:
         if req.method == "GET":
-            return "List", pb.ListRequest()
+            return "List", pb.ListRequest(limit=_limit(req), page_token=req.query.get("continue", ""), summary=True)
         return "Admit", pb.AdmitRequest(manifest=req.body, dry_run=_flag(req, "dry_run"),
                                         ignore_unknown_fields=_flag(req, "ignore_unknown_fields"))
     ref = pb.PodRef(namespace=p[2], name=p[3])
@@ -158,7 +167,8 @@ def answer(method: str, resp: Any) -> dict[str, Any]:
     """A servicer's reply message as the JSON body the CLI reads."""
     if method == "List":
         return {"pods": [pod_json(p) for p in resp.pods],
-                "manifest_errors": [{"path": e.path, "error": e.error} for e in resp.manifest_errors]}
+                "manifest_errors": [{"path": e.path, "error": e.error} for e in resp.manifest_errors],
+                "continue": resp.next_page_token}
     if method == "Admit":
         return admit_json(resp)
     if method == "Signal":

@@ -14,6 +14,7 @@ All methods run on the daemon's loop; nothing here is thread-safe by design.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import dataclasses
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +32,10 @@ DELETED = "DELETED"
 MAX_EVENTS = 20
 #: the reason of a pod's status from its admission until a runtime reports on it
 ADMITTED = "Admitted"
+
+
+def _order_key(r: PodRecord) -> tuple[str, str]:
+    return (r.pod.spec.namespace, r.pod.spec.name)
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,9 @@ class Registry:
         #: active_pod_uids() as last answered; None after a change (the device manager
         #: asks on every hint and allocation)
         self._active: frozenset[str] | None = None
+        #: every record's (namespace, name), sorted: a List page is a bisect and a slice
+        #: of it, not a sort of every record (issue 24)
+        self._order: list[tuple[str, str]] = []
 
     # --- start ----------------------------------------------------------------------
 
@@ -66,11 +74,17 @@ class Registry:
             self._by_key[r.key] = r.uid
 
     def _set(self, uid: str, rec: PodRecord | None) -> None:
-        """Put (or, with None, drop) a record, keeping the live set and counts."""
-        if rec is None:
-            self._records.pop(uid, None)
-        else:
+        """Put (or, with None, drop) a record, keeping the live set, counts and order."""
+        old = self._records.pop(uid, None) if rec is None else self._records.get(uid)
+        if rec is not None:
             self._records[uid] = rec
+        if old is not None and (rec is None or _order_key(old) != _order_key(rec)):
+            i = bisect.bisect_left(self._order, _order_key(old))
+            if i < len(self._order) and self._order[i] == _order_key(old):
+                del self._order[i]
+            old = None
+        if rec is not None and old is None:
+            bisect.insort(self._order, _order_key(rec))
         was = self._live.pop(uid, None)
         if was is not None:
             n = self._qos_counts[was] - 1
@@ -118,6 +132,20 @@ class Registry:
 
     def records(self) -> list[PodRecord]:
         return list(self._records.values())
+
+    def keys_after(self, after: tuple[str, str] | None) -> Iterator[tuple[str, str]]:
+        """Every record's (namespace, name) after ``after`` (from the first with None), in
+        order: O(log n) to begin, then one step per key taken, so a page costs its own size.
+        Walk it without awaiting in between (the loop owns the registry; a change would move
+        the positions). Across pages the caller resumes after the last key it returned, so a
+        pod present for the whole listing is listed exactly once."""
+        order = self._order
+        start = 0 if after is None else bisect.bisect_right(order, after)
+        for i in range(start, len(order)):
+            yield order[i]
+
+    def by_name(self, namespace: str, name: str) -> PodRecord | None:
+        return self.by_key(f"{namespace}/{name}")
 
     def __iter__(self) -> Iterator[PodRecord]:
         return iter(list(self._records.values()))

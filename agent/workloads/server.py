@@ -28,6 +28,7 @@ from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.workloads.admission import AdmitResult, Workloads
 from agent.workloads.errors import AdmissionError
+from agent.workloads.paging import take_page, token_key
 from agent.workloads.registry import ADDED, DELETED, RegistryEvent
 from agent.workloads.signals import parse_signal, signal_name
 from agent.workloads.store import PodRecord, record_to_json
@@ -66,9 +67,12 @@ def pod_message(
     rec: PodRecord,
     numa_of_device: Callable[[str, str, str, str], Sequence[int]] | None = None,
     placement: Callable[[str, str], Placement | None] | None = None,
+    summary: bool = False,
 ) -> pb.Pod:
     """The pod as the API shows it: spec, phase and history from the registry, each
-    container's CPUs from ``placement`` (the CPU policy's, asked now; see ``current_cpus``)."""
+    container's CPUs from ``placement`` (the CPU policy's, asked now; see ``current_cpus``).
+    ``summary``: without the events and the record (``ps`` shows neither; the record's JSON
+    was most of a pod's bytes and of the daemon's CPU per pod listed)."""
     pod, st = rec.pod, rec.status
     statuses = {c.name: c for c in st.containers}
     containers = []
@@ -97,7 +101,7 @@ def pod_message(
             if cs.exit_code is not None:
                 msg.exit_code = cs.exit_code
         containers.append(msg)
-    return pb.Pod(
+    out = pb.Pod(
         name=pod.spec.name,
         namespace=pod.spec.namespace,
         uid=pod.uid,
@@ -109,9 +113,11 @@ def pod_message(
         admitted_at=pod.admitted_at,
         released=rec.released,
         containers=containers,
-        events=[pb.Event(time=t, message=m) for t, m in rec.events],
-        record_json=json.dumps(record_to_json(rec), sort_keys=True),
     )
+    if not summary:
+        out.events.extend(pb.Event(time=t, message=m) for t, m in rec.events)
+        out.record_json = json.dumps(record_to_json(rec), sort_keys=True)
+    return out
 
 
 def _guard(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
@@ -178,9 +184,9 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
                         return nodes
         return ()
 
-    def _pod(self, rec: PodRecord) -> pb.Pod:
+    def _pod(self, rec: PodRecord, summary: bool = False) -> pb.Pod:
         svc = self.w.cpu_policy
-        return pod_message(rec, self._device_numa, svc.placement if svc is not None else None)
+        return pod_message(rec, self._device_numa, svc.placement if svc is not None else None, summary)
 
     def _admit_response(self, r: AdmitResult) -> pb.AdmitResponse:
         resp = pb.AdmitResponse(warnings=list(r.warnings), dry_run=r.dry_run, would_admit=r.would_admit,
@@ -225,14 +231,20 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
 
     @_guard
     async def List(self, request: pb.ListRequest, context: Any) -> pb.ListResponse:
+        """A page of ``limit`` pods after ``page_token`` (every pod with limit 0, as older clients
+        ask), in (namespace, name) order, built from the registry's ordered keys: a page costs
+        its own size (agent.workloads.paging)."""
         caller = self._caller(context)
-        recs = sorted((r for r in self.w.registry.records() if may_see(caller, r.pod.spec)),
-                      key=lambda r: (r.pod.spec.namespace, r.pod.spec.name))
-        # the static manifest files are root's (their paths and errors too)
-        errors = self.manifest_errors() if caller.root else ()
+        after = token_key(request.page_token)
+        reg = self.w.registry
+        recs, next_token = take_page(reg.keys_after(after), lambda k: reg.by_name(*k),
+                                     lambda r: may_see(caller, r.pod.spec), request.limit)
+        # the static manifest files are root's (their paths and errors too); the first page has them
+        errors = self.manifest_errors() if caller.root and after is None else ()
         return pb.ListResponse(
-            pods=[self._pod(r) for r in recs],
+            pods=[self._pod(r, request.summary) for r in recs],
             manifest_errors=[pb.ManifestFileError(path=p, error=e) for p, e in errors],
+            next_page_token=next_token,
         )
 
     def _described(self, rec: PodRecord) -> pb.Pod:
@@ -320,12 +332,12 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
                 for rec in registry.records():
                     if not may_see(caller, rec.pod.spec):
                         continue
-                    yield pb.WatchEvent(type=ADDED, pod=self._pod(rec), time=rec.pod.admitted_at)
+                    yield pb.WatchEvent(type=ADDED, pod=self._pod(rec, request.summary), time=rec.pod.admitted_at)
             while True:
                 ev = await queue.get()
                 if overflow:
                     await context.abort(grpc.StatusCode.ABORTED, "watch fell behind; list again and re-watch")
                 assert ev is not None
-                yield pb.WatchEvent(type=ev.type, pod=self._pod(ev.record), time=ev.at)
+                yield pb.WatchEvent(type=ev.type, pod=self._pod(ev.record, request.summary), time=ev.at)
         finally:
             registry.listeners.remove(listener)

@@ -90,7 +90,7 @@ class _Fake(BaseHTTPRequestHandler):
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        if self.path == "/v1/pods":
+        if self.path.split("?")[0] == "/v1/pods":  # ps pages: ?limit=N
             self._answer({"pods": [_pod()], "manifest_errors": []})
         else:
             self._answer({"pod": _pod(self.path.split("/")[4])})

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n agent/api/admission/v1/api.proto\x12\x14hwagent.admission.v1\"P\n\x0c\x41\x64mitRequest\x12\x10\n\x08manifest\x18\x01 \x01(\x0c\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\x12\x1d\n\x15ignore_unknown_fields\x18\x03 \x01(\x08\"\xc7\x01\n\x11\x43ontainerDecision\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nnuma_nodes\x18\x02 \x03(\x03\x12\x10\n\x08\x61ny_node\x18\x03 \x01(\x08\x12\x11\n\tpreferred\x18\x04 \x01(\x08\x12\r\n\x05\x61\x64mit\x18\x05 \x01(\x08\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x0f\n\x07\x63pu_ids\x18\x07 \x03(\x03\x12\x0c\n\x04mems\x18\x08 \x03(\x03\x12-\n\x07\x64\x65vices\x18\t \x03(\x0b\x32\x1c.hwagent.admission.v1.Device\"\xc9\x01\n\rAdmitResponse\x12&\n\x03pod\x18\x01 \x01(\x0b\x32\x19.hwagent.admission.v1.Pod\x12\x10\n\x08warnings\x18\x02 \x03(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12\x13\n\x0bwould_admit\x18\x04 \x01(\x08\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12:\n\tdecisions\x18\x06 \x03(\x0b\x32\'.hwagent.admission.v1.ContainerDecision\x12\x0c\n\x04\x66ree\x18\x07 \x01(\t\")\n\x06PodRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\":\n\rRemoveRequest\x12)\n\x03pod\x18\x01 \x01(\x0b\x32\x1c.hwagent.admission.v1.PodRef\"8\n\x0eRemoveResponse\x12&\n\x03pod\x18\x01 \x01(\x0b\x32\x19.hwagent.admission.v1.Pod\"f\n\x0bStopRequest\x12)\n\x03pod\x18\x01 \x01(\x0b\x32\x1c.hwagent.admission.v1.PodRef\x12\x1a\n\rgrace_seconds\x18\x02 \x01(\x01H\x00\x88\x01\x01\x42\x10\n\x0e_grace_seconds\"6\n\x0cStopResponse\x12&\n\x03pod\x18\x01 \x01(\x0b\x32\x19.hwagent.admission.v1.Pod\"\r\n\x0bListRequest\"y\n\x0cListResponse\x12\'\n\x04pods\x18\x01 \x03(\x0b\x32\x19.hwagent.admission.v1.Pod\x12@\n\x0fmanifest_errors\x18\x02 \x03(\x0b\x32\'.hwagent.admission.v1.ManifestFileError\"u\n\nGetRequest\x12)\n\x03pod\x18\x01 \x01(\x0b\x32\x1c.hwagent.admission.v1.PodRef\x12\"\n\x15wait_terminal_seconds\x18\x02 \x01(\x01H\x00\x88\x01\x01\x42\x18\n\x16_wait_terminal_seconds\"5\n\x0bGetResponse\x12&\n\x03pod\x18\x01 \x01(\x0b\x32\x19.hwagent.admission.v1.Pod\"]\n\rSignalRequest\x12)\n\x03pod\x18\x01 \x01(\x0b\x32\x1c.hwagent.admission.v1.PodRef\x12\x0e\n\x06signal\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\"\x86\x01\n\x0eSignalResponse\x12&\n\x03pod\x18\x01 \x01(\x0b\x32\x19.hwagent.admission.v1.Pod\x12\x0e\n\x06signal\x18\x02 \x01(\t\x12<\n\ncontainers\x18\x03 \x03(\x0b\x32(.hwagent.admission.v1.SignalledContainer\"0\n\x12SignalledContainer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04pids\x18\x02 \x03(\x03\"\x1f\n\x0cWatchRequest\x12\x0f\n\x07initial\x18\x01 \x01(\x08\"P\n\nWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12&\n\x03pod\x18\x02 \x01(\x0b\x32\x19.hwagent.admission.v1.Pod\x12\x0c\n\x04time\x18\x03 \x01(\x01\"0\n\x11ManifestFileError\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t\":\n\x06\x44\x65vice\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x12\n\nnuma_nodes\x18\x03 \x03(\x03\"\xa5\x02\n\tContainer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0f\n\x07\x63pu_ids\x18\x03 \x03(\x03\x12\x0c\n\x04mems\x18\x04 \x03(\x03\x12\x15\n\rnuma_affinity\x18\x05 \x03(\x03\x12\x10\n\x08\x61ny_node\x18\x06 \x01(\x08\x12-\n\x07\x64\x65vices\x18\x07 \x03(\x0b\x32\x1c.hwagent.admission.v1.Device\x12\r\n\x05state\x18\x08 \x01(\t\x12\x0e\n\x06reason\x18\t \x01(\t\x12\x15\n\rrestart_count\x18\n \x01(\x03\x12\x0b\n\x03pid\x18\x0b \x01(\x03\x12\x16\n\texit_code\x18\x0c \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06\x63group\x18\r \x01(\t\x12\x0c\n\x04pids\x18\x0e \x03(\x03\x42\x0c\n\n_exit_code\"&\n\x05\x45vent\x12\x0c\n\x04time\x18\x01 \x01(\x01\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xc3\x02\n\x03Pod\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0b\n\x03uid\x18\x03 \x01(\t\x12\x0b\n\x03qos\x18\x04 \x01(\t\x12\r\n\x05phase\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x0f\n\x07message\x18\x07 \x01(\t\x12\x0e\n\x06source\x18\x08 \x01(\t\x12\x13\n\x0b\x61\x64mitted_at\x18\t \x01(\x01\x12\x10\n\x08released\x18\n \x01(\x08\x12\x33\n\ncontainers\x18\x0b \x03(\x0b\x32\x1f.hwagent.admission.v1.Container\x12+\n\x06\x65vents\x18\x0c \x03(\x0b\x32\x1b.hwagent.admission.v1.Event\x12\x13\n\x0brecord_json\x18\r \x01(\t\x12\x0e\n\x06\x63group\x18\x0e \x01(\t\x12\x13\n\x0b\x63group_dirs\x18\x0f \x03(\t2\xd0\x04\n\tAdmission\x12R\n\x05\x41\x64mit\x12\".hwagent.admission.v1.AdmitRequest\x1a#.hwagent.admission.v1.AdmitResponse\"\x00\x12U\n\x06Remove\x12#.hwagent.admission.v1.RemoveRequest\x1a$.hwagent.admission.v1.RemoveResponse\"\x00\x12O\n\x04Stop\x12!.hwagent.admission.v1.StopRequest\x1a\".hwagent.admission.v1.StopResponse\"\x00\x12O\n\x04List\x12!.hwagent.admission.v1.ListRequest\x1a\".hwagent.admission.v1.ListResponse\"\x00\x12L\n\x03Get\x12 .hwagent.admission.v1.GetRequest\x1a!.hwagent.admission.v1.GetResponse\"\x00\x12U\n\x06Signal\x12#.hwagent.admission.v1.SignalRequest\x1a$.hwagent.admission.v1.SignalResponse\"\x00\x12Q\n\x05Watch\x12\".hwagent.admission.v1.WatchRequest\x1a .hwagent.admission.v1.WatchEvent\"\x00\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n agent/api/admission/v1/api.proto\x12\x14hwagent.admission.v1\"P\n\x0c\x41\x64mitRequest\x12\x10\n\x08manifest\x18\x01 \x01(\x0c\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\x12\x1d\n\x15ignore_unknown_fields\x18\x03 \x01(\x08\"\xc7\x01\n\x11\x43ontainerDecision\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nnuma_nodes\x18\x02 \x03(\x03\x12\x10\n\x08\x61ny_node\x18\x03 \x01(\x08\x12\x11\n\tpreferred\x18\x04 \x01(\x08\x12\r\n\x05\x61\x64mit\x18\x05 \x01(\x08\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x0f\n\x07\x63pu_ids\x18\x07 \x03(\x03\x12\x0c\n\x04mems\x18\x08 \x03(\x03\x12-\n\x07\x64\x65vices\x18\t \x03(\x0b\x32\x1c.hwagent.admission.v1.Device\"\xc9\x01\n\rAdmitResponse\x12&\n\x03pod\x18\x01 \x01(\x0b\x32\x19.hwagent.admission.v1.Pod\x12\x10\n\x08warnings\x18\x02 \x03(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12\x13\n\x0bwould_admit\x18\x04 \x01(\x08\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12:\n\tdecisions\x18\x06 \x03(\x0b\x32\'.hwagent.admission.v1.ContainerDecision\x12\x0c\n\x04\x66ree\x18\x07 \x01(\t\")\n\x06PodRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\":\n\rRemoveRequest\x12)\n\x03pod\x18\x01 \x01(\x0b\x32\x1c.hwagent.admission.v1.PodRef\"8\n\x0eRemoveResponse\x12&\n\x03pod\x18\x01 \x01(\x0b\x32\x19.hwagent.admission.v1.Pod\"f\n\x0bStopRequest\x12)\n\x03pod\x18\x01 \x01(\x0b\x32\x1c.hwagent.admission.v1.PodRef\x12\x1a\n\rgrace_seconds\x18\x02 \x01(\x01H\x00\x88\x01\x01\x42\x10\n\x0e_grace_seconds\"6\n\x0cStopResponse\x12&\n\x03pod\x18\x01 \x01(\x0b\x32\x19.hwagent.admission.v1.Pod\"A\n\x0bListRequest\x12\r\n\x05limit\x18\x01 \x01(\x03\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x0f\n\x07summary\x18\x03 \x01(\x08\"\x92\x01\n\x0cListResponse\x12\'\n\x04pods\x18\x01 \x03(\x0b\x32\x19.hwagent.admission.v1.Pod\x12@\n\x0fmanifest_errors\x18\x02 \x03(\x0b\x32\'.hwagent.admission.v1.ManifestFileError\x12\x17\n\x0fnext_page_token\x18\x03 \x01(\t\"u\n\nGetRequest\x12)\n\x03pod\x18\x01 \x01(\x0b\x32\x1c.hwagent.admission.v1.PodRef\x12\"\n\x15wait_terminal_seconds\x18\x02 \x01(\x01H\x00\x88\x01\x01\x42\x18\n\x16_wait_terminal_seconds\"5\n\x0bGetResponse\x12&\n\x03pod\x18\x01 \x01(\x0b\x32\x19.hwagent.admission.v1.Pod\"]\n\rSignalRequest\x12)\n\x03pod\x18\x01 \x01(\x0b\x32\x1c.hwagent.admission.v1.PodRef\x12\x0e\n\x06signal\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\"\x86\x01\n\x0eSignalResponse\x12&\n\x03pod\x18\x01 \x01(\x0b\x32\x19.hwagent.admission.v1.Pod\x12\x0e\n\x06signal\x18\x02 \x01(\t\x12<\n\ncontainers\x18\x03 \x03(\x0b\x32(.hwagent.admission.v1.SignalledContainer\"0\n\x12SignalledContainer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04pids\x18\x02 \x03(\x03\"0\n\x0cWatchRequest\x12\x0f\n\x07initial\x18\x01 \x01(\x08\x12\x0f\n\x07summary\x18\x02 \x01(\x08\"P\n\nWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12&\n\x03pod\x18\x02 \x01(\x0b\x32\x19.hwagent.admission.v1.Pod\x12\x0c\n\x04time\x18\x03 \x01(\x01\"0\n\x11ManifestFileError\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t\":\n\x06\x44\x65vice\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x12\n\nnuma_nodes\x18\x03 \x03(\x03\"\xa5\x02\n\tContainer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0f\n\x07\x63pu_ids\x18\x03 \x03(\x03\x12\x0c\n\x04mems\x18\x04 \x03(\x03\x12\x15\n\rnuma_affinity\x18\x05 \x03(\x03\x12\x10\n\x08\x61ny_node\x18\x06 \x01(\x08\x12-\n\x07\x64\x65vices\x18\x07 \x03(\x0b\x32\x1c.hwagent.admission.v1.Device\x12\r\n\x05state\x18\x08 \x01(\t\x12\x0e\n\x06reason\x18\t \x01(\t\x12\x15\n\rrestart_count\x18\n \x01(\x03\x12\x0b\n\x03pid\x18\x0b \x01(\x03\x12\x16\n\texit_code\x18\x0c \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06\x63group\x18\r \x01(\t\x12\x0c\n\x04pids\x18\x0e \x03(\x03\x42\x0c\n\n_exit_code\"&\n\x05\x45vent\x12\x0c\n\x04time\x18\x01 \x01(\x01\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xc3\x02\n\x03Pod\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0b\n\x03uid\x18\x03 \x01(\t\x12\x0b\n\x03qos\x18\x04 \x01(\t\x12\r\n\x05phase\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x0f\n\x07message\x18\x07 \x01(\t\x12\x0e\n\x06source\x18\x08 \x01(\t\x12\x13\n\x0b\x61\x64mitted_at\x18\t \x01(\x01\x12\x10\n\x08released\x18\n \x01(\x08\x12\x33\n\ncontainers\x18\x0b \x03(\x0b\x32\x1f.hwagent.admission.v1.Container\x12+\n\x06\x65vents\x18\x0c \x03(\x0b\x32\x1b.hwagent.admission.v1.Event\x12\x13\n\x0brecord_json\x18\r \x01(\t\x12\x0e\n\x06\x63group\x18\x0e \x01(\t\x12\x13\n\x0b\x63group_dirs\x18\x0f \x03(\t2\xd0\x04\n\tAdmission\x12R\n\x05\x41\x64mit\x12\".hwagent.admission.v1.AdmitRequest\x1a#.hwagent.admission.v1.AdmitResponse\"\x00\x12U\n\x06Remove\x12#.hwagent.admission.v1.RemoveRequest\x1a$.hwagent.admission.v1.RemoveResponse\"\x00\x12O\n\x04Stop\x12!.hwagent.admission.v1.StopRequest\x1a\".hwagent.admission.v1.StopResponse\"\x00\x12O\n\x04List\x12!.hwagent.admission.v1.ListRequest\x1a\".hwagent.admission.v1.ListResponse\"\x00\x12L\n\x03Get\x12 .hwagent.admission.v1.GetRequest\x1a!.hwagent.admission.v1.GetResponse\"\x00\x12U\n\x06Signal\x12#.hwagent.admission.v1.SignalRequest\x1a$.hwagent.admission.v1.SignalResponse\"\x00\x12Q\n\x05Watch\x12\".hwagent.admission.v1.WatchRequest\x1a .hwagent.admission.v1.WatchEvent\"\x00\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,33 +48,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STOPRESPONSE']._serialized_start=811
   _globals['_STOPRESPONSE']._serialized_end=865
   _globals['_LISTREQUEST']._serialized_start=867
-  _globals['_LISTREQUEST']._serialized_end=880
-  _globals['_LISTRESPONSE']._serialized_start=882
-  _globals['_LISTRESPONSE']._serialized_end=1003
-  _globals['_GETREQUEST']._serialized_start=1005
-  _globals['_GETREQUEST']._serialized_end=1122
-  _globals['_GETRESPONSE']._serialized_start=1124
-  _globals['_GETRESPONSE']._serialized_end=1177
-  _globals['_SIGNALREQUEST']._serialized_start=1179
-  _globals['_SIGNALREQUEST']._serialized_end=1272
-  _globals['_SIGNALRESPONSE']._serialized_start=1275
-  _globals['_SIGNALRESPONSE']._serialized_end=1409
-  _globals['_SIGNALLEDCONTAINER']._serialized_start=1411
-  _globals['_SIGNALLEDCONTAINER']._serialized_end=1459
-  _globals['_WATCHREQUEST']._serialized_start=1461
-  _globals['_WATCHREQUEST']._serialized_end=1492
-  _globals['_WATCHEVENT']._serialized_start=1494
-  _globals['_WATCHEVENT']._serialized_end=1574
-  _globals['_MANIFESTFILEERROR']._serialized_start=1576
-  _globals['_MANIFESTFILEERROR']._serialized_end=1624
-  _globals['_DEVICE']._serialized_start=1626
-  _globals['_DEVICE']._serialized_end=1684
-  _globals['_CONTAINER']._serialized_start=1687
-  _globals['_CONTAINER']._serialized_end=1980
-  _globals['_EVENT']._serialized_start=1982
-  _globals['_EVENT']._serialized_end=2020
-  _globals['_POD']._serialized_start=2023
-  _globals['_POD']._serialized_end=2346
-  _globals['_ADMISSION']._serialized_start=2349
-  _globals['_ADMISSION']._serialized_end=2941
+  _globals['_LISTREQUEST']._serialized_end=932
+  _globals['_LISTRESPONSE']._serialized_start=935
+  _globals['_LISTRESPONSE']._serialized_end=1081
+  _globals['_GETREQUEST']._serialized_start=1083
+  _globals['_GETREQUEST']._serialized_end=1200
+  _globals['_GETRESPONSE']._serialized_start=1202
+  _globals['_GETRESPONSE']._serialized_end=1255
+  _globals['_SIGNALREQUEST']._serialized_start=1257
+  _globals['_SIGNALREQUEST']._serialized_end=1350
+  _globals['_SIGNALRESPONSE']._serialized_start=1353
+  _globals['_SIGNALRESPONSE']._serialized_end=1487
+  _globals['_SIGNALLEDCONTAINER']._serialized_start=1489
+  _globals['_SIGNALLEDCONTAINER']._serialized_end=1537
+  _globals['_WATCHREQUEST']._serialized_start=1539
+  _globals['_WATCHREQUEST']._serialized_end=1587
+  _globals['_WATCHEVENT']._serialized_start=1589
+  _globals['_WATCHEVENT']._serialized_end=1669
+  _globals['_MANIFESTFILEERROR']._serialized_start=1671
+  _globals['_MANIFESTFILEERROR']._serialized_end=1719
+  _globals['_DEVICE']._serialized_start=1721
+  _globals['_DEVICE']._serialized_end=1779
+  _globals['_CONTAINER']._serialized_start=1782
+  _globals['_CONTAINER']._serialized_end=2075
+  _globals['_EVENT']._serialized_start=2077
+  _globals['_EVENT']._serialized_end=2115
+  _globals['_POD']._serialized_start=2118
+  _globals['_POD']._serialized_end=2441
+  _globals['_ADMISSION']._serialized_start=2444
+  _globals['_ADMISSION']._serialized_end=3036
 # @@protoc_insertion_point(module_scope)

@@ -91,16 +91,24 @@ class StopResponse(_message.Message):
     def __init__(self, pod: _Optional[_Union[Pod, _Mapping]] = ...) -> None: ...
 
 class ListRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("limit", "page_token", "summary")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    page_token: str
+    summary: bool
+    def __init__(self, limit: _Optional[int] = ..., page_token: _Optional[str] = ..., summary: _Optional[bool] = ...) -> None: ...
 
 class ListResponse(_message.Message):
-    __slots__ = ("pods", "manifest_errors")
+    __slots__ = ("pods", "manifest_errors", "next_page_token")
     PODS_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     pods: _containers.RepeatedCompositeFieldContainer[Pod]
     manifest_errors: _containers.RepeatedCompositeFieldContainer[ManifestFileError]
-    def __init__(self, pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., manifest_errors: _Optional[_Iterable[_Union[ManifestFileError, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., manifest_errors: _Optional[_Iterable[_Union[ManifestFileError, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetRequest(_message.Message):
     __slots__ = ("pod", "wait_terminal_seconds")
@@ -145,10 +153,12 @@ class SignalledContainer(_message.Message):
     def __init__(self, name: _Optional[str] = ..., pids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("initial",)
+    __slots__ = ("initial", "summary")
     INITIAL_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
     initial: bool
-    def __init__(self, initial: _Optional[bool] = ...) -> None: ...
+    summary: bool
+    def __init__(self, initial: _Optional[bool] = ..., summary: _Optional[bool] = ...) -> None: ...
 
 class WatchEvent(_message.Message):
     __slots__ = ("type", "pod", "time")
