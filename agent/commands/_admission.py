@@ -112,6 +112,11 @@ class Session:
         if self._conn is not None:
             self._conn.close()
 
+    def reset(self) -> None:
+        """Drop the connection (a request cut short leaves its answer unread); the next request opens a new one."""
+        if self._conn is not None:
+            self._conn.close()
+
     def request(self, method: str, path: str, body: bytes | dict[str, Any] | None = None,
                 query: dict[str, str] | None = None, timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
         assert self._conn is not None, "use the Session as a context manager"

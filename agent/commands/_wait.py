@@ -1,36 +1,48 @@
 """`launch --wait`: follow a pod to its end, streaming its main container's output, and answer
 with its exit status; Ctrl-C as srun has it.
 
-The pod is polled (``Get``, every ``POLL_S``) on one channel while its log file
-is tailed; a status poll is a few hundred bytes and keeps the client free of
-threads, so Ctrl-C lands in the main thread between two polls. srun's habit:
-the first Ctrl-C prints where the job is and what a second one does; a second
-within ``INTERRUPT_WINDOW_S`` stops the pod (SIGTERM, its grace period, then
-kill, as ``hwagent stop``) and the wait goes on to the pod's end, so a job is
-never left running unseen behind a prompt.
+The pod's end comes from one long poll at a time (``GET /v1/pods/NS/NAME?wait=terminal``):
+the daemon answers when its registry reports the pod terminal or removed, or after
+``WAIT_S`` (then the CLI asks again), so neither side spends CPU while a job runs (it
+used to ask every 0.2 s). The log is tailed by a thread of the CLI's own (a local
+file: no daemon CPU), every ``POLL_S`` while nothing new came. srun's habit for
+Ctrl-C: the first press interrupts the long poll, prints where the job is and what a
+second press does; a second within ``INTERRUPT_WINDOW_S`` stops the pod (SIGTERM,
+its grace period, then kill, as ``hwagent stop``) and the wait goes on to the pod's
+end, so a job is never left running unseen behind a prompt.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from agent.cli import CommandError
 from agent.commands._admission import Session, pod_path
 from agent.commands._exitcodes import EXIT_LOST, EXIT_NOT_FOUND
 from agent.commands._job import main_container, outcome
 from agent.commands._podstatus import status_word
-from agent.commands.logs import Tail
 
-__all__ = ["wait_for", "Interrupts", "POLL_S", "INTERRUPT_WINDOW_S"]
+if TYPE_CHECKING:
+    from agent.commands.logs import Tail
 
+__all__ = ["wait_for", "Interrupts", "LogPump", "POLL_S", "WAIT_S", "INTERRUPT_WINDOW_S"]
+
+#: the log tail's pause when nothing new came
 POLL_S = 0.2
+#: one long poll's wait; the CLI asks again after it (a daemon restart is noticed within it)
+WAIT_S = 30.0
 INTERRUPT_WINDOW_S = 1.0
+
+
+class _Woken(BaseException):
+    """A Ctrl-C cut a long poll short (raised from the SIGINT handler; not an error)."""
 
 
 class Interrupts:
@@ -52,8 +64,47 @@ class Interrupts:
             self.report = True
         self.last = now
 
+    #: set while the main thread is blocked in a long poll: a press then interrupts it
+    blocking = False
+
     def handler(self, _signum: int, _frame: FrameType | None) -> None:
         self.press()
+        if self.blocking:
+            self.blocking = False
+            raise _Woken
+
+
+class LogPump:
+    """Copy a log ``Tail`` to ``out`` on a thread while the main thread waits on the daemon;
+    ``finish`` stops it and copies what is left (what the shim wrote before the container ended)."""
+
+    def __init__(self, tail: Tail, out: BinaryIO, poll_s: float = POLL_S) -> None:
+        self.tail, self.out, self.poll_s = tail, out, poll_s
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="log-pump", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                if not self.tail.pump(self.out):
+                    self.out.flush()
+                    self._stop.wait(self.poll_s)
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread by finish()
+            self.error = e
+
+    def finish(self, drain: bool = True) -> None:
+        self._stop.set()
+        self._thread.join()
+        try:
+            if self.error is not None:
+                raise self.error
+            if drain:
+                self.tail.pump(self.out)
+                self.out.flush()
+        finally:
+            self.tail.close()
 
 
 def _state_line(pod: dict[str, Any], main: str | None) -> str:
@@ -63,46 +114,75 @@ def _state_line(pod: dict[str, Any], main: str | None) -> str:
 
 
 def wait_for(session: Session, namespace: str, name: str, uid: str, main: str | None, tail: Tail | None,
-             out: BinaryIO | None = None, err: Any = None, poll_s: float = POLL_S) -> tuple[int, str, dict[str, Any]]:
+             out: BinaryIO | None = None, err: Any = None, poll_s: float = POLL_S,
+             wait_s: float = WAIT_S) -> tuple[int, str, dict[str, Any]]:
     """Wait for pod ``namespace/name`` (uid ``uid``) to end: (exit status, the line explaining it, the pod)."""
     path = pod_path(namespace, name)
     out = out or sys.stdout.buffer
     err = err or sys.stderr
     ints = Interrupts()
+    pump = LogPump(tail, out, poll_s) if tail is not None else None
     previous = signal.signal(signal.SIGINT, ints.handler)
+    ended = False
     try:
+        query = {"wait": "terminal", "timeout": f"{wait_s:g}"}
         while True:
-            if tail is not None:
-                tail.pump(out)
-            try:
-                pod = session.request("GET", path, timeout=30)["pod"]
-                pod.pop("record", None)  # describe's; the job's JSON is ps's shape
-            except CommandError as e:
-                if e.code == EXIT_NOT_FOUND:
-                    return EXIT_LOST, f"{namespace}/{name} was removed before it ended", {}
-                raise
-            if pod["uid"] != uid:
-                return EXIT_LOST, f"{namespace}/{name} was removed (a pod of that name replaced it)", pod
-            if pod["phase"] in ("Succeeded", "Failed"):
-                if tail is not None:
-                    tail.pump(out)  # what the shim wrote before the container ended
-                code, why = outcome(pod, main)
-                return code, why, pod
             if ints.stop:
                 ints.stop = ints.report = False
-                print(f"hwagent: stopping {pod['namespace']}/{pod['name']} (SIGTERM, then kill after its grace "
-                      "period)", file=err, flush=True)
-                session.request("POST", pod_path(namespace, name, "stop"), {}, timeout=86400 + 60)
-                continue
-            if ints.report:
-                ints.report = False
-                print(f"hwagent: {_state_line(pod, main)}; press Ctrl-C again within 1 s to stop it",
+                print(f"hwagent: stopping {namespace}/{name} (SIGTERM, then kill after its grace period)",
                       file=err, flush=True)
-            time.sleep(poll_s)
+                session.request("POST", pod_path(namespace, name, "stop"), {}, timeout=86400 + 60)
+            try:
+                if ints.report:
+                    ints.report = False
+                    pod = _get(session, path, None, 30)
+                    if _running(pod, uid):
+                        print(f"hwagent: {_state_line(pod, main)}; press Ctrl-C again within 1 s to stop it",
+                              file=err, flush=True)
+                        continue
+                else:
+                    ints.blocking = True  # a Ctrl-C from here on interrupts the long poll
+                    pod = _get(session, path, query, wait_s + 30)
+                    ints.blocking = False
+                    if _running(pod, uid):
+                        continue  # the wait's timeout passed: ask again
+            except _Woken:
+                session.reset()  # the cut request's answer is never read: a new connection
+                continue
+            if not pod:
+                return EXIT_LOST, f"{namespace}/{name} was removed before it ended", {}
+            if pod["uid"] != uid:
+                return EXIT_LOST, f"{namespace}/{name} was removed (a pod of that name replaced it)", pod
+            ended = True
+            if pump is not None:
+                pump.finish()
+            code, why = outcome(pod, main)
+            return code, why, pod
     finally:
+        ints.blocking = False
         signal.signal(signal.SIGINT, previous)
-        if tail is not None:
-            tail.close()
+        if pump is not None and not ended:
+            pump.finish(drain=False)
+
+
+def _running(pod: dict[str, Any], uid: str) -> bool:
+    return bool(pod) and pod["uid"] == uid and pod["phase"] not in ("Succeeded", "Failed")
+
+
+def _get(session: Session, path: str, query: dict[str, str] | None, timeout: float) -> dict[str, Any]:
+    """The pod as ``ps`` shows it; {} once it is gone."""
+    try:
+        pod = session.request("GET", path, query=query, timeout=timeout)["pod"]
+    except CommandError as e:
+        if e.code == EXIT_NOT_FOUND:
+            return {}
+        raise
+    for key in ("record", "cgroup", "cgroup_dirs"):  # describe's; the job's JSON is ps's shape
+        pod.pop(key, None)
+    for c in pod["containers"]:
+        c.pop("cgroup", None)
+        c.pop("pids", None)
+    return pod
 
 
 def log_offset(path: Path) -> int:
