@@ -70,6 +70,12 @@ class FakeRuntime:
     def owns_cgroup(self, rel_path) -> bool:  # pragma: no cover
         return False
 
+    def signal(self, uid, containers, sig) -> dict:  # pragma: no cover - not used here
+        return {}
+
+    def processes(self, uid):
+        return None  # no cgroups here: describe shows none
+
 
 def test_status_codes(sockdir):
     async def main():
