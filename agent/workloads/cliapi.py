@@ -32,7 +32,6 @@ the gRPC status's name. The socket has the admission socket's mode and group.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from agent.api.admission.v1 import api_pb2 as pb
 from agent.eventlog import get_logger
 from agent.workloads.errors import AdmissionError
 from agent.workloads.http11 import MAX_HEAD, HttpError, Request, Response, serve_connection
-from agent.workloads.peerfront import bind_listening, peer_caller
+from agent.workloads.peerfront import PeerSocketServer
 from agent.workloads.podjson import admit_json, pod_json
 from agent.workloads.server import AdmissionServicer
 from agent.workloads.users import Caller
@@ -177,16 +176,15 @@ def answer(method: str, resp: Any) -> dict[str, Any]:
     return {"pod": pod_json(resp.pod, record=method == "Get")}
 
 
-class CliApi:
+class CliApi(PeerSocketServer):
     """Serve the CLI API on ``path`` (mode ``mode``, group ``gid`` when not None) over ``workloads``."""
 
     def __init__(self, path: Path, workloads: Any, manifest_errors: Callable[[], Sequence[tuple[str, str]]],
                  *, max_body: int, mode: int = 0o600, gid: int | None = None) -> None:
-        self.path, self.mode, self.gid, self.max_body = Path(path), mode, gid, max_body
+        super().__init__(path, mode=mode, gid=gid, limit=MAX_HEAD)
+        self.max_body = max_body
         # the caller is passed where the gRPC servicer gets its context: it is the caller
         self.servicer = AdmissionServicer(workloads, manifest_errors, caller_of=lambda caller: caller)
-        self._server: asyncio.AbstractServer | None = None
-        self._conns: set[asyncio.Task[None]] = set()
 
     async def handle(self, req: Request, caller: Caller) -> Response:
         try:
@@ -204,35 +202,5 @@ class CliApi:
             log.exception("cli api failed", method=req.method, path="/".join(req.parts))
             return Response(500, {"code": "INTERNAL", "message": f"{type(e).__name__}: {e}"})
 
-    async def start(self) -> None:
-        sock = bind_listening(self.path, self.mode, self.gid)
-        self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=MAX_HEAD)
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        for t in list(self._conns):
-            t.cancel()
-        await asyncio.gather(*self._conns, return_exceptions=True)
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
-
-    @property
-    def serving(self) -> bool:
-        return self._server is not None and self._server.is_serving() and self.path.is_socket()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conns.add(task)
-        try:
-            try:
-                caller = peer_caller(writer.get_extra_info("socket"))
-            except OSError as e:
-                log.warning("cli connection without credentials", error=e)
-                writer.close()
-                return
-            await serve_connection(reader, writer, lambda req: self.handle(req, caller), self.max_body)
-        finally:
-            self._conns.discard(task)
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller) -> None:
+        await serve_connection(reader, writer, lambda req: self.handle(req, caller), self.max_body)

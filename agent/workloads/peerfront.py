@@ -85,24 +85,20 @@ def bind_listening(path: Path, mode: int, gid: int | None) -> socket.socket:
     return sock
 
 
-class PeerFront:
-    """Serve ``public`` (mode ``mode``, group ``gid`` when not None) in front of the
-    gRPC server listening on ``inner``."""
+class PeerSocketServer:
+    """A unix socket that knows who is calling: bound by ``bind_listening``'s rules (path fits,
+    mode and group set before any connection), each connection served with its caller's
+    credentials (SO_PEERCRED), and every connection's task ended at ``close``. The admission
+    front and the CLI's HTTP API are two of these; ``serve`` is what each does with a connection."""
 
-    def __init__(self, public: Path, inner: Path, *, mode: int = 0o600, gid: int | None = None) -> None:
-        self.public, self.inner, self.mode, self.gid = Path(public), Path(inner), mode, gid
-        self._callers: dict[str, Caller] = {}
+    def __init__(self, path: Path, *, mode: int = 0o600, gid: int | None = None, limit: int = _CHUNK) -> None:
+        self.path, self.mode, self.gid, self._limit = Path(path), mode, gid, limit
         self._server: asyncio.AbstractServer | None = None
         self._conns: set[asyncio.Task[None]] = set()
 
-    def caller(self, peer: str) -> Caller | None:
-        """The caller behind a gRPC ``context.peer()`` string; None for a peer the front did not make."""
-        scheme, _, name = peer.partition(":")
-        return self._callers.get(name) if scheme == "unix-abstract" else None
-
     async def start(self) -> None:
-        sock = bind_listening(self.public, self.mode, self.gid)
-        self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=_CHUNK)
+        sock = bind_listening(self.path, self.mode, self.gid)
+        self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=self._limit)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -112,19 +108,48 @@ class PeerFront:
             t.cancel()
         await asyncio.gather(*self._conns, return_exceptions=True)
         with contextlib.suppress(FileNotFoundError):
-            self.public.unlink()
+            self.path.unlink()
 
     @property
     def serving(self) -> bool:
-        return self._server is not None and self._server.is_serving() and self.public.is_socket()
+        return self._server is not None and self._server.is_serving() and self.path.is_socket()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._conns.add(task)
+        try:
+            try:
+                caller = peer_caller(writer.get_extra_info("socket"))
+            except OSError as e:
+                log.warning("connection without credentials", socket=self.path, error=e)
+                writer.close()
+                return
+            await self.serve(reader, writer, caller)
+        finally:
+            self._conns.discard(task)
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller) -> None:
+        raise NotImplementedError
+
+
+class PeerFront(PeerSocketServer):
+    """Serve ``public`` (mode ``mode``, group ``gid`` when not None) in front of the
+    gRPC server listening on ``inner``."""
+
+    def __init__(self, public: Path, inner: Path, *, mode: int = 0o600, gid: int | None = None) -> None:
+        super().__init__(public, mode=mode, gid=gid, limit=_CHUNK)
+        self.public, self.inner = self.path, Path(inner)
+        self._callers: dict[str, Caller] = {}
+
+    def caller(self, peer: str) -> Caller | None:
+        """The caller behind a gRPC ``context.peer()`` string; None for a peer the front did not make."""
+        scheme, _, name = peer.partition(":")
+        return self._callers.get(name) if scheme == "unix-abstract" else None
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller) -> None:
         name = ""
         try:
-            caller = peer_caller(writer.get_extra_info("socket"))
             name, out = self._dial()
             self._callers[name] = caller
             r2, w2 = await asyncio.open_unix_connection(sock=out, limit=_CHUNK)
@@ -137,7 +162,6 @@ class PeerFront:
         finally:
             self._callers.pop(name, None)
             writer.close()
-            self._conns.discard(task)
 
     def _dial(self) -> tuple[str, socket.socket]:
         out = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
