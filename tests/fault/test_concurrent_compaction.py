@@ -21,6 +21,7 @@ import pytest
 from agent.journal import Journal, StateCorrupt
 from agent.statefile import write_atomic
 from tests.fault.conftest import COUNTS
+from tests.unit.test_journal import ListCodec
 
 pytestmark = pytest.mark.fault
 
@@ -28,26 +29,12 @@ ROUNDS = 200
 CONCURRENT = 4
 
 
-class CountingCodec:
-    """State = the list of ints appended; the snapshot is padded so that a
+class CountingCodec(ListCodec):
+    """``ListCodec`` (state = the ints appended) with a padded snapshot, so that a
     write takes long enough for writers to overlap."""
-
-    def empty(self):
-        return []
-
-    def decode_snapshot(self, raw):
-        try:
-            d = json.loads(raw)
-            return list(d["items"]), int(d["seq"])
-        except (ValueError, KeyError, TypeError) as e:
-            raise StateCorrupt(str(e)) from None
 
     def encode_snapshot(self, state, seq):
         return json.dumps({"items": list(state), "seq": seq, "pad": "x" * 200_000}).encode()
-
-    def apply(self, state, payload):
-        state.append(int(payload))
-        return state
 
 
 def test_concurrent_compactions_never_tear_or_fail_a_snapshot(tmp_path, caplog):
