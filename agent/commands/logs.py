@@ -86,6 +86,18 @@ def _copy(f: BinaryIO, out: BinaryIO) -> int:
     return n
 
 
+def _open_log(path: Path) -> BinaryIO | None:
+    """``path`` opened for reading without following a link; None when it is not there
+    (yet, or any more: a rotation in between)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise CommandError(f"cannot read {path}: {e.strerror} (a link is never followed)") from None
+    return os.fdopen(fd, "rb")
+
+
 class Tail:
     """The new bytes of a container's log as they come, across the shim's rotations.
 
@@ -100,13 +112,9 @@ class Tail:
         self.f: BinaryIO | None = None
 
     def _open(self) -> bool:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
+        self.f = _open_log(self.path)
+        if self.f is None:
             return False
-        except OSError as e:
-            raise CommandError(f"cannot read {self.path}: {e.strerror} (a link is never followed)") from None
-        self.f = os.fdopen(fd, "rb")
         if self.offset:
             self.f.seek(self.offset)
             self.offset = 0
@@ -179,13 +187,9 @@ class _TimedTail:
     def _open(self) -> bool:
         from agent.runtime.logtimes import times_path
 
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
+        self.f = _open_log(self.path)
+        if self.f is None:
             return False
-        except OSError as e:
-            raise CommandError(f"cannot read {self.path}: {e.strerror} (a link is never followed)") from None
-        self.f = os.fdopen(fd, "rb")
         self.f.seek(self.offset)
         self.pending, self.pending_at, self.offset = b"", self.offset, 0
         self.records, self.rec_rest = [], b""
