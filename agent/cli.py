@@ -28,6 +28,7 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.describe",
     "agent.commands.stop",
     "agent.commands.signalpod",
+    "agent.commands.execpod",
     "agent.commands.rm",
     "agent.commands.admit",
     "agent.commands.logs",

@@ -1,0 +1,49 @@
+"""`hwagent exec`'s decisions (pure): which cgroup.procs to join, which pid, which user, which command."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from agent.cli import CommandError
+from agent.commands.execpod import _argv, exec_target
+
+
+def _pod(pids=(41, 42), run_as=None) -> dict:
+    return {"name": "p", "namespace": "default", "phase": "Running", "cgroup": "/hw/podU",
+            "cgroup_dirs": ["/sys/fs/cgroup/cpuset/hw/podU", "/sys/fs/cgroup/unified/hw/podU"],
+            "record": {"pod": {"spec": {"run_as": run_as}}},
+            "containers": [{"name": "setup", "kind": "init", "cgroup": "/hw/podU/setup", "pids": []},
+                           {"name": "main", "kind": "app", "cgroup": "/hw/podU/main", "pids": list(pids)}]}
+
+
+def test_the_first_app_container_in_every_hierarchy_as_the_pods_user():
+    t = exec_target(_pod(run_as={"uid": 1000, "gid": 100, "groups": [27]}))
+    assert t.container == "main" and t.pid == 41 and t.user == (1000, 100, (27,))
+    assert t.procs == ("/sys/fs/cgroup/cpuset/hw/podU/main/cgroup.procs",
+                       "/sys/fs/cgroup/unified/hw/podU/main/cgroup.procs")
+    assert exec_target(_pod()).user is None  # a pod without run_as runs as root
+
+
+def test_refusals_name_the_containers_or_the_state():
+    with pytest.raises(CommandError, match="no container 'x'.*setup, main") as e:
+        exec_target(_pod(), "x")
+    assert e.value.code == 3
+    with pytest.raises(CommandError, match="runs nothing now") as e:
+        exec_target(_pod(pids=()))
+    assert e.value.code == 1
+    with pytest.raises(CommandError, match="runs nothing now"):
+        exec_target(_pod(), "setup")
+
+
+def test_options_between_name_and_the_double_dash_are_taken():
+    a = argparse.Namespace(cmd=["-c", "side", "--namespace", "ns", "--", "sh", "-c", "x"], container="",
+                           namespace="default")
+    assert _argv(a) == ["sh", "-c", "x"] and a.container == "side" and a.namespace == "ns"
+    assert _argv(argparse.Namespace(cmd=["ls", "-l"], container="", namespace="default")) == ["ls", "-l"]
+    with pytest.raises(CommandError, match="missing") as e:
+        _argv(argparse.Namespace(cmd=["--"], container="", namespace="default"))
+    assert e.value.code == 2
+    with pytest.raises(CommandError, match="--bogus"):
+        _argv(argparse.Namespace(cmd=["--bogus", "--", "ls"], container="", namespace="default"))
