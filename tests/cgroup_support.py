@@ -14,6 +14,7 @@ than failing the clean-up (or the next test) on a busy machine."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
@@ -58,3 +59,24 @@ def rmdir_cgroup_tree(base: str | Path, tries: int = 100, pause_s: float = 0.05)
     """Remove ``base`` and every cgroup below it, deepest first."""
     for p, _dirs, _files in sorted(os.walk(base), key=lambda t: -len(t[0])):
         rmdir_cgroup(p, tries, pause_s)
+
+
+def kill_and_remove_subtree(subtree: str, tries: int = 200, pause_s: float = 0.02) -> None:
+    """End every process in the cgroup ``subtree`` (a path below each controller's mount,
+    e.g. ``/hwagent-test-…``) in every hierarchy under /sys/fs/cgroup, then remove its
+    directories deepest first: what a test that ran a daemon with its runtime leaves."""
+    for ctl in Path("/sys/fs/cgroup").iterdir():
+        base = ctl / subtree.lstrip("/")
+        if not base.is_dir():
+            continue
+        for p, _dirs, _files in os.walk(base):
+            try:
+                pids = Path(p, "cgroup.procs").read_text().split()
+            except OSError:
+                continue
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        rmdir_cgroup_tree(base, tries, pause_s)

@@ -13,7 +13,6 @@ import json
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.daemon.test_lifecycle import Daemon
+from tests.cgroup_support import kill_and_remove_subtree
 
 HWAGENT = Path(sys.executable).parent / "hwagent"
 USERS = ("hwtest1", "hwtest2")
@@ -130,13 +130,4 @@ def box() -> Iterator[Box]:
 
 
 def _remove_subtree(name: str) -> None:
-    for ctl in Path("/sys/fs/cgroup").iterdir():
-        d = ctl / name.lstrip("/")
-        if d.is_dir():
-            for p, _dirs, _files in sorted(os.walk(d), key=lambda t: -len(t[0])):
-                try:
-                    for pid in Path(p, "cgroup.procs").read_text().split():
-                        os.kill(int(pid), signal.SIGKILL)
-                    os.rmdir(p)
-                except OSError:
-                    pass
+    kill_and_remove_subtree(name)

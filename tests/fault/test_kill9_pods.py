@@ -18,7 +18,6 @@ subtree; the client is the admission API over its socket.
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 import uuid
@@ -32,7 +31,7 @@ from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
 from agent.config import section_defaults
 from agent.runtime.state import PodFiles
 from agent.workloads.component import socket_path_for
-from tests.cgroup_support import rmdir_cgroup_tree
+from tests.cgroup_support import kill_and_remove_subtree
 from tests.fault.conftest import COUNTS
 from tests.fault.daemon import CONFIG
 
@@ -189,17 +188,7 @@ def node(short_dir, daemon_factory):
     finally:
         if n.client is not None:
             n.client.close()
-        for ctl in Path("/sys/fs/cgroup").iterdir():
-            d = ctl / subtree.lstrip("/")
-            if not d.is_dir():
-                continue
-            for p, _dirs, _files in os.walk(d):
-                try:
-                    for pid in Path(p, "cgroup.procs").read_text().split():
-                        os.kill(int(pid), signal.SIGKILL)
-                except OSError:
-                    pass
-            rmdir_cgroup_tree(d, tries=100, pause_s=0.02)
+        kill_and_remove_subtree(subtree, tries=100)
 
 
 def test_kill9_after_an_acknowledged_admit_ends_running_with_its_pid(node):

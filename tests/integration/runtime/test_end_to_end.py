@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.daemon.test_lifecycle import Daemon
+from tests.cgroup_support import kill_and_remove_subtree
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -65,16 +66,7 @@ def alive(pid: int) -> bool:
 def subtree():
     name = f"/hwagent-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     yield name
-    for ctl in Path("/sys/fs/cgroup").iterdir():
-        d = ctl / name.lstrip("/")
-        if d.is_dir():
-            for p, _dirs, _files in sorted(os.walk(d), key=lambda t: -len(t[0])):
-                try:
-                    for pid in Path(p, "cgroup.procs").read_text().split():
-                        os.kill(int(pid), signal.SIGKILL)
-                    os.rmdir(p)
-                except OSError:
-                    pass
+    kill_and_remove_subtree(name)
 
 
 def test_launch_runs_pinned_survives_kill9_and_stop_leaves_nothing(tmp_path, subtree):

@@ -16,6 +16,7 @@ import pytest
 from agent.commands._exitcodes import EXIT_NO_DAEMON, EXIT_OOM, EXIT_REFUSED
 from tests.integration.daemon.test_lifecycle import Daemon
 from tests.integration.runtime.test_end_to_end import BUDGET_S, HWAGENT, pod, until
+from tests.cgroup_support import kill_and_remove_subtree
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -53,15 +54,7 @@ def job(tmp_path_factory):
     finally:
         j.daemon.stop()
         j.daemon.cleanup()
-        for ctl in Path("/sys/fs/cgroup").iterdir():
-            d = ctl / subtree.lstrip("/")
-            for p, _dirs, _files in sorted(os.walk(d), key=lambda t: -len(t[0])):
-                try:
-                    for pid in Path(p, "cgroup.procs").read_text().split():
-                        os.kill(int(pid), signal.SIGKILL)
-                    os.rmdir(p)
-                except OSError:
-                    pass
+        kill_and_remove_subtree(subtree)
 
 
 def test_wait_exits_with_the_jobs_exit_code(job):

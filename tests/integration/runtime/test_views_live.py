@@ -18,7 +18,6 @@ enforcer's next pass)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -34,7 +33,7 @@ from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.cpuset import CPUSet
 from agent.rootpaths import POD_RESOURCES, POD_RESOURCES_SOCKET
 from tests.integration.daemon.test_lifecycle import Daemon
-from tests.cgroup_support import rmdir_cgroup_tree
+from tests.cgroup_support import kill_and_remove_subtree
 from tests.integration.runtime.conftest import subtree_name
 from tests.integration.runtime.test_end_to_end import cli, status_field
 
@@ -151,15 +150,7 @@ def node(tmp_path):
     n = Node(tmp_path, subtree_name())
     yield n
     n.cleanup()
-    for ctl in Path("/sys/fs/cgroup").iterdir():
-        base = ctl / n.subtree.lstrip("/")
-        if not base.is_dir():
-            continue
-        for p, _dirs, _files in os.walk(base):
-            for pid in Path(p, "cgroup.procs").read_text().split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
-        rmdir_cgroup_tree(base, tries=200, pause_s=0.02)
+    kill_and_remove_subtree(n.subtree)
 
 
 def _allowed(pid: int) -> CPUSet | None:
