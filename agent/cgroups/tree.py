@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["cgroup_dirs", "cgroup_procs", "cgroup_thread_ids"]
+__all__ = ["cgroup_dirs", "cgroup_procs", "cgroup_thread_ids", "join"]
 
 #: v1 lists threads in "tasks", v2 in "cgroup.threads" (a v2 dir has no "tasks")
 _THREAD_FILES = ("tasks", "cgroup.threads")
@@ -54,3 +54,12 @@ def cgroup_thread_ids(mount: str | Path, rel_path: str) -> list[int]:
                 tids.extend(found)
                 break
     return tids
+
+
+def join(dirs: Iterable[str | Path], pid: int) -> None:
+    """Move process ``pid`` into each cgroup directory (``hwagent exec``: a command joins a
+    running container's cgroups). Raises the OSError of the first write that fails, with
+    its file: PermissionError without root, FileNotFoundError when the cgroup is gone."""
+    for d in dirs:
+        with open(Path(d) / "cgroup.procs", "w") as f:
+            f.write(str(pid))

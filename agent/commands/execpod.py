@@ -30,8 +30,8 @@ _CLONE_NEWNS = 0x00020000
 @dataclass(frozen=True)
 class ExecTarget:
     container: str
-    #: the container's ``cgroup.procs`` in every hierarchy the pod has a directory in
-    procs: tuple[str, ...]
+    #: the container's cgroup directory in every hierarchy the pod has a directory in
+    cgroups: tuple[str, ...]
     #: a live process of the container: its mount namespace is the one to enter
     pid: int
     #: (uid, gid, supplementary groups) the pod runs as; None: root
@@ -54,7 +54,7 @@ def exec_target(pod: dict[str, Any], container: str = "") -> ExecTarget:
     below = c["cgroup"][len(pod["cgroup"]):]  # "/main": the container's dir under the pod's, everywhere
     run_as = ((pod.get("record") or {}).get("pod") or {}).get("spec", {}).get("run_as")
     user = None if not run_as else (int(run_as["uid"]), int(run_as["gid"]), tuple(run_as.get("groups") or ()))
-    return ExecTarget(c["name"], tuple(f"{d}{below}/cgroup.procs" for d in pod["cgroup_dirs"]),
+    return ExecTarget(c["name"], tuple(f"{d}{below}" for d in pod["cgroup_dirs"]),
                       int(c["pids"][0]), user)
 
 
@@ -75,17 +75,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _join(target: ExecTarget) -> None:
-    """Move this process into each of the container's cgroups (an adapter: writes cgroup.procs)."""
-    for procs in target.procs:
-        try:
-            with open(procs, "w") as f:
-                f.write(str(os.getpid()))
-        except PermissionError:
-            raise CommandError(f"joining the container's cgroup ({procs}) takes root: "
-                               "run it as `sudo hwagent exec ...`", EXIT_REFUSED) from None
-        except FileNotFoundError:
-            raise CommandError(f"container {target.container} ended while joining it ({procs} is gone)",
-                               EXIT_REFUSED) from None
+    """Move this process into each of the container's cgroups (through the cgroup layer)."""
+    from agent.cgroups.tree import join
+
+    try:
+        join(target.cgroups, os.getpid())
+    except PermissionError as e:
+        raise CommandError(f"joining the container's cgroup ({e.filename}) takes root: "
+                           "run it as `sudo hwagent exec ...`", EXIT_REFUSED) from None
+    except FileNotFoundError as e:
+        raise CommandError(f"container {target.container} ended while joining it ({e.filename} is gone)",
+                           EXIT_REFUSED) from None
 
 
 def _enter_mounts(pid: int) -> None:

@@ -1,4 +1,4 @@
-"""`hwagent exec`'s decisions (pure): which cgroup.procs to join, which pid, which user, which command."""
+"""`hwagent exec`'s decisions (pure): which cgroups to join, which pid, which user, which command."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def _pod(pids=(41, 42), run_as=None) -> dict:
 def test_the_first_app_container_in_every_hierarchy_as_the_pods_user():
     t = exec_target(_pod(run_as={"uid": 1000, "gid": 100, "groups": [27]}))
     assert t.container == "main" and t.pid == 41 and t.user == (1000, 100, (27,))
-    assert t.procs == ("/sys/fs/cgroup/cpuset/hw/podU/main/cgroup.procs",
-                       "/sys/fs/cgroup/unified/hw/podU/main/cgroup.procs")
+    assert t.cgroups == ("/sys/fs/cgroup/cpuset/hw/podU/main",
+                         "/sys/fs/cgroup/unified/hw/podU/main")
     assert exec_target(_pod()).user is None  # a pod without run_as runs as root
 
 
