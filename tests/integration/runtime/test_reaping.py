@@ -52,15 +52,31 @@ async def _until(cond, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _argv(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    except OSError:
+        return []
+
+
 async def _orphan(env, pod, main_pid: int) -> int:
-    """The workload's orphaned grandchild: the one other process in its cgroup."""
+    """The workload's orphaned grandchild (``sleep 300``), once the subshell that started it
+    has gone (its parent is no process of the workload any more). Known by its command
+    line: under load the subshell can be the only other process for a moment before it
+    has forked the sleep, and a workload's own short ``sleep 0.05`` children come and go
+    beside it."""
     rel = f"{env.subtree}/pod{pod.uid}/main"
 
     def others() -> list[int]:
         return [p for p in env.cgroups.pids(rel) if p != main_pid and (_stat(p) or ("Z", 0))[0] != "Z"]
 
-    # the subshell that started it goes a moment later: then the orphan is the one left
-    (orphan,) = await _until(lambda: (o := others()) and len(o) == 1 and o, "the orphan alone beside the workload")
+    def alone() -> list[int] | None:
+        members = set(env.cgroups.pids(rel))
+        o = [p for p in others() if _argv(p) == [b"sleep", b"300"]]
+        # the subshell gone: the orphan's parent is no longer a process of the workload
+        return o if len(o) == 1 and (st := _stat(o[0])) is not None and st[1] not in members else None
+
+    (orphan,) = await _until(alone, "the orphan alone beside the workload")
     return orphan
 
 
