@@ -185,23 +185,31 @@ class _TimedTail:
         self.pending_at = 0  # its offset in the file
 
     def _open(self) -> bool:
-        from agent.runtime.logtimes import times_path
-
         self.f = _open_log(self.path)
         if self.f is None:
             return False
         self.f.seek(self.offset)
         self.pending, self.pending_at, self.offset = b"", self.offset, 0
         self.records, self.rec_rest = [], b""
+        self._open_times()
+        return True
+
+    def _open_times(self) -> None:
+        """The times file beside the log, when there is one. Asked again before every read
+        while it is missing: right after a rotation the shim makes the new log a moment
+        before its times file (an older shim keeps none: its lines are shown with "-")."""
+        from agent.runtime.logtimes import times_path
+
         try:
             self.tf = os.fdopen(os.open(times_path(self.path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb")
         except OSError:
-            self.tf = None  # no times kept (an older shim): lines are shown with "-"
-        return True
+            self.tf = None
 
     def _emit(self, data: bytes, out: BinaryIO, flush: bool = False) -> None:
         from agent.runtime.logtimes import parse_records, split_lines, stamped
 
+        if self.tf is None:
+            self._open_times()
         if self.tf is not None:
             raw = self.rec_rest + self.tf.read()
             whole = len(raw) - len(raw) % 16

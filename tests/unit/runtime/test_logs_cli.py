@@ -150,3 +150,22 @@ def test_follow_with_timestamps_stamps_new_lines_across_rotation(tmp_path):
         stop.set()
         t.join(10)
     assert out.getvalue().decode() == f"{rfc3339(2 * S)} two\n{rfc3339(4 * S)} three\n"
+
+
+def test_a_times_file_made_after_its_log_was_opened_still_stamps_the_lines(tmp_path):
+    """Right after a rotation the shim makes the new log a moment before its times file: a
+    follower that opened the log in between finds the times file when the lines come."""
+    from agent.commands.logs import _TimedTail
+    from agent.runtime.logtimes import rfc3339
+
+    log = tmp_path / "main.log"
+    log.touch()  # the new log, its times file not made yet
+    tail = _TimedTail(log, 0)
+    out = io.BytesIO()
+    try:
+        assert tail.pump(out) == 0  # opened, nothing to read
+        _shim_writes(tmp_path, "main", [(b"three\n", 4 * S)])  # times file made, record, then the bytes
+        assert tail.pump(out) > 0
+    finally:
+        tail.close()
+    assert out.getvalue().decode() == f"{rfc3339(4 * S)} three\n"
