@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,23 +25,13 @@ import pytest
 
 from tests.integration.daemon.test_lifecycle import Daemon
 from tests.cgroup_support import kill_and_remove_subtree
+from tests.integration.runtime.test_end_to_end import BUDGET_S, until
 
 HWAGENT = Path(sys.executable).parent / "hwagent"
 USERS = ("hwtest1", "hwtest2")
 GROUP = "hwagent"
-BUDGET_S = 90  # two shared cores under a full suite: generous, never a timing assertion
 
 
-def until(cond, what: str, daemon: Daemon | None = None):
-    deadline = time.monotonic() + BUDGET_S
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        if daemon is not None and daemon.proc.poll() is not None:
-            raise AssertionError(f"daemon exited ({daemon.proc.returncode}) while waiting for {what}:\n{daemon.log()}")
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def proc_ids(pid: int) -> dict[str, list[int]]:
