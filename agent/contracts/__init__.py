@@ -58,10 +58,18 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from agent.contracts.component import Component, ComponentFactory, DaemonContext, Deferred, HandleKey
-
 from agent.contracts.cpu import AllocateResult, AllocationInfo, HintsResult, Request
-from agent.contracts.devices import Allocation, CheckpointData, ContainerAllocation, ContainerRequest, Device, ResourceDevices
+from agent.contracts.dra import ClaimPreparer
+from agent.contracts.devices import (
+    Allocation,
+    CheckpointData,
+    ContainerAllocation,
+    ContainerRequest,
+    Device,
+    ResourceDevices,
+)
 from agent.contracts.hints import TopologyHint
+from agent.contracts.memory import MemoryAllocations
 from agent.contracts.hist import Histogram
 from agent.contracts.placement import Placement
 from agent.contracts.plugins import PluginState
@@ -108,6 +116,10 @@ __all__ = [
     "EVICTOR",
     "WORKLOADS",
     "RUNTIME",
+    "MEMORY_MANAGER",
+    "DRA_DRIVER",
+    "MemoryAllocations",
+    "ClaimPreparer",
 ]
 
 # --- the CPU policy ------------------------------------------------------------------------
@@ -403,3 +415,7 @@ RUNTIME: HandleKey[PodRuntime] = HandleKey("runtime")
 EVICTION_PLUGIN: HandleKey[EvictionPluginView] = HandleKey("eviction_plugin")
 #: agent.runtime.component (standalone) or agent.kubelet.evictionplugin (kubelet mode)
 EVICTOR: HandleKey[Evictor] = HandleKey("evictor")
+#: agent.memory.component (the memory manager)
+MEMORY_MANAGER: HandleKey[MemoryAllocations] = HandleKey("memory_manager")
+#: agent.dra.component (the DRA driver, both modes)
+DRA_DRIVER: HandleKey[ClaimPreparer] = HandleKey("dra")
