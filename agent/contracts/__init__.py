@@ -18,6 +18,9 @@ publishing after that raises. The contracts and who uses them:
                                                                   pressure, kubelet-pods
     CPUAllocator        cpu (CPU_POLICY: its DurablePolicy)       admission, runtime
     DeviceAllocations   devicemanager (DEVICE_MANAGER)            pod-resources, status
+    MemoryAllocations   memory (MEMORY_MANAGER)                   pod-resources, memory view, describe,
+                                                                  metrics, kubelet memory plugin
+    MemoryAllocator     memory (MEMORY_MANAGER)                   admission, runtime
     DeviceAllocator     devicemanager (DEVICE_MANAGER)            admission
     DeviceHealth        devices (DEVICE_HEALTH)                   pressure, eviction plugin
     DevicePlugins       devices (DEVICE_PLUGINS)                  status
@@ -69,7 +72,7 @@ from agent.contracts.devices import (
     ResourceDevices,
 )
 from agent.contracts.hints import TopologyHint
-from agent.contracts.memory import MemoryAllocations
+from agent.contracts.memory import MemoryAllocations, MemoryAllocator, MemoryPlanner
 from agent.contracts.hist import Histogram
 from agent.contracts.placement import Placement
 from agent.contracts.plugins import PluginState
@@ -119,6 +122,8 @@ __all__ = [
     "MEMORY_MANAGER",
     "DRA_DRIVER",
     "MemoryAllocations",
+    "MemoryAllocator",
+    "MemoryPlanner",
     "ClaimPreparer",
 ]
 
@@ -416,6 +421,6 @@ EVICTION_PLUGIN: HandleKey[EvictionPluginView] = HandleKey("eviction_plugin")
 #: agent.runtime.component (standalone) or agent.kubelet.evictionplugin (kubelet mode)
 EVICTOR: HandleKey[Evictor] = HandleKey("evictor")
 #: agent.memory.component (the memory manager)
-MEMORY_MANAGER: HandleKey[MemoryAllocations] = HandleKey("memory_manager")
+MEMORY_MANAGER: HandleKey[MemoryAllocator] = HandleKey("memory_manager")
 #: agent.dra.component (the DRA driver, both modes)
 DRA_DRIVER: HandleKey[ClaimPreparer] = HandleKey("dra")

@@ -11,21 +11,30 @@ keep a copy (one owner per fact, as for CPUs in ``placement``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
+
+from agent.contracts.hints import TopologyHint
 
 __all__ = [
     "MEMORY_RESOURCE",
     "HUGEPAGES_PREFIX",
+    "SPREAD_ANNOTATION",
     "MemoryBlock",
     "NodeMemory",
+    "MemoryRequest",
+    "MemoryRefused",
     "MemoryAllocations",
+    "MemoryPlanner",
+    "MemoryAllocator",
 ]
 
 #: the resource name of ordinary memory (pod-resources ``memory_type``, QRM ``ResourceName``)
 MEMORY_RESOURCE = "memory"
 #: hugepage resources are ``hugepages-<size>``, e.g. ``hugepages-2Mi``, ``hugepages-1Gi``
 HUGEPAGES_PREFIX = "hugepages-"
+#: pod annotation: "true" spreads the pod's hugepages over NUMA nodes (``MemoryRequest.spread_hugepages``)
+SPREAD_ANNOTATION = "hwagent.io/hugepages-spread"
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,38 @@ class NodeMemory:
         return self.allocatable - self.allocated
 
 
+@dataclass(frozen=True)
+class MemoryRequest:
+    """One container's memory request, as the memory manager sees it.
+
+    ``requests`` maps each memory resource (``memory``, ``hugepages-2Mi``, ...)
+    to bytes; limits equal requests (the manifest layer refuses anything else for
+    the pods the manager places). ``hint`` is the topology manager's merged
+    affinity for an allocation (None for a hints query, or "any"). A request with
+    no resources is not placed (``allocate`` returns ``()``)."""
+
+    pod_uid: str
+    container_name: str
+    requests: Mapping[str, int] = field(default_factory=dict)
+    pod_namespace: str = ""
+    pod_name: str = ""
+    hint: TopologyHint | None = None
+    #: spread the hugepages over the nodes of the affinity (``SPREAD_ANNOTATION``)
+    spread_hugepages: bool = False
+
+
+class MemoryRefused(Exception):
+    """The manager cannot place a request (too little free on every fitting node,
+    an unknown or unconfigured page size). ``reason`` is a short token for
+    metrics/events; ``str()`` is the one line for the user, naming per-node free
+    amounts. Raised before anything changes."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
 class MemoryAllocations(Protocol):
     """What views may ask of the memory manager (read-only)."""
 
@@ -69,3 +110,33 @@ class MemoryAllocations(Protocol):
 
     def nodes(self) -> tuple[NodeMemory, ...]:
         """Per-node accounting for every memory resource, ordered by node then resource."""
+
+
+class MemoryPlanner(Protocol):
+    """The manager's state copied for one admission decision: hints and
+    allocations on the copy, each recorded so the pod's next container sees it;
+    nothing live changes."""
+
+    def hints(self, req: MemoryRequest) -> list[TopologyHint] | None:
+        """Hints for every resource of ``req`` together (the same list for each
+        memory resource, as upstream); None = no preference (nothing to place)."""
+
+    def allocate(self, req: MemoryRequest) -> tuple[MemoryBlock, ...]:
+        """What ``MemoryAllocator.allocate`` would give, recorded in the copy only
+        (MemoryRefused when it cannot)."""
+
+
+class MemoryAllocator(MemoryAllocations, Protocol):
+    """What admission and the runtime ask of the memory manager (persisted before returning)."""
+
+    async def get_topology_hints(self, req: MemoryRequest) -> list[TopologyHint] | None: ...
+
+    def plan(self) -> MemoryPlanner:
+        """A private copy of the state to decide a pod on (admission's decision, dry run)."""
+
+    async def allocate(self, req: MemoryRequest) -> tuple[MemoryBlock, ...]:
+        """Place ``req`` on ``req.hint``'s nodes and persist it; MemoryRefused, with
+        nothing changed, when it cannot. A container already placed gets its blocks back."""
+
+    async def release_pod(self, pod_uid: str) -> bool:
+        """Free every block of the pod (persisted before returning); False when it held none."""
