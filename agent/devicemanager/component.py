@@ -10,7 +10,7 @@ host, so this component is not created.
 Publishes ``DEVICE_MANAGER`` (``DeviceAllocator``). Looks up nothing at start:
 it starts first, so what it needs of later components is deferred (resolved
 when they publish): ``ACTIVE_PODS`` for releasing the devices of gone pods, and
-for pod-resources ``CPU_POLICY``, ``WORKLOADS`` and ``ACTIVE_PODS``.
+for pod-resources ``CPU_POLICY``, ``MEMORY_MANAGER``, ``WORKLOADS`` and ``ACTIVE_PODS``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
-from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, WORKLOADS, ActivePods, Deferred
+from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, MEMORY_MANAGER, WORKLOADS, ActivePods, Deferred
 from agent.contracts import DaemonContext
 from agent.devicemanager.config import DEVICEMANAGER_SECTION, DeviceManagerConfig
 from agent.devicemanager.manager import DeviceManager
@@ -97,8 +97,10 @@ class DeviceManagerComponent:
         await self.watcher.start()
         self._pod_resources = new_server("podresources")
         cpus, workloads = ctx.deferred(CPU_POLICY), ctx.deferred(WORKLOADS)
+        memory = ctx.deferred(MEMORY_MANAGER)
         servicer = PodResourcesServicer(
             devices=lambda: manager, cpus=cpus, workloads=workloads, active_pods=ctx.deferred(ACTIVE_PODS),
+            memory=memory,
         )
         pr_grpc.add_PodResourcesListerServicer_to_server(servicer, self._pod_resources)
         await serve_unix(self._pod_resources, paths.pod_resources_socket)

@@ -1,13 +1,17 @@
 """PodResourcesLister v1 (List, GetAllocatableResources, Get) over hwagent's state.
 
 Devices come from the device manager (``DeviceAllocations``), exclusive CPU ids
-from the CPU policy (``CPUAllocations``) when it is running, the pod list from
-admission's registry and the active-pods source: the kubelet's
-``DevicesProvider``/``CPUsProvider``/``PodsProvider``. Each is a reference
+from the CPU policy (``CPUAllocations``) when it is running, memory blocks from
+the memory manager (``MemoryAllocations``), the pod list from admission's
+registry and the active-pods source: the kubelet's
+``DevicesProvider``/``CPUsProvider``/``MemoryProvider``/``PodsProvider``. Each is a reference
 resolved per request (``Deferred``): the server starts with the device manager,
 before the components that publish the others. Like
 the kubelet, every device is reported as its own ContainerDevices entry, once
-per NUMA node it is attached to (without topology when it has none).
+per NUMA node it is attached to (without topology when it has none); each
+memory block is one ContainerMemory entry whose topology names every node of the
+block, and allocatable memory is one entry per NUMA node and resource with
+anything allocatable (the kubelet's memory manager shapes).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import grpc
 
 from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
-from agent.contracts import ActivePods, CPUAllocations, Deferred, DeviceAllocations, WorkloadRegistry
+from agent.contracts import ActivePods, CPUAllocations, Deferred, DeviceAllocations, MemoryAllocations, WorkloadRegistry
+from agent.contracts.memory import MemoryBlock
 from agent.eventlog import get_logger
 from agent.podresources.metrics import POD_RESOURCES_ERRORS, POD_RESOURCES_REQUESTS
 from agent.limits import LimitError, check_name
@@ -40,6 +45,15 @@ def container_devices(resource: str, devices: Iterable[tuple[str, tuple[int, ...
                 )
             )
     return out
+
+
+def container_memory(blocks: Iterable[MemoryBlock]) -> list[pr.ContainerMemory]:
+    """One entry per block, in the manager's order; a block spread over nodes names them all."""
+    return [
+        pr.ContainerMemory(memory_type=b.resource, size=b.size,
+                           topology=pr.TopologyInfo(nodes=[pr.NUMANode(ID=n) for n in b.numa_nodes]))
+        for b in blocks
+    ]
 
 
 @dataclass
@@ -66,11 +80,13 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
         cpus: Deferred[CPUAllocations] = lambda: None,
         workloads: Deferred[WorkloadRegistry] = lambda: None,
         active_pods: Deferred[ActivePods] = lambda: None,
+        memory: Deferred[MemoryAllocations] = lambda: None,
     ) -> None:
         self._devices = devices
         self._cpus = cpus
         self._workloads = workloads
         self._active_pods = active_pods
+        self._memory = memory
 
     def _pods(self) -> dict[str, _Pod]:
         pods: dict[str, _Pod] = {}
@@ -93,6 +109,11 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
             for r in cpu.allocations():
                 c = pod(r.pod_uid, r.pod_name, r.pod_namespace).container(r.container_name)
                 c.cpu_ids.extend(sorted(r.cpuset))
+        mem = self._memory()
+        if mem is not None:
+            for (uid, cname), blocks in sorted(mem.all_blocks().items()):
+                if blocks:
+                    pod(uid, "", "").container(cname).memory.extend(container_memory(blocks))
         workloads = self._workloads()
         if workloads is not None:
             # standalone admission: every admitted pod and app container, also those holding nothing
@@ -130,6 +151,11 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
         if dm is not None:
             for resource, devices in sorted(dm.allocatable_devices().items()):
                 resp.devices.extend(container_devices(resource, ((d.id, d.numa) for d in devices)))
+        mem = self._memory()
+        if mem is not None:
+            # the kubelet's GetAllocatableMemory: per node and resource, nothing for what has none
+            resp.memory.extend(container_memory(
+                MemoryBlock(n.resource, n.allocatable, (n.node,)) for n in mem.nodes() if n.allocatable > 0))
         return resp
 
     async def Get(self, request: pr.GetPodResourcesRequest, context) -> pr.GetPodResourcesResponse:
