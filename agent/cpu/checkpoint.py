@@ -50,7 +50,8 @@ from agent.eventlog import get_logger
 from agent.journal import Journal, JournalCorrupt, Recovered, StateCorrupt
 from agent.statefile import canonical_str, sha256_checksum, sha256_of
 
-__all__ = ["CheckpointError", "CheckpointStore", "FILE_NAME", "PolicyCodec", "VERSION", "encode_change"]
+__all__ = ["CheckpointError", "CheckpointStore", "FILE_NAME", "PolicyCodec", "VERSION", "encode_change",
+           "kept_as_loaded"]
 
 FILE_NAME = "cpu_plugin_state.json"
 VERSION = 2
@@ -261,6 +262,14 @@ class PolicyCodec:
         return apply_record(state, payload)
 
 
+def kept_as_loaded(loaded: PolicyState | None, state: PolicyState) -> bool:
+    """Whether ``state`` (the policy built at start) is exactly what the files hold
+    (``loaded``), so records appended from now on may follow the journal as it is. The
+    start only re-draws pools (``pools.init_pools``: the reserve, reclaim, pools no
+    container names); the entries are the loaded ones."""
+    return loaded is not None and state.stored is loaded.stored and state.pools == loaded.pools
+
+
 class CheckpointStore:
     """The policy's snapshot + journal under ``directory``."""
 
@@ -317,6 +326,25 @@ class CheckpointStore:
                 kept_aside=[str(p) for p in rec.kept_aside],
             )
         return st
+
+    def open(self, loaded: PolicyState | None, state: PolicyState, capture: Callable[[], PolicyState]) -> bool:
+        """Start journaling from ``state``, the policy built from ``loaded`` (what ``load``
+        returned). Blocking (an executor at start); once, after ``load``.
+
+        When memory is what the files hold (``kept_as_loaded``: the common restart), the
+        snapshot and journal are kept and appended to: rewriting the whole snapshot here
+        cost 209 ms at 10,000 pods on the READY path (issue 24). Otherwise (no state, one
+        given up, or a start that re-drew the pools) a fresh snapshot is written as before.
+        True when records were replayed, so a compaction is due: the caller asks the
+        journal for one later (``Journal.request_snapshot``, off the READY path), or
+        replay would grow with every killed run until the journal reaches its size limit."""
+        if not kept_as_loaded(loaded, state):
+            self.save(state, capture)
+            return False
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.journal.resume(capture)
+        rec = self.last_recovery
+        return rec is not None and rec.replayed > 0
 
     def save(self, state: PolicyState, capture: Callable[[], PolicyState] | None = None) -> None:
         """Write ``state`` as a fresh snapshot and open an empty journal (at

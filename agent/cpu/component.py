@@ -2,7 +2,9 @@
 
 Start order: read the checkpoint (a corrupt one stops start unless
 ``accept_state_loss``), build the policy (machine state regenerated from pod
-entries, reserve/reclaim pools initialised), write the checkpoint back, detect
+entries, reserve/reclaim pools initialised), keep the snapshot and journal when
+the policy is what they hold (else write a fresh snapshot; records replayed
+are compacted on the first periodic pass, after READY), detect
 the cgroup hierarchy, serve the socket, publish ``CPU_POLICY`` (the durable
 policy itself, a ``CPUAllocator``) and start the periodic loops: residual cleanup, cpuset
 check/repair (with ramp-up completion), cpu.idle sync.
@@ -116,6 +118,8 @@ class CPUPolicyComponent:
         self._active_pods: Deferred[ActivePods] = lambda: None
         self.last_check: CheckReport | None = None
         self._loop_errors = 0
+        #: the start kept a journal with records in it: the first periodic pass compacts it
+        self._compact_due = False
 
     async def start(self, ctx: DaemonContext) -> None:
         from agent.cpu.server import serve  # grpc import stays out of factory import time
@@ -151,7 +155,8 @@ class CPUPolicyComponent:
                 self._log_own_cgroup(ctx)
         self.durable = DurablePolicy(policy, store, on_enforce=self._kick_enforce, cgroup_roots=self.cgroup_roots,
                                      write_bound=self._write_bound if self.enforce is not None else None)
-        await loop.run_in_executor(None, store.save, policy.state, lambda: self.durable.policy.state)
+        self._compact_due = await loop.run_in_executor(None, store.open, state, policy.state,
+                                                       lambda: self.durable.policy.state)
         self.socket_path = socket_path_for(ctx, self.cfg)
         self._server, self._reg = await serve(self.durable, self.socket_path)
         ctx.publish(CPU_POLICY, self.durable)
@@ -260,7 +265,12 @@ class CPUPolicyComponent:
         return rep
 
     async def check_once(self) -> CheckReport | None:
-        """Ramp-up completion, then a full cpuset check (detect + repair)."""
+        """Ramp-up completion, then a full cpuset check (detect + repair). The first pass
+        after a start that replayed records also has the journal compact them (in the
+        background, through its writer: one snapshot at a time, after READY)."""
+        if self._compact_due and self.durable.store is not None:
+            self._compact_due = False
+            self.durable.store.journal.request_snapshot()
         self.durable.policy.complete_ramp_up()
         await self.durable.wait_durable()
         if self.enforce is None:
