@@ -21,6 +21,7 @@ narrowed when the store is opened at start and at every write.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -112,6 +113,27 @@ def encode(record: PodRecord) -> bytes:
     return canonical_json(doc) + b"\n"
 
 
+#: how every file ``encode`` writes begins: the checksum, then the signed text's keys
+_SIGNED_AT = b'{"checksum":"sha256:'
+_HEX = 64
+
+
+def _verified_as_written(raw: bytes) -> bool:
+    """Whether ``raw`` is in the layout ``encode`` writes and its checksum holds over the
+    bytes themselves: ``{"checksum":"sha256:<hex>",<rest>}\n`` signs ``{<rest>}``, the
+    canonical JSON of version and record, so hashing those bytes is the same check as
+    decoding and encoding the record again, without the encoding (635 ms of a 10,000-pod
+    restart, issue 24). Any other layout (an indented file, a flipped byte anywhere in the
+    checksum's part) answers False and is checked on its values, as before."""
+    n = len(_SIGNED_AT)
+    if not raw.startswith(_SIGNED_AT) or raw[n + _HEX:n + _HEX + 2] != b'",' or not raw.endswith(b"}\n"):
+        return False
+    want = raw[n:n + _HEX]
+    h = hashlib.sha256(b"{")
+    h.update(memoryview(raw)[n + _HEX + 2:-1])
+    return h.hexdigest().encode() == want
+
+
 def decode(raw: bytes) -> PodRecord:
     try:
         doc = json.loads(raw)
@@ -122,7 +144,7 @@ def decode(raw: bytes) -> PodRecord:
     if doc.get("version") != VERSION:
         raise RegistryStateError(f"unsupported format version {doc.get('version')!r} (this hwagent reads {VERSION})")
     body = doc.get("record")
-    if doc.get("checksum") != sha256_checksum({"version": VERSION, "record": body}):
+    if not _verified_as_written(raw) and doc.get("checksum") != sha256_checksum({"version": VERSION, "record": body}):
         raise RegistryStateError("checksum mismatch, the file is corrupted")
     try:
         return record_from_json(body)  # type: ignore[arg-type]
@@ -143,11 +165,15 @@ class PodFileStore:
         self._rel = self.dir.relative_to(self.root).parts
 
     def path(self, uid: str) -> Path:
+        return self.dir / self.file_name(uid)
+
+    @staticmethod
+    def file_name(uid: str) -> str:
         # UIDs are validated to [A-Za-z0-9._-] by the manifest reader (then unchanged here);
         # disk_name makes any other string one safe component
         if not uid:
             raise ValueError(f"bad pod uid {uid!r}")
-        return self.dir / f"{disk_name(uid, reserve=len(SUFFIX) + 16)}{SUFFIX}"
+        return f"{disk_name(uid, reserve=len(SUFFIX) + 16)}{SUFFIX}"
 
     def prepare(self) -> Path:
         """Create the directory (owner-only, no link followed), narrowing a looser mode."""
@@ -175,18 +201,17 @@ class PodFileStore:
         records: list[PodRecord] = []
         bad: list[tuple[Path, str]] = []
         for name in sorted(os.listdir(dfd)):
-            p = self.dir / name
-            if p.name.startswith(".") or not p.name.endswith(SUFFIX):
+            if name.startswith(".") or not name.endswith(SUFFIX):
                 continue  # temp files of an interrupted write, evidence kept aside
             try:
                 rec = decode(self._read(dfd, name))
-                if p != self.path(rec.uid):
+                if name != self.file_name(rec.uid):
                     raise RegistryStateError(f"holds pod uid {rec.uid!r}, not the one its name says")
             except RegistryStateError as e:
-                bad.append((p, str(e)))
+                bad.append((self.dir / name, str(e)))
                 continue
             except OSError as e:
-                bad.append((p, e.strerror or str(e)))
+                bad.append((self.dir / name, e.strerror or str(e)))
                 continue
             records.append(rec)
         if bad:

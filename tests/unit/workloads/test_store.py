@@ -182,3 +182,46 @@ def test_the_store_is_owner_only_and_a_looser_dir_is_tightened(tmp_path):
     store.put(PodRecord(_pod("u-1")))
     assert stat.S_IMODE(d.stat().st_mode) == 0o700
     assert stat.S_IMODE((d / "u-1.json").stat().st_mode) == 0o600
+
+
+def _record() -> PodRecord:
+    status = PodStatus(PodPhase.RUNNING, "", "", (ContainerStatus("main", ContainerState.RUNNING, pid=42),), 2.0)
+    return PodRecord(_pod(), status, events=((1.0, "admitted"),))
+
+
+def test_a_record_as_written_is_verified_on_its_bytes_not_encoded_again(monkeypatch):
+    """Issue 24: re-encoding every record to check its checksum was 635 ms of a
+    10,000-pod restart; the file's own bytes are what was signed."""
+    import agent.workloads.store as store_mod
+
+    calls: list[object] = []
+    real = store_mod.sha256_checksum
+
+    def counting(obj, **kw):
+        calls.append(obj)
+        return real(obj, **kw)
+
+    monkeypatch.setattr(store_mod, "sha256_checksum", counting)
+    rec = _record()
+    raw = encode(rec)
+    calls.clear()
+    assert decode(raw) == rec
+    assert calls == []
+
+
+def test_every_one_byte_change_of_a_record_is_refused():
+    raw = encode(_record())
+    for i in range(len(raw)):
+        bad = raw[:i] + bytes([raw[i] ^ 0x01]) + raw[i + 1:]
+        with pytest.raises(RegistryStateError):
+            decode(bad)
+
+
+def test_a_record_laid_out_otherwise_is_still_checked_on_its_meaning():
+    """A file another writer indented (same values, same checksum) loads; the same with
+    one value changed does not."""
+    doc = json.loads(encode(_record()))
+    assert decode(json.dumps(doc, indent=2).encode()) == _record()
+    doc["record"]["released"] = True
+    with pytest.raises(RegistryStateError, match="checksum mismatch"):
+        decode(json.dumps(doc, indent=2).encode())
