@@ -40,6 +40,7 @@ S = TypeVar("S")
 SECTIONS: dict[str, str] = {
     "daemon": "agent.daemonconfig:DaemonConfig",
     "cpu": "agent.cpu.config:CPUConfig",
+    "memory": "agent.memory.config:MemoryConfig",
     "devicemanager": "agent.devicemanager.config:DeviceManagerConfig",
     "devices": "agent.devices.config:DevicesConfig",
     "pressure": "agent.pressure.config:PressureConfig",
@@ -48,6 +49,7 @@ SECTIONS: dict[str, str] = {
     "runtime": "agent.runtime.config:RuntimeConfig",
     "kubelet": "agent.kubelet.config:KubeletConfig",
     "cgroups": "agent.cgroups.config:CgroupsConfig",
+    "advisor": "agent.advisor.config:AdvisorConfig",
 }
 
 log = get_logger("hwagent.config")

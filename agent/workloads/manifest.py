@@ -24,7 +24,7 @@ from typing import Any
 
 from agent.limits import MAX_MANIFEST_BYTES, UID_MAX
 from agent.contracts.pods import APP, INIT, RESTART_POLICIES, ContainerSpec, EnvVar, PodSpec, Resources, RunAs
-from agent.workloads.quantity import QuantityError, parse_quantity, to_milli, to_units
+from agent.quantity import QuantityError, parse_quantity, to_milli, to_units
 
 __all__ = [
     "ManifestError",

@@ -95,12 +95,12 @@ def test_the_graph_reader_sees_type_checking_local_and_relative_imports(tmp_path
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("values and adapters", frozenset({
         "cpuset", "eventlog", "limits", "diskname", "safepath", "statefile", "journal", "iothread", "fsread", "grpcguard",
-        "unixsock", "tasks", "datafiles", "config", "daemonconfig", "rootpaths", "cgroups", "devices", "topology",
+        "quantity", "unixsock", "tasks", "datafiles", "config", "daemonconfig", "rootpaths", "cgroups", "devices", "topology",
     })),
     ("contracts", frozenset({"contracts"})),
     ("owners", frozenset({
         "pods", "podresources", "cpu", "devicemanager", "deviceplugin", "workloads", "runtime", "pressure",
-        "kubelet", "topologymanager",
+        "kubelet", "topologymanager", "memory",
     })),
     ("read side and assembly", frozenset({"status", "doctor", "daemon"})),
     ("command line", CLI),

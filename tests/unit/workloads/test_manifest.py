@@ -17,7 +17,7 @@ from agent.workloads.manifest import (
     parse_manifest,
     pod_from_document,
 )
-from agent.workloads.quantity import QuantityError, parse_quantity, to_milli
+from agent.quantity import QuantityError, parse_quantity, to_milli
 
 GOOD = """
 apiVersion: v1

@@ -1,0 +1,1 @@
+"""The memory manager: memory and hugepages per NUMA node (docs/memory.md)."""
