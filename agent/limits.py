@@ -197,4 +197,6 @@ GRPC_MESSAGE_LIMITS: Mapping[str, MessageLimits] = {
     "status": MessageLimits(receive=64 * KiB, send=16 * MiB),
     # the plugin watcher's GetInfo: a PluginInfo is a few names (hwagent only dials it)
     "pluginregistration": MessageLimits(receive=64 * KiB, send=64 * KiB),
+    # the kubelet's DRAPlugin and DRAResourceHealth: a pod's claims (a few names each) in; a device list out
+    "dra": MessageLimits(receive=1 * MiB, send=4 * MiB),
 }
