@@ -207,25 +207,27 @@ class ResourcePluginServicer(pb_grpc.ResourcePluginServicer):
 
 
 class RegistrationServicer(reg_grpc.RegistrationServicer):
-    """kubelet plugin-watcher handshake (pluginregistration v1)."""
+    """kubelet plugin-watcher handshake (pluginregistration v1) of a ResourcePlugin
+    for ``name`` (the CPU plugin's, and the memory plugin's: agent.memory.qrm)."""
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, name: str = CPU_RESOURCE) -> None:
         self.endpoint = endpoint
+        self.name = name
         self.registered: bool | None = None
         self.error = ""
 
     async def GetInfo(self, request, context):
         return reg_pb.PluginInfo(
-            type=PLUGIN_TYPE, name=CPU_RESOURCE, endpoint=self.endpoint, supported_versions=[API_VERSION]
+            type=PLUGIN_TYPE, name=self.name, endpoint=self.endpoint, supported_versions=[API_VERSION]
         )
 
     async def NotifyRegistrationStatus(self, request, context):
         self.registered = request.plugin_registered
         self.error = request.error
         if request.plugin_registered:
-            log.info("plugin registered", name="cpu", endpoint=self.endpoint)
+            log.info("plugin registered", name=self.name, endpoint=self.endpoint)
         else:
-            log.error("plugin registration failed", name="cpu", error=shown(request.error, 512))
+            log.error("plugin registration failed", name=self.name, error=shown(request.error, 512))
         return reg_pb.RegistrationStatusResponse()
 
 

@@ -81,6 +81,8 @@ COMPONENTS: tuple[str, ...] = (
     "agent.runtime.component:factory",
     # kubelet mode: looks up PRESSURE, DEVICE_HEALTH, POD_DIRECTORY; publishes EVICTION_PLUGIN
     "agent.kubelet.evictionplugin:factory",
+    # kubelet mode: the memory plugin (ResourcePlugin "memory") over MEMORY_MANAGER (looked up)
+    "agent.memory.plugin:factory",
     # last: answers `hwagent status` about everything above (looks every handle up)
     "agent.status.component:factory",
 )
