@@ -43,7 +43,7 @@ def claim_doc(name: str, uid: str, devices: list[str] | None = None, count: int 
 
 def write_claim(root: Path, doc: dict) -> None:
     d = root / "dra"
-    d.mkdir(exist_ok=True)
+    d.mkdir(parents=True, exist_ok=True)
     (d / "class.json").write_text(json.dumps(CLASS))
     (d / f"{doc['metadata']['name']}.json").write_text(json.dumps(doc))
 
