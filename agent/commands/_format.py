@@ -13,7 +13,7 @@ from collections.abc import Sequence
 __all__ = ["FORMATS", "add_format_option"]
 
 #: every format some command prints; a command offers the subset it supports
-FORMATS = ("text", "json", "svg", "png")
+FORMATS = ("text", "json", "svg", "png", "resourceslice")
 
 
 def add_format_option(

@@ -10,6 +10,10 @@ The default text view groups devices by NUMA node and resource, with PCI
 vendor/device/class names from pci.ids (optional; hex ids without it), and
 sums up the devices no rule offers by class, so a 150-function machine reads
 in a screen; ``--all`` (or ``--offered``) prints one row per device.
+
+``--format resourceslice`` prints the node's ``resource.k8s.io/v1``
+ResourceSlices as a YAML list (one per resource, ``agent.dra.slices``): the
+devices and attributes a DRA claim's CEL selectors are evaluated on.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", metavar="FILE", help="TOML config file ([devices] rules, [daemon] sysfs_root)")
     p.add_argument("--sysfs-root", metavar="DIR", help="sysfs tree to read (default: config, /sys)")
-    add_format_option(p, ("text", "json"))
+    add_format_option(p, ("text", "json", "resourceslice"))
+    p.add_argument("--node-name", metavar="NAME",
+                   help="node name in the ResourceSlices (default: $NODE_NAME, else the host name)")
     p.add_argument("--offered", action="store_true", help="only devices offered as a resource (one row each)")
     p.add_argument("--all", action="store_true", help="one row per device instead of the grouped view")
     p.set_defaults(func=run)
@@ -144,6 +150,30 @@ def _grouped(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _resourceslices(inv, assignment, config, node: str | None) -> str:
+    import yaml
+
+    from agent.dra.config import DEFAULT_DRIVER, DRA_SECTION
+    from agent.dra.slices import block_sizes, build_slices, local_node_name
+
+    try:
+        driver = config[DRA_SECTION].driver_name
+    except KeyError:  # a config without the [dra] section registered
+        driver = DEFAULT_DRIVER
+    slices = build_slices(inv, assignment, node or local_node_name(), driver, block_sizes(inv))
+
+    class Dumper(yaml.SafeDumper):
+        """Strings that start like a number are quoted ("0953", "010802"): a YAML 1.2 reader takes
+        them for integers otherwise."""
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        style = "'" if value[:1].isdigit() else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    return yaml.dump(slices, Dumper=Dumper, sort_keys=False, default_flow_style=False)
+
+
 def run(args: argparse.Namespace) -> int:
     from agent.commands._config import load_config
     from agent.devices.rules import assign, effective_rules
@@ -158,6 +188,9 @@ def run(args: argparse.Namespace) -> int:
     assignment = assign(inv, effective_rules(cfg))
     from agent.devices.pciids import load as load_pci_names
 
+    if args.format == "resourceslice":
+        print(_resourceslices(inv, assignment, config, args.node_name), end="")
+        return 1 if assignment.conflicts else 0
     rows = _rows(inv, assignment, load_pci_names())
     if args.offered:
         rows = [r for r in rows if r["resource"] or r["conflict"]]

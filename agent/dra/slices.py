@@ -18,6 +18,7 @@ upstream's ``resource.kubernetes.io/pcieRoot`` and ``.../pciBusID``.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -31,7 +32,7 @@ __all__ = [
     "ATTR_KIND", "ATTR_NAME", "ATTR_RESOURCE", "ATTR_NUMA_NODE", "ATTR_PCI_ADDRESS", "ATTR_VENDOR_ID",
     "ATTR_DEVICE_ID", "ATTR_PCI_CLASS", "ATTR_DRIVER", "ATTR_IOMMU_GROUP", "ATTR_SRIOV_VF",
     "STD_PCIE_ROOT", "STD_PCI_BUS_ID", "CAP_SIZE",
-    "dra_device_name", "pool_name", "slice_name", "pcie_root", "device_attributes", "device_capacity",
+    "local_node_name", "dra_device_name", "pool_name", "slice_name", "pcie_root", "device_attributes", "device_capacity",
     "attribute_value", "build_slices", "block_sizes",
 ]
 
@@ -63,6 +64,13 @@ def _dns_label(text: str, limit: int = 63) -> str:
     """Lower-case, runs of anything else as one '-', trimmed; names devices and slices."""
     out = _NOT_LABEL.sub("-", text.lower()).strip("-")
     return out[:limit].rstrip("-") or "x"
+
+
+def local_node_name(environ: Mapping[str, str] | None = None) -> str:
+    """This node's name in slices and pools: ``$NODE_NAME`` (what a DaemonSet's downward API
+    sets), else the host name lower-cased, the kubelet's default."""
+    env = os.environ if environ is None else environ
+    return (env.get("NODE_NAME") or os.uname().nodename).lower()
 
 
 def dra_device_name(dev_id: str) -> str:

@@ -19,7 +19,6 @@ the kubelet's default.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from agent.daemonconfig import DAEMON_SECTION
 from agent.eventlog import get_logger
 from agent.rootpaths import kubelet_plugins_registry
 
-__all__ = ["DRAKubeletPlugin", "factory", "dra_socket", "registration_socket", "node_name"]
+__all__ = ["DRAKubeletPlugin", "factory", "dra_socket", "registration_socket"]
 
 log = get_logger("hwagent.dra")
 
@@ -42,11 +41,6 @@ def dra_socket(kubelet_root: str | Path, driver: str) -> Path:
 
 def registration_socket(kubelet_root: str | Path, driver: str) -> Path:
     return kubelet_plugins_registry(kubelet_root) / f"{driver}-reg.sock"
-
-
-def node_name(environ: dict[str, str] | None = None) -> str:
-    env = os.environ if environ is None else environ
-    return (env.get("NODE_NAME") or os.uname().nodename).lower()
 
 
 class DRAKubeletPlugin:
@@ -117,10 +111,11 @@ def _unlink(path: Path) -> None:
 
 def factory(ctx: DaemonContext) -> DRAKubeletPlugin | None:
     from agent.dra.config import DRA_SECTION
+    from agent.dra.slices import local_node_name
 
     if ctx.mode != "kubelet":
         return None
     cfg = ctx.config[DRA_SECTION]
     if not cfg.enabled:
         return None
-    return DRAKubeletPlugin(cfg.driver_name, ctx.config[DAEMON_SECTION].kubelet_root_dir, node_name())
+    return DRAKubeletPlugin(cfg.driver_name, ctx.config[DAEMON_SECTION].kubelet_root_dir, local_node_name())
