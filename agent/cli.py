@@ -20,6 +20,7 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.topology",
     "agent.commands.devices",
     "agent.commands.cpus",
+    "agent.commands.memory",
     "agent.commands.resources",
     "agent.commands.doctor",
     "agent.commands.probes",

@@ -2,7 +2,7 @@
 
 Started last, so every other component's handle is published: it looks them
 all up in its start() (``CPU_POLICY``, ``DEVICE_MANAGER``, ``DEVICE_PLUGINS``,
-``POD_DIRECTORY``, ``PRESSURE``, ``EVICTION_PLUGIN``) and publishes nothing.
+``POD_DIRECTORY``, ``PRESSURE``, ``EVICTION_PLUGIN``, ``MEMORY_MANAGER``) and publishes nothing.
 Each request is answered on the loop from the handles (no copies kept), so what
 `hwagent status` shows is what the daemon holds at that moment. Owner-only
 socket, like every hwagent socket.
@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.contracts import CPU_POLICY, DEVICE_MANAGER, DEVICE_PLUGINS, EVICTION_PLUGIN, POD_DIRECTORY, PRESSURE
+from agent.contracts import CPU_POLICY, DEVICE_MANAGER, DEVICE_PLUGINS, EVICTION_PLUGIN, MEMORY_MANAGER, POD_DIRECTORY
+from agent.contracts import PRESSURE
 from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
 from agent.rootpaths import STATUS_SOCKET as SOCKET_NAME
@@ -109,7 +110,7 @@ class StatusComponent:
         return ""
 
     def view(self, name: str) -> dict[str, Any]:
-        from agent.status.views import cpus_view, resources_view
+        from agent.status.views import cpus_view, memory_view, resources_view
 
         ctx = self._ctx
         assert ctx is not None
@@ -117,6 +118,8 @@ class StatusComponent:
             return resources_view(self._handles)
         if name == "cpus":
             return cpus_view(self._handles, _numa_cpus(ctx.topology))
+        if name == "memory":
+            return memory_view(self._handles)
         raise KeyError(name)
 
     # -- life cycle -----------------------------------------------------------------------
@@ -143,7 +146,7 @@ class StatusComponent:
                     doc = component.view(request.name)
                 except KeyError:
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                        f"unknown view {request.name!r} (known: resources, cpus)")
+                                        f"unknown view {request.name!r} (known: resources, cpus, memory)")
                 except ViewUnavailable as e:
                     await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
                 except Exception as e:  # a view that breaks is our bug: say so, never UNKNOWN
@@ -155,6 +158,7 @@ class StatusComponent:
         self._handles = Handles(
             cpu=ctx.lookup(CPU_POLICY), devices=ctx.lookup(DEVICE_MANAGER), plugins=ctx.lookup(DEVICE_PLUGINS),
             pods=ctx.lookup(POD_DIRECTORY), pressure=ctx.lookup(PRESSURE), eviction_plugin=ctx.lookup(EVICTION_PLUGIN),
+            memory=ctx.lookup(MEMORY_MANAGER),
         )
         self.socket_path = status_socket(ctx.root_dir)
         from agent.grpcguard import new_server

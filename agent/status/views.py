@@ -17,11 +17,12 @@ from agent.contracts import (
     DeviceAllocations,
     DevicePlugins,
     EvictionPluginView,
+    MemoryAllocations,
     PodDirectorySource,
     PressureSignals,
 )
 
-__all__ = ["Handles", "resources_view", "cpus_view", "pods_view", "evictions_view", "ViewUnavailable"]
+__all__ = ["Handles", "resources_view", "cpus_view", "memory_view", "pods_view", "evictions_view", "ViewUnavailable"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Handles:
     pods: PodDirectorySource | None = None
     pressure: PressureSignals | None = None
     eviction_plugin: EvictionPluginView | None = None
+    memory: MemoryAllocations | None = None
 
 
 class ViewUnavailable(Exception):
@@ -94,6 +96,17 @@ def cpus_view(handles: Handles, numa_cpus: Mapping[int, Any]) -> dict[str, Any]:
     allocs = [Allocation(a.pod_uid, a.pod_namespace, a.pod_name, a.container_name, a.qos_level, a.owner_pool_name,
                          a.cpuset) for a in policy.allocations()]
     return summarize(numa_cpus, policy.pools(), allocs, "cpu policy (live)")
+
+
+def memory_view(handles: Handles) -> dict[str, Any]:
+    """Per NUMA node and memory resource, and each placed container's blocks (``hwagent memory``)."""
+    memory = handles.memory
+    if memory is None:
+        raise ViewUnavailable("the memory manager does not run in this daemon")
+    from agent.status.memoryview import memory_view as build
+
+    names = {p["uid"]: (p["namespace"], p["name"]) for p in pods_view(handles)[0]}
+    return build(memory, names)
 
 
 def pods_view(handles: Handles) -> tuple[list[dict[str, Any]], str]:
