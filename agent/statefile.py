@@ -28,6 +28,7 @@ __all__ = [
     "Coalescer",
     "canonical_json",
     "canonical_str",
+    "checksum_holds_as_written",
     "set_aside",
     "set_aside_if_present",
     "sha256_checksum",
@@ -166,6 +167,28 @@ def sha256_of(canonical: bytes) -> str:
 def sha256_checksum(obj: Any, *, ensure_ascii: bool = False) -> str:
     """``sha256:<hex>`` of ``canonical_json(obj)``."""
     return sha256_of(canonical_json(obj, ensure_ascii=ensure_ascii))
+
+
+#: how a file whose first key is its checksum begins (``{"checksum":"sha256:<hex>",...}``)
+_SIGNED_AT = b'{"checksum":"sha256:'
+_HEX = 64
+
+
+def checksum_holds_as_written(raw: bytes) -> bool:
+    """Whether ``raw`` is ``{"checksum":"sha256:<hex>",<rest>}\n`` (the layout of a
+    canonical document whose first key is the checksum, as the registry and the CPU
+    checkpoint write it) and ``<hex>`` is the SHA-256 of the bytes ``{<rest>}``: the
+    canonical JSON of every other key, which is what the writer signed. Hashing those
+    bytes is the same check as decoding and encoding the document again, without the
+    encoding (issue 24: the largest part of restoring 10,000 records). False for any
+    other layout (indented, another key order, a flipped byte in the checksum's part):
+    the caller then checks the decoded values as before, so the same files pass."""
+    n = len(_SIGNED_AT)
+    if not raw.startswith(_SIGNED_AT) or raw[n + _HEX:n + _HEX + 2] != b'",' or not raw.endswith(b"}\n"):
+        return False
+    h = hashlib.sha256(b"{")
+    h.update(memoryview(raw)[n + _HEX + 2:-1])
+    return h.hexdigest().encode() == raw[n:n + _HEX]
 
 
 class Coalescer(Generic[T]):

@@ -21,7 +21,6 @@ narrowed when the store is opened at start and at every write.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -32,7 +31,7 @@ from typing import Any, Protocol
 from agent.diskname import disk_name
 from agent.eventlog import get_logger
 from agent.safepath import ensure_dir, open_dir, open_file
-from agent.statefile import canonical_json, set_aside, sha256_checksum, write_atomic
+from agent.statefile import canonical_json, checksum_holds_as_written, set_aside, sha256_checksum, write_atomic
 from agent.workloads.codec import pod_from_json, pod_to_json, status_from_json, status_to_json
 from agent.contracts.pods import AdmittedPod, PodStatus
 
@@ -113,27 +112,6 @@ def encode(record: PodRecord) -> bytes:
     return canonical_json(doc) + b"\n"
 
 
-#: how every file ``encode`` writes begins: the checksum, then the signed text's keys
-_SIGNED_AT = b'{"checksum":"sha256:'
-_HEX = 64
-
-
-def _verified_as_written(raw: bytes) -> bool:
-    """Whether ``raw`` is in the layout ``encode`` writes and its checksum holds over the
-    bytes themselves: ``{"checksum":"sha256:<hex>",<rest>}\n`` signs ``{<rest>}``, the
-    canonical JSON of version and record, so hashing those bytes is the same check as
-    decoding and encoding the record again, without the encoding (635 ms of a 10,000-pod
-    restart, issue 24). Any other layout (an indented file, a flipped byte anywhere in the
-    checksum's part) answers False and is checked on its values, as before."""
-    n = len(_SIGNED_AT)
-    if not raw.startswith(_SIGNED_AT) or raw[n + _HEX:n + _HEX + 2] != b'",' or not raw.endswith(b"}\n"):
-        return False
-    want = raw[n:n + _HEX]
-    h = hashlib.sha256(b"{")
-    h.update(memoryview(raw)[n + _HEX + 2:-1])
-    return h.hexdigest().encode() == want
-
-
 def decode(raw: bytes) -> PodRecord:
     try:
         doc = json.loads(raw)
@@ -144,7 +122,7 @@ def decode(raw: bytes) -> PodRecord:
     if doc.get("version") != VERSION:
         raise RegistryStateError(f"unsupported format version {doc.get('version')!r} (this hwagent reads {VERSION})")
     body = doc.get("record")
-    if not _verified_as_written(raw) and doc.get("checksum") != sha256_checksum({"version": VERSION, "record": body}):
+    if not checksum_holds_as_written(raw) and doc.get("checksum") != sha256_checksum({"version": VERSION, "record": body}):
         raise RegistryStateError("checksum mismatch, the file is corrupted")
     try:
         return record_from_json(body)  # type: ignore[arg-type]
