@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.contracts import CPU_POLICY, DEVICE_MANAGER, DEVICE_PLUGINS, EVICTION_PLUGIN, MEMORY_MANAGER, POD_DIRECTORY
-from agent.contracts import PRESSURE
+from agent.contracts import EVICTION_GATE, PRESSURE
 from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
 from agent.rootpaths import STATUS_SOCKET as SOCKET_NAME
@@ -47,6 +47,7 @@ class StatusComponent:
         self._handles = Handles()
         self.socket_path: Path | None = None
         self._t0 = time.monotonic()
+        self._collector: Any = None
 
     # -- the answers ----------------------------------------------------------------------
     def status(self) -> Any:
@@ -103,6 +104,8 @@ class StatusComponent:
             d = s.pods
             what = f"{len(d.current.containers)} containers, {len(d.current.devices)} devices held; {d.current.source}"
             return what + (f"; last error: {d.last_error}" if d.last_error else "")
+        if name == "advisor" and s.advisor is not None:
+            return s.advisor.summary()
         if name == "katalyst-eviction-plugin" and s.eviction_plugin is not None:
             p = s.eviction_plugin
             reg = {None: "not yet registered", True: "registered", False: f"registration failed: {p.registration_error}"}
@@ -158,10 +161,17 @@ class StatusComponent:
         self._handles = Handles(
             cpu=ctx.lookup(CPU_POLICY), devices=ctx.lookup(DEVICE_MANAGER), plugins=ctx.lookup(DEVICE_PLUGINS),
             pods=ctx.lookup(POD_DIRECTORY), pressure=ctx.lookup(PRESSURE), eviction_plugin=ctx.lookup(EVICTION_PLUGIN),
-            memory=ctx.lookup(MEMORY_MANAGER),
+            memory=ctx.lookup(MEMORY_MANAGER), advisor=ctx.lookup(EVICTION_GATE),
         )
         self.socket_path = status_socket(ctx.root_dir)
+        from prometheus_client import REGISTRY
+
         from agent.grpcguard import new_server
+        from agent.status.memorymetrics import MemoryCollector
+
+        # the memory manager's accounting per node and page size, read at scrape time
+        self._collector = MemoryCollector(lambda: self._handles.memory)
+        REGISTRY.register(self._collector)
 
         server = new_server("status")
         pb_grpc.add_DaemonStatusServicer_to_server(Servicer(), server)
@@ -170,6 +180,11 @@ class StatusComponent:
         self._server = server
 
     async def stop(self) -> None:
+        if self._collector is not None:
+            from prometheus_client import REGISTRY
+
+            REGISTRY.unregister(self._collector)
+            self._collector = None
         if self._server is not None:
             await self._server.stop(grace=0.5)
             self._server = None
