@@ -83,6 +83,9 @@ COMPONENTS: tuple[str, ...] = (
     "agent.kubelet.evictionplugin:factory",
     # kubelet mode: the memory plugin (ResourcePlugin "memory") over MEMORY_MANAGER (looked up)
     "agent.memory.plugin:factory",
+    # kubelet mode, [dra] on: the DRA driver's kubelet plugin (plugins_registry/ and plugins/<driver>/dra.sock);
+    # DRA_DRIVER deferred, DEVICE_PLUGINS looked up
+    "agent.dra.kubeletplugin.component:factory",
     # last: answers `hwagent status` about everything above (looks every handle up)
     "agent.status.component:factory",
 )

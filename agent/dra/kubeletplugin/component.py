@@ -110,12 +110,15 @@ def _unlink(path: Path) -> None:
 
 
 def factory(ctx: DaemonContext) -> DRAKubeletPlugin | None:
-    from agent.dra.config import DRA_SECTION
+    from agent.dra.config import DRA_SECTION, DraConfig
     from agent.dra.slices import local_node_name
 
     if ctx.mode != "kubelet":
         return None
-    cfg = ctx.config[DRA_SECTION]
+    try:
+        cfg = ctx.config[DRA_SECTION]
+    except KeyError:  # a Config built without the [dra] section: its defaults
+        cfg = DraConfig()
     if not cfg.enabled:
         return None
     return DRAKubeletPlugin(cfg.driver_name, ctx.config[DAEMON_SECTION].kubelet_root_dir, local_node_name())
