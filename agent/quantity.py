@@ -15,7 +15,7 @@ import math
 import re
 from fractions import Fraction
 
-__all__ = ["QuantityError", "parse_quantity", "to_milli", "to_units", "MAX_QUANTITY_LEN"]
+__all__ = ["QuantityError", "parse_quantity", "to_milli", "to_units", "format_bytes", "MAX_QUANTITY_LEN"]
 
 #: the API server refuses longer quantity strings too (a number is never this long)
 MAX_QUANTITY_LEN = 64
@@ -70,3 +70,12 @@ def to_milli(value: Fraction) -> int:
 def to_units(value: Fraction) -> int:
     """Whole units rounded up, as ``Quantity.Value`` does (memory bytes, device counts)."""
     return math.ceil(value)
+
+
+def format_bytes(n: int) -> str:
+    """Bytes as the largest exact binary quantity ("512Mi", "2Gi", "1536Mi"; "100" when none is exact):
+    how refusals and views name memory amounts, readable back by ``parse_quantity``."""
+    for shift, suffix in ((40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki")):
+        if n and n % (1 << shift) == 0:
+            return f"{n >> shift}{suffix}"
+    return str(n)

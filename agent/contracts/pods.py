@@ -79,6 +79,11 @@ class Resources:
     memory_limit_bytes: int | None = None
     #: extended resource name (e.g. "hwagent.io/loop") -> count
     extended: Mapping[str, int] = field(default_factory=dict)
+    #: hugepage resource ("hugepages-2Mi", "hugepages-1Gi") -> bytes; request equals limit
+    #: (the API server's rule), so one number suffices
+    hugepages: Mapping[str, int] = field(default_factory=dict)
+    #: resources.claims: the pod's claims (``PodSpec.resource_claims`` names) this container uses
+    claims: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,8 @@ class PodSpec:
     source_digest: str = ""
     #: who the processes run as (None: root); admission resolves it against the caller
     run_as: RunAs | None = None
+    #: spec.resourceClaims: pod claim name -> the ResourceClaim (in the pod's namespace) it names
+    resource_claims: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def owner_uid(self) -> int:

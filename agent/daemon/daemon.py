@@ -68,8 +68,12 @@ COMPONENTS: tuple[str, ...] = (
     "agent.devicemanager.component:factory",
     # publishes DEVICE_HEALTH, DEVICE_PLUGINS
     "agent.deviceplugin.component:factory",
+    # publishes DRA_DRIVER (both modes) and DRA_POD_CLAIMS (standalone), before admission looks them up
+    "agent.dra.component:factory",
     # publishes CPU_POLICY; active pods (residual cleanup) deferred
     "agent.cpu.component:create",
+    # publishes MEMORY_MANAGER (before admission, which looks it up); active pods (residual cleanup) deferred
+    "agent.memory.component:create",
     # after the CPU policy and the device manager (looked up): restores the registry, then
     # publishes WORKLOADS and ACTIVE_PODS (nothing is cleaned up before); the runtime is deferred
     "agent.workloads.component:factory",
@@ -79,6 +83,8 @@ COMPONENTS: tuple[str, ...] = (
     "agent.pressure.component:factory",
     # after admission: restores the pods its registry (WORKLOADS) holds; publishes RUNTIME
     "agent.runtime.component:factory",
+    # [advisor] on: looks up CPU_POLICY, CPU_SHARED_POOL, PRESSURE; publishes EVICTION_GATE (pressure's, deferred)
+    "agent.advisor.component:factory",
     # kubelet mode: looks up PRESSURE, DEVICE_HEALTH, POD_DIRECTORY; publishes EVICTION_PLUGIN
     "agent.kubelet.evictionplugin:factory",
     # kubelet mode: the memory plugin (ResourcePlugin "memory") over MEMORY_MANAGER (looked up)

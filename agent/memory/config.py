@@ -40,6 +40,8 @@ class MemoryConfig:
     accept_state_loss: bool = False
     #: how often the per-node truth is re-read (memory hot-plug, hugepage pool changes)
     rescan_interval_s: float = 10.0
+    #: pods absent from the active-pods source this long are released (as [cpu] residual_cleanup_s)
+    residual_cleanup_s: float = 300.0
 
     def validate(self) -> None:
         reserved = parse_reserved(self.reserved_memory)  # raises ValueError naming the bad entry
@@ -54,6 +56,8 @@ class MemoryConfig:
             raise ValueError(why)
         if self.rescan_interval_s <= 0:
             raise ValueError("rescan_interval_s must be > 0")
+        if self.residual_cleanup_s < 0:
+            raise ValueError("residual_cleanup_s must be >= 0")
 
     def reserved(self) -> dict[int, dict[str, int]]:
         return parse_reserved(self.reserved_memory)

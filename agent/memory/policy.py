@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from agent.contracts.hints import TopologyHint, format_affinity
 from agent.contracts.memory import HUGEPAGES_PREFIX, MEMORY_RESOURCE, MemoryBlock, MemoryRefused, MemoryRequest, NodeMemory
 from agent.memory.sysfs import MachineMemory, hugepage_resource, page_size_of
+from agent.quantity import format_bytes
 
 __all__ = [
     "Capacity",
@@ -45,12 +46,8 @@ __all__ = [
 MAX_GROUP_NODES = 8
 
 
-def fmt_bytes(n: int) -> str:
-    """Bytes the way quantities are written: 512Mi, 2Gi, 1536Mi, 100."""
-    for unit, suffix in ((1 << 40, "Ti"), (1 << 30, "Gi"), (1 << 20, "Mi"), (1 << 10, "Ki")):
-        if n and n % unit == 0:
-            return f"{n // unit}{suffix}"
-    return str(n)
+#: bytes as a quantity (512Mi), the one formatter (agent.quantity)
+fmt_bytes = format_bytes
 
 
 @dataclass(frozen=True)

@@ -111,8 +111,7 @@ def _per_node(blocks: tuple[MemoryBlock, ...], resource: str = MEMORY_RESOURCE) 
     for b in blocks:
         if b.resource != resource:
             continue
-        split = b.per_node or (((b.numa_nodes[0], b.size),) if len(b.numa_nodes) == 1 else ())
-        for n, size in split:
+        for n, size in b.split().items():
             out[n] = out.get(n, 0) + size
     return out
 

@@ -29,11 +29,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from agent.contracts import CPUAllocator, Deferred, DeviceAllocator, PodRuntime
+from agent.contracts import CPUAllocator, Deferred, DeviceAllocator, MemoryAllocator, PodRuntime
+from agent.contracts.memory import MemoryBlock, MemoryRefused
+from agent.contracts.dra import ClaimRefused, PodClaims
 from agent.cpu.errors import PolicyError
 from agent.contracts.cpu import AllocateResult
 from agent.cpu.qos import DEDICATED, RECLAIMED, SHARED, SYSTEM, parse_qos
 from agent.cpuset import CPUSet
+from agent.quantity import format_bytes
 from agent.contracts.devices import ContainerAllocation
 from agent.devicemanager.selection import AllocationError
 from agent.eventlog import get_logger
@@ -47,6 +50,7 @@ from agent.contracts.pods import (
     QOS_SHARED,
     QOS_SYSTEM,
     AdmittedPod,
+    ContainerAssignment,
     PodPhase,
     PodSpec,
     PodStatus,
@@ -55,7 +59,10 @@ from agent.workloads.decision import PodDecision, assignments, decide
 from agent.workloads.providers import (
     CPU_RESOURCE,
     admission_error_from_devices,
+    admission_error_from_memory,
     admission_error_from_policy,
+    memory_managed,
+    memory_request,
 )
 from agent.workloads.registry import ADMITTED, Registry
 from agent.workloads.users import ROOT, Caller, not_found, resolve_run_as
@@ -113,6 +120,10 @@ class Workloads:
     #: the CPU policy and the device manager (started before admission); None = not running here
     cpu_policy: CPUAllocator | None = None
     device_manager: DeviceAllocator | None = None
+    #: the memory manager (started before admission); None = not running here
+    memory_manager: MemoryAllocator | None = None
+    #: the DRA driver's pod claims (standalone, started before admission); None = not running here
+    pod_claims: PodClaims | None = None
     #: the runtime starts after admission: a deferred reference (None until it published itself)
     runtime_ref: Deferred[PodRuntime] = lambda: None
     machine_memory_bytes: int | None = None
@@ -255,7 +266,8 @@ class Workloads:
     async def _decide(self, spec: PodSpec, *, count: bool = True) -> PodDecision:
         """``decision.decide``; a RESOURCE_EXHAUSTED refusal says what was free."""
         try:
-            return await decide(spec, self.topology_manager, self.cpu_policy, self.device_manager, count=count)
+            return await decide(spec, self.topology_manager, self.cpu_policy, self.device_manager, count=count,
+                                memory_manager=self.memory_manager)
         except AdmissionError as e:
             if e.code == "RESOURCE_EXHAUSTED":
                 raise AdmissionError(e.code, f"{e.message}; {self._refusal_free(spec, e.reason)}", e.reason) from None
@@ -278,8 +290,13 @@ class Workloads:
         spec, svc, dm = d.spec, self.cpu_policy, self.device_manager
         cpu_results: dict[str, AllocateResult] = {}
         dev_results: dict[str, ContainerAllocation] = {}
+        mem_results: dict[str, tuple[MemoryBlock, ...]] = {}
+        mm = self.memory_manager
         try:
             for c in spec.all_containers():
+                mreq = d.memory.requests.get(c.name)
+                if mreq is not None and mm is not None:
+                    mem_results[c.name] = await mm.allocate(mreq)
                 req = d.cpu.requests.get(c.name)
                 if req is not None and svc is not None:
                     cpu_results[c.name] = await svc.allocate(req)
@@ -296,13 +313,49 @@ class Workloads:
         except PolicyError as e:
             await self._rollback(spec)
             raise admission_error_from_policy(e) from None
+        except MemoryRefused as e:
+            await self._rollback(spec)
+            raise admission_error_from_memory(e) from None
         except BaseException:
             await self._rollback(spec)
             raise
         shared = svc.shared_cpus() if svc is not None else CPUSet()
         numa_of = svc.numa_of() if svc is not None else None
-        placed = assignments(spec, d.hints, cpu_results, dev_results, shared, numa_of)
+        placed = assignments(spec, d.hints, cpu_results, dev_results, shared, numa_of, mem_results)
+        if spec.resource_claims:
+            placed = await self._reserve_claims(spec, placed)
         return AdmittedPod(spec=spec, qos=qos, assignments=placed, admitted_at=self.clock())
+
+    async def _reserve_claims(self, spec: PodSpec, placed: dict[str, ContainerAssignment]
+                              ) -> dict[str, ContainerAssignment]:
+        """Allocate and prepare the pod's ResourceClaims (DRA), aligned with the NUMA nodes its
+        containers were given; their CDI devices join each container's grant, which the runtime
+        resolves like a device plugin's CDI names. A refusal rolls everything back."""
+        pc = self.pod_claims
+        try:
+            if pc is None:
+                raise ClaimRefused("the pod references ResourceClaims, and no DRA driver runs here ([dra] enabled)")
+            numa: dict[str, frozenset[int] | None] = {}
+            for claim in spec.resource_claims:
+                users = [placed[c.name].numa_affinity for c in spec.all_containers()
+                         if claim in c.resources.claims and c.name in placed]
+                numa[claim] = (None if not users or any(u is None for u in users)
+                               else frozenset().union(*[u for u in users if u is not None]))
+            cdi = await pc.reserve(spec.uid, spec.name, spec.namespace, spec.resource_claims, numa)
+        except ClaimRefused as e:
+            await self._rollback(spec)
+            raise AdmissionError("RESOURCE_EXHAUSTED", f"dra: {e}", reason="dra") from None
+        except BaseException:
+            await self._rollback(spec)
+            raise
+        out = dict(placed)
+        for c in spec.all_containers():
+            ids = tuple(i for claim in c.resources.claims for i in cdi.get(claim, ()))
+            if ids and c.name in out:
+                a = out[c.name]
+                out[c.name] = dataclasses.replace(
+                    a, grant=dataclasses.replace(a.grant, cdi_devices=tuple(dict.fromkeys(a.grant.cdi_devices + ids))))
+        return out
 
     async def _rollback(self, spec: PodSpec) -> None:
         """Give back whatever the commit took so far (each provider's release is a
@@ -319,6 +372,16 @@ class Workloads:
                 await svc.release_pod(spec.uid)
         except Exception:  # noqa: BLE001 - the original error is what the caller hears
             log.exception("rollback failed", pod=spec.key, provider="cpu")
+        try:
+            if self.memory_manager is not None:
+                await self.memory_manager.release_pod(spec.uid)
+        except Exception:  # noqa: BLE001 - the original error is what the caller hears
+            log.exception("rollback failed", pod=spec.key, provider="memory")
+        try:
+            if self.pod_claims is not None and spec.resource_claims:
+                await self.pod_claims.release(spec.uid)
+        except Exception:  # noqa: BLE001 - the original error is what the caller hears
+            log.exception("rollback failed", pod=spec.key, provider="dra")
 
     def _hand_to_runtime(self, pod: AdmittedPod) -> None:
         rt = self.runtime()
@@ -389,6 +452,17 @@ class Workloads:
                 if unaligned:
                     text += f" none={unaligned}"
                 parts.append(f"{r} {text}")
+        mm = self.memory_manager
+        if mm is not None and spec is not None and memory_managed(spec):
+            try:
+                asked = {r for c in spec.containers for r in memory_request(spec, c).requests}
+            except AdmissionError:
+                asked = set()
+            per_res: dict[str, list[str]] = {}
+            for nm in mm.nodes():
+                if nm.resource in asked:
+                    per_res.setdefault(nm.resource, []).append(f"{nm.node}={format_bytes(nm.free)}")
+            parts.extend(f"{r} {' '.join(v)}" for r, v in per_res.items())
         return "free per NUMA node: " + ("; ".join(parts) if parts else "unknown")
 
     # --- status and removal ---------------------------------------------------------------
@@ -424,6 +498,10 @@ class Workloads:
             if dm is not None:
                 dm.release_pod(uid)
                 await dm.flush_checkpoint()
+            if self.memory_manager is not None:
+                await self.memory_manager.release_pod(uid)
+            if self.pod_claims is not None and rec.pod.spec.resource_claims:
+                await self.pod_claims.release(uid)
             await self.registry.update(uid, released=True, line=f"resources released ({why})")
         finally:
             self._releasing.discard(uid)

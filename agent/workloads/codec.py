@@ -37,6 +37,8 @@ def _resources(r: Resources) -> dict[str, Any]:
         "memory_request_bytes": r.memory_request_bytes,
         "memory_limit_bytes": r.memory_limit_bytes,
         "extended": dict(sorted(r.extended.items())),
+        **({"hugepages": dict(sorted(r.hugepages.items()))} if r.hugepages else {}),
+        **({"claims": list(r.claims)} if r.claims else {}),
     }
 
 
@@ -67,6 +69,7 @@ def spec_to_json(p: PodSpec) -> dict[str, Any]:
         "source_digest": p.source_digest,
         "run_as": None if p.run_as is None else {
             "uid": p.run_as.uid, "gid": p.run_as.gid, "groups": list(p.run_as.groups)},
+        **({"resource_claims": dict(p.resource_claims)} if p.resource_claims else {}),
     }
 
 
@@ -107,7 +110,15 @@ def _resources_from(d: dict[str, Any]) -> Resources:
         memory_request_bytes=_opt_int(d["memory_request_bytes"]),
         memory_limit_bytes=_opt_int(d["memory_limit_bytes"]),
         extended={_str(k): int(_opt_int(v) or 0) for k, v in ext.items()},
+        hugepages={_str(k): int(_opt_int(v) or 0) for k, v in _mapping(d.get("hugepages", {})).items()},
+        claims=tuple(_str(c) for c in d.get("claims", ())),
     )
+
+
+def _mapping(v: Any) -> dict[Any, Any]:
+    if not isinstance(v, dict):
+        raise TypeError(f"expected a mapping, got {v!r}")
+    return v
 
 
 def _container_from(d: dict[str, Any]) -> ContainerSpec:
@@ -136,6 +147,7 @@ def spec_from_json(d: dict[str, Any]) -> PodSpec:
         source=_str(d["source"]),
         source_digest=_str(d["source_digest"]),
         run_as=_run_as_from(d.get("run_as")),
+        resource_claims=_str_map(d.get("resource_claims", {})),
     )
 
 

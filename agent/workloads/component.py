@@ -29,7 +29,8 @@ from typing import Any
 
 from agent.topologymanager.config import TOPOLOGY_MANAGER_SECTION
 from agent.contracts import DaemonContext
-from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, RUNTIME, WORKLOADS
+from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, MEMORY_MANAGER, RUNTIME, WORKLOADS
+from agent.contracts.dra import DRA_POD_CLAIMS
 from agent.eventlog import get_logger
 from agent.rootpaths import ADMISSION_SOCKET as SOCKET_NAME
 from agent.workloads.config import WORKLOADS_SECTION, WorkloadsConfig
@@ -111,7 +112,7 @@ class WorkloadsComponent:
         memory = sum(n.memory_bytes or 0 for n in topo.numa_nodes) or None
         self.workloads = Workloads(
             registry, tm, topo.numa_ids, cpu_policy=ctx.lookup(CPU_POLICY), device_manager=ctx.lookup(DEVICE_MANAGER),
-            runtime_ref=ctx.deferred(RUNTIME), machine_memory_bytes=memory,
+            memory_manager=ctx.lookup(MEMORY_MANAGER), pod_claims=ctx.lookup(DRA_POD_CLAIMS), runtime_ref=ctx.deferred(RUNTIME), machine_memory_bytes=memory,
         )
         ctx.publish(WORKLOADS, self.workloads)
         ctx.publish(ACTIVE_PODS, self.workloads)

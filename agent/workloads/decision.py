@@ -1,7 +1,7 @@
 """Admission's decision for one pod, computed once for a dry run and an admission alike.
 
 ``decide`` asks the topology manager to align and place every container with
-the CPU policy's and the device manager's own functions, each on a private copy
+the CPU policy's, the device manager's and the memory manager's own functions, each on a private copy
 of its state (``providers``), and returns what each container would get. It
 changes nothing: an admission then commits exactly the requests the decision
 recorded (``PodDecision.cpu.requests``, ``.devices.requests``, under
@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.contracts import CPUAllocator, DeviceAllocator
+from agent.contracts import CPUAllocator, DeviceAllocator, MemoryAllocator
+from agent.contracts.memory import MemoryBlock
 from agent.contracts.placement import placement_of
 from agent.cpu.errors import PolicyError
 from agent.contracts.cpu import AllocateResult
@@ -35,6 +36,7 @@ from agent.contracts.pods import ContainerAssignment, DeviceGrant, DeviceNode, M
 from agent.workloads.providers import (
     CPUProvider,
     DeviceProvider,
+    MemoryProvider,
     admission_error_from_devices,
     admission_error_from_policy,
 )
@@ -50,6 +52,7 @@ class PodDecision:
     hints: Mapping[str, TopologyHint]
     cpu: CPUProvider
     devices: DeviceProvider
+    memory: MemoryProvider
     #: container -> what it would get (no device grants: the plugins' Allocate gives those)
     placement: Mapping[str, ContainerAssignment]
 
@@ -61,14 +64,16 @@ async def decide(
     device_manager: DeviceAllocator | None,
     *,
     count: bool = True,
+    memory_manager: MemoryAllocator | None = None,
 ) -> PodDecision:
     """The decision, or the AdmissionError an admission of ``spec`` would raise now
     (RESOURCE_EXHAUSTED messages without the free summary: the caller adds it)."""
     cpu = CPUProvider(cpu_policy)
     devices = DeviceProvider(device_manager, spec.uid)
+    memory = MemoryProvider(memory_manager)
     names = [c.name for c in spec.all_containers()]
     try:
-        hints = await tm.decide(spec, names, [cpu, devices], count=count)
+        hints = await tm.decide(spec, names, [cpu, devices, memory], count=count)
     except TopologyAffinityError as e:
         raise AdmissionError("RESOURCE_EXHAUSTED", str(e), reason="topology_affinity") from None
     except AllocationError as e:
@@ -76,8 +81,8 @@ async def decide(
     except PolicyError as e:
         raise admission_error_from_policy(e) from None
     numa_of = cpu_policy.numa_of() if cpu_policy is not None else None
-    placement = assignments(spec, hints, cpu.results, devices.results, cpu.shared_cpus(), numa_of)
-    return PodDecision(spec, hints, cpu, devices, placement)
+    placement = assignments(spec, hints, cpu.results, devices.results, cpu.shared_cpus(), numa_of, memory.results)
+    return PodDecision(spec, hints, cpu, devices, memory, placement)
 
 
 def assignments(
@@ -87,13 +92,17 @@ def assignments(
     dev_results: Mapping[str, ContainerAllocation],
     shared_pool: CPUSet,
     numa_of: Mapping[int, int] | None,
+    memory_results: Mapping[str, tuple[MemoryBlock, ...]] | None = None,
 ) -> dict[str, ContainerAssignment]:
     """Each container's CPUs, memory nodes, NUMA affinity, devices and grant.
 
     ``shared_pool`` is where shared pods may run after the pod's allocations (the
     plan's for a dry run, the live policy's after a commit): containers without
     CPUs of their own (init containers) get it. ``numa_of`` (CPU -> NUMA node,
-    None without a CPU policy) gives a NUMA-bound container its memory nodes.
+    None without a CPU policy) gives a NUMA-bound container its memory nodes; a
+    container the memory manager placed (``memory_results``) gets the nodes of its
+    memory blocks instead: the memory affinity, which the topology manager aligned
+    with the CPUs' (one owner of where memory comes from).
     """
     out: dict[str, ContainerAssignment] = {}
     for c in spec.all_containers():
@@ -103,6 +112,9 @@ def assignments(
         mems = None
         if alloc is not None and numa_of is not None:
             mems = placement_of(alloc.cpuset, alloc.numa_binding, numa_of).mems
+        blocks = (memory_results or {}).get(c.name)
+        if blocks:
+            mems = CPUSet({n for b in blocks for n in b.numa_nodes})
         hint = hints.get(c.name)
         dev = dev_results.get(c.name)
         devices: dict[str, tuple[str, ...]] = {}

@@ -72,13 +72,18 @@ _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 #: are still refused (a manifest asking for an image must not run a host binary silently)
 _TOP = {"apiVersion", "kind", "metadata", "spec"}
 _METADATA = {"name", "namespace", "uid", "annotations", "labels"}
-_SPEC = {"containers", "initContainers", "restartPolicy", "terminationGracePeriodSeconds", "securityContext"}
+_SPEC = {"containers", "initContainers", "restartPolicy", "terminationGracePeriodSeconds", "securityContext",
+         "resourceClaims"}
+_POD_CLAIM = {"name", "resourceClaimName"}
+_CONTAINER_CLAIM = {"name"}
+#: the API server's limit on a pod's resourceClaims and a container's resources.claims
+MAX_CLAIMS = 32
 _SECURITY = {"runAsUser", "runAsGroup", "supplementalGroups"}
 #: the largest uid/gid Linux has ((uid_t)-1 means "unchanged" to setuid, so it is not one)
 MAX_ID = (1 << 32) - 2
 MAX_GROUPS = 64
 _CONTAINER = {"name", "command", "args", "env", "workingDir", "resources"}
-_RESOURCES = {"requests", "limits"}
+_RESOURCES = {"requests", "limits", "claims"}
 _ENV = {"name", "value"}
 _STANDARD_RESOURCES = ("cpu", "memory")
 
@@ -304,11 +309,13 @@ def _quantities(v: Any, path: str) -> dict[str, Any]:
     out = {}
     for name, q in v.items():
         where = f"{path}.{name}"
-        if not isinstance(name, str) or not (name in _STANDARD_RESOURCES or is_extended_resource_name(name)):
+        if not isinstance(name, str) or not (
+            name in _STANDARD_RESOURCES or is_extended_resource_name(name) or _HUGEPAGES.match(name)
+        ):
             raise ManifestError(
                 where,
-                "unknown resource: cpu, memory, or an extended resource domain/name "
-                "outside kubernetes.io (e.g. hwagent.io/loop)",
+                "unknown resource: cpu, memory, hugepages-<size> (e.g. hugepages-2Mi), or an extended resource "
+                "domain/name outside kubernetes.io (e.g. hwagent.io/loop)",
             )
         try:
             value = parse_quantity(q)
@@ -348,8 +355,12 @@ def _resources(v: Any, path: str, ctx: _Ctx) -> Resources:
     if limits.get("memory") == 0:
         del limits["memory"]  # 0 is no limit (the kubelet's and runc's meaning), never a 0-byte cgroup
     extended: dict[str, int] = {}
+    hugepages: dict[str, int] = {}
     for name in sorted(set(requests) | set(limits)):
         if name in _STANDARD_RESOURCES:
+            continue
+        if _HUGEPAGES.match(name):
+            hugepages.update(_hugepages(name, requests.get(name), limits.get(name), path))
             continue
         req, lim = requests.get(name), limits.get(name)
         if lim is None:
@@ -375,7 +386,68 @@ def _resources(v: Any, path: str, ctx: _Ctx) -> Resources:
         memory_request_bytes=units(requests),
         memory_limit_bytes=units(limits),
         extended=extended,
+        hugepages=hugepages,
+        claims=_container_claims(r.get("claims") or [], f"{path}.claims", ctx),
     )
+
+
+def _container_claims(v: Any, path: str, ctx: _Ctx) -> tuple[str, ...]:
+    """``resources.claims``: names of the pod's ``spec.resourceClaims`` (checked against them by the pod)."""
+    if not isinstance(v, list):
+        raise ManifestError(path, f"must be a list of {{name}}, got {_kind(v)}")
+    if len(v) > MAX_CLAIMS:
+        raise ManifestError(path, f"has {len(v)} items, more than {MAX_CLAIMS}")
+    out: list[str] = []
+    for i, item in enumerate(v):
+        c = ctx.fields(item, f"{path}[{i}]", _CONTAINER_CLAIM)
+        name = _string(c.get("name"), f"{path}[{i}].name", limit=63)
+        if name in out:
+            raise ManifestError(f"{path}[{i}].name", f"duplicate claim {name!r}")
+        out.append(name)
+    return tuple(out)
+
+
+def _pod_claims(v: Any, path: str, ctx: _Ctx) -> dict[str, str]:
+    """``spec.resourceClaims``: pod claim name -> ResourceClaim name. Templates need an API
+    server to instantiate them; hwagent refuses them rather than run the pod without devices."""
+    if not isinstance(v, list):
+        raise ManifestError(path, f"must be a list of {{name, resourceClaimName}}, got {_kind(v)}")
+    if len(v) > MAX_CLAIMS:
+        raise ManifestError(path, f"has {len(v)} items, more than {MAX_CLAIMS}")
+    out: dict[str, str] = {}
+    for i, item in enumerate(v):
+        where = f"{path}[{i}]"
+        if isinstance(item, dict) and "resourceClaimTemplateName" in item:
+            raise ManifestError(f"{where}.resourceClaimTemplateName", "claim templates are not supported "
+                                "(no API server makes claims from them); name a ResourceClaim file with resourceClaimName")
+        c = ctx.fields(item, where, _POD_CLAIM)
+        name = _string(c.get("name"), f"{where}.name", limit=63)
+        if not is_dns1123_label(name):
+            raise ManifestError(f"{where}.name", f"{name!r} is not a DNS-1123 label")
+        if name in out:
+            raise ManifestError(f"{where}.name", f"duplicate pod claim {name!r}")
+        if "resourceClaimName" not in c:
+            raise ManifestError(f"{where}.resourceClaimName", "is required")
+        claim = _string(c["resourceClaimName"], f"{where}.resourceClaimName", limit=253)
+        if not is_dns1123_subdomain(claim):
+            raise ManifestError(f"{where}.resourceClaimName", f"{claim!r} is not a DNS-1123 subdomain")
+        out[name] = claim
+    return out
+
+
+#: hugepages-<size>: the API server's hugepage resource names
+_HUGEPAGES = re.compile(r"^hugepages-[1-9][0-9]*(Ki|Mi|Gi|Ti)$")
+
+
+def _hugepages(name: str, req: Any, lim: Any, path: str) -> dict[str, int]:
+    """The API server's hugepage rules: a limit is required, the request equals it, whole bytes."""
+    if lim is None:
+        raise ManifestError(f"{path}.limits.{name}", "must be set for hugepages (equal to the request)")
+    if req != lim:
+        raise ManifestError(f"{path}.requests.{name}", "must equal the limit for hugepages")
+    if lim.denominator != 1:
+        raise ManifestError(f"{path}.limits.{name}", "must be a whole number of bytes")
+    return {name: int(lim)} if lim > 0 else {}
 
 
 def _env(v: Any, path: str, ctx: _Ctx) -> tuple[EnvVar, ...]:
@@ -527,6 +599,13 @@ def pod_from_document(
         raise ManifestError("spec.restartPolicy", f"must be one of {', '.join(RESTART_POLICIES)}, got {restart!r}")
     grace = _int(spec.get("terminationGracePeriodSeconds", 30), "spec.terminationGracePeriodSeconds", 0, MAX_GRACE_S)
     run_as = _security(spec.get("securityContext") or {}, "spec.securityContext", ctx)
+    claims = _pod_claims(spec.get("resourceClaims") or [], "spec.resourceClaims", ctx)
+    for i, c in enumerate(init + containers):
+        where = f"spec.initContainers[{i}]" if i < len(init) else f"spec.containers[{i - len(init)}]"
+        for j, name in enumerate(c.resources.claims):
+            if name not in claims:
+                raise ManifestError(f"{where}.resources.claims[{j}].name",
+                                    f"{name!r} is not one of spec.resourceClaims")
     pod = PodSpec(
         name=name,
         namespace=namespace,
@@ -539,6 +618,7 @@ def pod_from_document(
         termination_grace_period_s=grace,
         source=source,
         run_as=run_as,
+        resource_claims=claims,
     )
     return ParsedManifest(pod, tuple(ctx.warnings))
 
@@ -574,7 +654,7 @@ def manifest_of(pod: PodSpec) -> dict[str, Any]:
             out["cpu"] = f"{cpu}m"
         if mem is not None:
             out["memory"] = str(mem)
-        for k, v in r.extended.items():
+        for k, v in {**r.extended, **r.hugepages}.items():
             out[k] = str(v)
         return out
 
@@ -586,7 +666,8 @@ def manifest_of(pod: PodSpec) -> dict[str, Any]:
             d["env"] = [{"name": e.name, "value": e.value} for e in c.env]
         if c.working_dir:
             d["workingDir"] = c.working_dir
-        res = {k: q for k in ("requests", "limits") if (q := quantities(c.resources, k))}
+        res: dict[str, Any] = {k: q for k in ("requests", "limits") if (q := quantities(c.resources, k))}
+        res.update({"claims": [{"name": n} for n in c.resources.claims]} if c.resources.claims else {})
         if res:
             d["resources"] = res
         return d
@@ -600,6 +681,8 @@ def manifest_of(pod: PodSpec) -> dict[str, Any]:
         spec["initContainers"] = [container(c) for c in pod.init_containers]
     if pod.run_as is not None:
         spec["securityContext"] = _security_of(pod.run_as)
+    spec.update({"resourceClaims": [{"name": k, "resourceClaimName": v} for k, v in pod.resource_claims.items()]}
+                if pod.resource_claims else {})
     meta: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
     if pod.annotations:
         meta["annotations"] = dict(pod.annotations)

@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from agent.contracts import CPUAllocator, CPUPlanner, DeviceAllocator
+from agent.contracts import CPUAllocator, CPUPlanner, DeviceAllocator, MemoryAllocator
+from agent.contracts.memory import MEMORY_RESOURCE, SPREAD_ANNOTATION, MemoryBlock, MemoryRefused, MemoryRequest
+from agent.cpu.qos import DEDICATED, parse_qos
 from agent.cpuset import CPUSet
 from agent.cpu.errors import PolicyError
 from agent.contracts.cpu import AllocateResult, Request
@@ -31,7 +33,17 @@ from agent.contracts.hints import TopologyHint, format_affinity
 from agent.workloads.errors import AdmissionError
 from agent.contracts.pods import INIT, ContainerSpec, PodSpec
 
-__all__ = ["CPUProvider", "DeviceProvider", "cpu_request", "admission_error_from_policy", "CPU_RESOURCE"]
+__all__ = [
+    "CPUProvider",
+    "DeviceProvider",
+    "MemoryProvider",
+    "cpu_request",
+    "memory_managed",
+    "memory_request",
+    "admission_error_from_memory",
+    "admission_error_from_policy",
+    "CPU_RESOURCE",
+]
 
 CPU_RESOURCE = "cpu"
 
@@ -222,3 +234,111 @@ class DeviceProvider:
         self.results[container] = alloc
         # carried out with exactly these devices
         self.requests[container] = replace(req, devices={a.resource: a.device_ids for a in alloc.allocations})
+
+
+# --- the memory manager ---------------------------------------------------------------------
+
+#: memory manager refusals that are the manifest's fault, not the node's
+_MEMORY_INVALID = frozenset({"unknown_resource", "partial_page"})
+
+
+def admission_error_from_memory(e: MemoryRefused) -> AdmissionError:
+    code = "INVALID_ARGUMENT" if e.reason in _MEMORY_INVALID else \
+        "UNAVAILABLE" if e.reason == "state_not_persisted" else "RESOURCE_EXHAUSTED"
+    return AdmissionError(code, str(e) if str(e).startswith(("memory", "hugepages")) else f"memory: {e}",
+                          reason=f"memory_{e.reason}")
+
+
+def memory_managed(pod: PodSpec) -> bool:
+    """The pods the memory manager places (docs/memory.md): dedicated NUMA-bound
+    pods (Katalyst's dedicated_cores + numa_binding, its memory plugin's NUMA
+    binding) and any pod that asks for hugepages. Others run on every memory node."""
+    if any(c.resources.hugepages for c in pod.all_containers()):
+        return True
+    try:
+        q = parse_qos(pod.annotations, pod.labels)
+    except PolicyError:
+        return False  # admission's own QoS check refuses it with the reason
+    return q.level == DEDICATED and q.numa_binding
+
+
+def memory_request(pod: PodSpec, c: ContainerSpec, requests: Mapping[str, int] | None = None,
+                   hint: TopologyHint | None = None) -> MemoryRequest:
+    """The manager's request for one container of a memory-managed pod: its memory
+    (the limit, which must equal the request: the kubelet's Guaranteed rule) and hugepages."""
+    if requests is None:
+        r = c.resources
+        if r.memory_request_bytes and r.memory_limit_bytes != r.memory_request_bytes:
+            raise AdmissionError(
+                "INVALID_ARGUMENT",
+                f"memory: container {c.name!r} requests {r.memory_request_bytes} bytes of memory "
+                + ("without a limit" if r.memory_limit_bytes is None else f"with a limit of {r.memory_limit_bytes}")
+                + "; the memory manager places this pod's memory (NUMA-bound or hugepages): set "
+                  "limits.memory equal to requests.memory",
+                reason="memory_limit",
+            )
+        requests = {**({MEMORY_RESOURCE: r.memory_limit_bytes} if r.memory_limit_bytes else {}), **r.hugepages}
+    return MemoryRequest(
+        pod_uid=pod.uid, container_name=c.name, requests=dict(requests), pod_namespace=pod.namespace,
+        pod_name=pod.name, hint=hint, spread_hugepages=pod.annotations.get(SPREAD_ANNOTATION) == "true",
+    )
+
+
+class MemoryProvider:
+    """The memory manager as a hint provider (``memory`` and each ``hugepages-<size>``),
+    deciding on a copy of its state. Init containers are not placed (they run before
+    the app containers, on every memory node of the pod's cgroup)."""
+
+    name = "memory"
+
+    def __init__(self, manager: MemoryAllocator | None) -> None:
+        self._plan = manager.plan() if manager is not None else None
+        #: container -> the blocks planned for it, and the request that gives them
+        self.results: dict[str, tuple[MemoryBlock, ...]] = {}
+        self.requests: dict[str, MemoryRequest] = {}
+
+    def _hints(self, req: MemoryRequest) -> Mapping[str, Sequence[TopologyHint] | None]:
+        assert self._plan is not None
+        try:
+            hints = self._plan.hints(req)
+        except MemoryRefused as e:
+            raise admission_error_from_memory(e) from None
+        if hints is None or req.spread_hugepages and set(req.requests) - {MEMORY_RESOURCE} and \
+                MEMORY_RESOURCE not in req.requests:
+            return {}
+        names = [MEMORY_RESOURCE] if req.spread_hugepages else list(req.requests)
+        return {r: hints for r in names if r in req.requests}
+
+    async def container_hints(self, pod: PodSpec, container: str) -> Mapping[str, Sequence[TopologyHint] | None]:
+        c = _container(pod, container)
+        if self._plan is None or c.kind == INIT or not memory_managed(pod):
+            return {}
+        return self._hints(memory_request(pod, c))
+
+    async def pod_hints(self, pod: PodSpec) -> Mapping[str, Sequence[TopologyHint] | None]:
+        if self._plan is None or not memory_managed(pod):
+            return {}
+        total: dict[str, int] = {}
+        for c in pod.containers:
+            for r, n in memory_request(pod, c).requests.items():
+                total[r] = total.get(r, 0) + n
+        if not total:
+            return {}
+        return self._hints(memory_request(pod, pod.containers[0], requests=total))
+
+    async def place(self, pod: PodSpec, container: str, hint: TopologyHint) -> None:
+        c = _container(pod, container)
+        if self._plan is None or c.kind == INIT or not memory_managed(pod):
+            return
+        req = memory_request(pod, c, hint=hint if hint is not None and hint.affinity is not None else None)
+        if not req.requests:
+            return
+        try:
+            blocks = self._plan.allocate(req)
+        except MemoryRefused as e:
+            raise admission_error_from_memory(e) from None
+        self.results[container] = blocks
+        # committed on exactly the nodes the plan chose (spread pages follow no hint)
+        placed = frozenset(n for b in blocks if b.resource == MEMORY_RESOURCE or not req.spread_hugepages
+                           for n in b.numa_nodes)
+        self.requests[container] = replace(req, hint=TopologyHint(placed, True) if placed else None)

@@ -103,6 +103,9 @@ class Node:
     scope: str
     #: the CPU policy's dedicated_numa ("whole-node": Katalyst's 14.4)
     dedicated_numa: DedicatedNuma = "whole-node"
+    #: the memory manager's per-node capacity (None: no memory manager runs)
+    memory_capacity: dict[int, dict[str, Any]] | None = None
+    memory: Any = field(init=False, default=None)
     workloads: Workloads = field(init=False)
     cpu_policy: DynamicPolicy = field(init=False)
     manager: DeviceManager = field(init=False)
@@ -131,8 +134,19 @@ class Node:
         registry = Registry(pods)
         registry.restore(pods.load())
         tm = TopologyManager.for_topology(TopologyManagerConfig(policy=self.policy, scope=self.scope), topo)
+        self.memory = None
+        if self.memory_capacity is not None:
+            from agent.memory.checkpoint import MemoryStore
+            from agent.memory.manager import MemoryManager
+            from agent.memory.policy import StaticPolicy
+
+            mstore = MemoryStore(self.base / "memory")
+            mpolicy = StaticPolicy(self.memory_capacity)
+            mpolicy.restore(mstore.load())
+            self.memory = MemoryManager(mpolicy, mstore)
+            mstore.save(dict(mpolicy.assignments), lambda: dict(self.memory.policy.assignments))
         self.workloads = Workloads(registry, tm, topo.numa_ids, cpu_policy=cpu, device_manager=self.manager,
-                                   machine_memory_bytes=16 << 30)
+                                   memory_manager=self.memory, machine_memory_bytes=16 << 30)
         self.manager.active_pods = self.workloads
         await self.workloads.reconcile_after_restore()
         return self
@@ -142,6 +156,8 @@ class Node:
         await self._engine.wait_durable()
         await self._engine.store.journal.close()
         await self.manager.stop()
+        if self.memory is not None:
+            await self.memory.store.journal.close()
 
     async def restart(self) -> None:
         await self.stop()
