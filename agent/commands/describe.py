@@ -10,14 +10,30 @@ from agent.commands._admission import add_common, call, container_line, dumps, f
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("describe", help="show one admitted pod in full",
-                              description="Show one pod: its spec, CPUs, memory nodes, NUMA affinity, devices "
-                              "and device grants per container, its status and its events, and its cgroups with "
-                              "the pids in each container's cgroup, read when the daemon answers.")
+                              description="Show one pod: its spec, CPUs, memory nodes, NUMA affinity, devices, "
+                              "device grants and memory blocks (memory and hugepages per NUMA node) per container, "
+                              "its status and its events, and its cgroups with the pids in each container's cgroup, "
+                              "read when the daemon answers.")
     add_common(p)
     p.add_argument("name")
     p.add_argument("--namespace", default="default")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
+
+
+def _quantity(n: int) -> str:
+    """Bytes as a Kubernetes quantity when exact (512Mi, 2Gi), else plain bytes: what --memory took."""
+    for unit, suffix in ((1 << 40, "Ti"), (1 << 30, "Gi"), (1 << 20, "Mi"), (1 << 10, "Ki")):
+        if n and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return str(n)
+
+
+def memory_line(b: dict) -> str:
+    """A memory block of the JSON pod: ``hugepages-2Mi 64Mi on NUMA 0``, with the split over several nodes."""
+    where = ",".join(str(n) for n in b["numa_nodes"])
+    split = ", ".join(f"{n}={_quantity(v)}" for n, v in b["per_node"].items()) if len(b["numa_nodes"]) > 1 else ""
+    return f"{b['resource']} {_quantity(b['size'])} on NUMA {where}" + (f" ({split})" if split else "")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"    device mount: {hpath} -> {cpath}{' (ro)' if ro else ''}")
         for name in g.get("cdi_devices") or []:
             print(f"    CDI device: {name}")
+        for b in c.get("memory") or []:
+            print(f"    memory: {memory_line(b)}")
     print("events:")
     for e in pod["events"]:
         print(f"  {time.strftime('%H:%M:%S', time.gmtime(e['time']))}  {e['message']}")

@@ -50,6 +50,13 @@ class MemoryBlock:
     numa_nodes: tuple[int, ...]
     per_node: tuple[tuple[int, int], ...] = ()
 
+    def split(self) -> dict[int, int]:
+        """node -> bytes as every view shows it: ``per_node``, or the one node's whole
+        size; empty for a block over several nodes whose split is not known."""
+        if self.per_node:
+            return dict(self.per_node)
+        return {self.numa_nodes[0]: self.size} if len(self.numa_nodes) == 1 else {}
+
 
 @dataclass(frozen=True)
 class NodeMemory:

@@ -24,9 +24,8 @@ COLUMNS = ("total", "reserved", "allocatable", "allocated", "free")
 
 def block_json(b: MemoryBlock) -> dict[str, Any]:
     """One block as every JSON view shows it (describe, hwagent memory)."""
-    per = dict(b.per_node) or ({b.numa_nodes[0]: b.size} if len(b.numa_nodes) == 1 else {})
     return {"resource": b.resource, "size": b.size, "numa_nodes": list(b.numa_nodes),
-            "per_node": {str(n): v for n, v in sorted(per.items())}}
+            "per_node": {str(n): v for n, v in sorted(b.split().items())}}
 
 
 def memory_view(memory: MemoryAllocations, names: Mapping[str, tuple[str, str]]) -> dict[str, Any]:

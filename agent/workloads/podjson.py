@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["pod_json", "decision_json", "admit_json"]
+__all__ = ["pod_json", "decision_json", "admit_json", "memory_json"]
 
 
 def pod_json(pod: Any, record: bool = False) -> dict[str, Any]:
@@ -36,6 +36,7 @@ def pod_json(pod: Any, record: bool = False) -> dict[str, Any]:
                 "mems": list(c.mems) if c.mems else None,
                 "numa_affinity": None if c.any_node else list(c.numa_affinity),
                 "devices": [{"resource": d.resource, "id": d.id, "numa_nodes": list(d.numa_nodes)} for d in c.devices],
+                "memory": [memory_json(b) for b in c.memory],
                 "state": c.state,
                 "reason": c.reason,
                 "restart_count": c.restart_count,
@@ -55,6 +56,12 @@ def pod_json(pod: Any, record: bool = False) -> dict[str, Any]:
             c["cgroup"] = msg.cgroup or None
             c["pids"] = list(msg.pids)
     return out
+
+
+def memory_json(b: Any) -> dict[str, Any]:
+    """A ``pb.MemoryBlock``: the memory manager's block, its nodes and (when known) bytes per node."""
+    return {"resource": b.resource, "size": b.size, "numa_nodes": list(b.numa_nodes),
+            "per_node": {str(n): v for n, v in sorted(b.per_node.items())}}
 
 
 def decision_json(d: Any) -> dict[str, Any]:

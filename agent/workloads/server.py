@@ -24,6 +24,7 @@ import grpc
 from agent.api.admission.v1 import api_pb2 as pb
 from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
 from agent.contracts import Placement
+from agent.contracts.memory import MemoryBlock
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.workloads.admission import AdmitResult, Workloads
@@ -63,14 +64,22 @@ def current_cpus(
     return (a.cpus, a.mems) if a is not None else (CPUSet(), None)
 
 
+def memory_blocks_pb(blocks: Sequence[MemoryBlock]) -> list[pb.MemoryBlock]:
+    return [pb.MemoryBlock(resource=b.resource, size=b.size, numa_nodes=list(b.numa_nodes), per_node=b.split())
+            for b in blocks]
+
+
 def pod_message(
     rec: PodRecord,
     numa_of_device: Callable[[str, str, str, str], Sequence[int]] | None = None,
     placement: Callable[[str, str], Placement | None] | None = None,
     summary: bool = False,
+    memory: Callable[[str, str], Sequence[MemoryBlock]] | None = None,
 ) -> pb.Pod:
     """The pod as the API shows it: spec, phase and history from the registry, each
-    container's CPUs from ``placement`` (the CPU policy's, asked now; see ``current_cpus``).
+    container's CPUs from ``placement`` (the CPU policy's, asked now; see ``current_cpus``)
+    and its memory blocks from ``memory`` (the memory manager's, asked now; none once the
+    pod's resources are released).
     ``summary``: without the events and the record (``ps`` shows neither; the record's JSON
     was most of a pod's bytes and of the daemon's CPU per pod listed)."""
     pod, st = rec.pod, rec.status
@@ -93,6 +102,8 @@ def pod_message(
                 for i in ids:
                     nodes = numa_of_device(pod.uid, c.name, resource, i) if numa_of_device else ()
                     msg.devices.append(pb.Device(resource=resource, id=i, numa_nodes=_nodes(nodes)))
+        if memory is not None and not rec.released:
+            msg.memory.extend(memory_blocks_pb(memory(pod.uid, c.name)))
         if cs is not None:
             msg.state = cs.state.value
             msg.reason = cs.reason

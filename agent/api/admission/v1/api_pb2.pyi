@@ -188,8 +188,27 @@ class Device(_message.Message):
     numa_nodes: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, resource: _Optional[str] = ..., id: _Optional[str] = ..., numa_nodes: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class MemoryBlock(_message.Message):
+    __slots__ = ("resource", "size", "numa_nodes", "per_node")
+    class PerNodeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    NUMA_NODES_FIELD_NUMBER: _ClassVar[int]
+    PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    size: int
+    numa_nodes: _containers.RepeatedScalarFieldContainer[int]
+    per_node: _containers.ScalarMap[int, int]
+    def __init__(self, resource: _Optional[str] = ..., size: _Optional[int] = ..., numa_nodes: _Optional[_Iterable[int]] = ..., per_node: _Optional[_Mapping[int, int]] = ...) -> None: ...
+
 class Container(_message.Message):
-    __slots__ = ("name", "kind", "cpu_ids", "mems", "numa_affinity", "any_node", "devices", "state", "reason", "restart_count", "pid", "exit_code", "cgroup", "pids")
+    __slots__ = ("name", "kind", "cpu_ids", "mems", "numa_affinity", "any_node", "devices", "state", "reason", "restart_count", "pid", "exit_code", "cgroup", "pids", "memory")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     CPU_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -204,6 +223,7 @@ class Container(_message.Message):
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     CGROUP_FIELD_NUMBER: _ClassVar[int]
     PIDS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: str
     cpu_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -218,7 +238,8 @@ class Container(_message.Message):
     exit_code: int
     cgroup: str
     pids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., cpu_ids: _Optional[_Iterable[int]] = ..., mems: _Optional[_Iterable[int]] = ..., numa_affinity: _Optional[_Iterable[int]] = ..., any_node: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., restart_count: _Optional[int] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ..., cgroup: _Optional[str] = ..., pids: _Optional[_Iterable[int]] = ...) -> None: ...
+    memory: _containers.RepeatedCompositeFieldContainer[MemoryBlock]
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., cpu_ids: _Optional[_Iterable[int]] = ..., mems: _Optional[_Iterable[int]] = ..., numa_affinity: _Optional[_Iterable[int]] = ..., any_node: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., restart_count: _Optional[int] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ..., cgroup: _Optional[str] = ..., pids: _Optional[_Iterable[int]] = ..., memory: _Optional[_Iterable[_Union[MemoryBlock, _Mapping]]] = ...) -> None: ...
 
 class Event(_message.Message):
     __slots__ = ("time", "message")
