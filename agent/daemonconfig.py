@@ -14,16 +14,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent.config import SectionKey
-from agent.rootpaths import DEFAULT_ROOT_DIR
+from agent.rootpaths import DEFAULT_LOCK_DIR, DEFAULT_ROOT_DIR
 
 __all__ = [
     "DAEMON_SECTION", "DEFAULT_LOCK_DIR", "DEFAULT_METRICS_ADDRESS", "DEFAULT_ROOT_DIR", "DaemonConfig", "parse_host_port",
 ]
 
-#: machine-wide, under no root dir: every daemon on the machine must look in the same
-#: place to see the others' claims (agent.daemon.claim). tmpfs: a reboot, which ends
-#: every holder, starts it empty.
-DEFAULT_LOCK_DIR = "/run/hwagent/locks"
 #: 9464 is the port OpenTelemetry's Prometheus exporters default to for an
 #: application's own metrics; no common node component listens there
 #: (node_exporter 9100, kubelet 10250/10255, cAdvisor 8080). Localhost only by

@@ -26,11 +26,10 @@ reads a config or touches the disk, so every layer may import it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "DEFAULT_ROOT_DIR", "STATUS_SOCKET", "ADMISSION_SOCKET", "CLI_SOCKET", "MANIFESTS", "DEVICE_PLUGINS", "REGISTRATION_SOCKET",
+    "DEFAULT_ROOT_DIR", "DEFAULT_LOCK_DIR", "STATUS_SOCKET", "ADMISSION_SOCKET", "CLI_SOCKET", "MANIFESTS", "DEVICE_PLUGINS", "REGISTRATION_SOCKET",
     "DEVICE_CHECKPOINT", "PLUGINS_REGISTRY", "POD_RESOURCES", "POD_RESOURCES_SOCKET", "CPU", "CPU_SOCKET",
     "WORKLOADS_STATE", "RUNTIME_STATE", "LOGS", "EVICTION_RECORD", "KUBELET_SOCKET", "HostPaths",
     "status_socket", "admission_socket", "cli_socket", "manifest_dir", "cpu_dir", "device_host",
@@ -42,6 +41,11 @@ StrPath = str | os.PathLike[str]
 
 #: ``[daemon] root_dir``'s default (agent.daemonconfig); here so the CLI finds it without the config loader
 DEFAULT_ROOT_DIR = "/var/lib/hwagent"
+#: ``[daemon] lock_dir``'s default: machine-wide, under no root dir: every daemon on the machine
+#: must look in the same place to see the others' claims (agent.daemon.claim), and the CLI finds
+#: the running daemon's root dir and config there (agent.daemon.running). tmpfs: a reboot, which
+#: ends every holder, starts it empty.
+DEFAULT_LOCK_DIR = "/run/hwagent/locks"
 STATUS_SOCKET = "status.sock"
 ADMISSION_SOCKET = "admission.sock"
 #: the admission API again, as HTTP/1.1 + JSON for the CLI (agent.workloads.cliapi)
@@ -88,15 +92,34 @@ def cpu_dir(root: StrPath) -> Path:
     return Path(root) / CPU
 
 
-@dataclass(frozen=True)
 class HostPaths:
-    """Where the standalone device-plugin host listens and keeps its state."""
+    """Where the standalone device-plugin host listens and keeps its state.
 
-    plugins_dir: Path
-    registration_socket: Path
-    plugins_registry: Path
-    pod_resources_socket: Path
-    checkpoint: Path
+    A plain value class rather than a dataclass: every CLI command imports this
+    module, and ``dataclasses`` (with ``inspect`` behind it) was ~4 ms of a
+    ``hwagent launch``'s start-up (bench/cli.py)."""
+
+    __slots__ = ("plugins_dir", "registration_socket", "plugins_registry", "pod_resources_socket", "checkpoint")
+
+    def __init__(self, *, plugins_dir: Path, registration_socket: Path, plugins_registry: Path,
+                 pod_resources_socket: Path, checkpoint: Path) -> None:
+        self.plugins_dir = plugins_dir
+        self.registration_socket = registration_socket
+        self.plugins_registry = plugins_registry
+        self.pod_resources_socket = pod_resources_socket
+        self.checkpoint = checkpoint
+
+    def _values(self) -> tuple[Path, ...]:
+        return tuple(getattr(self, f) for f in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HostPaths) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "HostPaths(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__) + ")"
 
 
 def device_host(

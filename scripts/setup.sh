@@ -107,6 +107,17 @@ build_venv() {
     return 0
 }
 
+# The venv's `hwagent`: pip's console script rewritten as agent/commands/_entry.py's, which starts
+# the interpreter without site for the commands that only talk to the daemon (~12 ms of CPU less
+# per call, bench/cli.py). Rewritten only when its text would change.
+write_entry() {
+    if [ "$(head -n1 .venv/bin/hwagent)" = "#!$here/.venv/bin/python -S" ] \
+        && [ ! agent/commands/_entry.py -nt .venv/bin/hwagent ]; then
+        return 0
+    fi
+    .venv/bin/python -m agent.commands._entry .venv/bin/hwagent | while read -r line; do log "$line"; done
+}
+
 # `hwagent` on the PATH: a link to the venv's console script, as root only. A file of
 # that name that is not such a link (another installation) is left alone, with a warning.
 link_command() {
@@ -143,6 +154,7 @@ else
     log "warning: not root; skipping apt packages, header links, tracefs and the hwagent link"
 fi
 build_venv
+write_entry
 build_shim
 [ "$(id -u)" = 0 ] && link_command
 exit 0

@@ -2,25 +2,31 @@
 
 Commands share this so each of them stays a thin argparse module. They speak
 the daemon's CLI API (HTTP/1.1 and JSON on ``<root>/cli.sock``,
-``agent.workloads.cliapi``) with the standard library only: no grpc, no
-protobuf and no config loader are imported on this path, which was most of a
+``agent.workloads.cliapi``) over a bare unix socket, framed by
+``agent.workloads.wire`` (the server's own rules): no grpc, no protobuf, no
+config loader and no ``http.client`` (with the ``email`` and ``ssl`` modules it
+pulls in, 12.5 ms of a 17 ms import bill) on this path, which was most of a
 command's CPU (bench/cli.py, docs/performance.md). The root dir is
-``--root-dir``, else ``[daemon] root_dir`` of ``--config``.
+``--root-dir``, else ``[daemon] root_dir`` of ``--config``, else the one the
+running daemon recorded (agent.commands._config).
 """
 
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
+import os
 import socket
 import time
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote, urlencode
-
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_EXISTS, EXIT_NO_DAEMON, EXIT_NOT_FOUND, EXIT_REFUSED
+from agent.workloads import wire
+
+#: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["add_common", "call", "Session", "error_for", "socket_path", "pod_path", "format_pod_line",
            "EXIT_REFUSED"]
@@ -42,7 +48,7 @@ def socket_path(args: argparse.Namespace) -> Path:
 
 def pod_path(namespace: str, name: str, action: str = "") -> str:
     """``/v1/pods/NS/NAME[/action]``, each part quoted."""
-    return f"/v1/pods/{quote(namespace, safe='')}/{quote(name, safe='')}" + (f"/{action}" if action else "")
+    return f"/v1/pods/{wire.quote(namespace)}/{wire.quote(name)}" + (f"/{action}" if action else "")
 
 
 def daemon_down(path: Path) -> CommandError:
@@ -75,22 +81,82 @@ def error_for(code: str, details: str, path: Path, name: str | None = None) -> C
     return CommandError(details, EXIT_REFUSED)
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    """HTTP/1.1 over the daemon's unix socket."""
+#: the largest answer the CLI reads (a page of 1,000 pods in the summary form is well below)
+MAX_ANSWER = 256 * 1024 * 1024
 
-    def __init__(self, path: Path, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.path = path
 
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def permission_denied(path: Path) -> CommandError:
+    """EACCES on connect: the socket is the daemon's group's (``[workloads] socket_group``), and the caller is
+    not in it; say who owns it and what to ask for."""
+    import grp
+    import pwd
+    import stat
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return CommandError(f"permission denied: {path}; ask an admin for access", EXIT_NO_DAEMON)
+
+    def name(lookup: Any, ident: int) -> str:
         try:
-            sock.settimeout(self.timeout)
-            sock.connect(str(self.path))
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
+            return str(lookup(ident)[0])
+        except KeyError:
+            return str(ident)
+
+    group = name(grp.getgrgid, st.st_gid)
+    return CommandError(f"permission denied: {path} is {name(pwd.getpwuid, st.st_uid)}:{group} "
+                        f"{stat.S_IMODE(st.st_mode):04o}; ask an admin to add you to group {group} "
+                        f"(usermod -aG {group} $USER, then log in again)", EXIT_NO_DAEMON)
+
+
+class _Connection:
+    """HTTP/1.1 over the daemon's unix socket, one request at a time, kept open between them."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock: socket.socket | None = None
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def exchange(self, method: str, target: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+        """Send one request, answer (status, body). OSError and WireError as they come."""
+        if self.sock is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(str(self.path))
+            except BaseException:
+                sock.close()
+                raise
+            self.sock = sock
+        sock = self.sock
+        sock.settimeout(timeout)
+        sock.sendall(wire.request_head(method, target, len(body)) + body)
+        buf = b""
+        while (end := buf.find(wire.HEAD_END)) < 0:
+            if len(buf) > wire.MAX_HEAD:
+                raise wire.WireError(502, f"the answer's head is larger than {wire.MAX_HEAD} bytes")
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionResetError("the daemon closed the connection before it answered")
+            buf += chunk
+        lines = wire.split_head(buf[:end + 4])
+        status = wire.status_of(lines[0])
+        headers = wire.header_fields(lines[1:])
+        length = wire.body_length(headers, MAX_ANSWER)
+        parts, have = [buf[end + 4:]], len(buf) - end - 4
+        while have < length:
+            chunk = sock.recv(min(1 << 20, length - have))
+            if not chunk:
+                raise ConnectionResetError(f"the daemon closed the connection inside a {length}-byte answer")
+            parts.append(chunk)
+            have += len(chunk)
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        return status, b"".join(parts)[:length]
 
 
 class Session:
@@ -100,12 +166,12 @@ class Session:
     def __init__(self, args: argparse.Namespace, name: str | None = None) -> None:
         self.path = socket_path(args)
         self.name = name
-        self._conn: _UnixConnection | None = None
+        self._conn: _Connection | None = None
 
     def __enter__(self) -> Session:
-        if not self.path.exists():
+        if not os.path.exists(self.path):
             raise daemon_down(self.path)
-        self._conn = _UnixConnection(self.path, CALL_TIMEOUT_S)
+        self._conn = _Connection(self.path)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -120,29 +186,26 @@ class Session:
     def request(self, method: str, path: str, body: bytes | dict[str, Any] | None = None,
                 query: dict[str, str] | None = None, timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
         assert self._conn is not None, "use the Session as a context manager"
-        data = json.dumps(body).encode() if isinstance(body, dict) else body
-        target = path + ("?" + urlencode(query) if query else "")
-        self._conn.timeout = timeout
-        if self._conn.sock is not None:
-            self._conn.sock.settimeout(timeout)
+        data = json.dumps(body).encode() if isinstance(body, dict) else (body or b"")
+        target = path + ("?" + wire.urlencode(query) if query else "")
         try:
-            self._conn.request(method, target, body=data)
-            resp = self._conn.getresponse()
-            raw = resp.read()
+            status, raw = self._conn.exchange(method, target, data, timeout)
         except TimeoutError:
             self._conn.close()
             raise error_for("DEADLINE_EXCEEDED", f"no answer in {timeout:g} s", self.path, self.name) from None
         except (FileNotFoundError, ConnectionRefusedError):
             raise daemon_down(self.path) from None
-        except (OSError, http.client.HTTPException) as e:
+        except PermissionError:
+            raise permission_denied(self.path) from None
+        except (OSError, wire.WireError) as e:
             self._conn.close()
             raise error_for("UNAVAILABLE", f"{type(e).__name__}: {e}", self.path, self.name) from None
         try:
             answer = json.loads(raw)
         except ValueError:
-            raise CommandError(f"the daemon answered {resp.status} with a body that is not JSON; "
+            raise CommandError(f"the daemon answered {status} with a body that is not JSON; "
                                "check it with `hwagent status`", EXIT_NO_DAEMON) from None
-        if resp.status != 200:
+        if status != 200:
             raise error_for(str(answer.get("code", "")), str(answer.get("message", "")), self.path, self.name)
         return answer
 

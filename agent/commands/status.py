@@ -10,7 +10,6 @@ import argparse
 import json
 import time
 
-from agent.daemonconfig import DAEMON_SECTION
 from agent.cli import CommandError
 
 
@@ -66,13 +65,9 @@ def render(d: dict) -> str:
 
 
 def root_dir_of(args: argparse.Namespace) -> str:
-    import os
+    from agent.commands._config import load_config, root_dir
 
-    from agent.commands._config import load_config
-
-    if args.root_dir:
-        return os.path.abspath(args.root_dir)
-    return load_config(args)[DAEMON_SECTION].root_dir
+    return str(root_dir(args, load_config(args)))
 
 
 def run(args: argparse.Namespace) -> int:

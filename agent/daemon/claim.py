@@ -7,7 +7,7 @@ undo each other's cpusets and kill each other's pods as "foreign". So before any
 component touches a cgroup the daemon claims what it manages, in a directory
 every daemon on the machine looks at (``[daemon] lock_dir``, ``/run/hwagent/locks``):
 one file per cgroup subtree, named after the subtree's full path, holding the
-holder's pid, root dir, subtrees and CPUs, and kept under an exclusive flock for
+holder's pid, root dir, config file, subtrees and CPUs, and kept under an exclusive flock for
 as long as the daemon runs. The kernel drops a flock when its holder exits, kill -9
 included, so a file nobody holds is stale and is taken over.
 
@@ -24,7 +24,6 @@ The decisions (what a daemon manages, which claim conflicts) are pure functions;
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import os
@@ -38,6 +37,7 @@ from agent.cgroups.config import CGROUPS_SECTION
 from agent.cpu.config import CPU_SECTION
 from agent.daemonconfig import DAEMON_SECTION
 from agent.cpuset import CPUSet, CPUSetError
+from agent.daemon.running import CLAIM_SUFFIX, MAX_CLAIM_BYTES, try_flock
 from agent.topology.model import Topology
 
 __all__ = [
@@ -51,11 +51,10 @@ __all__ = [
 
 #: the directory's own lock, held only while claims are read and written
 _DIR_LOCK = ".lock"
-_SUFFIX = ".lock"
+_SUFFIX = CLAIM_SUFFIX
 #: how long a start waits for another daemon's claim step (milliseconds of work) before giving up
 DIR_LOCK_TIMEOUT_S = 10.0
-#: a claim file is a few hundred bytes; more is not ours
-_MAX_CLAIM_BYTES = 64 << 10
+_MAX_CLAIM_BYTES = MAX_CLAIM_BYTES
 
 
 class ClaimConflict(Exception):
@@ -71,10 +70,14 @@ class Claim:
     cgroup_root: str
     subtrees: tuple[str, ...]
     cpus: CPUSet
+    #: the config file the daemon runs with ("" for the embedded defaults): the CLI reads it
+    #: without --config (agent.daemon.running)
+    config: str = ""
 
     def to_json(self) -> str:
         return json.dumps({"pid": self.pid, "root_dir": self.root_dir, "cgroup_root": self.cgroup_root,
-                           "subtrees": list(self.subtrees), "cpus": str(self.cpus)}, sort_keys=True) + "\n"
+                           "subtrees": list(self.subtrees), "cpus": str(self.cpus), "config": self.config},
+                          sort_keys=True) + "\n"
 
     @staticmethod
     def from_json(text: str) -> Claim:
@@ -82,7 +85,7 @@ class Claim:
         try:
             d: dict[str, Any] = json.loads(text)
             return Claim(int(d["pid"]), str(d["root_dir"]), str(d["cgroup_root"]),
-                         tuple(str(s) for s in d["subtrees"]), CPUSet.parse(str(d["cpus"])))
+                         tuple(str(s) for s in d["subtrees"]), CPUSet.parse(str(d["cpus"])), str(d.get("config") or ""))
         except (ValueError, KeyError, TypeError, CPUSetError) as e:
             raise ValueError(f"not a claim: {e}") from None
 
@@ -117,7 +120,9 @@ def managed_claim(config: Any, topology: Topology, pid: int) -> Claim:
             reserved = CPUSet()
         cpus = idx.all_cpuset - reserved
     root = os.path.realpath(config[CGROUPS_SECTION].root)
-    return Claim(pid, str(config[DAEMON_SECTION].root_dir), root, subtrees, cpus)
+    path = getattr(config, "path", None)
+    return Claim(pid, os.path.abspath(str(config[DAEMON_SECTION].root_dir)), root, subtrees, cpus,
+                 os.path.abspath(path) if path else "")
 
 
 def _nested(a: str, b: str) -> bool:
@@ -164,15 +169,7 @@ def lock_file_name(cgroup_root: str, subtree: str) -> str:
     return "".join(out) + _SUFFIX
 
 
-def _flock(fd: int, op: int) -> bool:
-    """flock without blocking: False when another open file holds it."""
-    try:
-        fcntl.flock(fd, op | fcntl.LOCK_NB)
-    except OSError as e:
-        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            return False
-        raise
-    return True
+_flock = try_flock  # flock without blocking: False when another open file holds it
 
 
 class ClaimLock:

@@ -1,7 +1,7 @@
 """A minimal, strict HTTP/1.1 server side for the CLI's JSON API (``agent.workloads.cliapi``).
 
-Why not a framework: the only client is ``hwagent`` itself (``http.client`` over
-the unix socket) and ``curl --unix-socket``; what they send is a request line,
+Why not a framework: the only client is ``hwagent`` itself (a bare socket,
+``agent.commands._admission``) and ``curl --unix-socket``; what they send is a request line,
 a few headers and at most one manifest. So this reads exactly that and refuses
 everything else with a status and one line, before any handler runs:
 
@@ -16,7 +16,9 @@ everything else with a status and one line, before any handler runs:
   one) unless the client says ``Connection: close`` or the request was refused
   (after a refusal the stream's framing cannot be trusted).
 
-``parse_head`` is pure; ``serve_connection`` is the thin I/O loop around it.
+The framing rules (head size, header lines, Content-Length) are
+``agent.workloads.wire``'s, shared with the client. ``parse_head`` is pure;
+``serve_connection`` is the thin I/O loop around it.
 """
 
 from __future__ import annotations
@@ -28,20 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from agent.workloads.wire import MAX_HEAD, MAX_HEADERS, REASONS, TOKEN, WireError, body_length, header_fields, \
+    response_head, split_head
+
 __all__ = ["Request", "Response", "HttpError", "parse_head", "serve_connection", "render",
            "MAX_HEAD", "MAX_HEADERS", "REASONS"]
 
-#: bytes of request line + headers + the blank line
-MAX_HEAD = 16 * 1024
-MAX_HEADERS = 64
 #: how long a client may take to send a request's head or body, and an idle keep-alive may wait
 READ_TIMEOUT_S = 60.0
-
-REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-           409: "Conflict", 411: "Length Required", 413: "Content Too Large", 429: "Too Many Requests",
-           431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
-           503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported"}
-_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 class HttpError(Exception):
@@ -88,39 +84,20 @@ class Response:
 def parse_head(head: bytes, max_body: int) -> tuple[Request, int]:
     """The request a head (up to and with the blank line) describes, and its body's length.
     Raises HttpError for anything this server does not take."""
-    lines = head.split(b"\r\n")
-    if lines[-2:] != [b"", b""]:
-        raise HttpError(400, "the request head must end with CRLF CRLF")
-    lines = lines[:-2]
-    if len(lines) - 1 > MAX_HEADERS:
-        raise HttpError(431, f"more than {MAX_HEADERS} header lines")
-    parts = lines[0].split(b" ")
-    if len(parts) != 3 or not parts[0] or not all(b in _TOKEN for b in parts[0]):
-        raise HttpError(400, "the request line must be METHOD SP TARGET SP HTTP/1.1")
-    method, target, version = (p.decode("latin-1") for p in parts)
-    if version != "HTTP/1.1":
-        raise HttpError(505, f"only HTTP/1.1 is served, got {version[:16]!r}")
-    if not target.startswith("/"):
-        raise HttpError(400, "the request target must be a path starting with /")
-    headers: dict[str, str] = {}
-    for raw in lines[1:]:
-        name, sep, value = raw.partition(b":")
-        if not sep or not name or not all(b in _TOKEN for b in name):
-            raise HttpError(400, f"malformed header line {raw[:40].decode('latin-1')!r}")
-        key = name.decode("latin-1").lower()
-        if key in headers and key in ("content-length", "host", "transfer-encoding"):
-            raise HttpError(400, f"header {key} given twice")
-        headers[key] = value.strip(b" \t").decode("latin-1")
-    if "transfer-encoding" in headers:
-        raise HttpError(501, "Transfer-Encoding is not supported: send the body with a Content-Length")
-    length = 0
-    if "content-length" in headers:
-        text = headers["content-length"]
-        if not text.isdigit() or not text.isascii() or len(text) > 19:
-            raise HttpError(400, f"Content-Length must be a number of bytes, got {text[:24]!r}")
-        length = int(text)
-        if length > max_body:
-            raise HttpError(413, f"the request body of {length} bytes is larger than the {max_body} allowed")
+    try:
+        lines = split_head(head)
+        parts = lines[0].split(b" ")
+        if len(parts) != 3 or not parts[0] or not all(b in TOKEN for b in parts[0]):
+            raise HttpError(400, "the request line must be METHOD SP TARGET SP HTTP/1.1")
+        method, target, version = (p.decode("latin-1") for p in parts)
+        if version != "HTTP/1.1":
+            raise HttpError(505, f"only HTTP/1.1 is served, got {version[:16]!r}")
+        if not target.startswith("/"):
+            raise HttpError(400, "the request target must be a path starting with /")
+        headers = header_fields(lines[1:])
+        length = body_length(headers, max_body)
+    except WireError as e:
+        raise HttpError(e.status, e.message) from None
     url = urlsplit(target)
     try:
         query = dict(parse_qsl(url.query, keep_blank_values=True, strict_parsing=bool(url.query)))
@@ -132,10 +109,7 @@ def parse_head(head: bytes, max_body: int) -> tuple[Request, int]:
 
 def render(resp: Response, keep_alive: bool) -> bytes:
     body = json.dumps(resp.body, separators=(",", ":")).encode()
-    head = (f"HTTP/1.1 {resp.status} {REASONS.get(resp.status, 'Unknown')}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n")
-    return head.encode("ascii") + body
+    return response_head(resp.status, len(body), keep_alive) + body
 
 
 async def _read_request(reader: asyncio.StreamReader, max_body: int) -> Request | None:

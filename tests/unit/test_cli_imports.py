@@ -8,7 +8,13 @@ command here runs to its end in a fresh interpreter against a fake admission
 server (or, for ``logs``, a log file), and the modules it loaded are checked.
 Since the CLI speaks HTTP/JSON on ``<root>/cli.sock`` (agent.workloads.cliapi),
 grpc and protobuf (most of what was left, bench/cli.py) are forbidden too, and
-so is the config loader: these commands read ``[daemon] root_dir`` alone.
+so is the config loader: these commands read ``[daemon] root_dir`` alone. The
+client speaks HTTP over a bare socket (agent.workloads.wire), so ``http.client``
+and what it pulls in (``email``, ``ssl``) are forbidden, and so are the modules
+that cost milliseconds of a launch for nothing (``typing``, ``dataclasses``,
+``secrets``, ``urllib``: ``STDLIB_FORBIDDEN``). The child runs as the entry
+script runs these commands, without ``site`` (``python -S``, agent.commands._entry):
+nothing from site-packages is there to import.
 """
 
 from __future__ import annotations
@@ -55,10 +61,16 @@ FORBIDDEN = (
     "agent.pressure.engine",
     "agent.runtime.runtime",
 )
+#: standard-library modules the launch, ps and stop paths do without (each costs start-up CPU: bench/cli.py)
+STDLIB_FORBIDDEN = ("http.client", "email", "ssl", "typing", "dataclasses", "secrets", "hashlib", "inspect")
+#: the paths a job's round trip takes: every import on them is paid per launch
+HOT = (("ps",), ("stop", "job"), ("launch", "--cpus", "1", "--", "true"), ("launch", "--wait", "-q", "--", "true"),
+       ("launch", "--wait", "--rm", "-q", "--", "true"))
 
 #: what the client runs in the child: the command, then its exit status and module list in a file
 CHILD = """
 import json, sys
+sys.path.insert(0, sys.argv.pop(2))
 from agent.cli import main
 rc = main(sys.argv[2:])
 with open(sys.argv[1], "w") as f:
@@ -137,10 +149,10 @@ def root(tmp_path_factory) -> Iterator[Path]:
 def _modules(root: Path, tmp_path: Path, argv: list[str]) -> tuple[int, list[str]]:
     out = tmp_path / "modules.json"
     env = {k: v for k, v in os.environ.items() if k not in ("HWAGENT_CONFIG",)}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(out), *argv, "--root-dir", str(root)]
+    child = [sys.executable, "-S", "-c", CHILD, str(out), str(REPO)]
+    proc = subprocess.run([*child, *argv, "--root-dir", str(root)]
                           if "--" not in argv else
-                          [sys.executable, "-c", CHILD, str(out), *argv[: argv.index("--")], "--root-dir",
-                           str(root), *argv[argv.index("--"):]],
+                          [*child, *argv[: argv.index("--")], "--root-dir", str(root), *argv[argv.index("--"):]],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.exists(), f"{argv}: {proc.stdout}{proc.stderr}"
     got = json.loads(out.read_text())
@@ -163,3 +175,12 @@ def test_daemon_commands_load_no_daemon_side_module(root, tmp_path, argv):
     assert rc == 0
     bad = sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in FORBIDDEN))
     assert not bad, f"hwagent {' '.join(argv)} imported {bad}"
+
+
+@pytest.mark.parametrize("argv", [list(a) for a in HOT], ids=lambda a: " ".join(a))
+def test_hot_paths_load_no_costly_stdlib_module(root, tmp_path, argv):
+    rc, modules = _modules(root, tmp_path, argv)
+    assert rc == 0
+    bad = sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in STDLIB_FORBIDDEN))
+    assert not bad, f"hwagent {' '.join(argv)} imported {bad}"
+    assert "site" not in modules, "the child must run as the entry script runs light commands: without site"

@@ -16,10 +16,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "setup.sh"
 
-#: records its arguments; `pip install` makes the console script as pip would
+#: records its arguments; `pip install` makes the console script as pip would, agent.commands._entry
+#: rewrites it (its first line is what setup.sh looks at)
 FAKE_PYTHON = """#!/bin/sh
 echo "$*" >> "$PIP_LOG"
 case "$*" in *"pip install -q -e"*) printf '#!/bin/sh\\n' > "$(dirname "$0")/hwagent"; chmod +x "$(dirname "$0")/hwagent";; esac
+case "$*" in *"agent.commands._entry"*) printf '#!%s/python -S\\n' "$(cd "$(dirname "$0")" && pwd)" > "$(dirname "$0")/hwagent";; esac
 exit 0
 """
 
@@ -60,7 +62,10 @@ def installs(pip: list[str]) -> list[str]:
 
 
 def test_run_installs_the_project_alone_and_links_the_command(checkout):
-    assert installs(setup(checkout, "run")) == ["."]
+    pip = setup(checkout, "run")
+    assert installs(pip) == ["."]
+    assert pip[-1] == "-m agent.commands._entry .venv/bin/hwagent", "pip's console script is rewritten after it"
+    assert (checkout / ".venv" / "bin" / "hwagent").read_text().startswith(f"#!{checkout}/.venv/bin/python -S")
     if os.geteuid() == 0:
         link = checkout / "bin" / "hwagent"
         assert link.is_symlink() and os.readlink(link) == str(checkout / ".venv" / "bin" / "hwagent")

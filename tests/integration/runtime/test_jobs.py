@@ -29,6 +29,7 @@ class Job:
         self.cfg.write_text(f'[pressure]\nenabled = false\n[devices]\nenabled = false\n'
                             f'[runtime]\ncgroup_subtree = "{subtree}"\n')
         self.root = base / "root"
+        self.locks = base / "d" / "locks"  # Daemon's --lock-dir
         self.daemon = Daemon(base / "d", "--config", str(self.cfg), "--root-dir", str(self.root))
         until(lambda: "hwagent ready" in self.daemon.log(), "the daemon to be ready", self.daemon)
 
@@ -150,6 +151,21 @@ def test_ctrl_c_reports_then_a_second_one_within_a_second_stops_the_pod(job):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_without_config_or_root_dir_the_cli_finds_the_running_daemon(job, tmp_path):
+    """The daemon owns its config: its claim names its root dir and config file, and the CLI, given
+    neither --config nor --root-dir, talks to it (here on a root dir no default names)."""
+    env = {**os.environ, "HWAGENT_LOCK_DIR": str(job.locks)}
+    run = subprocess.run([str(HWAGENT), "launch", "--wait", "--name", "found", "--", "sh", "-c", "exit 3"],
+                         capture_output=True, text=True, timeout=BUDGET_S, cwd=tmp_path, env=env)
+    assert run.returncode == 3, run.stderr
+    ps = subprocess.run([str(HWAGENT), "ps"], capture_output=True, text=True, timeout=BUDGET_S, env=env)
+    assert ps.returncode == 0 and "found" in ps.stdout, ps.stderr
+    status = subprocess.run([str(HWAGENT), "status", "--format", "json"], capture_output=True, text=True,
+                            timeout=BUDGET_S, env=env)
+    assert status.returncode == 0, status.stderr
+    assert job.cli("rm", "found").returncode == 0
 
 
 def test_the_daemon_not_running_is_said_with_what_to_do(tmp_path):

@@ -1,0 +1,92 @@
+"""The ``hwagent`` command of a checkout: an entry script that starts the interpreter without ``site``.
+
+pip's console script starts Python the ordinary way: ``site`` runs, reads every
+``.pth`` file and installs the editable install's import finder, about 12 ms of
+CPU before the first line of hwagent (bench/cli.py: ``python -c pass`` 17-20 ms,
+``python -S -c pass`` 6 ms), which is more than Slurm's whole client spends on
+``srun``. The commands that only talk to the daemon (``LIGHT``) import the
+standard library alone (tests/unit/test_cli_imports.py), so this script starts
+Python with ``-S``, puts the source directory on ``sys.path`` itself and runs
+them without ``site``; every other command (``hwagent run`` needs grpc and
+friends from site-packages) loads ``site`` first and behaves as pip's script
+does. Should a light command still import a module from the venv's
+site-packages, a finder at the end of ``sys.meta_path`` that sees the module
+there loads ``site`` then and finds it: slower, never broken.
+
+``scripts/setup.sh`` writes it over pip's script (``python -m
+agent.commands._entry .venv/bin/hwagent``) whenever its text would change.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["LIGHT", "script_text", "write"]
+
+#: commands whose client path is the standard library alone
+LIGHT: tuple[str, ...] = ("launch", "ps", "describe", "stop", "rm", "admit", "logs", "signal", "exec")
+
+_TEMPLATE = '''#!{python} -S
+# hwagent, written by scripts/setup.sh from agent/commands/_entry.py (a rerun rewrites it): the
+# interpreter starts without site (-S, ~12 ms less CPU); the commands that need site-packages load it.
+import sys
+
+sys.path.insert(0, {source!r})
+if sys.argv[1:2] and sys.argv[1] in {light!r}:
+    class _LateSite:
+        """A top-level module that is not in the standard library but in the venv: load site, look again."""
+
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            from importlib.machinery import PathFinder
+
+            # the venv's own site-packages (without site, sys.prefix is the base interpreter's)
+            venv = sys.executable.rpartition("/bin/")[0] + "/lib/python%d.%d/site-packages" % sys.version_info[:2]
+            if path is not None or PathFinder.find_spec(name, [venv]) is None:
+                return None  # an optional module probed for (ntpath's nt): not found, as without the finder
+            import site
+
+            sys.meta_path.remove(_LateSite)
+            site.main()
+            return PathFinder.find_spec(name, None, target)
+
+    sys.meta_path.append(_LateSite)
+else:
+    import site
+
+    site.main()
+from agent.cli import main
+
+sys.exit(main())
+'''
+
+
+def script_text(python: str, source: str) -> str:
+    """The entry script for interpreter ``python`` and the checkout whose ``agent`` package is in ``source``."""
+    return _TEMPLATE.format(python=python, source=source, light=tuple(sorted(LIGHT)))
+
+
+def write(path: str, python: str, source: str) -> bool:
+    """Write the script to ``path`` (atomically, mode 0755) unless it already holds that text; True if written."""
+    text = script_text(python, source)
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return False
+    except OSError:
+        pass
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, path)
+    return True
+
+
+if __name__ == "__main__":  # pragma: no cover - scripts/setup.sh
+    target = sys.argv[1]
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    python = os.path.join(os.path.dirname(os.path.abspath(target)), "python")
+    if write(target, python, src):
+        print(f"wrote {target}")

@@ -1,0 +1,51 @@
+"""The checkout's `hwagent` entry script starts light commands without site and the rest with it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from agent.commands._entry import LIGHT, script_text, write
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _imports(script: Path, *argv: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "HWAGENT_"))}
+    proc = subprocess.run([str(script), *argv], env={**env, "PYTHONPROFILEIMPORTTIME": "1"},
+                          capture_output=True, text=True, timeout=120)
+    mods = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    return proc, mods
+
+
+def test_write_is_idempotent_and_executable(tmp_path):
+    target = tmp_path / "hwagent"
+    assert write(str(target), sys.executable, str(REPO))
+    assert not write(str(target), sys.executable, str(REPO)), "an unchanged script is not rewritten"
+    assert os.stat(target).st_mode & 0o777 == 0o755
+    assert target.read_text() == script_text(sys.executable, str(REPO))
+    assert target.read_text().startswith(f"#!{sys.executable} -S\n")
+
+
+def test_a_light_command_runs_without_site_and_the_others_with_it(tmp_path):
+    target = tmp_path / "hwagent"
+    write(str(target), sys.executable, str(REPO))
+    proc, mods = _imports(target, "ps", "--root-dir", str(tmp_path / "none"))
+    assert proc.returncode == 5 and "the daemon is not running" in proc.stderr, proc.stderr[-2000:]
+    assert "site" not in mods and "agent.commands._admission" in mods
+    proc, mods = _imports(target, "--version")
+    assert proc.returncode == 0 and "hwagent" in proc.stdout
+    assert "site" in mods, "a command that may need site-packages loads site first"
+    assert "ps" in LIGHT and "run" not in LIGHT
+
+
+def test_a_light_command_that_imports_from_site_packages_still_finds_it(tmp_path):
+    """The late finder: a module the standard library lacks but site-packages has loads site then."""
+    target = tmp_path / "hwagent"
+    write(str(target), sys.executable, str(REPO))
+    prelude = target.read_text().split("from agent.cli import main")[0]
+    code = prelude + "import ntpath, json\nassert 'site' not in sys.modules\nimport yaml\nprint(yaml.__name__)\n"
+    proc = subprocess.run([sys.executable, "-S", "-c", code, "ps"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "yaml", proc.stderr[-2000:]
