@@ -79,3 +79,22 @@ def test_a_link_in_its_own_log_dir_reaches_nothing_of_another_user(box):  # noqa
     assert r.returncode != 0
     for n in ("victim", "linker"):
         box.cli(None, "rm", n)
+
+
+def test_a_user_outside_the_group_is_told_to_ask_for_it(box):  # noqa: F811
+    """EACCES on the socket is not "the daemon is not running": it names the socket's owner, group and
+    mode and the group to be added to."""
+    user = "hwtest3"
+    made = subprocess.run(["getent", "passwd", user], capture_output=True).returncode != 0
+    if made:
+        subprocess.run(["useradd", "-m", user], check=True, capture_output=True, timeout=60)
+    try:
+        r = box.cli(user, "ps")
+        assert r.returncode == 5, r.stderr
+        sock = box.root / "cli.sock"
+        assert f"permission denied: {sock} is root:hwagent 0660; ask an admin to add you to group hwagent" \
+            in r.stderr, r.stderr
+        assert "not running" not in r.stderr
+    finally:
+        if made:
+            subprocess.run(["userdel", "-r", user], capture_output=True, timeout=60)
