@@ -35,6 +35,9 @@ import json
 import os
 import resource
 import shutil
+import signal
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,12 +54,17 @@ from agent.cpu.durable import DurablePolicy  # noqa: E402
 from agent.cpu.policy import DynamicPolicy, PolicyOptions  # noqa: E402
 from agent.devicemanager.checkpoint import open_journal, record_allocate, record_release  # noqa: E402
 from agent.devicemanager.manager import DeviceManager  # noqa: E402
+from agent.rootpaths import DEVICE_CHECKPOINT  # noqa: E402
+from agent.workloads.component import STATE_DIR  # noqa: E402
 from agent.workloads.registry import Registry  # noqa: E402
 from agent.workloads.store import PodFileStore  # noqa: E402
 
 from bench.scale import Clock, background, topology  # noqa: E402
 
 RESOURCE = "example.com/dev"
+#: where the daemon keeps each owner's state under its root dir (the builder writes a daemon's root)
+DEVICES = Path("device-plugins") / DEVICE_CHECKPOINT
+PODS = Path(*STATE_DIR)
 OPTIONS = PolicyOptions(reserved_count=2, transition_period_s=30)
 
 
@@ -96,7 +104,7 @@ async def build(d: Path, n: int, churn: int, cache: Path) -> dict[str, float]:
     allocs = [device(r.uid, i) for i, r in enumerate(records)]
     ids = tuple(f"dev-{i:05d}" for i in range(n + 1))
     cp = CheckpointData(allocations=tuple(allocs), registered={RESOURCE: ids})
-    j = open_journal(d / "devices" / "hwagent_device_checkpoint")
+    j = open_journal(d / DEVICES)
     j.recover()
     j.start(cp)
     for i in range(churn):
@@ -105,7 +113,7 @@ async def build(d: Path, n: int, churn: int, cache: Path) -> dict[str, float]:
         await j.append(record_release(uid))
     await j.close()
 
-    pods = PodFileStore(d / "pods")
+    pods = PodFileStore(d / PODS, root_dir=d)
     for r in records:
         pods.put(r)
     registry = Registry(pods, clock=clock)
@@ -141,14 +149,14 @@ async def restart(d: Path, cache: Path) -> dict[str, float]:
             "replayed": store.last_recovery.replayed if store.last_recovery else 0}
 
     c0, t0 = cpu_s(), time.perf_counter()
-    dm = DeviceManager(numa_ids=topo.numa_ids, checkpoint_path=d / "devices" / "hwagent_device_checkpoint")
+    dm = DeviceManager(numa_ids=topo.numa_ids, checkpoint_path=d / DEVICES)
     await dm.start()
     out |= {"dev": cpu_s() - c0, "dev_wall": time.perf_counter() - t0}
     gc.collect()
     out["rss_dev_kb"] = status_kb("VmRSS")
 
     c0, t0 = cpu_s(), time.perf_counter()
-    pods = PodFileStore(d / "pods")
+    pods = PodFileStore(d / PODS, root_dir=d)
     records = await loop.run_in_executor(None, pods.load)
     registry = Registry(pods, clock=Clock())
     registry.restore(records)
@@ -173,6 +181,99 @@ async def restart(d: Path, cache: Path) -> dict[str, float]:
     return out
 
 
+DAEMON_CONFIG = """
+[daemon]
+sysfs_root = "{sysfs}"
+[pressure]
+enabled = false
+[runtime]
+enabled = false
+[devices]
+default_rules = false
+hotplug = false
+[cpu]
+enforce_cgroups = false
+reserved_cpus = 2
+cpuset_check_interval_s = 1
+"""
+
+
+def daemon_run(d: Path, cache: Path, settle_s: float) -> dict[str, float]:
+    """A real ``hwagent run`` on the root the builder wrote (the 256-CPU fixture's sysfs,
+    cgroups not enforced, runtime and probes off): CPU (every thread of it and its
+    descendants) and VmRSS at READY=1, then VmRSS again ``settle_s`` later (past its
+    first periodic pass, which compacts the CPU journal it replayed)."""
+    from bench.daemon import rss_mb, tree_cpu_ms
+
+    (top,) = [p for p in (cache / "256ia64-64n2s2c").iterdir() if p.is_dir()]
+    cfg = d / "hw.toml"
+    cfg.write_text(DAEMON_CONFIG.format(sysfs=top / "sys"))
+    notify = d / "notify"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(notify))
+    sock.settimeout(300)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"NOTIFY_SOCKET": str(notify)}
+    hwagent = str(Path(sys.executable).parent / "hwagent")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([hwagent, "run", "--config", str(cfg), "--root-dir", str(d / "root"), "--mode",
+                             "standalone", "--metrics-address", "127.0.0.1:0", "--lock-dir", str(d / "locks")],
+                            cwd=d, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=open(d / "daemon.log", "wb"))  # noqa: SIM115 - the child holds it
+    try:
+        msg = b""
+        while b"READY=1" not in msg:
+            msg = sock.recv(65536)
+        wall = time.perf_counter() - t0
+        os.kill(proc.pid, signal.SIGSTOP)  # what it did up to READY, not what it goes on doing
+        try:
+            cpu, rss = tree_cpu_ms(proc.pid), rss_mb(proc.pid)
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        time.sleep(settle_s)
+        settled = rss_mb(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        if proc.wait(120) != 0:
+            raise SystemExit(f"restart bench: the daemon exited {proc.returncode}; log {d / 'daemon.log'}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        sock.close()
+    return {"wall": wall, "cpu_ms": cpu, "rss_mb": rss, "settled_mb": settled}
+
+
+def bench_daemon(sizes: list[int], churn: int, cache: Path, rounds: int) -> None:
+    """Daemon RSS and CPU to READY with each size of state, median of ``rounds`` starts
+    (each on a fresh copy of the built root: a start compacts what it replayed)."""
+    rows = []
+    load0 = os.getloadavg()[0]
+    for n in sizes:
+        base = Path(tempfile.mkdtemp(prefix=f"bench-restartd-{n}-", dir="/var/tmp"))
+        try:
+            cmd = [sys.executable, __file__, "--phase", "build", "--dir", str(base / "built"), "--pods", str(n),
+                   "--churn", str(churn), "--cache-dir", str(cache)]
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            runs = []
+            for i in range(rounds):
+                d = base / f"run-{i}"
+                d.mkdir()
+                shutil.copytree(base / "built", d / "root")
+                runs.append(daemon_run(d, cache, settle_s=3.0))
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        rows.append((n, {k: statistics.median(r[k] for r in runs) for k in runs[0]}))
+    print(f"daemon (hwagent run, 256-CPU fixture, runtime and probes off), median of {rounds} starts per size; "
+          f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f}")
+    print(f"  {'pods':>6}  {'CPU to READY':>12}  {'wall':>8}  {'RSS at READY':>12}  {'RSS 3 s later':>13}")
+    for n, r in rows:
+        print(f"  {n:>6}  {r['cpu_ms']:>9.1f} ms  {r['wall'] * 1e3:>5.0f} ms  {r['rss_mb']:>9.1f} MB  "
+              f"{r['settled_mb']:>10.1f} MB")
+    (n0, a), (n1, b) = rows[0], rows[-1]
+    ratio = b["settled_mb"] / a["settled_mb"]
+    print(f"daemon RSS at {n1:,} pods vs {n0:,}: {ratio:.2f}x settled, {b['rss_mb'] / a['rss_mb']:.2f}x at READY "
+          f"(goal <= 2x): {'met' if ratio <= 2 else 'NOT met'}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pods", type=int, default=10_000)
@@ -180,8 +281,15 @@ def main() -> int:
     ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "hwagent-bench-hwloc")
     ap.add_argument("--phase", choices=("build", "restart"), help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--daemon", metavar="SIZES",
+                    help="instead: a real daemon's CPU to READY and RSS with each size of state, e.g. 10,10000")
+    ap.add_argument("--rounds", type=int, default=3, help="starts per size with --daemon")
     a = ap.parse_args()
     a.cache_dir.mkdir(parents=True, exist_ok=True)
+    if a.daemon:
+        topology(a.cache_dir)  # the fixture's sysfs tree, unpacked once
+        bench_daemon([int(x) for x in a.daemon.split(",")], a.churn, a.cache_dir, a.rounds)
+        return 0
     if a.phase == "build":
         print(json.dumps(asyncio.run(build(a.dir, a.pods, a.churn, a.cache_dir))))
         return 0
