@@ -5,9 +5,10 @@ allocations, the device manager's snapshot and journal resources, health and
 holders (both through ``agent.status.offline``, the readers those commands
 use, so a change to those files is followed in one place), and the daemon's
 ``/metrics`` the pools' run-queue
-pressure when it answers within a short timeout. Whatever is missing is left
-out and said in ``Overlay.notes``; nothing here raises for a daemon that is
-not there.
+pressure when it answers within a short timeout, and the running daemon's
+memory manager (``status.sock``, the view ``hwagent memory`` shows) each
+pod's memory per NUMA node. Whatever is missing is left out and said in
+``Overlay.notes``; nothing here raises for a daemon that is not there.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import urllib.request
 from pathlib import Path
 
 from agent.daemonconfig import DAEMON_SECTION
-from agent.topology.overlay import AllocationMark, DeviceMark, Overlay, PoolMark
+from agent.topology.overlay import AllocationMark, DeviceMark, MemoryMark, Overlay, PoolMark
 
-__all__ = ["from_daemon", "parse_pool_pressure"]
+__all__ = ["from_daemon", "parse_pool_pressure", "memory_marks"]
 
 _PRESSURE = re.compile(r'^hwagent_pool_cpu_pressure_ratio\{[^}]*pool="([^"]+)"[^}]*\}\s+([0-9.eE+-]+|NaN)\s*$', re.M)
 
@@ -45,6 +46,30 @@ def _pressure(metrics_address: str, timeout: float) -> dict[str, float] | None:
             return parse_pool_pressure(r.read().decode("utf-8", "replace"))
     except (OSError, ValueError):
         return None
+
+
+def memory_marks(view: dict) -> tuple[MemoryMark, ...]:
+    """The ``memory`` view's blocks (agent.status.memoryview) split per NUMA node."""
+    out = []
+    for c in view.get("containers", ()):
+        who = f"{c['namespace']}/{c['pod']}" if c["pod"] else c["pod_uid"]
+        for b in c["blocks"]:
+            for node, size in b["per_node"].items():
+                out.append(MemoryMark(who, c["container"], b["resource"], int(node), int(size)))
+    return tuple(out)
+
+
+def _memory(root: Path, timeout: float) -> tuple[tuple[MemoryMark, ...], str | None]:
+    """Each pod's memory per node from the running daemon, or why there is none."""
+    from agent.status.client import DaemonNotRunning, get_view
+
+    try:
+        return memory_marks(get_view(root, "memory", timeout_s=timeout)), None
+    except DaemonNotRunning:
+        return (), "no memory per node: no running daemon answers on its status socket"
+    except Exception as e:  # noqa: BLE001 - a grpc.RpcError (no memory manager) or a view we cannot read
+        details = getattr(e, "details", None)
+        return (), f"no memory per node: {details() if callable(details) else e}"
 
 
 def from_daemon(config: str | None, root_dir: str | None, *, metrics: bool = True, timeout: float = 0.5) -> Overlay:
@@ -105,5 +130,10 @@ def from_daemon(config: str | None, root_dir: str | None, *, metrics: bool = Tru
         notes.append(f"no device resources: no device-manager checkpoint under {root}")
     except (OSError, ValueError, KeyError, StateUnreadable) as e:
         notes.append(f"no device resources: {e}")
-    return Overlay(pools, allocs, devices, "; ".join(sources), tuple(notes))
+    memory, why = _memory(root, max(timeout, 2.0))
+    if why is not None:
+        notes.append(why)
+    else:
+        sources.append("memory manager (live)")
+    return Overlay(pools, allocs, devices, "; ".join(sources), tuple(notes), memory)
 

@@ -9,7 +9,12 @@ giving the picture a known state). The JSON shape (``hwagent-overlay/1``):
      "allocations": [{"pod": "default/web-0", "container": "app", "cpus": "6-7",
                       "pool": "dedicated"}],
      "devices": [{"id": "0000:3b:00.0", "resource": "nvidia.com/gpu",
-                  "health": "Healthy", "numa": [0], "pod": "default/train-1"}]}
+                  "health": "Healthy", "numa": [0], "pod": "default/train-1"}],
+     "memory": [{"pod": "default/web-0", "container": "app", "resource": "hugepages-2Mi",
+                 "numa": 0, "size": 67108864}]}
+
+``memory`` is the memory manager's blocks split per NUMA node: one entry per
+container, resource and node, ``size`` in bytes.
 
 A pool's kind follows from its name as the CPU policy names them (``reserve``,
 ``share``, ``reclaim``; any other shared pool is ``named``); ``pressure`` is
@@ -25,7 +30,8 @@ from typing import Any
 
 from agent.cpuset import CPUSet, CPUSetError
 
-__all__ = ["OVERLAY_FORMAT", "AllocationMark", "DeviceMark", "Overlay", "OverlayError", "PoolMark", "pool_kind"]
+__all__ = ["OVERLAY_FORMAT", "AllocationMark", "DeviceMark", "MemoryMark", "Overlay", "OverlayError", "PoolMark",
+           "pool_kind"]
 
 OVERLAY_FORMAT = "hwagent-overlay/1"
 
@@ -72,16 +78,31 @@ class DeviceMark:
 
 
 @dataclass(frozen=True)
+class MemoryMark:
+    """``size`` bytes of a memory resource (``memory``, ``hugepages-2Mi``) a container holds on one NUMA node."""
+
+    pod: str  # "namespace/name" (or the pod uid when the name is unknown)
+    container: str
+    resource: str
+    numa: int
+    size: int
+
+
+@dataclass(frozen=True)
 class Overlay:
     pools: tuple[PoolMark, ...] = ()
     allocations: tuple[AllocationMark, ...] = ()
     devices: tuple[DeviceMark, ...] = ()
     source: str = ""
     notes: tuple[str, ...] = field(default=(), compare=False)
+    memory: tuple[MemoryMark, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.pools or self.allocations or self.devices)
+        return not (self.pools or self.allocations or self.devices or self.memory)
+
+    def memory_of_node(self, numa: int) -> list[MemoryMark]:
+        return [m for m in self.memory if m.numa == numa]
 
     def pool_of_cpu(self) -> dict[int, PoolMark]:
         out: dict[int, PoolMark] = {}
@@ -120,6 +141,10 @@ class Overlay:
                  "numa": list(d.numa), **({} if d.pod is None else {"pod": d.pod})}
                 for d in self.devices
             ],
+            "memory": [
+                {"pod": m.pod, "container": m.container, "resource": m.resource, "numa": m.numa, "size": m.size}
+                for m in self.memory
+            ],
         }
 
     @classmethod
@@ -146,12 +171,23 @@ class Overlay:
                 )
                 for d in doc.get("devices", ())
             )
+            memory = tuple(
+                MemoryMark(str(m["pod"]), str(m.get("container", "")), str(m["resource"]), _count(m["numa"]),
+                           _count(m["size"]))
+                for m in doc.get("memory", ())
+            )
         except (KeyError, TypeError, ValueError, CPUSetError) as e:
             raise OverlayError(f"overlay entry does not parse: {type(e).__name__}: {e}") from None
-        return cls(pools, allocs, devices, source or str(doc.get("source", "")))
+        return cls(pools, allocs, devices, source or str(doc.get("source", "")), memory=memory)
 
 
 def _health(value: object) -> bool:
     if value not in ("Healthy", "Unhealthy"):
         raise ValueError(f"health must be Healthy or Unhealthy, got {value!r}")
     return value == "Healthy"
+
+
+def _count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"a NUMA node or byte count is an integer >= 0, got {value!r}")
+    return value

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 from agent.cpuset import CPUSet
 from agent.topology.distance import distance_levels
-from agent.topology.model import Topology
-from agent.topology.overlay import AllocationMark, DeviceMark, Overlay, PoolMark
+from agent.topology.model import NUMANode, Topology
+from agent.topology.overlay import AllocationMark, DeviceMark, MemoryMark, Overlay, PoolMark
 from agent.topology.render import human_bytes
 
 __all__ = ["Box", "DeviceItem", "Scale", "build", "layout"]
@@ -115,19 +115,41 @@ def _insert(root: Box, box: Box) -> None:
 def build(topo: Topology, devices: Sequence[DeviceItem] = (), overlay: Overlay | None = None, title: str = "") -> Box:
     overlay = overlay or Overlay()
     root = Box("machine", title or "Machine", topo.online, detail=_machine_detail(topo))
-    objects = _group_boxes(topo) + _core_boxes(topo, overlay)
+    objects = _group_boxes(topo, overlay) + _core_boxes(topo, overlay)
     rank = {k: i for i, k in enumerate(RANK)}
     objects.sort(key=lambda b: (-len(b.cpus), rank[b.kind], b.cpus.first() if b.cpus else -1))
     for b in objects:
         _insert(root, b)
     _collapse(root)
-    _add_memory_only_nodes(root, topo)
+    _add_memory_only_nodes(root, topo, overlay)
     _attach_devices(root, devices, overlay)
     _order(root)
     return root
 
 
-def _group_boxes(topo: Topology) -> list[Box]:
+def _memory_marks(marks: Sequence[MemoryMark]) -> tuple[str, str]:
+    """A NUMA node's placed memory: the head's summary ("memory 512 MiB, hugepages-2Mi 64 MiB
+    placed") and the tooltip, one pod and container a line."""
+    if not marks:
+        return "", ""
+    total: dict[str, int] = {}
+    per: dict[tuple[str, str], list[str]] = {}
+    for m in marks:
+        total[m.resource] = total.get(m.resource, 0) + m.size
+        per.setdefault((m.pod, m.container), []).append(f"{m.resource} {human_bytes(m.size)}")
+    head = ", ".join(f"{r} {human_bytes(v)}" for r, v in sorted(total.items())) + " placed"
+    tip = "\n".join(f"{pod} {c}: {', '.join(parts)}" for (pod, c), parts in sorted(per.items()))
+    return head, tip
+
+
+def _numa_box(n: NUMANode, cpus: CPUSet, overlay: Overlay, memory_only: bool = False) -> Box:
+    head, tip = _memory_marks(overlay.memory_of_node(n.id))
+    detail = human_bytes(n.memory_bytes) + (", memory only" if memory_only else "") + (f"; {head}" if head else "")
+    return Box("numa", f"NUMA node {n.id}", cpus, detail=detail, numa=n.id,
+               tooltip=f"NUMA node {n.id}: {detail}" + (f"\n{tip}" if tip else ""))
+
+
+def _group_boxes(topo: Topology, overlay: Overlay) -> list[Box]:
     """The boxes above the cores: distance groups, packages, dies/clusters, NUMA nodes with CPUs, LLCs."""
     online = topo.online
     objects: list[Box] = []
@@ -149,7 +171,7 @@ def _group_boxes(topo: Topology) -> list[Box]:
         objects.append(Box(g.kind, f"{name} {g.id}" if g.id is not None else name, g.cpus))
     for n in topo.numa_nodes:
         if n.cpus & online:
-            objects.append(Box("numa", f"NUMA node {n.id}", n.cpus & online, detail=human_bytes(n.memory_bytes), numa=n.id))
+            objects.append(_numa_box(n, n.cpus & online, overlay))
     for c in topo.last_level_caches:
         if c.cpus & online:
             objects.append(Box("llc", f"L{c.level} {human_bytes(c.size_bytes)}", c.cpus & online))
@@ -179,12 +201,12 @@ def _core_boxes(topo: Topology, overlay: Overlay) -> list[Box]:
     return objects
 
 
-def _add_memory_only_nodes(root: Box, topo: Topology) -> None:
+def _add_memory_only_nodes(root: Box, topo: Topology, overlay: Overlay) -> None:
     """Memory-only nodes: in the smallest distance group naming them, else the machine."""
     for n in topo.numa_nodes:
         if n.cpus & topo.online:
             continue
-        box = Box("numa", f"NUMA node {n.id}", CPUSet(), detail=f"{human_bytes(n.memory_bytes)}, memory only", numa=n.id)
+        box = _numa_box(n, CPUSet(), overlay, memory_only=True)
         homes = [b for b in root.walk() if b.nodes is not None and n.id in b.nodes]
         home = min(homes, key=lambda b: len(b.nodes or ()), default=root)
         home.children.append(box)

@@ -92,6 +92,8 @@ def _paint(box: Box, s: Scale, pal: _Palette, out: list[str]) -> None:
     fill, stroke = HW_FILL.get(box.kind, ("#ffffff", "#808080"))
     attrs = f' data-numa="{box.numa}"' if box.kind == "numa" and box.numa is not None else ""
     out.append(f'<g class="box {box.kind}"{attrs}>')
+    if box.kind == "numa" and box.tooltip:
+        out.append(f"<title>{escape(box.tooltip)}</title>")
     dash = ' stroke-dasharray="4 3"' if box.kind in ("dgroup", "cluster", "compute_unit") else ""
     out.append(
         f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.w:.1f}" height="{box.h:.1f}" rx="3" '
