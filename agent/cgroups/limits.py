@@ -34,6 +34,7 @@ __all__ = [
     "milli_cpu_to_quota",
     "shares_to_weight",
     "device_rules",
+    "hugetlb_name",
 ]
 
 MIN_SHARES = 2
@@ -105,6 +106,9 @@ class CgroupLimits:
     device_policy: DevicePolicy = "managed"
     device_allow: tuple[DeviceRule, ...] = ()
     device_deny: tuple[DeviceRule, ...] = ()
+    #: hugetlb limits: (kernel page-size name as in ``hugetlb.<name>.max``, e.g. "2MB", bytes);
+    #: page sizes not named are left as the parent has them
+    hugetlb: tuple[tuple[str, int], ...] = ()
     #: controllers the settings need (a missing one is a per-pod error)
     needs: frozenset[str] = field(default_factory=frozenset)
 
@@ -141,3 +145,11 @@ def device_rules(
         return tuple(dict.fromkeys(allow)), (DeviceRule("a"),)
     deny = sorted({_key(k, mj, mn) for k, mj, mn in managed} - got)
     return (), tuple(DeviceRule(k, mj, mn) for k, mj, mn in deny)  # type: ignore[arg-type]
+
+
+def hugetlb_name(page_size: int) -> str:
+    """The kernel's name of a page size in hugetlb cgroup files: 2 MiB -> "2MB", 1 GiB -> "1GB", 64 KiB -> "64KB"."""
+    for shift, suffix in ((30, "GB"), (20, "MB"), (10, "KB")):
+        if page_size % (1 << shift) == 0:
+            return f"{page_size >> shift}{suffix}"
+    return f"{page_size}B"

@@ -33,9 +33,12 @@ __all__ = ["WORKLOAD_CONTROLLERS", "CgroupSetupError", "WorkloadCgroups", "contr
 
 log = get_logger("hwagent.cgroups")
 
-WORKLOAD_CONTROLLERS = ("cpuset", "cpu", "cpuacct", "memory", "devices", "pids")
+WORKLOAD_CONTROLLERS = ("cpuset", "cpu", "cpuacct", "memory", "devices", "pids", "hugetlb")
 #: the v2 controllers a container's limits are written through (devices are BPF on v2)
-V2_CONTROLLERS = ("cpuset", "cpu", "memory", "pids")
+V2_CONTROLLERS = ("cpuset", "cpu", "memory", "pids", "hugetlb")
+#: on hybrid, controllers the v2 tree may hold when no v1 hierarchy mounts them (hugetlb: some
+#: distributions leave it unmounted in v1 and available in unified/)
+HYBRID_V2_CONTROLLERS = ("hugetlb",)
 _GONE = (errno.ENOENT, errno.ENODEV, errno.ESRCH)
 
 
@@ -74,6 +77,8 @@ def controller_files(limits: CgroupLimits, controller: str, v2: bool) -> list[tu
             out.append(("memory.limit_in_bytes", "-1" if limits.memory_limit is None else str(limits.memory_limit)))
     elif controller == "pids":
         out.append(("pids.max", "max" if limits.pids_max is None else str(limits.pids_max)))
+    elif controller == "hugetlb":
+        out += [(f"hugetlb.{size}.{'max' if v2 else 'limit_in_bytes'}", str(n)) for size, n in limits.hugetlb]
     elif controller == "devices" and not v2:
         if limits.device_policy == "strict":
             out.append(("devices.deny", "a"))
@@ -125,6 +130,7 @@ class WorkloadCgroups:
         have = {c for h in self.hierarchies for c in h.controllers}
         if self.layout.mode == "v2":
             have |= set(self.layout.v2_controllers) & set(V2_CONTROLLERS)
+        have |= set(self._hybrid_v2())
         if self.device_programs is not None and self.v2 is not None:
             have.add("devices")
         return frozenset(have)
@@ -162,7 +168,7 @@ class WorkloadCgroups:
         return [str(self._dir(h, rel) / "cgroup.procs") for h in self.hierarchies]
 
     # -- create / configure -------------------------------------------------------------
-    def _ensure_parents(self, h: Hierarchy, rel: str) -> None:
+    def _ensure_parents(self, h: Hierarchy, rel: str, needs: frozenset[str] = frozenset()) -> None:
         """Intermediate directories; on v1 cpuset they get their parent's CPUs and
         memory nodes (a v1 cpuset starts empty and takes no children's CPUs). One
         found empty gets them too: a daemon killed between the mkdir and these
@@ -176,14 +182,27 @@ class WorkloadCgroups:
                 nxt.mkdir(exist_ok=True)
             if "cpuset" in h.controllers:
                 _inherit_cpuset(cur, nxt, only_empty=not made)
-            if h.v2 and self.layout.mode == "v2":
-                self._enable_v2(cur)
+            if h.v2 and self._v2_wanted(needs):
+                self._enable_v2(cur, needs)
             cur = nxt
-        if h.v2 and self.layout.mode == "v2":
-            self._enable_v2(cur)
+        if h.v2 and self._v2_wanted(needs):
+            self._enable_v2(cur, needs)
 
-    def _enable_v2(self, d: Path) -> None:
-        want = set(self.layout.v2_controllers) & set(V2_CONTROLLERS)
+    def _hybrid_v2(self) -> tuple[str, ...]:
+        """On hybrid, the controllers written through the v2 tree (none mounted in v1)."""
+        if self.layout.mode != "hybrid":
+            return ()
+        return tuple(c for c in HYBRID_V2_CONTROLLERS if self.layout.is_v2(c))
+
+    def _v2_wanted(self, needs: frozenset[str] = frozenset()) -> frozenset[str]:
+        """v2 controllers to enable down to a container: all of ours on v2; on hybrid only
+        what the container's limits need there (the unified tree is systemd's otherwise)."""
+        if self.layout.mode == "v2":
+            return frozenset(self.layout.v2_controllers) & frozenset(V2_CONTROLLERS)
+        return frozenset(self._hybrid_v2()) & needs
+
+    def _enable_v2(self, d: Path, needs: frozenset[str] = frozenset()) -> None:
+        want = set(self._v2_wanted(needs))
         try:
             have = set((d / "cgroup.subtree_control").read_text().split())
         except FileNotFoundError:  # only in fixture trees: the kernel creates it with the directory
@@ -210,7 +229,7 @@ class WorkloadCgroups:
                                    f"({self.layout.mode} hierarchy at {self.layout.root}{hint})")
         try:
             for h in self.hierarchies:
-                self._ensure_parents(h, rel)
+                self._ensure_parents(h, rel, limits.needs)
                 d = self._dir(h, rel)
                 d.mkdir(exist_ok=True)
                 if not cpuset and "cpuset" in h.controllers:
@@ -233,7 +252,7 @@ class WorkloadCgroups:
             return h.controllers
         if self.layout.mode == "v2":
             return tuple(c for c in V2_CONTROLLERS if c in self.layout.v2_controllers)
-        return ()
+        return self._hybrid_v2()
 
     def _write_limits(self, h: Hierarchy, d: Path, limits: CgroupLimits, only_drift: bool,
                       skip: tuple[str, ...] = ()) -> list[str]:

@@ -14,8 +14,9 @@ import stat as stat_mod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from agent.cgroups.limits import CgroupLimits, device_rules, milli_cpu_to_quota, milli_cpu_to_shares
+from agent.cgroups.limits import CgroupLimits, device_rules, hugetlb_name, milli_cpu_to_quota, milli_cpu_to_shares
 from agent.cpuset import CPUSet
+from agent.quantity import parse_quantity
 from agent.runtime.cdi import CDIError, resolve
 from agent.runtime.config import RuntimeConfig
 from agent.workloads.runnable import DEFAULT_PATH
@@ -136,6 +137,9 @@ def plan_container(
         needs.add("pids")
     if allow or deny:
         needs.add("devices")
+    hugetlb = tuple((hugetlb_name(_page_size(r)), n) for r, n in sorted(res.hugepages.items()))
+    if hugetlb:
+        needs.add("hugetlb")
     limits = CgroupLimits(
         cpus=assignment.cpus,
         mems=assignment.mems if assignment.mems else all_mems,
@@ -147,6 +151,7 @@ def plan_container(
         device_policy=cfg.device_policy,
         device_allow=allow,
         device_deny=deny,
+        hugetlb=hugetlb,
         needs=frozenset(needs),
     )
     env = {**BASE_ENV, **_user_env(pod, passwd)}
@@ -157,3 +162,9 @@ def plan_container(
     env.update(cdi.env)
     return LaunchPlan(argv=spec.argv, env=env, cwd=spec.working_dir or "/", binds=tuple(binds), limits=limits,
                       user=pod.spec.run_as)
+
+
+def _page_size(resource: str) -> int:
+    """The page size of ``hugepages-<size>`` (the manifest checked the name)."""
+    q = parse_quantity(resource[len("hugepages-"):])
+    return int(q)
