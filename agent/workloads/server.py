@@ -196,8 +196,9 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
         return ()
 
     def _pod(self, rec: PodRecord, summary: bool = False) -> pb.Pod:
-        svc = self.w.cpu_policy
-        return pod_message(rec, self._device_numa, svc.placement if svc is not None else None, summary)
+        svc, mm = self.w.cpu_policy, self.w.memory_manager
+        return pod_message(rec, self._device_numa, svc.placement if svc is not None else None, summary,
+                           mm.blocks if mm is not None else None)
 
     def _admit_response(self, r: AdmitResult) -> pb.AdmitResponse:
         resp = pb.AdmitResponse(warnings=list(r.warnings), dry_run=r.dry_run, would_admit=r.would_admit,
