@@ -2,7 +2,8 @@
 
 Started last, so every other component's handle is published: it looks them
 all up in its start() (``CPU_POLICY``, ``DEVICE_MANAGER``, ``DEVICE_PLUGINS``,
-``POD_DIRECTORY``, ``PRESSURE``, ``EVICTION_PLUGIN``, ``MEMORY_MANAGER``) and publishes nothing.
+``POD_DIRECTORY``, ``PRESSURE``, ``EVICTION_PLUGIN``, ``MEMORY_MANAGER``, ``DRA_KUBELET_PLUGIN``) and
+publishes nothing.
 Each request is answered on the loop from the handles (no copies kept), so what
 `hwagent status` shows is what the daemon holds at that moment. Owner-only
 socket, like every hwagent socket.
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.contracts import CPU_POLICY, DEVICE_MANAGER, DEVICE_PLUGINS, EVICTION_PLUGIN, MEMORY_MANAGER, POD_DIRECTORY
+from agent.contracts.drakubelet import DRA_KUBELET_PLUGIN
 from agent.contracts import EVICTION_GATE, PRESSURE
 from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
@@ -110,6 +112,11 @@ class StatusComponent:
             p = s.eviction_plugin
             reg = {None: "not yet registered", True: "registered", False: f"registration failed: {p.registration_error}"}
             return f"socket {p.socket_path}, {reg[p.registered]}"
+        if name == "dra-kubeletplugin" and s.dra_plugin is not None:
+            st = s.dra_plugin.state()
+            reg = {None: "not yet registered", True: "registered", False: f"registration failed: {st['error']}"}
+            return (f"driver {st['driver']} on {st['endpoint']}, {reg[st['registered']]}, "
+                    f"{st['prepare_calls']} prepare calls, {st['health_streams']} health streams")
         return ""
 
     def view(self, name: str) -> dict[str, Any]:
@@ -162,6 +169,7 @@ class StatusComponent:
             cpu=ctx.lookup(CPU_POLICY), devices=ctx.lookup(DEVICE_MANAGER), plugins=ctx.lookup(DEVICE_PLUGINS),
             pods=ctx.lookup(POD_DIRECTORY), pressure=ctx.lookup(PRESSURE), eviction_plugin=ctx.lookup(EVICTION_PLUGIN),
             memory=ctx.lookup(MEMORY_MANAGER), advisor=ctx.lookup(EVICTION_GATE),
+            dra_plugin=ctx.lookup(DRA_KUBELET_PLUGIN),
         )
         self.socket_path = status_socket(ctx.root_dir)
         from prometheus_client import REGISTRY

@@ -21,6 +21,7 @@ from agent.contracts import (
     PodDirectorySource,
     PressureSignals,
 )
+from agent.contracts.drakubelet import DRAKubeletPluginView
 
 __all__ = ["Handles", "resources_view", "cpus_view", "memory_view", "pods_view", "evictions_view", "ViewUnavailable"]
 
@@ -36,6 +37,7 @@ class Handles:
     pressure: PressureSignals | None = None
     eviction_plugin: EvictionPluginView | None = None
     memory: MemoryAllocations | None = None
+    dra_plugin: DRAKubeletPluginView | None = None
 
 
 class ViewUnavailable(Exception):

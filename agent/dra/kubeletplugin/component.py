@@ -12,7 +12,8 @@ Kubelet mode only, and only with ``[dra] enabled``. It serves
   removed first at stop, so the kubelet deregisters the driver before its
   services go away.
 
-Both servers run on the daemon's loop. The node name (pool names, health) is
+Both servers run on the daemon's loop. Publishes ``DRA_KUBELET_PLUGIN`` (its
+state: sockets, the kubelet's registration verdict) for status. The node name (pool names, health) is
 ``$NODE_NAME`` as a DaemonSet's downward API sets it, else the host name, as
 the kubelet's default.
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.contracts import DEVICE_PLUGINS, DRA_DRIVER, ClaimPreparer, DaemonContext, Deferred
+from agent.contracts.drakubelet import DRA_KUBELET_PLUGIN
 from agent.daemonconfig import DAEMON_SECTION
 from agent.eventlog import get_logger
 from agent.rootpaths import kubelet_plugins_registry
@@ -67,6 +69,7 @@ class DRAKubeletPlugin:
         from agent.unixsock import serve_unix
 
         plugins = ctx.lookup(DEVICE_PLUGINS)
+        ctx.publish(DRA_KUBELET_PLUGIN, self)
         dra = new_server("dra")
         driver: Deferred[ClaimPreparer] = ctx.deferred(DRA_DRIVER)
         self.services = add_dra_services(dra, driver)

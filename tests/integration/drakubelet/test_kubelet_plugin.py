@@ -214,3 +214,30 @@ def test_health_stream_follows_a_device_flip(tmp_path: Path) -> None:
     assert rows(flipped) == [(pool, "loop8", "UNHEALTHY", "kernel: I/O error")]
     assert rows(gone) == [(pool, "loop7", "UNKNOWN", "the device is no longer offered")]
     assert all(d.last_updated_time > 0 for d in first.devices)
+
+
+def test_status_shows_the_kubelets_verdict(tmp_path: Path) -> None:
+    from agent.contracts.drakubelet import DRA_KUBELET_PLUGIN
+    from agent.status.component import StatusComponent
+    from agent.status.views import Handles
+
+    async def go():
+        ctx, comp = await _started(tmp_path, driver=FakeDriver(), plugins=FakePlugins())
+        status = StatusComponent()
+        status._ctx = ctx
+        status._handles = Handles(dra_plugin=ctx.lookup(DRA_KUBELET_PLUGIN))
+        ctx.component_health = lambda: [(comp.name, comp.healthy())]
+        try:
+            before = status.status().components[0].detail
+            async with dial(comp.registration_socket, "pluginregistration", aio=True) as ch:
+                await reg_grpc.RegistrationStub(ch).NotifyRegistrationStatus(
+                    reg_pb.RegistrationStatus(plugin_registered=True))
+            return before, status.status().components[0]
+        finally:
+            await comp.stop()
+
+    before, after = asyncio.run(go())
+    assert "not yet registered" in before
+    assert after.name == "dra-kubeletplugin" and after.healthy
+    assert after.detail.startswith(f"driver hwagent.io on {tmp_path / 'kubelet' / 'plugins' / 'hwagent.io' / 'dra.sock'}, "
+                                   "registered")
