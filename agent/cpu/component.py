@@ -28,7 +28,7 @@ from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
 from agent.contracts import ACTIVE_PODS, CPU_POLICY, ActivePods, Deferred
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups
-from agent.contracts import DaemonContext
+from agent.contracts import MEMORY_MANAGER, DaemonContext, MemoryAllocator
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
 from agent.cpu.config import CPUConfig, CPU_SECTION, reclaim_min_for
 from agent.cpu.durable import DurablePolicy
@@ -116,6 +116,8 @@ class CPUPolicyComponent:
         self._tasks: list[asyncio.Task[None]] = []
         self._ctx: DaemonContext | None = None
         self._active_pods: Deferred[ActivePods] = lambda: None
+        #: the memory manager starts after the CPU policy: its nodes for a container it placed
+        self._memory: Deferred[MemoryAllocator] = lambda: None
         self.last_check: CheckReport | None = None
         self._loop_errors = 0
         #: the start kept a journal with records in it: the first periodic pass compacts it
@@ -129,6 +131,7 @@ class CPUPolicyComponent:
 
         self._ctx = ctx
         self._active_pods = ctx.deferred(ACTIVE_PODS)
+        self._memory = ctx.deferred(MEMORY_MANAGER)
         from agent.cpu.calculator import TopoIndex
 
         store = CheckpointStore(ctx.root_dir / "cpu", online=TopoIndex(ctx.topology).all)
@@ -146,7 +149,7 @@ class CPUPolicyComponent:
             root = ctx.config[CGROUPS_SECTION].root
             try:
                 self.fs = CgroupFS(detect(root))
-                self.enforcer = Enforcer(self.fs, policy.idx.numa_of)
+                self.enforcer = Enforcer(self.fs, policy.idx.numa_of, mems_of=self._memory_nodes)
                 self.enforce = Coalescer(self._enforce_work, "cpuset_enforce", snapshot=self._enforce_input,
                                          logger=log)
             except CgroupError as e:
@@ -172,6 +175,13 @@ class CPUPolicyComponent:
             reclaim_min=policy.options.reclaim_min, dedicated_numa=policy.options.dedicated_numa,
             containers=len(policy.state.containers()), enforcement=self.fs.layout.mode if self.fs else "off",
         )
+
+    def _memory_nodes(self, pod_uid: str, container: str) -> CPUSet | None:
+        """cpuset.mems of a container the memory manager placed: the nodes of its memory
+        blocks (one dict lookup, safe from the enforcer's worker thread)."""
+        mm = self._memory()
+        blocks = mm.blocks(pod_uid, container) if mm is not None else ()
+        return CPUSet({n for b in blocks for n in b.numa_nodes}) if blocks else None
 
     def _log_own_cgroup(self, ctx: DaemonContext) -> None:
         """hwagent's own cpuset cgroup: if it sits under kubepods, the policy may

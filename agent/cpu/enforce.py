@@ -10,13 +10,15 @@ containers hold different cpusets and carry no paths is "unresolved": it is
 counted and left to the kubelet's own reconcile (upstream's only mechanism).
 
 Containers with ``numa_binding`` also get ``cpuset.mems`` = the NUMA nodes of
-their cpuset: hwagent has no separate memory plugin (Katalyst's QRM memory
-plugin does this there), and binding CPUs without memory is half a binding.
+their cpuset (binding CPUs without memory is half a binding), unless the memory
+manager placed the container's memory: then its memory affinity (``mems_of``,
+the nodes of its memory blocks, which the topology manager aligned with the
+CPUs), for any container it placed, NUMA-bound or with hugepages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from agent.cgroups.fs import CgroupFS, CgroupVanished
@@ -26,7 +28,10 @@ from agent.cpu.state import PolicyState
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 
-__all__ = ["Plan", "plan_cgroups", "Enforcer", "CheckReport"]
+__all__ = ["Plan", "plan_cgroups", "Enforcer", "CheckReport", "MemsOf"]
+
+#: (pod uid, container) -> the memory manager's nodes for it, None when it placed nothing
+MemsOf = Callable[[str, str], "CPUSet | None"]
 
 log = get_logger("hwagent.cpu")
 
@@ -41,7 +46,7 @@ class Plan:
 
 
 def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | None = None,
-                 followers: Mapping[str, CPUSet] | None = None) -> Plan:
+                 followers: Mapping[str, CPUSet] | None = None, mems_of: MemsOf | None = None) -> Plan:
     """``followers``: cgroups of containers the policy holds nothing of (init
     containers), each with the CPUs it follows (the shared pool)."""
     plan = Plan(targets=dict(followers or {}))
@@ -52,7 +57,10 @@ def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | Non
         for a in held:
             if a.cgroup_path:
                 plan.targets[a.cgroup_path] = a.cpuset
-                if a.numa_binding and numa_of is not None:
+                placed = mems_of(uid, a.container_name) if mems_of is not None else None
+                if placed:
+                    plan.mems[a.cgroup_path] = placed
+                elif a.numa_binding and numa_of is not None:
                     plan.mems[a.cgroup_path] = memory_nodes(a.cpuset, numa_of)
         rest = [a for a in held if not a.cgroup_path]
         if not rest:
@@ -70,10 +78,14 @@ def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | Non
             continue
         want = next(iter(cpusets))
         bound = numa_of is not None and any(a.numa_binding for a in rest)
+        placed_sets = {mems_of(uid, a.container_name) for a in rest} if mems_of is not None else {None}
+        placed = next(iter(placed_sets)) if len(placed_sets) == 1 else None
         for rel in container_dirs(fs.cpuset_root, pod_rel).values():
             if rel not in plan.targets:
                 plan.targets[rel] = want
-                if bound:
+                if placed:
+                    plan.mems[rel] = placed
+                elif bound:
                     plan.mems[rel] = memory_nodes(want, numa_of)  # type: ignore[arg-type]
     return plan
 
@@ -93,9 +105,10 @@ class Enforcer:
     """Remembers what it last made true, so a later difference is *drift*
     (someone else wrote the cgroup) rather than a first application."""
 
-    def __init__(self, fs: CgroupFS, numa_of: Mapping[int, int] | None = None) -> None:
+    def __init__(self, fs: CgroupFS, numa_of: Mapping[int, int] | None = None, mems_of: MemsOf | None = None) -> None:
         self.fs = fs
         self.numa_of = numa_of
+        self.mems_of = mems_of
         self.enforced: dict[tuple[str, str], CPUSet] = {}
 
     def sync(self, st: PolicyState, repair: bool = True, followers: Mapping[str, CPUSet] | None = None,
@@ -109,7 +122,7 @@ class Enforcer:
         for rel in fresh:
             self.enforced.pop(("cpus", rel), None)
             self.enforced.pop(("mems", rel), None)
-        plan = plan_cgroups(self.fs, st, self.numa_of, followers)
+        plan = plan_cgroups(self.fs, st, self.numa_of, followers, self.mems_of)
         rep = CheckReport(unresolved=len(plan.unresolved))
         for key, targets in (("cpus", plan.targets), ("mems", plan.mems)):
             self._sync_key(key, targets, rep, repair)
