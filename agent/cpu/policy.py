@@ -18,7 +18,8 @@ from agent.cpu.calculator import TopoIndex, take_by_topology, take_ht_by_numa_ba
 from agent.cpu.errors import FAILED_PRECONDITION, NOT_FOUND, PolicyError, RESOURCE_EXHAUSTED, invalid
 from agent.cpu.hints import calculate_hints, min_numa_count
 from agent.contracts.placement import Placement, placement_of
-from agent.cpu.pools import DEDICATED_NUMA_MODES, DedicatedNuma, PoolOptions, adjust, init_pools, shared_available, why_no_shared
+from agent.cpu.pools import (DEDICATED_NUMA_MODES, DedicatedNuma, PoolOptions, adjust, init_pools, no_reclaim_cpus,
+                              shared_available, why_no_shared)
 from agent.cpu.qos import (
     DEDICATED,
     DEDICATED_OWNER,
@@ -304,6 +305,8 @@ class DynamicPolicy:
         if cpus is None:
             raise PolicyError(FAILED_PRECONDITION, "reclaim_not_ready", "pool reclaim is not ready")
         if not cpus:
+            if self.pool_opts.dedicated_numa == "exclusive-cores":
+                raise no_reclaim_cpus("no cpu is left for reclaimed_cores")
             raise PolicyError(FAILED_PRECONDITION, "reclaim_empty", "pool reclaim is empty")
         return st.with_entry(replace(entry, cpuset=cpus, owner_pool_name=RECLAIM_POOL))
 

@@ -27,6 +27,7 @@ __all__ = [
     "bound_numas",
     "shared_available",
     "why_no_shared",
+    "no_reclaim_cpus",
     "adjust",
     "init_pools",
 ]
@@ -86,6 +87,14 @@ def shared_available(idx: TopoIndex, st: PolicyState, reserved: CPUSet,
     return st.index().memo_by_ded(("shared_available", idx, reserved, mode), compute)
 
 
+def no_reclaim_cpus(what: str) -> PolicyError:
+    """The refusal when the reclaim pool is empty under exclusive-cores: dedicated pods hold every
+    unreserved CPU (``_reclaim``); ``what``: what could not be done."""
+    return PolicyError(RESOURCE_EXHAUSTED, "no_reclaim_cpus",
+                       f"{what}: dedicated pods hold every unreserved cpu, and under dedicated_numa = "
+                       '"exclusive-cores" reclaimed pods never share a dedicated cpu; stop a dedicated pod first')
+
+
 def _pool_quantities(st: PolicyState) -> dict[str, int]:
     """Whole CPUs each referenced shared pool asks for, from the index's exact
     sums (``float`` of the exact sum is ``math.fsum`` of the members: the same
@@ -125,6 +134,15 @@ def _reclaim(idx: TopoIndex, leftover: CPUSet, avail: CPUSet, reserved: CPUSet, 
         return leftover
     need = opts.reclaim_min - len(leftover)
     left = set(leftover)
+    if opts.dedicated_numa == "exclusive-cores":
+        # never a dedicated CPU (upstream's fallback below takes any unreserved one, so a
+        # reclaimed pod shared a pinned job's core): top up from the shared CPUs only. When
+        # dedicated pods hold every unreserved CPU the pool is empty and what would need it
+        # is refused, as for shared pods (docs/cpu-policy.md, "The reclaim pool")
+        rest = set(avail) - left
+        if rest:
+            return CPUSet(left | take_by_numa_balance_from(idx, rest, min(need, len(rest))))
+        return leftover
     # top up from CPUs pools hold (overlap), else from anything but reserve
     for source in (lambda: set(avail) - left, lambda: set(idx.all) - set(reserved) - left):
         cpus = source()
@@ -179,6 +197,8 @@ def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions)
             pools[p] = CPUSet(take_by_numa_balance_from(idx, left, sizes[p]))
         remaining = CPUSet(left)
     pools[RECLAIM_POOL] = _reclaim(idx, remaining, avail, reserved, opts)
+    if not pools[RECLAIM_POOL] and ix.qos_counts.get(RECLAIMED):
+        raise no_reclaim_cpus("this placement would leave no cpu for the reclaimed_cores containers")
     return PolicyState(pools=pools, entries=st.stored).with_index(_rebased(st, ix, pools, avail, idx.all_cpuset))
 
 
