@@ -241,3 +241,50 @@ def test_status_shows_the_kubelets_verdict(tmp_path: Path) -> None:
     assert after.name == "dra-kubeletplugin" and after.healthy
     assert after.detail.startswith(f"driver hwagent.io on {tmp_path / 'kubelet' / 'plugins' / 'hwagent.io' / 'dra.sock'}, "
                                    "registered")
+
+
+def test_health_follows_the_health_board_and_the_rules(tmp_path: Path) -> None:
+    """The real source: the devices component over a sysfs tree; a probe's mark on loop1 (the
+    DEVICE_HEALTH board) and its clearing reach the stream, with the reason."""
+    from agent.contracts import DEVICE_HEALTH
+    from agent.devices.config import DevicesConfig, ResourceRule
+    from agent.deviceplugin.plugins import DevicePluginsComponent
+    from tests.unit.devices.fakesysfs import FakeSysfs
+
+    fs = FakeSysfs(tmp_path / "sys")
+    for i in range(2):
+        fs.virtual_block(f"loop{i}", f"7:{i}")
+    cfg = DevicesConfig(resources=(ResourceRule(name="example.com/scratch", block_name=("loop*",)),),
+                        default_rules=False, hotplug=False)
+    devices = DevicePluginsComponent(cfg, sysfs_root=str(fs.root), plugin_dir=tmp_path / "dp",
+                                     registration_socket=tmp_path / "dp" / "kubelet.sock")
+
+    async def go():
+        ctx = DaemonContext(section_defaults(), tmp_path / "root", synthetic(), mode="kubelet")
+        await devices.start(ctx)
+        comp = DRAKubeletPlugin("hwagent.io", tmp_path / "kubelet", "node-a", health_interval_s=0.05)
+        await comp.start(ctx)
+        board = ctx.lookup(DEVICE_HEALTH)
+        try:
+            async with dial(comp.dra_socket, "dra", aio=True) as ch:
+                stream = h_grpc.DRAResourceHealthStub(ch).NodeWatchResources(hpb.NodeWatchResourcesRequest())
+                first = await stream.read()
+                assert board.set_health_for("block", "loop1", False, "4 I/O errors in 60 s", "kernel") == ["loop1"]
+                sick = await stream.read()
+                board.set_health_for("block", "7:1", True, "", "kernel")
+                well = await stream.read()
+                stream.cancel()
+                return first, sick, well
+        finally:
+            await comp.stop()
+            await devices.stop()
+
+    first, sick, well = asyncio.run(go())
+
+    def rows(resp):
+        return [(d.device.device_name, hpb.HealthStatus.Name(d.health), d.message) for d in resp.devices]
+
+    assert {d.device.pool_name for d in first.devices} == {"node-a/example.com/scratch"}
+    assert rows(first) == [("loop0", "HEALTHY", ""), ("loop1", "HEALTHY", "")]
+    assert rows(sick) == [("loop1", "UNHEALTHY", "kernel: 4 I/O errors in 60 s")]
+    assert rows(well) == [("loop1", "HEALTHY", "")]
