@@ -49,6 +49,7 @@ SECTIONS: dict[str, str] = {
     "runtime": "agent.runtime.config:RuntimeConfig",
     "kubelet": "agent.kubelet.config:KubeletConfig",
     "cgroups": "agent.cgroups.config:CgroupsConfig",
+    "dra": "agent.dra.config:DraConfig",
     "advisor": "agent.advisor.config:AdvisorConfig",
 }
 

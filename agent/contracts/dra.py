@@ -13,7 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["ClaimRef", "PreparedDevice", "PrepareOutcome", "ClaimPreparer", "PreparedClaims"]
+from agent.contracts.component import HandleKey
+
+__all__ = ["ClaimRef", "PreparedDevice", "PrepareOutcome", "ClaimPreparer", "PreparedClaims", "PodClaims",
+           "ClaimRefused", "DRA_POD_CLAIMS"]
 
 
 @dataclass(frozen=True)
@@ -58,3 +61,28 @@ class ClaimPreparer(PreparedClaims, Protocol):
 
     async def unprepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, str]:
         """Unprepare each claim; the answer maps UID -> error ('' when done, also when not prepared)."""
+
+
+class ClaimRefused(ValueError):
+    """A claim that cannot be allocated or prepared; the message says which and why."""
+
+
+class PodClaims(Protocol):
+    """Standalone mode: the ResourceClaims a pod references, allocated and prepared for it
+    (admission reserves them before the pod is admitted and releases them when it ends)."""
+
+    async def reserve(self, pod_uid: str, pod_name: str, namespace: str, claims: Mapping[str, str],
+                      numa: Mapping[str, frozenset[int] | None]) -> Mapping[str, tuple[str, ...]]:
+        """Allocate (when not yet allocated) and prepare each claim (pod claim name -> ResourceClaim
+        name, with the NUMA nodes its containers are aligned to); answers pod claim name -> CDI
+        device ids. ``ClaimRefused`` with nothing changed when one of them cannot be."""
+
+    async def release(self, pod_uid: str) -> None:
+        """The pod no longer uses its claims: one no other pod reserves is unprepared and deallocated."""
+
+    def pod_claims(self, pod_uid: str) -> Mapping[str, tuple[ClaimRef, tuple[PreparedDevice, ...]]]:
+        """The claims reserved for a pod now (ResourceClaim name -> its ref and prepared devices)."""
+
+
+#: agent.dra.component (standalone): published beside DRA_DRIVER
+DRA_POD_CLAIMS: HandleKey[PodClaims] = HandleKey("dra_pod_claims")

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.contracts.dra import ClaimRefused
+
 __all__ = [
     "API_VERSION",
     "ClaimError",
@@ -45,7 +47,7 @@ _UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _LOCAL_UID_NS = uuid.UUID("5d0a8c3e-1f2b-4c6d-9e7a-27a5c1d0f3b4")
 
 
-class ClaimError(ValueError):
+class ClaimError(ClaimRefused):
     """A DeviceClass or ResourceClaim that hwagent refuses; the message says what to change."""
 
 
@@ -196,6 +198,8 @@ class ResourceClaim:
     constraints: tuple[Constraint, ...] = ()
     #: the allocation written in status, or None while unallocated
     allocation: tuple[AllocatedDevice, ...] | None = None
+    #: status.reservedFor: (pod name, pod uid) of the pods using it
+    reserved_for: tuple[tuple[str, str], ...] = ()
     #: the document as read, written back with a new status (fields hwagent does not model kept)
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -286,13 +290,25 @@ def parse_claim(doc: Any) -> ResourceClaim:
         adev = _map(alloc.get("devices"), f"{w}: status.allocation.devices")
         _known(adev, {"results", "config"}, f"{w}: status.allocation.devices")
         allocation = _results(adev.get("results"), f"{w}: status.allocation.devices.results", names)
-    return ResourceClaim(ns, name, uid, reqs, cons, allocation, raw=doc)
+    reserved = []
+    for i, r in enumerate(_list(status.get("reservedFor"), f"{w}: status.reservedFor")):
+        rm = _map(r, f"{w}: status.reservedFor[{i}]")
+        _known(rm, {"apiGroup", "resource", "name", "uid"}, f"{w}: status.reservedFor[{i}]")
+        reserved.append((_str(rm.get("name"), f"{w}: status.reservedFor[{i}].name"),
+                         _str(rm.get("uid"), f"{w}: status.reservedFor[{i}].uid")))
+    return ResourceClaim(ns, name, uid, reqs, cons, allocation, tuple(reserved), raw=doc)
 
 
-def allocation_status(claim: ResourceClaim, results: Sequence[AllocatedDevice] | None) -> dict[str, Any]:
-    """The claim's document with ``status.allocation`` set to ``results`` (None: removed)."""
+def allocation_status(claim: ResourceClaim, results: Sequence[AllocatedDevice] | None,
+                      reserved_for: Sequence[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """The claim's document with ``status.allocation`` set to ``results`` (None: removed) and
+    ``status.reservedFor`` to the pods (name, uid) given (None: as it was; empty: removed)."""
     doc = {k: v for k, v in claim.raw.items() if k != "status"}
     status = {k: v for k, v in _map(claim.raw.get("status"), "status").items() if k != "allocation"}
+    if reserved_for is not None:
+        status.pop("reservedFor", None)
+        if reserved_for:
+            status["reservedFor"] = [{"resource": "pods", "name": n, "uid": u} for n, u in reserved_for]
     if results is not None:
         status["allocation"] = {"devices": {"results": [
             {"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device} for r in results]}}

@@ -117,11 +117,12 @@ class ClaimFiles:
         return DraFiles(classes, claims, where)
 
     def write_allocation(self, files: DraFiles, claim: ResourceClaim,
-                         results: tuple[AllocatedDevice, ...] | None) -> None:
+                         results: tuple[AllocatedDevice, ...] | None,
+                         reserved_for: tuple[tuple[str, str], ...] | None = None) -> None:
         """Replace the claim's file with its document and ``status.allocation`` = ``results``
         (None: deallocated), durably; the directory is walked without following links."""
         name = files.claim_files[(claim.namespace, claim.name)]
-        doc = allocation_status(claim, results)
+        doc = allocation_status(claim, results, reserved_for)
         if name.endswith(".json"):
             payload = json.dumps(doc, indent=2).encode() + b"\n"
         else:

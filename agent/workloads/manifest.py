@@ -602,10 +602,10 @@ def pod_from_document(
     claims = _pod_claims(spec.get("resourceClaims") or [], "spec.resourceClaims", ctx)
     for i, c in enumerate(init + containers):
         where = f"spec.initContainers[{i}]" if i < len(init) else f"spec.containers[{i - len(init)}]"
-        for j, name in enumerate(c.resources.claims):
-            if name not in claims:
+        for j, used in enumerate(c.resources.claims):
+            if used not in claims:
                 raise ManifestError(f"{where}.resources.claims[{j}].name",
-                                    f"{name!r} is not one of spec.resourceClaims")
+                                    f"{used!r} is not one of spec.resourceClaims")
     pod = PodSpec(
         name=name,
         namespace=namespace,

@@ -1,0 +1,107 @@
+"""A standalone pod with a ResourceClaim for one loop device (issue 27), on this
+machine: the claim is allocated into its file, prepared (CDI spec), the
+container opens its device and gets EPERM on the other loop devices the rule
+offers (the devices cgroup), and removing the pod unprepares and deallocates."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.cgroup_support import kill_and_remove_subtree
+from tests.integration.daemon.test_lifecycle import Daemon
+from tests.integration.runtime.test_end_to_end import cli, pod, until
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.root]
+
+PROBE = ("import errno, os, sys\n"
+         "for p in sys.argv[1:]:\n"
+         "    try:\n"
+         "        os.close(os.open(p, os.O_RDONLY)); print(p, 'ok')\n"
+         "    except OSError as e:\n"
+         "        print(p, errno.errorcode[e.errno])\n"
+         "print('env', os.environ.get('SCRATCH', '-'))\n")
+
+
+@pytest.fixture
+def loops(tmp_path):
+    devs: list[str] = []
+    try:
+        for i in range(3):
+            backing = tmp_path / f"disk{i}"
+            with open(backing, "wb") as f:
+                f.truncate(1 << 20)
+            r = subprocess.run(["losetup", "-f", "--show", str(backing)], capture_output=True, text=True)
+            if r.returncode != 0:
+                pytest.skip(f"losetup failed: {r.stderr.strip()}")
+            devs.append(r.stdout.strip())
+        yield devs
+    finally:
+        for d in devs:
+            subprocess.run(["losetup", "-d", d], check=False)
+
+
+@pytest.fixture
+def subtree():
+    name = f"/hwagent-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    yield name
+    kill_and_remove_subtree(name)
+
+
+def test_pod_with_a_claim_gets_exactly_its_loop_device(tmp_path, loops, subtree):
+    names = [Path(d).name for d in loops]
+    cdi = tmp_path / "cdi"
+    cfg = tmp_path / "hwagent.toml"
+    cfg.write_text(
+        "[pressure]\nenabled = false\n"
+        "[devices]\nenabled = false\ndefault_rules = false\n"
+        "[[devices.resources]]\nname = \"example.com/scratch\"\n"
+        f"block_name = {json.dumps(names)}\nenv = {{ SCRATCH = \"{{dev_nodes}}\" }}\n"
+        f"[dra]\ncdi_dir = \"{cdi}\"\n"
+        f"[runtime]\ncgroup_subtree = \"{subtree}\"\ncdi_spec_dirs = [\"{cdi}\"]\n"
+        f"managed_devices = {json.dumps(loops)}\n")
+    root = tmp_path / "root"
+    (root / "dra").mkdir(parents=True)
+    (root / "dra" / "class.yaml").write_text(
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: scratch.example.com}\n"
+        "spec:\n  selectors:\n  - cel: {expression: 'device.attributes[\"hwagent.io\"].resource == "
+        "\"example.com/scratch\"'}\n")
+    (root / "dra" / "disk.yaml").write_text(
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: disk, namespace: default}\n"
+        "spec:\n  devices:\n    requests:\n    - name: one\n      exactly: {deviceClassName: scratch.example.com}\n")
+    manifest = tmp_path / "pod.json"
+    manifest.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "claimer"},
+        "spec": {"restartPolicy": "Never", "resourceClaims": [{"name": "scratch", "resourceClaimName": "disk"}],
+                 "containers": [{"name": "main", "command": ["/usr/bin/python3", "-S", "-c", PROBE, *loops],
+                                 "resources": {"claims": [{"name": "scratch"}]}}]}}))
+    d = Daemon(tmp_path / "d", "--config", str(cfg), "--root-dir", str(root))
+    try:
+        until(lambda: "hwagent ready" in d.log(), "the daemon to be ready", d)
+        r = cli(root, "admit", str(manifest))
+        assert r.returncode == 0, r.stdout + r.stderr + d.log()
+        p = until(lambda: (q := pod(root, "claimer")) and q["phase"] in ("Succeeded", "Failed") and q,
+                  "the pod to finish", d)
+        assert p["phase"] == "Succeeded", (p, d.log())
+        log = (root / "logs" / "default_claimer" / "main.log").read_text().splitlines()
+        out = dict(line.split(" ", 1) for line in log)
+        import yaml
+
+        claim = yaml.safe_load((root / "dra" / "disk.yaml").read_text())
+        # the pod ended: released, so the claim is deallocated again; what it held is in the log
+        got = [p_ for p_, v in out.items() if v == "ok"]
+        assert len(got) == 1 and got[0] in loops, out
+        assert all(out[o] == "EPERM" for o in loops if o != got[0]), out
+        assert out["env"] == got[0], out
+        until(lambda: "allocation" not in (yaml.safe_load((root / "dra" / "disk.yaml").read_text()).get("status")
+                                           or {}), "the claim to be deallocated", d)
+        assert not list(cdi.glob("*.json")), list(cdi.iterdir())
+        assert claim["metadata"]["name"] == "disk"
+        assert d.stop() == 0
+    finally:
+        d.cleanup()
