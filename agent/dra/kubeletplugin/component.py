@@ -82,7 +82,7 @@ class DRAKubeletPlugin:
         reg_grpc.add_RegistrationServicer_to_server(self.registration, reg)
         await serve_unix(reg, ctx.remove_on_exit(self.registration_socket))
         self._servers.append(reg)
-        log.info("DRA kubelet plugin serving", driver=self.driver, endpoint=self.dra_socket,
+        log.info("dra kubelet plugin serving", driver=self.driver, endpoint=self.dra_socket,
                  registration=self.registration_socket, node=self.node)
 
     async def stop(self) -> None:

@@ -50,8 +50,8 @@ class DRARegistrationServicer(reg_grpc.RegistrationServicer):
         self.error = request.error
         self.reported_at = time.time()
         if request.plugin_registered:
-            log.info("DRA driver registered with the kubelet", driver=self.driver, endpoint=self.endpoint)
+            log.info("dra driver registered with the kubelet", driver=self.driver, endpoint=self.endpoint)
         else:
-            log.error("DRA driver registration refused by the kubelet", driver=self.driver,
+            log.error("dra driver registration refused by the kubelet", driver=self.driver,
                       error=shown(request.error, 512))
         return reg_pb.RegistrationStatusResponse()

@@ -116,7 +116,7 @@ class DRAPluginServicer:
         try:
             outcomes = await driver.prepare(refs) if refs else {}
         except OSError as e:
-            log.error("DRA prepare failed", claims=len(refs), error=e)
+            log.error("dra prepare failed", claims=len(refs), error=e)
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"could not record the prepared claims: {e}; retry")
         self.calls["prepare"] += 1
         return prepare_response(self.pb, refs, outcomes)
@@ -126,7 +126,7 @@ class DRAPluginServicer:
         try:
             errors = await driver.unprepare(refs) if refs else {}
         except OSError as e:
-            log.error("DRA unprepare failed", claims=len(refs), error=e)
+            log.error("dra unprepare failed", claims=len(refs), error=e)
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"could not record the unprepared claims: {e}; retry")
         self.calls["unprepare"] += 1
         return unprepare_response(self.pb, refs, errors)
