@@ -30,6 +30,11 @@ QOS_LEVELS = {"shared": "shared_cores", "dedicated": "dedicated_cores", "reclaim
               "system": "system_cores"}
 QOS_KEY = "katalyst.kubewharf.io/qos_level"
 ENHANCEMENT_KEY = "katalyst.kubewharf.io/memory_enhancement"
+#: page sizes with a --hugepages-<size> flag (any other size goes in a manifest)
+HUGEPAGE_FLAGS = ("2Mi", "1Gi")
+#: agent.contracts.memory.SPREAD_ANNOTATION, spelled out: importing the contracts package costs the
+#: CLI its import budget (tests/unit/test_cli_imports.py); tests/unit/memory checks they agree
+SPREAD_ANNOTATION = "hwagent.io/hugepages-spread"
 #: --restart values -> the Pod's restartPolicy
 RESTART = {"never": "Never", "on-failure": "OnFailure", "always": "Always"}
 _NAME_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -60,6 +65,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="bind the CPUs (and memory) to NUMA node(s); implied by --qos dedicated, "
                    "which the CPU policy serves only NUMA-bound")
     p.add_argument("--memory", metavar="SIZE", help="memory limit (= request), e.g. 2Gi")
+    for size in HUGEPAGE_FLAGS:
+        p.add_argument(f"--hugepages-{size}", dest=f"hugepages_{size}", metavar="SIZE",
+                       help=f"{size} hugepages (limit = request), e.g. {'64Mi' if size == '2Mi' else '2Gi'}; "
+                            "placed on the pod's NUMA node(s) "
+                            "by the memory manager and limited in the hugetlb cgroup")
+    p.add_argument("--hugepages-spread", action="store_true",
+                   help=f"spread the hugepages evenly over the NUMA nodes that have them ({SPREAD_ANNOTATION})")
     p.add_argument("--device", metavar="RESOURCE=COUNT", action="append", default=[],
                    help="extended resource count (repeatable)")
     p.add_argument("--ignore-unknown-fields", action="store_true",
@@ -119,21 +131,9 @@ def manifest_from_flags(args: argparse.Namespace, resolve: Callable[[str], str] 
         annotations[QOS_KEY] = QOS_LEVELS[args.qos]
     if args.numa_binding or args.qos == "dedicated":
         annotations[ENHANCEMENT_KEY] = json.dumps({"numa_binding": "true"})
-    requests: dict[str, str] = {}
-    limits: dict[str, str] = {}
-    if args.cpus is not None:
-        if args.cpus <= 0:
-            raise CommandError(f"--cpus must be at least 1, got {args.cpus}")
-        limits["cpu"] = requests["cpu"] = str(args.cpus)
-    if args.cpu_request is not None:
-        requests["cpu"] = args.cpu_request
-    if args.memory is not None:
-        limits["memory"] = requests["memory"] = args.memory
-    for item in args.device:
-        resource, sep, count = item.partition("=")
-        if not sep or not resource or not count.isdigit():
-            raise CommandError(f"--device takes RESOURCE=COUNT (e.g. example.com/gpu=1), got {item!r}")
-        limits[resource] = count
+    if getattr(args, "hugepages_spread", False):
+        annotations[SPREAD_ANNOTATION] = "true"
+    requests, limits = _resources(args)
     container: dict[str, Any] = {"name": args.container, "command": cmd}
     resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
     if resources:
@@ -148,6 +148,30 @@ def manifest_from_flags(args: argparse.Namespace, resolve: Callable[[str], str] 
     spec: dict[str, Any] = {"containers": [container], "restartPolicy": RESTART[args.restart or "never"],
                             **({"securityContext": user_security(args.user)} if getattr(args, "user", None) else {})}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _resources(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+    """(requests, limits) from --cpus, --cpu-request, --memory, --hugepages-<size>, --device."""
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    if args.cpus is not None:
+        if args.cpus <= 0:
+            raise CommandError(f"--cpus must be at least 1, got {args.cpus}")
+        limits["cpu"] = requests["cpu"] = str(args.cpus)
+    if args.cpu_request is not None:
+        requests["cpu"] = args.cpu_request
+    if args.memory is not None:
+        limits["memory"] = requests["memory"] = args.memory
+    for size in HUGEPAGE_FLAGS:
+        value = getattr(args, f"hugepages_{size}", None)
+        if value is not None:
+            limits[f"hugepages-{size}"] = requests[f"hugepages-{size}"] = value
+    for item in args.device:
+        resource, sep, count = item.partition("=")
+        if not sep or not resource or not count.isdigit():
+            raise CommandError(f"--device takes RESOURCE=COUNT (e.g. example.com/gpu=1), got {item!r}")
+        limits[resource] = count
+    return requests, limits
 
 
 def user_security(spec: str, users: Callable[[str], tuple[int, int]] | None = None,
@@ -211,9 +235,10 @@ def run(args: argparse.Namespace) -> int:
     if (args.rm or args.quiet) and not args.wait:
         raise CommandError("--rm and --quiet go with --wait (hwagent launch --wait --rm -- CMD)")
     if args.file:
-        flags = [f for f in ("name", "cpus", "cpu_request", "qos", "memory", "restart", "workdir", "user")
+        flags = [f for f in ("name", "cpus", "cpu_request", "qos", "memory", "restart", "workdir", "user",
+                             *(f"hugepages_{size}" for size in HUGEPAGE_FLAGS))
                  if getattr(args, f) is not None]
-        if flags or args.device or args.env or args.env_file or args.numa_binding or [c for c in args.cmd if c != "--"]:
+        if flags or args.hugepages_spread or args.device or args.env or args.env_file or args.numa_binding or [c for c in args.cmd if c != "--"]:
             raise CommandError("-f FILE takes the whole pod from the file; drop the other pod flags")
         raw = read_manifest(args.file)
         main = pod_name = None
