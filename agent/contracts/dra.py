@@ -71,11 +71,14 @@ class PodClaims(Protocol):
     """Standalone mode: the ResourceClaims a pod references, allocated and prepared for it
     (admission reserves them before the pod is admitted and releases them when it ends)."""
 
+    #: the driver name in allocation results (pod-resources' ClaimResource.driver_name)
+    driver_name: str
+
     async def reserve(self, pod_uid: str, pod_name: str, namespace: str, claims: Mapping[str, str],
-                      numa: Mapping[str, frozenset[int] | None]) -> Mapping[str, tuple[str, ...]]:
+                      numa: Mapping[str, frozenset[int] | None]) -> Mapping[str, tuple[PreparedDevice, ...]]:
         """Allocate (when not yet allocated) and prepare each claim (pod claim name -> ResourceClaim
-        name, with the NUMA nodes its containers are aligned to); answers pod claim name -> CDI
-        device ids. ``ClaimRefused`` with nothing changed when one of them cannot be."""
+        name, with the NUMA nodes its containers are aligned to); answers pod claim name -> its
+        prepared devices (with their CDI ids). ``ClaimRefused`` with nothing changed when one cannot be."""
 
     async def release(self, pod_uid: str) -> None:
         """The pod no longer uses its claims: one no other pod reserves is unprepared and deallocated."""

@@ -22,6 +22,7 @@ import grpc
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, MEMORY_MANAGER, WORKLOADS, ActivePods, Deferred
 from agent.contracts import DaemonContext
+from agent.contracts.dra import DRA_POD_CLAIMS
 from agent.devicemanager.config import DEVICEMANAGER_SECTION, DeviceManagerConfig
 from agent.devicemanager.manager import DeviceManager
 from agent.devicemanager.registration import RegistrationServer
@@ -100,7 +101,7 @@ class DeviceManagerComponent:
         memory = ctx.deferred(MEMORY_MANAGER)
         servicer = PodResourcesServicer(
             devices=lambda: manager, cpus=cpus, workloads=workloads, active_pods=ctx.deferred(ACTIVE_PODS),
-            memory=memory,
+            memory=memory, claims=ctx.deferred(DRA_POD_CLAIMS),
         )
         pr_grpc.add_PodResourcesListerServicer_to_server(servicer, self._pod_resources)
         await serve_unix(self._pod_resources, paths.pod_resources_socket)

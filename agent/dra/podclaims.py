@@ -48,6 +48,7 @@ class PodClaimService:
 
     def __init__(self, driver: DraDriver, files: ClaimFiles, node: Callable[[], NodeDevices]) -> None:
         self.driver = driver
+        self.driver_name = driver.driver
         self.files = files
         self._node = node
         self._lock = asyncio.Lock()
@@ -66,14 +67,14 @@ class PodClaimService:
         return out
 
     async def reserve(self, pod_uid: str, pod_name: str, namespace: str, claims: Mapping[str, str],
-                      numa: Mapping[str, frozenset[int] | None]) -> Mapping[str, tuple[str, ...]]:
+                      numa: Mapping[str, frozenset[int] | None]) -> Mapping[str, tuple[PreparedDevice, ...]]:
         if not claims:
             return {}
         async with self._lock:
             return await self._reserve(pod_uid, pod_name, namespace, claims, numa)
 
     async def _reserve(self, pod_uid: str, pod_name: str, namespace: str, claims: Mapping[str, str],
-                       numa: Mapping[str, frozenset[int] | None]) -> Mapping[str, tuple[str, ...]]:
+                       numa: Mapping[str, frozenset[int] | None]) -> Mapping[str, tuple[PreparedDevice, ...]]:
         files = await asyncio.to_thread(self.files.load)
         node = await asyncio.to_thread(self._node)
         held = _held(files, self.driver.driver, self.driver.holder())
@@ -90,7 +91,7 @@ class PodClaimService:
             plan.append((pod_claim, claim, results, True))
         done: list[tuple[ResourceClaim, tuple[AllocatedDevice, ...], bool]] = []
         prepared: list[ClaimRef] = []
-        answer: dict[str, tuple[str, ...]] = {}
+        answer: dict[str, tuple[PreparedDevice, ...]] = {}
         try:
             for pod_claim, claim, results, new in plan:
                 reserved = tuple(r for r in claim.reserved_for if r[1] != pod_uid) + ((pod_name, pod_uid),)
@@ -103,7 +104,7 @@ class PodClaimService:
                     raise ClaimError(outcome.error)
                 if not was_prepared:
                     prepared.append(ref)
-                answer[pod_claim] = tuple(i for d in outcome.devices for i in d.cdi_device_ids)
+                answer[pod_claim] = outcome.devices
         except BaseException:
             await self.driver.unprepare(prepared)
             for claim, results, new in done:

@@ -24,7 +24,9 @@ import grpc
 from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.contracts import ActivePods, CPUAllocations, Deferred, DeviceAllocations, MemoryAllocations, WorkloadRegistry
+from agent.contracts.dra import PodClaims
 from agent.contracts.memory import MemoryBlock
+from agent.contracts.pods import PodSpec
 from agent.eventlog import get_logger
 from agent.podresources.metrics import POD_RESOURCES_ERRORS, POD_RESOURCES_REQUESTS
 from agent.limits import LimitError, check_name
@@ -70,6 +72,23 @@ class _Pod:
         return c
 
 
+def add_dynamic_resources(p: _Pod, spec: PodSpec, claims: PodClaims) -> None:
+    """Each app container's DRA claims (standalone), in the kubelet's DynamicResource shape:
+    the ResourceClaim, and per prepared device its driver, pool, name and CDI ids."""
+    held = claims.pod_claims(spec.uid)
+    for c in spec.containers:
+        for pod_claim in c.resources.claims:
+            found = held.get(spec.resource_claims.get(pod_claim, ""))
+            if found is None:
+                continue
+            ref, devices = found
+            p.container(c.name).dynamic_resources.append(pr.DynamicResource(
+                claim_name=ref.name, claim_namespace=ref.namespace,
+                claim_resources=[pr.ClaimResource(
+                    cdi_devices=[pr.CDIDevice(name=i) for i in d.cdi_device_ids], driver_name=claims.driver_name,
+                    pool_name=d.pool, device_name=d.device) for d in devices]))
+
+
 class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
     """Reads its providers at request time (they may start after this server)."""
 
@@ -81,7 +100,9 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
         workloads: Deferred[WorkloadRegistry] = lambda: None,
         active_pods: Deferred[ActivePods] = lambda: None,
         memory: Deferred[MemoryAllocations] = lambda: None,
+        claims: Deferred[PodClaims] = lambda: None,
     ) -> None:
+        self._claims = claims
         self._devices = devices
         self._cpus = cpus
         self._workloads = workloads
@@ -117,10 +138,13 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
         workloads = self._workloads()
         if workloads is not None:
             # standalone admission: every admitted pod and app container, also those holding nothing
+            claims = self._claims()
             for ap in workloads.admitted():
                 p = pod(ap.uid, ap.spec.name, ap.spec.namespace)
                 for spec in ap.spec.containers:
                     p.container(spec.name)
+                if claims is not None and ap.spec.resource_claims:
+                    add_dynamic_resources(p, ap.spec, claims)
         active = self._active_pods()
         if active is not None:
             uids = active.active_pod_uids()

@@ -341,7 +341,7 @@ class Workloads:
                          if claim in c.resources.claims and c.name in placed]
                 numa[claim] = (None if not users or any(u is None for u in users)
                                else frozenset().union(*[u for u in users if u is not None]))
-            cdi = await pc.reserve(spec.uid, spec.name, spec.namespace, spec.resource_claims, numa)
+            got = await pc.reserve(spec.uid, spec.name, spec.namespace, spec.resource_claims, numa)
         except ClaimRefused as e:
             await self._rollback(spec)
             raise AdmissionError("RESOURCE_EXHAUSTED", f"dra: {e}", reason="dra") from None
@@ -350,11 +350,15 @@ class Workloads:
             raise
         out = dict(placed)
         for c in spec.all_containers():
-            ids = tuple(i for claim in c.resources.claims for i in cdi.get(claim, ()))
-            if ids and c.name in out:
-                a = out[c.name]
-                out[c.name] = dataclasses.replace(
-                    a, grant=dataclasses.replace(a.grant, cdi_devices=tuple(dict.fromkeys(a.grant.cdi_devices + ids))))
+            if not c.resources.claims or c.name not in out:
+                continue
+            a = out[c.name]
+            ids = tuple(i for claim in c.resources.claims for d in got.get(claim, ()) for i in d.cdi_device_ids)
+            # the views list a claim's devices as the resource "resourceclaim/<name>"
+            devices = {**a.devices, **{f"resourceclaim/{spec.resource_claims[claim]}": tuple(
+                d.device for d in got.get(claim, ())) for claim in c.resources.claims}}
+            out[c.name] = dataclasses.replace(a, devices=devices, grant=dataclasses.replace(
+                a.grant, cdi_devices=tuple(dict.fromkeys(a.grant.cdi_devices + ids))))
         return out
 
     async def _rollback(self, spec: PodSpec) -> None:

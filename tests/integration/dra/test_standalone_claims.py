@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.cgroup_support import kill_and_remove_subtree
 from tests.integration.daemon.test_lifecycle import Daemon
@@ -25,7 +26,21 @@ PROBE = ("import errno, os, sys\n"
          "        os.close(os.open(p, os.O_RDONLY)); print(p, 'ok')\n"
          "    except OSError as e:\n"
          "        print(p, errno.errorcode[e.errno])\n"
-         "print('env', os.environ.get('SCRATCH', '-'))\n")
+         "print('env', os.environ.get('SCRATCH', '-'), flush=True)\n"
+         "import time\n"
+         "time.sleep(300)\n")
+
+
+def pod_resources(root: Path) -> dict:
+    """pod name -> its first container's dynamic_resources, from pod-resources v1 List."""
+    import grpc
+
+    from agent.api.podresources.v1 import api_pb2 as pr
+    from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
+
+    with grpc.insecure_channel(f"unix://{root / 'pod-resources' / 'pod-resources.sock'}") as ch:
+        resp = pr_grpc.PodResourcesListerStub(ch).List(pr.ListPodResourcesRequest(), timeout=30)
+    return {p.name: list(p.containers[0].dynamic_resources) for p in resp.pod_resources}
 
 
 @pytest.fixture
@@ -85,23 +100,36 @@ def test_pod_with_a_claim_gets_exactly_its_loop_device(tmp_path, loops, subtree)
         until(lambda: "hwagent ready" in d.log(), "the daemon to be ready", d)
         r = cli(root, "admit", str(manifest))
         assert r.returncode == 0, r.stdout + r.stderr + d.log()
-        p = until(lambda: (q := pod(root, "claimer")) and q["phase"] in ("Succeeded", "Failed") and q,
-                  "the pod to finish", d)
-        assert p["phase"] == "Succeeded", (p, d.log())
-        log = (root / "logs" / "default_claimer" / "main.log").read_text().splitlines()
-        out = dict(line.split(" ", 1) for line in log)
-        import yaml
-
-        claim = yaml.safe_load((root / "dra" / "disk.yaml").read_text())
-        # the pod ended: released, so the claim is deallocated again; what it held is in the log
+        logf = root / "logs" / "default_claimer" / "main.log"
+        until(lambda: logf.exists() and "env " in logf.read_text(), "the probe's output", d)
+        out = dict(line.split(" ", 1) for line in logf.read_text().splitlines())
         got = [p_ for p_, v in out.items() if v == "ok"]
         assert len(got) == 1 and got[0] in loops, out
         assert all(out[o] == "EPERM" for o in loops if o != got[0]), out
         assert out["env"] == got[0], out
+        dev = Path(got[0]).name
+        # the claim's file holds the allocation and the pod; the CDI spec is there
+        claim = yaml.safe_load((root / "dra" / "disk.yaml").read_text())
+        (res,) = claim["status"]["allocation"]["devices"]["results"]
+        assert res["device"] == dev and res["driver"] == "hwagent.io", claim
+        assert [r["name"] for r in claim["status"]["reservedFor"]] == ["claimer"]
+        assert len(list(cdi.glob("*.json"))) == 1
+        # ps, describe and pod-resources show the claim and its device
+        p = pod(root, "claimer")
+        assert {"resource": "resourceclaim/disk", "id": dev, "numa_nodes": []} in p["containers"][0]["devices"], p
+        r = cli(root, "describe", "claimer")
+        assert r.returncode == 0 and f"resourceclaim/disk={dev}" in r.stdout and "CDI device: hwagent.io/claim=" \
+            in r.stdout, r.stdout
+        (dyn,) = pod_resources(root)["claimer"]
+        assert (dyn.claim_name, dyn.claim_namespace) == ("disk", "default")
+        assert [(c.driver_name, c.device_name) for c in dyn.claim_resources] == [("hwagent.io", dev)]
+        assert dyn.claim_resources[0].cdi_devices[0].name.startswith("hwagent.io/claim=")
+        # removal: unprepared (no CDI spec) and deallocated
+        r = cli(root, "rm", "claimer")
+        assert r.returncode == 0, r.stdout + r.stderr
         until(lambda: "allocation" not in (yaml.safe_load((root / "dra" / "disk.yaml").read_text()).get("status")
                                            or {}), "the claim to be deallocated", d)
         assert not list(cdi.glob("*.json")), list(cdi.iterdir())
-        assert claim["metadata"]["name"] == "disk"
         assert d.stop() == 0
     finally:
         d.cleanup()
