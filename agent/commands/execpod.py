@@ -1,10 +1,14 @@
 """`hwagent exec NAME [-c CONTAINER] -- CMD ARGS`: run a command inside a running container.
 
-Like ``nomad alloc exec``: the command joins the container's cgroups (every
-hierarchy, so it gets the container's CPUs, memory nodes, devices and limits and
-is counted with it), enters the container's mount namespace when it has its own,
-and runs as the pod's user, with this terminal's stdin, stdout and stderr; its
-exit status is the command's. The daemon is only asked where the container is
+Like ``docker exec`` and ``nomad alloc exec``: the command joins the container's
+cgroups (every hierarchy, so it gets the container's CPUs, memory nodes, devices
+and limits and is counted with it), enters the container's mount namespace when
+it has its own, and runs as the pod's user, in the container's working directory
+and with the container's environment (its main process's, as the runtime built it:
+the pod's env, the device grants', HOME/USER of its user), ``-e K=V`` on top; with
+this terminal's stdin, stdout and stderr, or with ``-t`` a pty of its own relayed
+to this terminal in raw mode (agent.commands._ptyrelay); its exit status is the
+command's. The daemon is only asked where the container is
 (``describe``'s answer, with its ownership rule: a non-root caller finds only its
 own pods); the CLI then moves itself and execs the command, so no stream passes
 through the daemon. Joining a cgroup writes ``cgroup.procs``, which takes root.
@@ -22,7 +26,7 @@ from agent.cli import CommandError
 from agent.commands._admission import add_common, call, pod_path
 from agent.commands._exitcodes import EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_USAGE
 
-__all__ = ["ExecTarget", "exec_target", "add_parser", "run"]
+__all__ = ["ExecTarget", "exec_target", "parse_environ", "container_env", "add_parser", "run"]
 
 _CLONE_NEWNS = 0x00020000
 
@@ -32,10 +36,12 @@ class ExecTarget:
     container: str
     #: the container's cgroup directory in every hierarchy the pod has a directory in
     cgroups: tuple[str, ...]
-    #: a live process of the container: its mount namespace is the one to enter
+    #: the container's main process: its mount namespace is the one to enter, its environment the one to run with
     pid: int
     #: (uid, gid, supplementary groups) the pod runs as; None: root
     user: tuple[int, int, tuple[int, ...]] | None
+    #: the container's working directory (its spec's workingDir, "/" without one)
+    workdir: str = "/"
 
 
 def exec_target(pod: dict[str, Any], container: str = "") -> ExecTarget:
@@ -52,10 +58,39 @@ def exec_target(pod: dict[str, Any], container: str = "") -> ExecTarget:
         raise CommandError(f"container {c['name']} of pod {key} runs nothing now (phase {pod['phase']}); "
                            "`hwagent describe` shows its state", EXIT_REFUSED)
     below = c["cgroup"][len(pod["cgroup"]):]  # "/main": the container's dir under the pod's, everywhere
-    run_as = ((pod.get("record") or {}).get("pod") or {}).get("spec", {}).get("run_as")
+    spec = ((pod.get("record") or {}).get("pod") or {}).get("spec", {})
+    run_as = spec.get("run_as")
     user = None if not run_as else (int(run_as["uid"]), int(run_as["gid"]), tuple(run_as.get("groups") or ()))
+    specs = [s for s in (spec.get("containers") or []) + (spec.get("init_containers") or []) if s["name"] == c["name"]]
+    workdir = (specs[0].get("working_dir") if specs else None) or "/"
     return ExecTarget(c["name"], tuple(f"{d}{below}" for d in pod["cgroup_dirs"]),
-                      int(c["pids"][0]), user)
+                      int(c.get("pid") or c["pids"][0]), user, workdir)
+
+
+def parse_environ(data: bytes) -> dict[str, str]:
+    """``/proc/PID/environ``'s NUL-separated ``K=V`` entries (pure); an entry without ``=`` is skipped."""
+    out: dict[str, str] = {}
+    for item in data.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep and key:
+            out[os.fsdecode(key)] = os.fsdecode(value)
+    return out
+
+
+def container_env(pid: int, overrides: list[tuple[str, str]]) -> dict[str, str]:
+    """The environment the container's main process started with (the runtime's plan: docker exec's
+    "the container's environment"), ``-e`` on top. Read here, as root, before dropping to its user."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = parse_environ(f.read())
+    except FileNotFoundError:
+        raise CommandError(f"the container's process {pid} ended; `hwagent describe` shows its state",
+                           EXIT_REFUSED) from None
+    except PermissionError:
+        raise CommandError(f"reading the container's environment (/proc/{pid}/environ) takes root: "
+                           "run it as `sudo hwagent exec ...`", EXIT_REFUSED) from None
+    env.update(overrides)
+    return env
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -63,13 +98,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               description="Run CMD in a running container of pod NAME (the first app container, "
                               "or -c CONTAINER): it joins the container's cgroups (so its CPUs, memory nodes, "
                               "devices and limits), enters its mount namespace when it has its own and runs as "
-                              "the pod's user, with this terminal's stdin/stdout/stderr and this environment; "
-                              "the exit status is CMD's. Joining cgroups takes root (sudo); a non-root caller "
-                              "finds only its own pods.")
+                              "the pod's user, in the container's working directory with the container's "
+                              "environment (-e on top), with this terminal's stdin/stdout/stderr (-t: a "
+                              "terminal of its own); the exit status is CMD's. Joining cgroups takes root "
+                              "(sudo); a non-root caller finds only its own pods.")
     add_common(p)
     p.add_argument("name")
     p.add_argument("-c", "--container", default="", help="the container (default: the first app container)")
     p.add_argument("--namespace", default="default")
+    p.add_argument("-t", "--tty", action="store_true",
+                   help="give CMD a terminal of its own (a pty; this terminal in raw mode, its window size "
+                   "followed), for shells and full-screen programs")
+    p.add_argument("-e", "--env", metavar="NAME=VALUE", action="append", default=[],
+                   help="set a variable over the container's environment (repeatable; NAME alone takes yours)")
+    p.add_argument("-w", "--workdir", metavar="DIR", help="run in DIR (default: the container's working directory)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
     p.set_defaults(func=run)
 
@@ -125,26 +167,53 @@ def _argv(args: argparse.Namespace) -> list[str]:
             p = argparse.ArgumentParser(prog="hwagent exec", add_help=False)
             p.add_argument("-c", "--container", default=args.container)
             p.add_argument("--namespace", default=args.namespace)
+            p.add_argument("-t", "--tty", action="store_true", default=args.tty)
+            p.add_argument("-e", "--env", action="append", default=list(args.env))
+            p.add_argument("-w", "--workdir", default=args.workdir)
             extra, unknown = p.parse_known_args(head)
             if unknown:
                 raise CommandError(f"unknown option(s) before --: {' '.join(unknown)}; "
-                                   "usage: hwagent exec NAME [-c CONTAINER] -- CMD ARGS", EXIT_USAGE)
-            args.container, args.namespace = extra.container, extra.namespace
+                                   "usage: hwagent exec NAME [-c CONTAINER] [-t] [-e K=V] -- CMD ARGS", EXIT_USAGE)
+            args.container, args.namespace, args.tty = extra.container, extra.namespace, extra.tty
+            args.env, args.workdir = extra.env, extra.workdir
     if not cmd:
         raise CommandError("the command to run is missing: hwagent exec NAME [-c CONTAINER] -- CMD ARGS", EXIT_USAGE)
     return cmd
 
 
+def _chdir(workdir: str, target: ExecTarget) -> None:
+    try:
+        os.chdir(workdir)
+    except OSError as e:
+        raise CommandError(f"cannot enter the working directory {workdir} in container {target.container}: "
+                           f"{e.strerror}", EXIT_REFUSED) from None
+
+
 def run(args: argparse.Namespace) -> int:
+    from agent.commands._job import env_items
+
     argv = _argv(args)
+    overrides = env_items(args.env, os.environ, where="-e")
     pod = call(args, "GET", pod_path(args.namespace, args.name), name=args.name, timeout=30)["pod"]
     target = exec_target(pod, args.container)
-    _join(target)
-    _enter_mounts(target.pid)
-    _become(target.user)
+    env = container_env(target.pid, overrides)
+    workdir = args.workdir or target.workdir
+
+    def setup() -> None:
+        """In the process that execs: join, enter, drop to the pod's user, then its directory (as that user)."""
+        _join(target)
+        _enter_mounts(target.pid)
+        _become(target.user)
+        _chdir(workdir, target)
+
+    if args.tty:
+        from agent.commands._ptyrelay import run_in_pty
+
+        return run_in_pty(setup, argv, env)
+    setup()
     try:
-        os.execvp(argv[0], argv)
+        os.execvpe(argv[0], argv, env)
     except OSError as e:
         raise CommandError(f"cannot run {argv[0]!r} in container {target.container}: {e.strerror}",
                            127 if isinstance(e, FileNotFoundError) else 126) from None
-    return 0  # not reached: execvp replaced this process
+    return 0  # not reached: execvpe replaced this process

@@ -1,11 +1,24 @@
 """`hwagent exec NAME [-c C] -- CMD` on a real daemon with the runtime on (issue 23): the
-command runs in the container's cgroups (so on its CPUs), with its stdio and exit status."""
+command runs in the container's cgroups (so on its CPUs), with its stdio and exit status, the
+container's environment and working directory (-e over it), and with -t on a terminal of its own
+relayed in raw mode; a container's own mount namespace is entered."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import select
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+import time
 
 import pytest
+
+from tests.integration.runtime.test_end_to_end import BUDGET_S, HWAGENT
 
 from tests.integration.runtime.test_end_to_end import until
 from tests.integration.runtime.test_jobs import job  # noqa: F401 - the module's daemon
@@ -56,3 +69,93 @@ def test_exec_refusals_say_what_to_do(job):  # noqa: F811
     until(lambda: _described(job, "exbad")["phase"] in ("Succeeded", "Failed"), "the pod to end")
     r = job.cli("exec", "exbad", "--", "true")
     assert r.returncode == 1 and "runs nothing" in r.stderr, r.stderr
+
+
+def test_exec_runs_with_the_containers_environment_and_directory(job, tmp_path):  # noqa: F811
+    r = job.cli("launch", "--name", "exenv", "-e", "FOO=bar", "-w", "/tmp", "--", "sleep", "600")
+    assert r.returncode == 0, r.stderr
+    _running(job, "exenv")
+    until(lambda: _described(job, "exenv")["containers"][0]["pids"], "the container's pid")
+    script = 'echo "$FOO $HWAGENT_POD_NAME ${LEAK-unset}"; pwd'
+    env = {**os.environ, "LEAK": "from-the-caller"}
+    argv = [str(HWAGENT), "exec", "--root-dir", str(job.root), "exenv"]
+    e = subprocess.run([*argv, "--", "sh", "-c", script], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=BUDGET_S)
+    assert e.returncode == 0, e.stderr
+    assert e.stdout.splitlines() == ["bar exenv unset", "/tmp"], "the container's env and cwd, not the caller's"
+    e = subprocess.run([*argv, "-e", "FOO=baz", "-e", "LEAK", "-w", "/", "--", "sh", "-c", script],
+                       capture_output=True, text=True, env=env, timeout=BUDGET_S)
+    assert e.returncode == 0, e.stderr
+    assert e.stdout.splitlines() == ["baz exenv from-the-caller", "/"]
+    job.cli("stop", "exenv", "--grace", "0")
+
+
+def _read_until(fd: int, want: bytes, deadline: float) -> bytes:
+    out = b""
+    while want not in out:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {want!r} in {out!r}"
+        if select.select([fd], [], [], left)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the other side closed
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out
+
+
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="needs util-linux setsid")
+def test_exec_tty_gives_a_terminal_relayed_in_raw_mode(job):  # noqa: F811
+    r = job.cli("launch", "--name", "extty", "--", "sleep", "600")
+    assert r.returncode == 0, r.stderr
+    _running(job, "extty")
+    until(lambda: _described(job, "extty")["containers"][0]["pids"], "the container's pid")
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 77, 0, 0))
+    before = termios.tcgetattr(slave)
+    script = 'tty; stty size; trap "echo got-int; exit 5" INT; echo ready; while :; do sleep 0.1; done'
+    # setsid -c: the CLI leads a session whose controlling terminal is the pty, as in a real terminal,
+    # so a Ctrl-C that raw mode failed to pass on would interrupt the CLI itself (exit 130)
+    proc = subprocess.Popen(["setsid", "-c", str(HWAGENT), "exec", "--root-dir", str(job.root), "-t", "extty",
+                             "--", "sh", "-c", script], stdin=slave, stdout=slave, stderr=slave)
+    try:
+        deadline = time.monotonic() + BUDGET_S
+        out = _read_until(master, b"ready", deadline)
+        assert b"/dev/pts/" in out and b"33 77" in out, out
+        os.write(master, b"\x03")
+        out += _read_until(master, b"got-int", deadline)
+        assert proc.wait(BUDGET_S) == 5, out
+        assert termios.tcgetattr(slave) == before, "the caller's terminal settings are restored"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+        os.close(slave)
+    job.cli("stop", "extty", "--grace", "0")
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
+def test_exec_enters_a_containers_own_mount_namespace(tmp_path):
+    """The runtime gives a container a private mount namespace only when a device grant or CDI spec
+    binds something into it; here one is made by hand (unshare -m, a tmpfs on a directory) and
+    exec's entry step is run against its process: what the command sees is that namespace's."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                               f"mount -t tmpfs none {mnt} && touch {mnt}/inside && echo up && exec sleep 600"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "up"
+        assert not (mnt / "inside").exists(), "the mount is the namespace's own"
+        code = ("import os, sys; from agent.commands.execpod import _enter_mounts; "
+                f"_enter_mounts({holder.pid}); print(os.path.exists({str(mnt / 'inside')!r}))")
+        r = subprocess.run([sys.executable,
+                            "-c", code], capture_output=True, text=True, timeout=BUDGET_S)
+        assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr
+    finally:
+        holder.kill()
+        holder.wait()

@@ -62,3 +62,19 @@ def test_a_member_runs_pods_as_itself_and_owns_their_logs(box):  # noqa: F811
     assert box.cli("hwtest1", "stop", "mine", "--grace", "1").returncode == 0
     assert box.cli("hwtest1", "rm", "mine").returncode == 0
     assert box.pod("mine") is None and not os.path.exists(f"/proc/{pid}/status")
+
+
+def test_exec_in_a_members_pod_runs_as_its_user_in_its_directory_and_environment(box):  # noqa: F811
+    """Root's `hwagent exec` into hwtest1's pod drops to hwtest1 (its groups included), in the pod's
+    working directory (hwtest1's home, where it launched) with the container's HOME/USER."""
+    u = pwd.getpwnam("hwtest1")
+    r = box.cli("hwtest1", "launch", "--name", "userexec", "-e", "MINE=1", "--", "sleep", "600")
+    assert r.returncode == 0, r.stderr
+    box.running("userexec", "hwtest1")
+    e = box.cli(None, "exec", "userexec", "--", "sh", "-c", 'id -u; id -g; id -G; pwd; echo "$HOME $USER $MINE"')
+    assert e.returncode == 0, e.stderr
+    uid, gid, groups, cwd, env = e.stdout.splitlines()
+    assert (int(uid), int(gid)) == (u.pw_uid, u.pw_gid)
+    assert grp.getgrnam(GROUP).gr_gid in [int(g) for g in groups.split()]
+    assert cwd == u.pw_dir and env == f"{u.pw_dir} hwtest1 1"
+    assert box.cli(None, "rm", "userexec").returncode == 0
