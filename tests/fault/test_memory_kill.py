@@ -115,7 +115,10 @@ def test_kill9_during_admit_and_remove_loses_and_doubles_nothing(tmp_path: Path)
             seen += line.startswith("K ")
         time.sleep(rng.random() * 0.02)
         p.send_signal(signal.SIGKILL)
-        rest, _ = p.communicate(timeout=60)
+        # read the rest through the same buffered reader: communicate(timeout=...) reads the raw pipe
+        # and would skip what readline had already buffered
+        rest = p.stdout.read()
+        p.wait(timeout=60)
         lines += rest.splitlines(keepends=True)
         assert seen >= want, f"trial {trial}: the child acknowledged {seen} of {want} before the deadline"
         for line in lines:
