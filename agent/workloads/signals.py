@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 
-__all__ = ["parse_signal", "signal_name"]
+__all__ = ["parse_signal", "signal_name", "signal_names"]
 
 
 def parse_signal(text: str) -> int:
@@ -32,3 +32,9 @@ def signal_name(sig: int) -> str:
         return signal.Signals(sig).name
     except ValueError:
         return f"SIG{sig}"
+
+
+def signal_names() -> list[str]:
+    """Every name ``parse_signal`` takes, without the SIG prefix (TERM, HUP, USR1, ...), in number
+    order: what shell completion offers for ``hwagent signal NAME <TAB>``."""
+    return [s.name[3:] for s in sorted(signal.Signals, key=int)]

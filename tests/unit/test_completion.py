@@ -86,3 +86,20 @@ def test_zsh_script_completes_values_and_pods():
     text = script("zsh")
     assert "--restart[--restart]:value:(always never on-failure)" in text and "'*:pod:_hwagent_pods'" in text
     assert "completion pods" in text
+
+
+@needs_bash
+def test_bash_completes_signal_names_after_the_pod_name(tmp_path):
+    _store(tmp_path, ("default", "web"))
+    root = ["--root-dir", str(tmp_path)]
+    assert _complete(["hwagent", "signal", *root, ""]) == ["web"], "first the pod"
+    assert _complete(["hwagent", "signal", *root, "web", "US"]) == ["USR1", "USR2"]
+    assert {"TERM", "HUP", "KILL", "INT"} <= set(_complete(["hwagent", "signal", *root, "web", ""]))
+    # a flag's value is no positional: the pod is still to come after -c C
+    assert _complete(["hwagent", "signal", "-c", "main", *root, ""]) == ["web"]
+
+
+def test_zsh_script_completes_signal_names():
+    text = script("zsh")
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("signal)"))
+    assert "'1:pod:_hwagent_pods'" in line and "2:signal:(HUP INT" in line and " TERM " in line
