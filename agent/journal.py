@@ -84,7 +84,7 @@ from typing import Generic, Protocol, TypeVar
 
 from agent.eventlog import EventLogger, get_logger
 from agent.iothread import IOThread
-from agent.statefile import _fsync_dir, set_aside_if_present, temp_name, temp_owner, write_atomic
+from agent.statefile import _fsync_dir, release_freed_memory, set_aside_if_present, temp_name, temp_owner, write_atomic
 
 __all__ = [
     "HEADER",
@@ -310,6 +310,8 @@ class Journal(Generic[S]):
             self.log.error("journal tail discarded", path=p, offset=bad_off, bytes=len(data) - bad_off, reason=why)
             break
         self.seq = self.durable_seq = rec.seq
+        del files
+        release_freed_memory()  # the files' bytes and their decoded JSON, freed
         return rec
 
     def _journal_corrupt(
@@ -680,6 +682,7 @@ class Journal(Generic[S]):
             self.old.unlink(missing_ok=True)
             _fsync_dir(self.path.parent)
             self.snapshots += 1
+            release_freed_memory()  # the encoded text, freed in this worker thread's arena
         except Exception as e:  # noqa: BLE001 - the journal still holds everything; retried at the next size
             self.log.error("state snapshot failed", path=self.path, error=str(e))
 

@@ -78,12 +78,11 @@ _dumps = partial(canonical_str, ensure_ascii=True)
 
 
 def _entry_text(state: PolicyState, uid: str, pod: dict[str, AllocationInfo], a: AllocationInfo) -> str:
-    """Canonical JSON of the stored entry ``a`` as it resolves now. The text
-    around its cpuset is kept on the stored entry, so a pool member that moves
-    re-joins it around the new cpuset instead of being encoded again."""
-    if "_encp" not in a.__dict__:
-        a.encoded()
-    return state.resolve(uid, pod, a).encoded()
+    """Canonical JSON of the stored entry ``a`` as it resolves now. No text is kept
+    on the entry: snapshots come once every few MB of journal, and a cached text on
+    every entry cost ~2.5 KB each (25 MB at 10,000 pods, issue 24) to save ~0.02 ms
+    per entry per snapshot."""
+    return state.resolve(uid, pod, a).encoded(keep=False)
 
 
 def _data_json(state: PolicyState) -> str:

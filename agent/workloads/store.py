@@ -31,7 +31,9 @@ from typing import Any, Protocol
 from agent.diskname import disk_name
 from agent.eventlog import get_logger
 from agent.safepath import ensure_dir, open_dir, open_file
-from agent.statefile import canonical_json, checksum_holds_as_written, set_aside, sha256_checksum, write_atomic
+from agent.statefile import (
+    canonical_json, checksum_holds_as_written, release_freed_memory, set_aside, sha256_checksum, write_atomic,
+)
 from agent.workloads.codec import pod_from_json, pod_to_json, status_from_json, status_to_json
 from agent.contracts.pods import AdmittedPod, PodStatus
 
@@ -204,6 +206,7 @@ class PodFileStore:
                 aside = set_aside(p)
                 log.warning("registry record discarded", path=p, kept_as=aside, reason=why)
         records.sort(key=lambda r: (r.pod.admitted_at, r.key))
+        release_freed_memory()  # every file's bytes and decoded JSON, freed
         return records
 
     def put(self, record: PodRecord) -> None:

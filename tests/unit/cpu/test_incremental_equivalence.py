@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from agent.cpu import pools as pools_mod
 from agent.cpu import policy as policy_mod
-from agent.cpu.checkpoint import encode
 from agent.cpu.calculator import TopoIndex, take_by_numa_balance
 from agent.cpu.errors import RESOURCE_EXHAUSTED, PolicyError
 from agent.cpu.policy import DynamicPolicy
@@ -244,14 +243,15 @@ def test_pool_resize_keeps_the_encoding_outside_the_cpuset():
     p.pod_running = lambda uid: True
     a = p.container("a", "c1")
     assert a.owner_pool_name == "share"
-    before = a.encoded()
-    encode(p.state)  # the snapshot (and journal) encoder keeps that text on the stored entry
+    before = a.encoded()  # cached on this entry
     p.allocate(req(uid="b", cpus=3))
     moved = p.container("a", "c1")
     assert moved.cpuset != a.cpuset
-    assert "_encp" in moved.__dict__ and moved.encoded() != before
     assert moved.encoded() == _canonical(moved.to_json())
-    renamed = moved.evolve(owner_pool_name="batch")
+    shifted = a.with_cpuset(moved.cpuset)
+    assert "_encp" in shifted.__dict__ and shifted.encoded() != before
+    assert shifted.encoded() == moved.encoded()
+    renamed = shifted.evolve(owner_pool_name="batch")
     assert "_encp" not in renamed.__dict__ and '"owner_pool_name":"batch"' in renamed.encoded()
 
 
