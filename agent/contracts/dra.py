@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.contracts.component import HandleKey
+from agent.contracts.hints import TopologyHint
 
 __all__ = ["ClaimRef", "PreparedDevice", "PrepareOutcome", "ClaimPreparer", "PreparedClaims", "PodClaims",
            "ClaimRefused", "DRA_POD_CLAIMS"]
@@ -73,6 +74,10 @@ class PodClaims(Protocol):
 
     #: the driver name in allocation results (pod-resources' ClaimResource.driver_name)
     driver_name: str
+
+    def hints(self, namespace: str, claims: Sequence[str], numa_nodes: Sequence[int]) -> list[TopologyHint] | None:
+        """The topology manager's hints for the named ResourceClaims not yet allocated: the NUMA node
+        sets where they fit together on local devices (narrowest preferred); None = no preference."""
 
     async def reserve(self, pod_uid: str, pod_name: str, namespace: str, claims: Mapping[str, str],
                       numa: Mapping[str, frozenset[int] | None]) -> Mapping[str, tuple[PreparedDevice, ...]]:

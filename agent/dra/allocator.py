@@ -12,9 +12,10 @@ preference order (devices on the preferred NUMA nodes first, then by pool and
 name), and gives up after a bounded number of steps rather than hang
 admission on a pathological claim.
 
-``claim_hints`` is the topology manager's view: on which NUMA node sets the
-claim can be allocated with devices local to them (devices without locality
-fit anywhere), the narrowest preferred, as the device manager's hints are.
+``claim_hints`` is the topology manager's view: on which NUMA node sets a
+pod's claims can be allocated together with devices local to them (devices
+without locality fit anywhere), the narrowest preferred, as the device
+manager's hints are.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from agent.dra.catalog import DeviceKey, DraDevice
 from agent.dra.cel import CELError, device_activation, matches
 from agent.dra.claims import AllocatedDevice, ClaimError, DeviceClass, ResourceClaim
 
-__all__ = ["AllocationRefused", "allocate", "candidates", "claim_hints", "MAX_STEPS"]
+__all__ = ["AllocationRefused", "allocate", "candidates", "claim_hints", "MAX_STEPS", "MAX_HINT_NODES"]
 
 #: the search's bound: devices tried across the backtracking, per claim
 MAX_STEPS = 20_000
@@ -164,26 +165,40 @@ def allocate(claim: ResourceClaim, classes: Mapping[str, DeviceClass], devices: 
     return tuple(AllocatedDevice(req, d.driver, d.pool, d.name) for req, d in got)
 
 
-def claim_hints(claim: ResourceClaim, classes: Mapping[str, DeviceClass], devices: Sequence[DraDevice],
-                held: Mapping[DeviceKey, str], numa_nodes: Sequence[int]) -> list[tuple[frozenset[int], bool]]:
-    """(NUMA node set, preferred) for every set on which the claim fits with local devices only.
+#: above this many NUMA nodes only single nodes and all of them are tried as hints (2^n sets otherwise)
+MAX_HINT_NODES = 8
 
-    Preferred are the fitting sets of the fewest nodes. An empty answer means
-    it fits nowhere (or the claim is refused outright: the caller allocates
-    and learns why).
+
+def claim_hints(claims: Sequence[ResourceClaim], classes: Mapping[str, DeviceClass], devices: Sequence[DraDevice],
+                held: Mapping[DeviceKey, str], numa_nodes: Sequence[int]) -> list[tuple[frozenset[int], bool]] | None:
+    """(NUMA node set, preferred) for every set on which the claims fit together with local devices
+    only (devices without locality fit anywhere); the sets of the fewest nodes are preferred.
+
+    None means no preference: no device has locality, or the claims do not fit even on every node
+    (the allocation then says why, which a bare "no hint" would hide). ``[]`` cannot happen then.
     """
     nodes = sorted(set(numa_nodes))
-    out: list[frozenset[int]] = []
-    for size in range(1, len(nodes) + 1):
-        for mask in itertools.combinations(nodes, size):
-            m = frozenset(mask)
-            local = [d for d in devices if d.numa_node is None or d.numa_node in m]
-            try:
-                allocate(claim, classes, local, held, m)
-            except AllocationRefused:
-                continue
-            out.append(m)
-    if not out:
-        return []
+    if not claims or not nodes or all(d.numa_node is None for d in devices):
+        return None
+    if len(nodes) <= MAX_HINT_NODES:
+        masks = [frozenset(m) for size in range(1, len(nodes) + 1) for m in itertools.combinations(nodes, size)]
+    else:
+        masks = [frozenset({n}) for n in nodes] + [frozenset(nodes)]
+    out = [m for m in masks if _fits_on(claims, classes, devices, held, m)]
+    if not out or frozenset(nodes) not in out:
+        return None
     best = min(len(m) for m in out)
     return [(m, len(m) == best) for m in out]
+
+
+def _fits_on(claims: Sequence[ResourceClaim], classes: Mapping[str, DeviceClass], devices: Sequence[DraDevice],
+             held: Mapping[DeviceKey, str], mask: frozenset[int]) -> bool:
+    local = [d for d in devices if d.numa_node is None or d.numa_node in mask]
+    taken = dict(held)
+    for claim in claims:
+        try:
+            got = allocate(claim, classes, local, taken, mask)
+        except AllocationRefused:
+            return False
+        taken.update({(r.driver, r.pool, r.device): claim.uid for r in got})
+    return True

@@ -17,11 +17,12 @@ a claim no pod reserves any more is unprepared and deallocated.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent.contracts.dra import ClaimRef, PreparedDevice
-from agent.dra.allocator import allocate
+from agent.contracts.hints import TopologyHint
+from agent.dra.allocator import allocate, claim_hints
 from agent.dra.catalog import DeviceKey
 from agent.dra.claims import AllocatedDevice, ClaimError, ResourceClaim
 from agent.dra.driver import DraDriver, NodeDevices
@@ -65,6 +66,21 @@ class PodClaimService:
                 ref, devs = prepared.get(c.uid, (ClaimRef(c.namespace, c.name, c.uid), ()))
                 out[c.name] = (ref, devs)
         return out
+
+    def hints(self, namespace: str, claims: Sequence[str], numa_nodes: Sequence[int]) -> list[TopologyHint] | None:
+        """Read now (files and devices), on the admission's loop: the files are small and local.
+        Unreadable files or unknown claims give no preference; reserve then says what is wrong."""
+        try:
+            files = self.files.load()
+            todo = [c for n in claims if (c := files.claims.get((namespace, n))) is not None and c.allocation is None]
+            if not todo:
+                return None
+            node = self._node()
+            found = claim_hints(todo, files.classes, node.devices,
+                                _held(files, self.driver.driver, self.driver.holder()), numa_nodes)
+        except (ClaimError, OSError):
+            return None
+        return None if found is None else [TopologyHint(m, p) for m, p in found]
 
     async def reserve(self, pod_uid: str, pod_name: str, namespace: str, claims: Mapping[str, str],
                       numa: Mapping[str, frozenset[int] | None]) -> Mapping[str, tuple[PreparedDevice, ...]]:

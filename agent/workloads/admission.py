@@ -267,7 +267,7 @@ class Workloads:
         """``decision.decide``; a RESOURCE_EXHAUSTED refusal says what was free."""
         try:
             return await decide(spec, self.topology_manager, self.cpu_policy, self.device_manager, count=count,
-                                memory_manager=self.memory_manager)
+                                memory_manager=self.memory_manager, pod_claims=self.pod_claims)
         except AdmissionError as e:
             if e.code == "RESOURCE_EXHAUSTED":
                 raise AdmissionError(e.code, f"{e.message}; {self._refusal_free(spec, e.reason)}", e.reason) from None

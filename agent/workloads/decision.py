@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.contracts import CPUAllocator, DeviceAllocator, MemoryAllocator
+from agent.contracts.dra import PodClaims
+from agent.topologymanager.manager import HintProvider
 from agent.contracts.memory import MemoryBlock
 from agent.contracts.placement import placement_of
 from agent.cpu.errors import PolicyError
@@ -34,6 +36,7 @@ from agent.contracts.hints import TopologyHint
 from agent.workloads.errors import AdmissionError
 from agent.contracts.pods import ContainerAssignment, DeviceGrant, DeviceNode, Mount, PodSpec
 from agent.workloads.providers import (
+    ClaimProvider,
     CPUProvider,
     DeviceProvider,
     MemoryProvider,
@@ -65,6 +68,7 @@ async def decide(
     *,
     count: bool = True,
     memory_manager: MemoryAllocator | None = None,
+    pod_claims: PodClaims | None = None,
 ) -> PodDecision:
     """The decision, or the AdmissionError an admission of ``spec`` would raise now
     (RESOURCE_EXHAUSTED messages without the free summary: the caller adds it)."""
@@ -73,7 +77,10 @@ async def decide(
     memory = MemoryProvider(memory_manager)
     names = [c.name for c in spec.all_containers()]
     try:
-        hints = await tm.decide(spec, names, [cpu, devices, memory], count=count)
+        providers: list[HintProvider[PodSpec]] = [cpu, devices, memory]
+        if spec.resource_claims:
+            providers.append(ClaimProvider(pod_claims, tm.numa.nodes))
+        hints = await tm.decide(spec, names, providers, count=count)
     except TopologyAffinityError as e:
         raise AdmissionError("RESOURCE_EXHAUSTED", str(e), reason="topology_affinity") from None
     except AllocationError as e:

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from agent.contracts import CPUAllocator, CPUPlanner, DeviceAllocator, MemoryAllocator
+from agent.contracts.dra import PodClaims
 from agent.contracts.memory import MEMORY_RESOURCE, SPREAD_ANNOTATION, MemoryBlock, MemoryRefused, MemoryRequest
 from agent.cpu.qos import DEDICATED, parse_qos
 from agent.cpuset import CPUSet
@@ -36,6 +37,7 @@ from agent.contracts.pods import INIT, ContainerSpec, PodSpec
 __all__ = [
     "CPUProvider",
     "DeviceProvider",
+    "ClaimProvider",
     "MemoryProvider",
     "cpu_request",
     "memory_managed",
@@ -342,3 +344,33 @@ class MemoryProvider:
         placed = frozenset(n for b in blocks if b.resource == MEMORY_RESOURCE or not req.spread_hugepages
                            for n in b.numa_nodes)
         self.requests[container] = replace(req, hint=TopologyHint(placed, True) if placed else None)
+
+
+class ClaimProvider:
+    """The DRA driver's pod claims as a hint provider (standalone): where a container's
+    ResourceClaims not yet allocated could get NUMA-local devices, as one resource
+    (``resourceclaims``). A claim is hinted for the first container that uses it; the claims
+    are allocated after the decision, preferring the container's merged affinity."""
+
+    name = "dra"
+    RESOURCE = "resourceclaims"
+
+    def __init__(self, claims: PodClaims | None, numa_nodes: Sequence[int]) -> None:
+        self._claims = claims
+        self._nodes = tuple(numa_nodes)
+        self._hinted: set[str] = set()
+
+    def _hints(self, pod: PodSpec, names: Sequence[str]) -> Mapping[str, Sequence[TopologyHint] | None]:
+        todo = [n for n in dict.fromkeys(names) if n not in self._hinted and n in pod.resource_claims]
+        if self._claims is None or not todo:
+            return {}
+        return {self.RESOURCE: self._claims.hints(pod.namespace, [pod.resource_claims[n] for n in todo], self._nodes)}
+
+    async def container_hints(self, pod: PodSpec, container: str) -> Mapping[str, Sequence[TopologyHint] | None]:
+        return self._hints(pod, _container(pod, container).resources.claims)
+
+    async def pod_hints(self, pod: PodSpec) -> Mapping[str, Sequence[TopologyHint] | None]:
+        return self._hints(pod, [n for c in pod.all_containers() for n in c.resources.claims])
+
+    async def place(self, pod: PodSpec, container: str, hint: TopologyHint) -> None:
+        self._hinted.update(_container(pod, container).resources.claims)

@@ -123,15 +123,24 @@ def test_numa_preference_and_hints_on_a_real_snapshot(hwloc_extract) -> None:
     claim = ResourceClaim("ns", "c", "u1", (DeviceRequest("nic", "net", (), "ExactCount", 1),))
     (res,) = allocate(claim, {"net": nets}, devices, {}, numa=frozenset({1}))
     assert res.device in {d.name for d in on1}
-    hints = claim_hints(claim, {"net": nets}, devices, {}, [0, 1])
-    assert (frozenset({0}), True) in hints and (frozenset({1}), True) in hints
+    hints = claim_hints([claim], {"net": nets}, devices, {}, [0, 1])
+    assert hints is not None and (frozenset({0}), True) in hints and (frozenset({1}), True) in hints
     # two NICs on one root complex: only node 0 has two
     two = ResourceClaim("ns", "c", "u2", (DeviceRequest("nic", "net", (), "ExactCount", 2),),
                         (Constraint((), "resource.kubernetes.io/pcieRoot"),))
     got = allocate(two, {"net": nets}, devices, {})
     roots = {next(d for d in devices if d.name == r.device).attributes["resource.kubernetes.io/pcieRoot"] for r in got}
     assert len(roots) == 1
-    assert [m for m, pref in claim_hints(two, {"net": nets}, devices, {}, [0, 1]) if pref] == [frozenset({0})]
+    assert [m for m, pref in claim_hints([two], {"net": nets}, devices, {}, [0, 1]) or () if pref] == [frozenset({0})]
+    # two claims of one NIC each and the node-1 NIC held: both fit on node 0 only when node 0 has two free
+    held = {d.key: "other" for d in on1}
+    one = ResourceClaim("ns", "c", "u3", (DeviceRequest("nic", "net", (), "ExactCount", 1),))
+    on0 = [d for d in devices if d.resource == "example.com/net" and d.numa_node == 0]
+    got = claim_hints([one, two], {"net": nets}, devices, held, [0, 1])
+    assert got is None if len(on0) < 3 else [m for m, p in got if p] == [frozenset({0})]
+    # a claim that fits nowhere: no preference, so the allocation's own refusal is what the user reads
+    ten = ResourceClaim("ns", "c", "u4", (DeviceRequest("nic", "net", (), "ExactCount", 10),))
+    assert claim_hints([ten], {"net": nets}, devices, {}, [0, 1]) is None
 
 
 def test_refusals_say_why() -> None:
