@@ -85,7 +85,7 @@ class MemoryComponent:
         policy = StaticPolicy(capacity)
         dropped = policy.restore(saved)
         gone = {a.pod_uid for a, _ in dropped}
-        for a in [a for a in policy.assignments.values() if a.pod_uid in gone]:
+        for a in [a for uid in gone for a in policy.held(uid)]:
             policy._drop(a)
             dropped.append((a, "another container of its pod no longer fits"))
         report_dropped(dropped, "start")

@@ -90,7 +90,7 @@ class MemoryManager:
             self.on_change()
 
     async def release_pod(self, pod_uid: str) -> bool:
-        held = [a for (uid, _), a in self.policy.assignments.items() if uid == pod_uid]
+        held = self.policy.held(pod_uid)
         if not held:
             return False
         self.policy.remove_pod(pod_uid)
@@ -113,7 +113,7 @@ class MemoryManager:
         dropped = fresh.restore(self.policy.assignments.values())
         gone = {a.pod_uid for a, _ in dropped}
         if gone:
-            extra = [a for a in fresh.assignments.values() if a.pod_uid in gone]
+            extra = [a for uid in gone for a in fresh.held(uid)]
             for a in extra:
                 fresh._drop(a)
                 dropped.append((a, "another container of its pod no longer fits"))

@@ -159,6 +159,8 @@ class StaticPolicy:
     count: dict[int, int] = field(default_factory=dict)
     #: node -> the group it is bound in (upstream ``Cells``; itself when unused)
     cells: dict[int, frozenset[int]] = field(default_factory=dict)
+    #: pod uid -> its placed containers (a release looks its pod up, not every container)
+    by_pod: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for node in self.capacity:
@@ -176,11 +178,14 @@ class StaticPolicy:
         c.used = {n: dict(t) for n, t in self.used.items()}
         c.count = dict(self.count)
         c.cells = dict(self.cells)
+        c.by_pod = dict(self.by_pod)
         c._nodes = self._nodes
+        c._mask_cache = self._all_masks()
         return c
 
     def _add(self, a: Assignment) -> None:
         self.assignments[(a.pod_uid, a.container)] = a
+        self.by_pod[a.pod_uid] = self.by_pod.get(a.pod_uid, ()) + (a.container,)
         for node, res, size in a.usage():
             t = self.used.setdefault(node, {})
             t[res] = t.get(res, 0) + size
@@ -190,6 +195,11 @@ class StaticPolicy:
 
     def _drop(self, a: Assignment) -> None:
         del self.assignments[(a.pod_uid, a.container)]
+        rest = tuple(c for c in self.by_pod.get(a.pod_uid, ()) if c != a.container)
+        if rest:
+            self.by_pod[a.pod_uid] = rest
+        else:
+            self.by_pod.pop(a.pod_uid, None)
         for node, res, size in a.usage():
             t = self.used[node]
             t[res] -= size
@@ -224,10 +234,14 @@ class StaticPolicy:
         return None
 
     def remove_pod(self, pod_uid: str) -> bool:
-        held = [a for (uid, _), a in self.assignments.items() if uid == pod_uid]
+        held = self.held(pod_uid)
         for a in held:
             self._drop(a)
         return bool(held)
+
+    def held(self, pod_uid: str) -> list[Assignment]:
+        """The pod's placed containers."""
+        return [self.assignments[(pod_uid, c)] for c in self.by_pod.get(pod_uid, ())]
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -236,7 +250,7 @@ class StaticPolicy:
         return a.blocks if a is not None else ()
 
     def pod_uids(self) -> set[str]:
-        return {uid for uid, _ in self.assignments}
+        return set(self.by_pod)
 
     def _free(self, node: int, res: str) -> int:
         cap = self.capacity[node].get(res)
@@ -315,16 +329,28 @@ class StaticPolicy:
         return all(sum(self._free(n, r) for n in mask) >= size for r, size in placed.items())
 
     def _calculate(self, placed: Mapping[str, int]) -> list[TopologyHint]:
+        """Every allowed group that holds ``placed`` now; preferred = as few nodes as the
+        allocatable amounts need. Per-node amounts are looked up once per call, not per mask."""
+        need = list(placed.items())
+        alloc = {r: {n: c.allocatable if (c := self.capacity[n].get(r)) is not None else 0 for n in self._nodes}
+                 for r, _ in need}
+        free = {r: {n: alloc[r][n] - self.used[n].get(r, 0) for n in self._nodes} for r, _ in need}
         found: list[frozenset[int]] = []
         smallest = len(self._nodes)
-        for mask in self._masks():
-            if any(sum(self.capacity[n].get(r, Capacity(0, 0, 0)).allocatable for n in mask) < size
-                   for r, size in placed.items()):
+        for mask in self._all_masks():
+            if any(sum(alloc[r][n] for n in mask) < size for r, size in need):
                 continue
             smallest = min(smallest, len(mask))
-            if self._group_allowed(mask) and self._holds(mask, placed):
+            if all(sum(free[r][n] for n in mask) >= size for r, size in need) and self._group_allowed(mask):
                 found.append(mask)
         return [TopologyHint(m, len(m) == smallest) for m in found]
+
+    def _all_masks(self) -> list[frozenset[int]]:
+        masks: list[frozenset[int]] | None = getattr(self, "_mask_cache", None)
+        if masks is None:
+            masks = list(self._masks())
+            self._mask_cache = masks
+        return masks
 
     def hints(self, req: MemoryRequest) -> list[TopologyHint] | None:
         """The hints for ``req`` (the same for each of its resources); None when it
@@ -359,13 +385,13 @@ class StaticPolicy:
         return a.blocks
 
     def _choose(self, req: MemoryRequest, placed: Mapping[str, int]) -> frozenset[int]:
-        hints = self._calculate(placed)
         want = req.hint.affinity if req.hint is not None else None
         if want is not None and want - set(self._nodes):
             raise MemoryRefused("unknown_node", f"memory: affinity {format_affinity(want)} names NUMA nodes this "
                                                 f"machine lacks (nodes {format_affinity(self._nodes)})")
         if want is not None and self._group_allowed(want) and self._holds(want, placed):
             return want
+        hints = self._calculate(placed)
         fitting = [h for h in hints if want is None or want <= (h.affinity or frozenset())]
         if not fitting:
             raise MemoryRefused(*self._why_not(req, placed, want))
