@@ -158,10 +158,10 @@ async def main(sizes: list[int], reps: int) -> int:
         print(f"  {n:>5} {'on' if on else 'off':>6}  {ms(r['admit_cpu']):>21}  {ms(r['admit_wall']):>15}  "
               f"{ms(r['remove_cpu']):>22}  {ms(r['remove_wall']):>15}")
     for n in sizes:
-        on, off = by[(n, True)], by[(n, False)]
-        ra = statistics.median(on["admit_cpu"]) / statistics.median(off["admit_cpu"])
-        rw = statistics.median(on["admit_wall"]) / statistics.median(off["admit_wall"])
-        rr = statistics.median(on["remove_cpu"]) / statistics.median(off["remove_cpu"])
+        with_mm, without = by[(n, True)], by[(n, False)]
+        ra = statistics.median(with_mm["admit_cpu"]) / statistics.median(without["admit_cpu"])
+        rw = statistics.median(with_mm["admit_wall"]) / statistics.median(without["admit_wall"])
+        rr = statistics.median(with_mm["remove_cpu"]) / statistics.median(without["remove_cpu"])
         print(f"  ratio on/off at {n} pods: Admit CPU {ra:.2f}x, Admit wall {rw:.2f}x, Remove CPU {rr:.2f}x")
     return 0
 
