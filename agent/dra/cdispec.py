@@ -24,7 +24,7 @@ from agent.devices.model import Device
 from agent.devices.rules import grant
 from agent.statefile import write_atomic
 
-__all__ = ["CDI_VERSION", "cdi_kind", "cdi_device_name", "spec_file_name", "claim_spec", "write_spec",
+__all__ = ["CDI_VERSION", "cdi_kind", "cdi_device_name", "spec_file_name", "spec_prefix", "claim_spec", "write_spec",
            "remove_spec", "spec_uids"]
 
 CDI_VERSION = "1.0.0"
@@ -38,13 +38,18 @@ def cdi_device_name(claim_uid: str, device: str) -> str:
     return f"{claim_uid}-{device}"
 
 
+def spec_prefix(driver: str) -> str:
+    """What every spec file name of ``driver`` starts with."""
+    return f"{driver}-claim-"
+
+
 def spec_file_name(driver: str, claim_uid: str) -> str:
-    return f"{driver}-claim-{claim_uid}.json"
+    return f"{spec_prefix(driver)}{claim_uid}.json"
 
 
 def spec_uids(names: Iterable[str], driver: str) -> dict[str, str]:
     """file name -> claim UID for the spec files of ``driver`` among ``names``."""
-    prefix, suffix = f"{driver}-claim-", ".json"
+    prefix, suffix = spec_prefix(driver), ".json"
     return {n: n[len(prefix):-len(suffix)] for n in names
             if n.startswith(prefix) and n.endswith(suffix) and len(n) > len(prefix) + len(suffix)}
 

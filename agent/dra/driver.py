@@ -35,9 +35,10 @@ from agent.contracts.dra import ClaimRef, PreparedDevice, PrepareOutcome
 from agent.devices.config import ResourceRule
 from agent.devices.model import Device, Inventory
 from agent.dra.catalog import DeviceKey, DraDevice
-from agent.dra.cdispec import cdi_device_name, cdi_kind, claim_spec, remove_spec, spec_uids, write_spec
+from agent.dra.cdispec import cdi_device_name, cdi_kind, claim_spec, remove_spec, spec_file_name, spec_prefix, spec_uids, write_spec
 from agent.dra.claims import ClaimError, ResourceClaim
 from agent.eventlog import get_logger
+from agent.journal import remove_stale_temps
 from agent.statefile import canonical_json, set_aside, sha256_of, write_atomic
 
 __all__ = ["ClaimSource", "NodeDevices", "DraDriver", "STATE_VERSION", "load_state"]
@@ -120,6 +121,10 @@ class DraDriver:
         """Read the state; remove CDI specs no prepared claim names, rewrite missing ones
         where the devices are still known. Returns what was done (for the log)."""
         self.state_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # a writer killed inside write_atomic leaves its temp file: the state's, or a spec's (which a
+        # container runtime reading the CDI directory would otherwise try to parse)
+        remove_stale_temps(self.state_path)
+        remove_stale_temps(Path(self.cdi_dir) / spec_prefix(self.driver))  # .<prefix>*.tmp-*
         self._claims, self.state_error = load_state(self.state_path)
         done = []
         if self.state_error:
@@ -134,7 +139,7 @@ class DraDriver:
                 remove_spec(self.cdi_dir, self.driver, uid)
                 done.append(f"removed {fname}: no prepared claim {uid}")
         for uid, p in self._claims.items():
-            if not (Path(self.cdi_dir) / f"{self.driver}-claim-{uid}.json").exists():
+            if not (Path(self.cdi_dir) / spec_file_name(self.driver, uid)).exists():
                 try:
                     self._write_spec(uid, [(d.pool, d.device) for d in p.devices], self._node())
                     done.append(f"rewrote the CDI spec of claim {uid}")
@@ -180,30 +185,36 @@ class DraDriver:
         have = self._claims.get(ref.uid)
         if have is not None:
             return have.devices
+        # one hop to a worker thread for all of it (claim file, devices, CDI spec, state: reads,
+        # two fsynced replaces); the lock keeps every other prepare out meanwhile
+        claims = await asyncio.to_thread(self._prepare_sync, ref, dict(self._claims), self.holder())
+        self._claims = claims
+        devices = claims[ref.uid].devices
+        log.info("dra claim prepared", claim=f"{ref.namespace}/{ref.name}", uid=ref.uid,
+                 devices=",".join(d.device for d in devices))
+        return devices
+
+    def _prepare_sync(self, ref: ClaimRef, claims: dict[str, _Prepared],
+                      held: Mapping[DeviceKey, str]) -> dict[str, _Prepared]:
         claim = self._source.claim(ref)
         if claim.uid != ref.uid:
             raise ClaimError(f"the claim's UID is {claim.uid}, not {ref.uid} (it was re-created)")
         if claim.allocation is None:
             raise ClaimError("it is not allocated (status.allocation is empty)")
         mine = [r for r in claim.allocation if r.driver == self.driver]
-        held = self.holder()
         for r in mine:
             other = held.get((r.driver, r.pool, r.device))
             if other is not None and other != ref.uid:
                 raise ClaimError(f"device {r.device} (pool {r.pool}) is prepared for claim {other}")
         pairs = list(dict.fromkeys((r.pool, r.device) for r in mine))
-        node = await asyncio.to_thread(self._node)
-        await asyncio.to_thread(self._write_spec, ref.uid, pairs, node)
+        self._write_spec(ref.uid, pairs, self._node())
         devices = tuple(
             PreparedDevice(tuple(r.request for r in mine if (r.pool, r.device) == (pool, dev)), pool, dev,
                            (f"{cdi_kind(self.driver)}={cdi_device_name(ref.uid, dev)}",))
             for pool, dev in pairs)
-        claims = {**self._claims, ref.uid: _Prepared(ref, devices)}
-        await asyncio.to_thread(write_atomic, self.state_path, _encode(claims))
-        self._claims = claims
-        log.info("dra claim prepared", claim=f"{ref.namespace}/{ref.name}", uid=ref.uid,
-                 devices=",".join(d.device for d in devices))
-        return devices
+        claims[ref.uid] = _Prepared(ref, devices)
+        write_atomic(self.state_path, _encode(claims))
+        return claims
 
     def _write_spec(self, uid: str, pairs: Sequence[tuple[str, str]], node: NodeDevices) -> None:
         by_key = {(d.pool, d.name): d for d in node.devices}
@@ -219,11 +230,14 @@ class DraDriver:
             parts.append((name, rule, dev))
         write_spec(self.cdi_dir, self.driver, uid, claim_spec(self.driver, uid, parts))
 
+    def _unprepare_sync(self, uid: str, claims: Mapping[str, _Prepared]) -> None:
+        write_atomic(self.state_path, _encode(claims))  # forgotten first: a kill -9 then leaves an orphan spec
+        remove_spec(self.cdi_dir, self.driver, uid)
+
     async def _unprepare_one(self, ref: ClaimRef) -> None:
         if ref.uid not in self._claims:
             return
         claims = {k: v for k, v in self._claims.items() if k != ref.uid}
-        await asyncio.to_thread(write_atomic, self.state_path, _encode(claims))
+        await asyncio.to_thread(self._unprepare_sync, ref.uid, claims)
         self._claims = claims
-        await asyncio.to_thread(remove_spec, self.cdi_dir, self.driver, ref.uid)
         log.info("dra claim unprepared", claim=f"{ref.namespace}/{ref.name}", uid=ref.uid)

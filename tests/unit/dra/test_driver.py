@@ -92,3 +92,15 @@ def test_corrupt_state_is_set_aside_and_reported(tmp_path) -> None:
     drv = make_driver(tmp_path)
     assert "checksum mismatch" in drv.state_error
     assert any(p.name.startswith("prepared.json.corrupt") for p in path.parent.iterdir())
+
+
+def test_restart_removes_temp_files_of_a_killed_writer(tmp_path) -> None:
+    write_claim(tmp_path, claim_doc("a", "uid-a", ["loop0"]))
+    asyncio.run(make_driver(tmp_path).prepare([A]))
+    spec_tmp = tmp_path / "cdi" / ".hwagent.io-claim-uid-b.json.tmp-999999-1"
+    state_tmp = tmp_path / "dra-state" / ".prepared.json.tmp-999999-0"
+    other = tmp_path / "cdi" / ".vendor.json.tmp-999999-0"  # not ours: left alone
+    for p in (spec_tmp, state_tmp, other):
+        p.write_text("{")
+    make_driver(tmp_path)
+    assert not spec_tmp.exists() and not state_tmp.exists() and other.exists()
