@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import uuid
 from pathlib import Path
@@ -124,6 +125,17 @@ def test_pod_with_a_claim_gets_exactly_its_loop_device(tmp_path, loops, subtree)
         assert (dyn.claim_name, dyn.claim_namespace) == ("disk", "default")
         assert [(c.driver_name, c.device_name) for c in dyn.claim_resources] == [("hwagent.io", dev)]
         assert dyn.claim_resources[0].cdi_devices[0].name.startswith("hwagent.io/claim=")
+        # kill -9 of the daemon and a restart: the claim stays prepared for the running pod
+        spec = next(cdi.glob("*.json")).read_bytes()
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait(30)
+        d.cleanup()
+        d = Daemon(tmp_path / "d2", "--config", str(cfg), "--root-dir", str(root))
+        until(lambda: "hwagent ready" in d.log(), "the daemon to be ready again", d)
+        assert 'msg="dra driver started"' in d.log() and "prepared=1" in d.log(), d.log()
+        assert next(cdi.glob("*.json")).read_bytes() == spec
+        p = until(lambda: (q := pod(root, "claimer")) and q["phase"] == "Running" and q, "the pod after restart", d)
+        assert {"resource": "resourceclaim/disk", "id": dev, "numa_nodes": []} in p["containers"][0]["devices"], p
         # removal: unprepared (no CDI spec) and deallocated
         r = cli(root, "rm", "claimer")
         assert r.returncode == 0, r.stdout + r.stderr
