@@ -35,6 +35,9 @@ HUGEPAGE_FLAGS = ("2Mi", "1Gi")
 #: agent.contracts.memory.SPREAD_ANNOTATION, spelled out: importing the contracts package costs the
 #: CLI its import budget (tests/unit/test_cli_imports.py); tests/unit/memory checks they agree
 SPREAD_ANNOTATION = "hwagent.io/hugepages-spread"
+#: agent.workloads.autoremove.REMOVE_ON_EXIT, spelled out for the same reason (asyncio and the registry
+#: behind it); tests/integration/runtime/test_jobs.py checks the two agree
+REMOVE_ON_EXIT = "hwagent.io/remove-on-exit"
 #: --restart values -> the Pod's restartPolicy
 RESTART = {"never": "Never", "on-failure": "OnFailure", "always": "Always"}
 _NAME_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -91,7 +94,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    "as its log has them) and exit with its exit status; Ctrl-C shows its state, a second "
                    "Ctrl-C within 1 s stops it (exit statuses: docs/commands/README.md)")
     p.add_argument("-q", "--quiet", action="store_true", help="--wait: do not stream the output")
-    p.add_argument("--rm", action="store_true", help="--wait: remove the pod once it ended")
+    p.add_argument("--rm", action="store_true",
+                   help="remove the pod once it ended: with --wait after its exit status is read, without "
+                   "--wait by the daemon when it ends (the CLI need not stay)")
     p.add_argument("--user", metavar="NAME|UID[:GID]",
                    help="run as this user (root only; a caller other than root runs as itself)")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -133,6 +138,8 @@ def manifest_from_flags(args: argparse.Namespace, resolve: Callable[[str], str] 
         annotations[ENHANCEMENT_KEY] = json.dumps({"numa_binding": "true"})
     if getattr(args, "hugepages_spread", False):
         annotations[SPREAD_ANNOTATION] = "true"
+    if getattr(args, "rm", False) and not getattr(args, "wait", False):
+        annotations[REMOVE_ON_EXIT] = "true"  # the daemon removes it when it ends (no CLI waits for it)
     requests, limits = _resources(args)
     container: dict[str, Any] = {"name": args.container, "command": cmd}
     resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
@@ -232,14 +239,17 @@ def read_manifest(path: str) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
-    if (args.rm or args.quiet) and not args.wait:
-        raise CommandError("--rm and --quiet go with --wait (hwagent launch --wait --rm -- CMD)")
+    if args.quiet and not args.wait:
+        raise CommandError("--quiet goes with --wait (hwagent launch --wait -q -- CMD)")
     if args.file:
         flags = [f for f in ("name", "cpus", "cpu_request", "qos", "memory", "restart", "workdir", "user",
                              *(f"hugepages_{size}" for size in HUGEPAGE_FLAGS))
                  if getattr(args, f) is not None]
         if flags or args.hugepages_spread or args.device or args.env or args.env_file or args.numa_binding or [c for c in args.cmd if c != "--"]:
             raise CommandError("-f FILE takes the whole pod from the file; drop the other pod flags")
+        if args.rm and not args.wait:
+            raise CommandError("-f FILE --rm needs --wait; for the daemon to remove the pod when it ends, give it "
+                               'the annotation hwagent.io/remove-on-exit: "true" in the file')
         raw = read_manifest(args.file)
         main = pod_name = None
     else:

@@ -13,6 +13,8 @@ learns each caller from the kernel and forwards to the gRPC server on
 ``<root>/workloads/api.sock`` (root-only), so the servicer knows who calls
 (``agent.workloads.users``). The same API is served to the CLI as HTTP/JSON on
 ``<root>/cli.sock`` (``agent.workloads.cliapi``), with the same mode and group.
+Pods that asked for it (``launch --rm`` without ``--wait``) are removed once they end
+(``agent.workloads.autoremove``).
 
 Publishes ``WORKLOADS`` (``WorkloadRegistry``) and ``ACTIVE_PODS``. Looks up
 ``CPU_POLICY`` and ``DEVICE_MANAGER`` at start (both started before it, see
@@ -77,6 +79,7 @@ class WorkloadsComponent:
         self._server: Any = None
         self._front: Any = None
         self._cli: Any = None
+        self._autoremove: Any = None
         self._ctx: DaemonContext | None = None
 
     async def start(self, ctx: DaemonContext) -> None:
@@ -117,6 +120,11 @@ class WorkloadsComponent:
         ctx.publish(WORKLOADS, self.workloads)
         ctx.publish(ACTIVE_PODS, self.workloads)
         await self.workloads.reconcile_after_restore()
+        from agent.workloads.autoremove import AutoRemover
+
+        # pods launched with --rm (no --wait) are removed when they end, those that ended while down now
+        self._autoremove = AutoRemover(self.workloads)
+        self._autoremove.start()
 
         self.manifests = ManifestDir(
             manifest_dir_for(self.cfg, ctx.root_dir), self.workloads,
@@ -151,6 +159,9 @@ class WorkloadsComponent:
         )
 
     async def stop(self) -> None:
+        if self._autoremove is not None:
+            await self._autoremove.stop()
+            self._autoremove = None
         if self.manifests is not None:
             await self.manifests.stop()
         if self._cli is not None:

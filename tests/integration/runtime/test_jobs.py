@@ -168,6 +168,26 @@ def test_without_config_or_root_dir_the_cli_finds_the_running_daemon(job, tmp_pa
     assert job.cli("rm", "found").returncode == 0
 
 
+def test_rm_without_wait_is_removed_by_the_daemon_when_it_ends(job):
+    """`launch --rm` without --wait: the CLI returns at once and the daemon removes the pod when it ends."""
+    from agent.commands.launch import REMOVE_ON_EXIT as cli_key
+    from agent.workloads.autoremove import REMOVE_ON_EXIT
+
+    assert cli_key == REMOVE_ON_EXIT
+    r = job.cli("launch", "--rm", "--name", "gone", "--", "sh", "-c", "sleep 1; exit 4")
+    assert r.returncode == 0, r.stderr
+    assert "gone" in job.cli("ps").stdout, "admitted and listed while it runs"
+
+    def absent() -> bool:
+        ps = job.cli("ps", "--format", "json")
+        return ps.returncode == 0 and all(p["name"] != "gone" for p in json.loads(ps.stdout)["pods"])
+
+    until(absent, "the daemon to remove the ended pod", job.daemon)
+    assert "pod removed on exit" in job.daemon.log()
+    r = job.cli("launch", "--rm", "-f", "/dev/null")
+    assert r.returncode == 2 and "--wait" in r.stderr and "remove-on-exit" in r.stderr, r.stderr
+
+
 def test_the_daemon_not_running_is_said_with_what_to_do(tmp_path):
     r = subprocess.run([str(HWAGENT), "ps", "--root-dir", str(tmp_path)], capture_output=True, text=True,
                        timeout=BUDGET_S)
