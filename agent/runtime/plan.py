@@ -20,9 +20,9 @@ from agent.quantity import parse_quantity
 from agent.runtime.cdi import CDIError, resolve
 from agent.runtime.config import RuntimeConfig
 from agent.workloads.runnable import DEFAULT_PATH
-from agent.contracts.pods import QOS_RECLAIMED, QOS_SHARED, AdmittedPod, ContainerAssignment, ContainerSpec, RunAs
+from agent.contracts.pods import QOS_RECLAIMED, QOS_SHARED, AdmittedPod, ContainerAssignment, ContainerSpec, DeviceNode, RunAs
 
-__all__ = ["PlanError", "LaunchPlan", "DevNum", "plan_container", "device_number", "BASE_ENV", "home_of"]
+__all__ = ["PlanError", "LaunchPlan", "UserNode", "DevNum", "plan_container", "device_number", "BASE_ENV", "home_of"]
 
 #: (kind "c"/"b", major, minor)
 DevNum = tuple[str, int, int]
@@ -44,6 +44,20 @@ class LaunchPlan:
     limits: CgroupLimits
     #: who the workload runs as (uid, gid and supplementary groups set); None: root
     user: RunAs | None = None
+    #: granted device nodes a non-root workload gets as nodes of its own (agent.runtime.usernodes)
+    user_nodes: tuple[UserNode, ...] = ()
+
+
+@dataclass(frozen=True)
+class UserNode:
+    """A granted device node a non-root workload must be able to open: the runtime makes a node
+    with the same numbers, owned by the workload's user, and binds it over ``container_path``
+    in the workload's mount namespace (the host's node keeps its owner and mode)."""
+
+    container_path: str
+    kind: str  # "c" or "b"
+    major: int
+    minor: int
 
 
 def home_of(uid: int) -> tuple[str, str] | None:
@@ -108,19 +122,10 @@ def plan_container(
         cdi = resolve(grant.cdi_devices, cfg.cdi_spec_dirs)
     except CDIError as e:
         raise PlanError(str(e)) from None
-    nodes = grant.devices + cdi.devices
-    granted: list[tuple[str, int, int, str]] = []
-    binds: list[tuple[str, str, bool]] = []
-    for n in nodes:
-        try:
-            num = device_number(n.host_path, stat)
-        except OSError as e:
-            raise PlanError(f"granted device node {n.host_path} is gone: {e.strerror}") from None
-        if num is None:
-            raise PlanError(f"granted device {n.host_path} is not a device node")
-        granted.append((*num, n.permissions))
-        if n.container_path != n.host_path:
-            binds.append((n.host_path, n.container_path, False))
+    # a workload that is not root cannot open a host node that is root:disk 0660 (most are) even
+    # though its devices rules allow it: it gets nodes of its own (the host's are not touched)
+    own_nodes = pod.spec.run_as is not None and pod.spec.run_as.uid not in (None, 0)
+    granted, binds, user_nodes = _device_nodes(grant.devices + cdi.devices, own_nodes, stat)
     for m in grant.mounts + cdi.mounts:
         if not exists(m.host_path):
             raise PlanError(f"mount source {m.host_path} (for {m.container_path}) does not exist")
@@ -161,7 +166,30 @@ def plan_container(
     env.update(grant.envs)
     env.update(cdi.env)
     return LaunchPlan(argv=spec.argv, env=env, cwd=spec.working_dir or "/", binds=tuple(binds), limits=limits,
-                      user=pod.spec.run_as)
+                      user=pod.spec.run_as, user_nodes=tuple(user_nodes))
+
+
+def _device_nodes(nodes: Iterable[DeviceNode], own_nodes: bool, stat: Callable[[str], os.stat_result]
+                  ) -> tuple[list[tuple[str, int, int, str]], list[tuple[str, str, bool]], list[UserNode]]:
+    """The granted nodes' (kind, major, minor, permissions) for the devices rules, the binds that put
+    a node under another name, and with ``own_nodes`` (a non-root workload) the nodes to make for it
+    (which then need no bind of the host's node)."""
+    granted: list[tuple[str, int, int, str]] = []
+    binds: list[tuple[str, str, bool]] = []
+    user_nodes: list[UserNode] = []
+    for n in nodes:
+        try:
+            num = device_number(n.host_path, stat)
+        except OSError as e:
+            raise PlanError(f"granted device node {n.host_path} is gone: {e.strerror}") from None
+        if num is None:
+            raise PlanError(f"granted device {n.host_path} is not a device node")
+        granted.append((*num, n.permissions))
+        if own_nodes:
+            user_nodes.append(UserNode(n.container_path, *num))
+        elif n.container_path != n.host_path:
+            binds.append((n.host_path, n.container_path, False))
+    return granted, binds, user_nodes
 
 
 def _page_size(resource: str) -> int:

@@ -432,10 +432,20 @@ class WorkloadRuntime:
         except OSError as e:  # a link planted at the pod's state dir, a full disk
             await self._teardown(ctr.rel)
             raise _StartFailed(f"container {name}: state: {e.strerror or e}") from None
+        binds = plan.binds
+        if plan.user_nodes and plan.user is not None:
+            from agent.runtime.usernodes import make_user_nodes
+
+            try:
+                binds += tuple(make_user_nodes(files.path, plan.user_nodes, plan.user))
+            except OSError as e:
+                await self._teardown(ctr.rel)
+                raise _StartFailed(f"container {name}: device node for its user: cannot make {e.filename}: "
+                                   f"{e.strerror}") from None
         rec = p.record.container(name)
         launched_at = self.clock()
         try:
-            for target in _create_targets(plan.binds):
+            for target in _create_targets(binds):
                 if target not in rec.created:
                     rec.created.append(target)
         except OSError as e:
@@ -448,7 +458,7 @@ class WorkloadRuntime:
             raise _StartFailed(f"container {name}: logs: {e.strerror or e}") from None
         try:
             started = await spawn(self.shim, files, log_path, log_max=self.cfg.log_max_bytes,
-                                  log_keep=self.cfg.log_keep, cwd=plan.cwd, procs=procs, binds=plan.binds,
+                                  log_keep=self.cfg.log_keep, cwd=plan.cwd, procs=procs, binds=binds,
                                   argv=plan.argv, env=plan.env, user=plan.user)
         except LaunchError as e:
             await self._teardown(ctr.rel)

@@ -342,6 +342,49 @@ def test_granted_device_opens_and_managed_ungranted_gives_eperm(env, loops, poli
     run(go())
 
 
+def test_granted_devices_are_usable_by_a_non_root_workload_and_the_hosts_nodes_keep_their_mode(env, loops):
+    """A pod running as a user (nobody) opens its granted loop device (the host's node is root's,
+    0660 or stricter) through a node of its own bound in its mount namespace, under its own name and
+    another; an ungranted one stays closed to it (EACCES: the host's node, untouched, is checked
+    before the devices rules), and the host's nodes keep owner and mode."""
+    import dataclasses
+
+    from agent.contracts.pods import DeviceGrant, DeviceNode, RunAs
+
+    granted, other = loops
+    before = {d: (os.stat(d).st_uid, os.stat(d).st_gid, os.stat(d).st_mode) for d in (granted, other)}
+    assert before[granted][0] == 0 and not before[granted][2] & 0o006, "the host node is no user's"
+    # the answer is the exit status (this test's root dir is not traversable by nobody, so no log):
+    # 0 when every path opened as expected, else 10 + a bit per path that did not
+    probe = ("import errno, os, sys\n"
+             "bad = 0\n"
+             "for i, arg in enumerate(sys.argv[1:]):\n"
+             "    p, want = arg.split('=')\n"
+             "    try:\n"
+             "        fd = os.open(p, os.O_RDWR); os.read(fd, 512); os.close(fd); got = 'ok'\n"
+             "    except OSError as e:\n"
+             "        got = errno.errorcode[e.errno]\n"
+             "    bad |= (got != want) << i\n"
+             "sys.exit(10 + bad if bad else 0)\n")
+
+    async def go():
+        cfg = RuntimeConfig(**{**vars(FAST), "device_policy": "managed"})
+        rt = env.runtime(cfg, managed_devices=lambda: [granted, other])
+        grant = DeviceGrant(devices=(DeviceNode(granted, granted, "rw"),
+                                     DeviceNode("/dev/hwagent-test-userdisk", granted, "rw")))
+        pod = make_pod("userdev", ["/usr/bin/python3", "-S", "-c", probe, f"{granted}=ok",
+                                   "/dev/hwagent-test-userdisk=ok", f"{other}=EACCES"], grant=grant)
+        pod = dataclasses.replace(pod, spec=dataclasses.replace(pod.spec, run_as=RunAs(65534, 65534, ())))
+        await rt.run(pod)
+        st = await env.sink.wait(pod.uid, terminal)
+        assert st.phase == PodPhase.SUCCEEDED and st.containers[0].exit_code == 0, st
+        assert {d: (os.stat(d).st_uid, os.stat(d).st_gid, os.stat(d).st_mode) for d in (granted, other)} == before
+        assert not Path("/dev/hwagent-test-userdisk").exists()
+        assert not (env.root / "runtime" / pod.uid).exists(), "its nodes went with the container's state"
+
+    run(go())
+
+
 def test_stop_of_a_pod_not_running_here_reports_it_terminal_and_run_is_idempotent(env):
     async def go():
         rt = env.runtime()

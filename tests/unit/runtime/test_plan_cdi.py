@@ -141,3 +141,26 @@ def test_cdi_bad_file_is_named(tmp_path):
     (tmp_path / "bad.json").write_text("{nope")
     with pytest.raises(CDIError, match="bad.json is unreadable"):
         resolve(["v.example/x=a"], [str(tmp_path)])
+
+
+def test_a_non_root_pod_gets_nodes_of_its_own_instead_of_the_hosts():
+    """Root's pod binds the host's node where it is renamed; a user's pod gets every granted node as a
+    node of its own to make (the host's stay as they are), and the devices rules are the same."""
+    import dataclasses
+
+    from agent.contracts.pods import RunAs
+    from agent.runtime.plan import UserNode
+
+    grant = DeviceGrant(devices=(DeviceNode("/dev/x0", "/dev/loop3"), DeviceNode("/dev/loop4", "/dev/loop4")))
+    nodes = fake_stat({"/dev/loop3": ("b", 7, 3), "/dev/loop4": ("b", 7, 4)})
+    p, c, a = pod(grant=grant)
+    as_root = plan(p, c, a, managed=[("b", 7, 3), ("b", 7, 4)], stat_fn=nodes)
+    assert as_root.binds == (("/dev/loop3", "/dev/x0", False),) and as_root.user_nodes == ()
+    for who, own in ((RunAs(0, 0, ()), False), (RunAs(1000, 1000, (27,)), True)):
+        q = dataclasses.replace(p, spec=dataclasses.replace(p.spec, run_as=who))
+        lp = plan(q, c, a, managed=[("b", 7, 3), ("b", 7, 4)], stat_fn=nodes)
+        assert lp.limits.device_allow == as_root.limits.device_allow
+        if own:
+            assert lp.binds == () and lp.user_nodes == (UserNode("/dev/x0", "b", 7, 3), UserNode("/dev/loop4", "b", 7, 4))
+        else:
+            assert lp.binds == as_root.binds and lp.user_nodes == ()
