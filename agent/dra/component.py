@@ -12,6 +12,7 @@ files in ``<root>/dra/``; CDI specs go to ``[dra] cdi_dir``.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from agent.contracts import DRA_DRIVER, DaemonContext
@@ -26,6 +27,8 @@ __all__ = ["DraComponent", "factory", "STATE_DIR", "STATE_FILE"]
 log = get_logger("hwagent.dra")
 STATE_DIR = "dra-state"
 STATE_FILE = "prepared.json"
+#: how long one reading of the node's devices serves prepares and allocations
+NODE_TTL_S = 1.0
 
 
 class DraComponent:
@@ -36,9 +39,21 @@ class DraComponent:
         self.driver: Any = None
         self.pod_claims: Any = None
         self._ctx: DaemonContext | None = None
+        self._node_cache: tuple[float, Any] | None = None
 
     def node_devices(self) -> Any:
-        """The node's DRA devices now (inventory read from sysfs, rules applied)."""
+        """The node's DRA devices (inventory read from sysfs, rules applied), read again when the
+        last reading is older than ``NODE_TTL_S``: a burst of prepares (one NodePrepareResources
+        of many claims, a pod with several) scans sysfs once, a hot-plug is seen within a second."""
+        now = time.monotonic()
+        cached = self._node_cache
+        if cached is not None and now - cached[0] < NODE_TTL_S:
+            return cached[1]
+        node = self._read_node_devices()
+        self._node_cache = (now, node)
+        return node
+
+    def _read_node_devices(self) -> Any:
         from agent.devices.rules import assign, effective_rules
         from agent.devices.sysfs import read_inventory
         from agent.dra.catalog import catalog
