@@ -5,8 +5,10 @@ whenever a dedicated one comes or goes. Views (``hwagent ps``/``describe``,
 pod-resources, status, the cgroup's ``cpuset.cpus``) ask the policy for a
 ``Placement`` (``CPUAllocations.placement``) when they answer instead of keeping
 a copy, so they cannot go stale. Memory nodes follow the CPUs of a NUMA-bound
-container (hwagent has no separate memory plugin; binding CPUs without memory
-is half a binding).
+container (binding CPUs without memory is half a binding), unless the memory
+manager placed its memory: then they are its memory blocks' nodes
+(``MemoryAllocations.blocks``), which the CPU policy's enforcer writes and
+admission's assignment carries.
 """
 
 from __future__ import annotations

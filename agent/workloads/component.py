@@ -17,7 +17,7 @@ Pods that asked for it (``launch --rm`` without ``--wait``) are removed once the
 (``agent.workloads.autoremove``).
 
 Publishes ``WORKLOADS`` (``WorkloadRegistry``) and ``ACTIVE_PODS``. Looks up
-``CPU_POLICY`` and ``DEVICE_MANAGER`` at start (both started before it, see
+``CPU_POLICY``, ``DEVICE_MANAGER`` and ``MEMORY_MANAGER`` at start (all started before it, see
 ``COMPONENTS``); the runtime, started after it, is a deferred ``RUNTIME``
 asked at each admission.
 """
