@@ -148,3 +148,50 @@ def test_shared_pod_with_hugepages_is_placed_and_spread_on_request(tmp_path) -> 
         assert node.memory.blocks(q.uid, "c") == ()  # neither NUMA-bound nor hugepages: not placed
 
     run(tmp_path, body, policy="best-effort")
+
+
+def test_done_when_on_the_numa2_fixture_tree(tmp_path) -> None:
+    """The issue's case: --memory 512Mi --hugepages-2Mi 64Mi, dedicated, single-numa-node, on the
+    capacity read from the 2-node fixture tree: CPUs, memory and pages on one node, mems that node."""
+    from pathlib import Path
+
+    from agent.memory.policy import build_capacity
+    from agent.memory.sysfs import read_memory
+
+    tree = Path(__file__).resolve().parents[2] / "fixtures" / "memory" / "numa2" / "sys"
+    capacity = build_capacity(read_memory(tree), {})
+
+    async def main() -> None:
+        node = await Node(tmp_path, M2, "single-numa-node", "container", memory_capacity=capacity).start()
+        try:
+            p = (await node.workloads.admit_manifest(pod("job", cpus=2, memory="512Mi", pages="64Mi"))).pod
+            a = p.assignments["c"]
+            (numa,) = a.numa_affinity
+            assert set(a.mems) == {numa}
+            assert {node.workloads.cpu_policy.numa_of()[c] for c in a.cpus} == {numa}
+            blocks = {b.resource: b for b in node.memory.blocks(p.uid, "c")}
+            assert blocks["memory"].per_node == ((numa, 512 * MB),)
+            assert blocks["hugepages-2Mi"].per_node == ((numa, 64 * MB),)
+            free = {(n.node, n.resource): n.free for n in node.memory.nodes()}
+            assert free[(numa, "hugepages-2Mi")] == capacity[numa]["hugepages-2Mi"].allocatable - 64 * MB
+        finally:
+            await node.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_pod_scope_sums_the_app_containers(tmp_path) -> None:
+    two = json.loads(pod("two", cpus=1, pages="64Mi"))
+    c2 = dict(two["spec"]["containers"][0], name="d")
+    two["spec"]["containers"].append(c2)
+
+    async def main() -> None:
+        node = await Node(tmp_path, M2, "single-numa-node", "pod", memory_capacity=CAPACITY).start()
+        try:
+            p = (await node.workloads.admit_manifest(json.dumps(two))).pod
+            nodes = {b.numa_nodes for c in ("c", "d") for b in node.memory.blocks(p.uid, c)}
+            assert len(nodes) == 1  # both containers' memory and pages on the pod's one node
+        finally:
+            await node.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
