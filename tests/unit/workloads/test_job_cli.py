@@ -90,11 +90,16 @@ def test_the_command_is_resolved_against_the_callers_path_and_directory(tmp_path
     assert m["spec"]["containers"][0]["command"] == [str(tool), "x"]
 
 
-def test_rm_and_quiet_go_with_wait_and_a_manifest_takes_no_job_flags(tmp_path):
-    from agent.commands.launch import run
+def test_quiet_goes_with_wait_and_a_manifest_takes_no_job_flags(tmp_path):
+    from agent.commands.launch import REMOVE_ON_EXIT, manifest_from_flags, run
 
-    with pytest.raises(CommandError, match="go with --wait"):
-        run(parse("--rm", "--", "true"))
+    with pytest.raises(CommandError, match="goes with --wait"):
+        run(parse("-q", "--", "true"))
+    # --rm without --wait is the daemon's: the pod asks for it; with --wait the CLI removes it itself
+    assert manifest_from_flags(parse("--rm", "--", "true"))["metadata"]["annotations"] == {REMOVE_ON_EXIT: "true"}
+    assert "annotations" not in manifest_from_flags(parse("--rm", "--wait", "--", "true"))["metadata"]
+    with pytest.raises(CommandError, match="needs --wait"):
+        run(parse("-f", str(tmp_path / "p.yaml"), "--rm"))
     with pytest.raises(CommandError, match="drop the other pod flags"):
         run(parse("-f", str(tmp_path / "p.yaml"), "--restart", "never"))
 
