@@ -24,6 +24,7 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.resources",
     "agent.commands.doctor",
     "agent.commands.probes",
+    "agent.commands.explain",
     "agent.commands.launch",
     "agent.commands.ps",
     "agent.commands.describe",

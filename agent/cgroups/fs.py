@@ -1,4 +1,4 @@
-"""cpuset and cpu.idle reads and writes, v1 (through cgroupspy) or v2.
+"""cpuset, cpu.idle and CPU quota reads and writes, v1 (through cgroupspy) or v2.
 
 Ordering matters on v1: a child's cpuset.cpus must stay inside its parent's,
 so a plan is applied in two passes — widen top-down (ancestors first, to the
@@ -58,6 +58,9 @@ class CgroupFS:
         self.cpuset_v2 = layout.is_v2("cpuset")
         self.cpuset_root = layout.controller_root("cpuset")
         self.cpu_root = layout.controller_root("cpu")
+        self.cpu_v2 = layout.is_v2("cpu")
+        #: v1: usage is cpuacct's (co-mounted with cpu on most distributions); v2: cpu.stat
+        self.cpuacct_root = self.cpu_root if self.cpu_v2 else layout.controller_root("cpuacct")
 
     # -- low level --------------------------------------------------------------
     def _dir(self, root: Path, rel: str) -> Path:
@@ -257,3 +260,58 @@ class CgroupFS:
             WRITE_ERRORS.labels("cpu").inc()
             raise
         return True
+
+    # -- CPU quota and usage (the advisor's suppression) ------------------------------
+    def read_cpu_quota(self, rel: str) -> tuple[int | None, int]:
+        """(quota µs per period or None when unlimited, period µs): ``cpu.max`` on v2,
+        ``cpu.cfs_quota_us``/``cpu.cfs_period_us`` on v1."""
+        d = self._dir(self.cpu_root, rel)
+        try:
+            if self.cpu_v2:
+                quota, _, period = (d / "cpu.max").read_text().strip().partition(" ")
+                return (None if quota == "max" else int(quota)), int(period or 100000)
+            q = int((d / "cpu.cfs_quota_us").read_text())
+            return (None if q < 0 else q), int((d / "cpu.cfs_period_us").read_text())
+        except FileNotFoundError:
+            raise self._vanished("cpu", rel, "read the cpu quota") from None
+
+    def write_cpu_quota(self, rel: str, quota_us: int | None, period_us: int | None = None) -> bool:
+        """Set the CPU quota (None: unlimited; ``period_us`` None keeps the period); True when
+        something changed. At least 1 ms per period: the kernel's own minimum."""
+        if quota_us is not None and quota_us < 1000:
+            raise ValueError(f"cpu quota must be at least 1000us, got {quota_us}")
+        cur_q, cur_p = self.read_cpu_quota(rel)
+        period = cur_p if period_us is None else period_us
+        if (cur_q, cur_p) == (quota_us, period):
+            return False
+        d = self._dir(self.cpu_root, rel)
+        try:
+            if self.cpu_v2:
+                (d / "cpu.max").write_text(f"{'max' if quota_us is None else quota_us} {period}")
+            else:
+                if period != cur_p:
+                    if cur_q is not None:  # lift the quota first: the old one may not fit the new period
+                        (d / "cpu.cfs_quota_us").write_text("-1")
+                    (d / "cpu.cfs_period_us").write_text(str(period))
+                (d / "cpu.cfs_quota_us").write_text("-1" if quota_us is None else str(quota_us))
+        except OSError as e:
+            if e.errno in _GONE:
+                raise self._vanished("cpu", rel, "write the cpu quota") from None
+            WRITE_ERRORS.labels("cpu").inc()
+            raise
+        return True
+
+    def read_cpu_usage_ns(self, rel: str) -> int:
+        """CPU time the cgroup's tasks used since it was made (ns): ``cpuacct.usage`` on v1,
+        ``usage_usec`` of ``cpu.stat`` on v2."""
+        d = self._dir(self.cpuacct_root, rel)
+        try:
+            if self.cpu_v2:
+                for line in (d / "cpu.stat").read_text().splitlines():
+                    k, _, v = line.partition(" ")
+                    if k == "usage_usec":
+                        return int(v) * 1000
+                return 0
+            return int((d / "cpuacct.usage").read_text())
+        except FileNotFoundError:
+            raise self._vanished("cpuacct", rel, "read cpu usage") from None

@@ -84,4 +84,23 @@ def run(args: argparse.Namespace) -> int:
     print("events:")
     for e in pod["events"]:
         print(f"  {time.strftime('%H:%M:%S', time.gmtime(e['time']))}  {e['message']}")
+    _advisor_before(args, pod)
     return 0
+
+
+def _advisor_before(args: argparse.Namespace, pod: dict) -> None:
+    """An evicted pod: the advisor's last decisions before its eviction (`hwagent explain POD` says more)."""
+    if pod.get("reason") != "Evicted":
+        return
+    from agent.advisor.record import decisions_before, format_decision
+    from agent.commands._config import daemon_root
+
+    root = daemon_root(args)
+    evicted_at = max((e["time"] for e in pod["events"]), default=time.time())
+    before = decisions_before(root, evicted_at)
+    if not before:
+        print("advisor: no decision recorded before the eviction (the advisor is off: [advisor] enabled)")
+        return
+    print("advisor decisions before the eviction (hwagent explain " + pod["name"] + " for more):")
+    for d in before:
+        print("  " + format_decision(d))

@@ -27,7 +27,9 @@ publishing after that raises. The contracts and who uses them:
     ActivePods          workloads (ACTIVE_PODS)                   device manager and CPU policy and
                                                                   pod-resources (deferred)
     PodDirectorySource  kubelet-pods (POD_DIRECTORY)              pressure, eviction plugin, status
-    PressureSignals     pressure (PRESSURE)                       eviction plugin, status
+    PressureSignals     pressure (PRESSURE)                       eviction plugin, status, advisor
+    SharedPoolSizer     cpu (CPU_SHARED_POOL)                     advisor
+    EvictionGate        advisor (EVICTION_GATE)                   pressure (deferred)
     Evictor             runtime (standalone) or katalyst-eviction-  pressure (deferred)
                         plugin (kubelet mode) (EVICTOR)
     EvictionPluginView  katalyst-eviction-plugin (EVICTION_PLUGIN) status
@@ -103,6 +105,10 @@ __all__ = [
     "ActivePods",
     "PodDirectorySource",
     "PressureSignals",
+    "EvictionGate",
+    "SharedPoolSizer",
+    "CPU_SHARED_POOL",
+    "EVICTION_GATE",
     "EvictionPluginView",
     "Evictor",
     "PodStatusSink",
@@ -308,8 +314,37 @@ class PressureSignals(Protocol):
 
     def container_wait_ns(self, by_cgroup: dict[str, Histogram]) -> dict[tuple[str, str], int]: ...
 
+    def container_runqueue(self) -> dict[tuple[str, str], Histogram]:
+        """Per watched container (pod uid, container): its run-queue delay counters as last
+        read (cumulative; a histogram from the BPF probe, the sum only from schedstat)."""
+
     def status(self) -> dict[str, tuple[str, str]]:
         """Per probe: (mode, detail)."""
+
+
+class EvictionGate(Protocol):
+    """Whether the pressure engine's CPU-pressure eviction of a pod of QoS level ``qos``
+    ("reclaimed", "shared", ...) may go ahead now: the advisor lets it only for reclaimed
+    pods, and only when suppressing them at their floor has not been enough
+    (docs/advisor.md). Asked from the pressure engine's worker thread: answers from a
+    value the owner swaps on its loop, never blocking."""
+
+    def allows_eviction(self, qos: str) -> bool: ...
+
+    def summary(self) -> str:
+        """One line for `hwagent status`: the shared pool's size, the quota, the headroom."""
+
+
+class SharedPoolSizer(Protocol):
+    """The CPU policy's sizing of the default shared pool, for the advisor."""
+
+    def shared_bounds(self) -> tuple[int, int]:
+        """(fewest, most) CPUs the shared pool may have now; (0, 0) with no shared pod."""
+
+    async def resize_shared(self, size: int | None) -> bool:
+        """At least ``size`` CPUs for the shared pool (None: from requests), journaled before
+        it returns; True when the pools changed. The policy's invariants hold: never a
+        reserved or dedicated CPU, never below requests."""
 
 
 class Evictor(Protocol):
@@ -407,6 +442,8 @@ DEVICE_HEALTH: HandleKey[DeviceHealth] = HandleKey("device_health")
 DEVICE_PLUGINS: HandleKey[DevicePlugins] = HandleKey("deviceplugins")
 #: agent.cpu.component
 CPU_POLICY: HandleKey[CPUAllocator] = HandleKey("cpu_policy")
+#: agent.cpu.component: the same durable policy, as the advisor's sizer of the shared pool
+CPU_SHARED_POOL: HandleKey[SharedPoolSizer] = HandleKey("cpu_shared_pool")
 #: agent.workloads.component (standalone): the registry, also as the active-pods source
 WORKLOADS: HandleKey[WorkloadRegistry] = HandleKey("workloads")
 ACTIVE_PODS: HandleKey[ActivePods] = HandleKey("active_pods")
@@ -420,6 +457,8 @@ RUNTIME: HandleKey[PodRuntime] = HandleKey("runtime")
 EVICTION_PLUGIN: HandleKey[EvictionPluginView] = HandleKey("eviction_plugin")
 #: agent.runtime.component (standalone) or agent.kubelet.evictionplugin (kubelet mode)
 EVICTOR: HandleKey[Evictor] = HandleKey("evictor")
+#: agent.advisor.component (when [advisor] is on)
+EVICTION_GATE: HandleKey[EvictionGate] = HandleKey("eviction_gate")
 #: agent.memory.component (the memory manager)
 MEMORY_MANAGER: HandleKey[MemoryAllocator] = HandleKey("memory_manager")
 #: agent.dra.component (the DRA driver, both modes)

@@ -26,7 +26,7 @@ from agent.daemonconfig import DAEMON_SECTION
 from agent.cgroups.config import CGROUPS_SECTION, workload_roots
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
-from agent.contracts import ACTIVE_PODS, CPU_POLICY, ActivePods, Deferred
+from agent.contracts import ACTIVE_PODS, CPU_POLICY, CPU_SHARED_POOL, ActivePods, Deferred
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, reclaim_root_candidates, self_cgroups
 from agent.contracts import MEMORY_MANAGER, DaemonContext, MemoryAllocator
 from agent.cpu.checkpoint import CheckpointError, CheckpointStore
@@ -163,6 +163,7 @@ class CPUPolicyComponent:
         self.socket_path = socket_path_for(ctx, self.cfg)
         self._server, self._reg = await serve(self.durable, self.socket_path)
         ctx.publish(CPU_POLICY, self.durable)
+        ctx.publish(CPU_SHARED_POOL, self.durable)
         self._kick_enforce(policy.state)
         self._tasks = [
             loop.create_task(self._every(self.cfg.cpuset_check_interval_s, self.check_once)),
@@ -221,6 +222,7 @@ class CPUPolicyComponent:
                 self.socket_path.unlink()
         if self._ctx is not None:
             self._ctx.withdraw(CPU_POLICY)
+            self._ctx.withdraw(CPU_SHARED_POOL)
 
     def healthy(self) -> bool:
         if self._server is None or self.socket_path is None or not self.socket_path.is_socket():

@@ -155,6 +155,14 @@ class DurablePolicy:
         """RemovePod, with the checkpoint written before it returns (admission's release, gRPC)."""
         return await self._call("remove_pod", self.policy.remove_pod, pod_uid)
 
+    async def resize_shared(self, size: int | None) -> bool:
+        """The advisor's size of the shared pool (``DynamicPolicy.resize_shared``), journaled
+        before it returns like every change; True when the pools changed."""
+        return await self._call("resize_shared", self.policy.resize_shared, size)
+
+    def shared_bounds(self) -> tuple[int, int]:
+        return self.policy.shared_bounds()
+
     async def resources_allocation(self) -> list[AllocationInfo]:
         # read-only for the caller: the ramp-up it may complete is journaled in the background
         return await self._call("get_resources_allocation", self.policy.resources_allocation, wait=False)

@@ -18,8 +18,17 @@ from agent.cpu.calculator import TopoIndex, take_by_topology, take_ht_by_numa_ba
 from agent.cpu.errors import FAILED_PRECONDITION, NOT_FOUND, PolicyError, RESOURCE_EXHAUSTED, invalid
 from agent.cpu.hints import calculate_hints, min_numa_count
 from agent.contracts.placement import Placement, placement_of
-from agent.cpu.pools import (DEDICATED_NUMA_MODES, DedicatedNuma, PoolOptions, adjust, init_pools, no_reclaim_cpus,
-                              shared_available, why_no_shared)
+from agent.cpu.pools import (
+    DEDICATED_NUMA_MODES,
+    DedicatedNuma,
+    PoolOptions,
+    adjust,
+    init_pools,
+    no_reclaim_cpus,
+    shared_available,
+    shared_bounds,
+    why_no_shared,
+)
 from agent.cpu.qos import (
     DEDICATED,
     DEDICATED_OWNER,
@@ -325,6 +334,34 @@ class DynamicPolicy:
             raise PolicyError(NOT_FOUND, "not_found", f"container {pod_uid}/{container} is not in cpu plugin state")
         if cur.cgroup_path != path:
             self._commit(self._state.with_entry(replace(cur, cgroup_path=path)), put=((pod_uid, container),))
+
+    # -- the advisor's size of the shared pool ------------------------------------------
+    def resize_shared(self, size: int | None) -> bool:
+        """Give the default shared pool at least ``size`` CPUs (None: back to the size its
+        requests give), taken from the reclaim pool; True when the pools changed. From the
+        first call on the advisor sizes the pools: idle CPUs stay in the reclaim pool
+        (``PoolOptions.advised``) instead of going to the shared pools.
+
+        Goes through the one re-size every change uses (``adjust``), so the pool's
+        invariants hold as for any Allocate: never a reserved or dedicated CPU, never
+        below requests, no CPU in two shared pools; the change is committed (journaled
+        by the durable policy) like any other. Later re-sizes keep the size until the
+        advisor changes it; a refused re-size changes nothing."""
+        if size is not None and (not isinstance(size, int) or size < 1):
+            raise invalid("bad_size", f"shared pool size must be a whole number of cpus >= 1 or none, got {size!r}")
+        opts = replace(self.pool_opts, shared_size=size, advised=True)
+        if opts == self.pool_opts:
+            return False
+        st = adjust(self.idx, self._state, self.reserved, opts)
+        self.pool_opts = opts
+        if dict(st.pools) == dict(self._state.pools):
+            return False  # the size is remembered for later re-sizes; nothing moves now
+        self._commit(st)
+        return True
+
+    def shared_bounds(self) -> tuple[int, int]:
+        """(fewest, most) CPUs the default shared pool may have now (see pools.shared_bounds)."""
+        return shared_bounds(self.idx, self._state, self.reserved, self.pool_opts)
 
     # -- ramp-up ------------------------------------------------------------------
     def complete_ramp_up(self) -> bool:

@@ -11,12 +11,12 @@ upstream "isolation"/"fallback" branches have nothing to place and are absent.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from agent.cpu.calculator import TopoIndex, take_by_numa_balance_from
 from agent.cpu.errors import PolicyError, RESOURCE_EXHAUSTED
-from agent.cpu.qos import RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED
+from agent.cpu.qos import DEFAULT_POOL, RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED
 from agent.cpu.state import Basis, Key, PMap, PolicyState, StateIndex
 from agent.cpuset import CPUSet
 
@@ -26,6 +26,7 @@ __all__ = [
     "PoolOptions",
     "bound_numas",
     "shared_available",
+    "shared_bounds",
     "why_no_shared",
     "no_reclaim_cpus",
     "adjust",
@@ -48,6 +49,14 @@ class PoolOptions:
     enable_reclaim: bool = False
     #: Katalyst's rule by default: the upstream pool expectations depend on it
     dedicated_numa: DedicatedNuma = "whole-node"
+    #: the advisor's size for the default shared pool (agent/advisor): at least this
+    #: many CPUs when the pool exists, within what the other pools leave; None: from requests
+    shared_size: int | None = None
+    #: the advisor sizes the pools (set by its first re-size): idle CPUs stay in the reclaim
+    #: pool as with ``enable_reclaim`` (not handed to the shared pools, which the advisor
+    #: grows when their delay says so); the ``reclaim_min`` overlap is kept (cpu.idle and the
+    #: advisor's quota protect the shared pods on the CPUs both pools hold)
+    advised: bool = False
 
 
 def bound_numas(idx: TopoIndex, st: PolicyState) -> frozenset[int]:
@@ -117,7 +126,7 @@ def _sizes(quant: dict[str, int], avail: int, opts: PoolOptions) -> dict[str, in
         while sum(sizes.values()) > avail:
             p = max(sorted(sizes), key=lambda k: sizes[k])
             sizes[p] -= 1
-    if not opts.enable_reclaim:
+    if not opts.enable_reclaim and not opts.advised:
         extra = avail - sum(sizes.values()) - opts.reclaim_min
         if extra > 0:
             qtot = sum(sizes.values())
@@ -126,7 +135,25 @@ def _sizes(quant: dict[str, int], avail: int, opts: PoolOptions) -> dict[str, in
                 add = min(left, max(1, (extra * sizes[p]) // qtot))
                 sizes[p] += add
                 left -= add
+    if opts.shared_size is not None and DEFAULT_POOL in sizes:
+        room = avail - sum(v for p, v in sizes.items() if p != DEFAULT_POOL)
+        sizes[DEFAULT_POOL] = max(sizes[DEFAULT_POOL], min(opts.shared_size, room))
     return sizes
+
+
+def shared_bounds(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions) -> tuple[int, int]:
+    """(fewest, most) CPUs the default shared pool may have now: its requests' size as
+    the policy would set it without the advisor, and what neither the reserve, dedicated
+    pods nor the other shared pools hold. (0, 0) when no shared pod is in the pool."""
+    quant = _pool_quantities(st)
+    if DEFAULT_POOL not in quant:
+        return 0, 0
+    avail = len(shared_available(idx, st, reserved, opts.dedicated_numa))
+    sizes = _sizes(quant, avail, replace(opts, shared_size=None))
+    if sizes is None:
+        return avail, avail
+    room = avail - sum(v for p, v in sizes.items() if p != DEFAULT_POOL)
+    return sizes[DEFAULT_POOL], room
 
 
 def _reclaim(idx: TopoIndex, leftover: CPUSet, avail: CPUSet, reserved: CPUSet, opts: PoolOptions) -> CPUSet:

@@ -17,7 +17,8 @@ and status read it). Looks up at start, all started before it: ``CPU_POLICY``
 (the containers to watch), ``DEVICE_HEALTH`` (where health verdicts go),
 ``POD_DIRECTORY`` (kubelet mode), and holds a deferred ``EVICTOR`` (published
 after pressure by the runtime in standalone mode, the eviction plugin in
-kubelet mode; without one an eviction is reported only).
+kubelet mode; without one an eviction is reported only) and a deferred
+``EVICTION_GATE`` (the advisor, when on: an eviction goes ahead only when it allows).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from prometheus_client import REGISTRY
 
 from agent.daemonconfig import DAEMON_SECTION
 from agent.cgroups.config import CGROUPS_SECTION, workload_roots
-from agent.contracts import CPU_POLICY, DEVICE_HEALTH, EVICTOR, POD_DIRECTORY, PRESSURE
+from agent.contracts import CPU_POLICY, DEVICE_HEALTH, EVICTION_GATE, EVICTOR, POD_DIRECTORY, PRESSURE
 from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
 from agent.pressure.config import PRESSURE_SECTION, PressureConfig
@@ -73,6 +74,7 @@ class PressureComponent:
             cgroup_roots=roots,
             cgroup_hierarchy=ctx.config[CGROUPS_SECTION].hierarchy,
             evictor=ctx.deferred(EVICTOR),
+            gate=ctx.deferred(EVICTION_GATE),
         )
         ctx.publish(PRESSURE, self.engine)
         self._collector = PressureCollector(self.engine, lambda: self.state)

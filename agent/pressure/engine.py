@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS
-from agent.contracts import CPUAllocations, Deferred, DeviceHealth, Evictor, PodDirectorySource
+from agent.contracts import CPUAllocations, Deferred, DeviceHealth, EvictionGate, Evictor, PodDirectorySource
 from agent.eventlog import get_logger
 from agent.pressure.actions import EvictionRecord, ReportEviction
 from agent.cgroups.hierarchy import CgroupIndex, Hierarchy, detect_hierarchy, relative_cgroup_path
@@ -114,6 +114,7 @@ class PressureEngine:
         probes: ProbeSet | None = None,
         clock: Callable[[], float] = time.monotonic,
         evictor: Deferred[Evictor] = lambda: None,
+        gate: Deferred[EvictionGate] = lambda: None,
         cgroup_roots: Sequence[str] = DEFAULT_WORKLOAD_ROOTS,
         cgroup_hierarchy: str = "auto",
     ) -> None:
@@ -151,6 +152,10 @@ class PressureEngine:
             )
         )
         self._evictor = evictor
+        #: the advisor, when it runs: an eviction goes ahead only when it allows (suppress before evict)
+        self._gate = gate
+        #: evictions the gate held back (the evaluator keeps its samples and tries again next tick)
+        self.evictions_held = 0
         #: what pressure does when nobody acts on an eviction: report it (record, hook)
         self.report = ReportEviction(cfg.eviction_hook)
         self.record = EvictionRecord(record_path)
@@ -267,6 +272,20 @@ class PressureEngine:
                     out.append(c)
         return out
 
+    def _allow_eviction(self, qos: str) -> bool:
+        """Asked by the evaluator with its victim's QoS level: without an advisor, always."""
+        gate = self._gate()
+        if gate is None or gate.allows_eviction(qos):
+            return True
+        self.evictions_held += 1
+        return False
+
+    def container_runqueue(self) -> dict[tuple[str, str], Histogram]:
+        """Per watched container: its cgroup's run-queue delay counters as last read."""
+        by_cgroup = self.last_runqueue
+        return {c.key: rollup(by_cgroup, relative_cgroup_path(c.cgroup_path, self.mounts))
+                for c in self.containers if c.cgroup_path}
+
     def container_wait_ns(self, by_cgroup: dict[str, Histogram]) -> dict[tuple[str, str], int]:
         out = {}
         for c in self.containers:
@@ -301,7 +320,8 @@ class PressureEngine:
         if self.cfg.eviction_enabled and self.containers:
             psi = read_psi(Path(self.procfs_root) / "pressure" / "cpu")
             res.evictions = self.evaluator.evaluate(
-                now, self.containers, self.container_wait_ns(self.last_runqueue), psi.some_total_us if psi else None
+                now, self.containers, self.container_wait_ns(self.last_runqueue), psi.some_total_us if psi else None,
+                allow=self._allow_eviction,
             )
         if self.cfg.health_enabled:
             res.health_changes = self.health.decide(now, *self._health_readings())

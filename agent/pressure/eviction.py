@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,7 +146,11 @@ class PressureEvaluator:
         containers: Sequence[Container],
         wait_ns: Mapping[tuple[str, str], int],
         psi_some_total_us: int | None = None,
+        allow: Callable[[str], bool] | None = None,
     ) -> list[Eviction]:
+        """``allow(qos)``: asked with the picked victim's QoS level; False holds the eviction
+        back without starting the cool-down (the advisor's gate: suppress before evict, and
+        never a shared pod), so it goes ahead on the first tick the gate allows."""
         p = self.policy
         rates = self._rates(now, containers, wait_ns)
         psi = self._psi(now, psi_some_total_us)
@@ -171,6 +175,8 @@ class PressureEvaluator:
                 continue
             victim = self._pick(members, measured, hard)
             if victim is None:
+                continue
+            if allow is not None and not allow(victim.qos):
                 continue
             pool_wait = sum(measured.values()) or 1.0
             pod_members = [c for c in members if c.pod_uid == victim.pod_uid]

@@ -16,6 +16,7 @@ from agent.contracts import (
     CPUAllocations,
     DeviceAllocations,
     DevicePlugins,
+    EvictionGate,
     EvictionPluginView,
     MemoryAllocations,
     PodDirectorySource,
@@ -38,6 +39,7 @@ class Handles:
     eviction_plugin: EvictionPluginView | None = None
     memory: MemoryAllocations | None = None
     dra_plugin: DRAKubeletPluginView | None = None
+    advisor: EvictionGate | None = None
 
 
 class ViewUnavailable(Exception):

@@ -100,7 +100,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("contracts", frozenset({"contracts"})),
     ("owners", frozenset({
         "pods", "podresources", "cpu", "devicemanager", "deviceplugin", "workloads", "runtime", "pressure",
-        "kubelet", "topologymanager", "memory", "dra",
+        "kubelet", "topologymanager", "memory", "dra", "advisor",
     })),
     ("read side and assembly", frozenset({"status", "doctor", "daemon"})),
     ("command line", CLI),

@@ -1,0 +1,342 @@
+"""The advisor as a daemon component: read, decide (in a worker thread), apply (on the loop).
+
+Every ``interval_s`` (at most 1 s): on the loop, read the CPU policy's containers and
+pools and the pressure engine's last run-queue counters per container (``PRESSURE``:
+the eBPF probe, or its schedstat fallback); in a worker thread, read the containers' CPU
+usage from their cgroups, build the interval's sample and run the pure controller
+(``agent.advisor.controller``); back on the loop, apply its decision: the shared pool's
+size through the CPU policy's own API (``CPU_SHARED_POOL``: journaled, the policy's
+invariants kept), the reclaimed pods' quota through ``agent.advisor.suppress`` (a worker
+thread: cgroupfs writes), and the eviction gate the pressure engine asks
+(``EVICTION_GATE``, published here): suppress before evict. Each change, and a hold now
+and then, goes to ``<root>/advisor/decisions.jsonl``; the controller's outputs and the
+quotas it replaced go to ``<root>/advisor/state.json`` so a restart carries on where the
+last run stopped (the quotas are lifted on a clean stop and written again at start).
+
+Shared state (the controller state, the last decision) lives on the loop only; the
+worker threads get copies and hand back new values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent.advisor import metrics as m
+from agent.advisor.config import ADVISOR_SECTION, LIVE_SETTINGS, AdvisorConfig
+from agent.advisor.controller import ControllerState, Decision, Limits, Sample, decide
+from agent.advisor.inputs import Counters, interval, quantile_us
+from agent.advisor.record import DecisionLog, read_state, write_state
+from agent.advisor.suppress import Suppressor, plan_quotas, pod_cgroups
+from agent.cgroups.config import CGROUPS_SECTION
+from agent.cgroups.detect import CgroupError, detect
+from agent.cgroups.fs import CgroupFS, CgroupVanished
+from agent.contracts import CPU_POLICY, CPU_SHARED_POOL, EVICTION_GATE, PRESSURE, DaemonContext
+from agent.contracts import CPUAllocations, PressureSignals, SharedPoolSizer
+from agent.contracts.cpu import AllocationInfo
+from agent.contracts.hist import Histogram
+from agent.contracts.pressure import normalize_qos
+from agent.cpuset import CPUSet
+from agent.daemonconfig import DAEMON_SECTION
+from agent.eventlog import get_logger
+from agent.pressure.procfs import read_psi
+from agent.tasks import cancel_and_wait
+
+log = get_logger("hwagent.advisor")
+
+__all__ = ["AdvisorComponent", "factory", "Reading"]
+
+SHARED_POOL = "share"
+#: no size handed to the policy yet: the first decision always is (it switches the policy to advised pools)
+_UNSET = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """What the loop hands the worker for one interval (copies, nothing shared)."""
+
+    at: float
+    shared: tuple[tuple[tuple[str, str], str, str], ...]  # (key, cgroup path, ns/name)
+    reclaimed: tuple[tuple[tuple[str, str], str, str], ...]
+    runqueue: dict[tuple[str, str], Histogram]
+    limits: Limits
+
+
+def _who(a: AllocationInfo) -> str:
+    return f"{a.pod_namespace}/{a.pod_name}" if a.pod_namespace or a.pod_name else a.pod_uid
+
+
+class AdvisorComponent:
+    name = "advisor"
+    live_settings = LIVE_SETTINGS
+
+    def __init__(self, cfg: AdvisorConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.cfg = cfg
+        self.tuning = cfg.tuning()
+        self.clock = clock
+        self.state = ControllerState()
+        self.last: Decision | None = None
+        self.counters = Counters()
+        self._allow_until = -math.inf
+        self._task: asyncio.Task[None] | None = None
+        self._failed = False
+        self._last_hold_record = -math.inf
+        self._ctx: DaemonContext | None = None
+        self.cpu: CPUAllocations | None = None
+        self.sizer: SharedPoolSizer | None = None
+        self.pressure: PressureSignals | None = None
+        self.fs: CgroupFS | None = None
+        self.suppressor: Suppressor | None = None
+        self.log: DecisionLog | None = None
+        self.root: Path | None = None
+        self.procfs_root = "/proc"
+        self._psi_last: tuple[float, int] | None = None
+        #: the shared pool size last handed to the policy (None: the policy's own; _UNSET: none yet)
+        self.applied_size: object = _UNSET
+
+    # -- the gate the pressure engine asks (EvictionGate) ------------------------------------
+    def allows_eviction(self, qos: str) -> bool:
+        """Reclaimed pods only (the shared pods are what the advisor protects: it grows their
+        pool instead), and only for two intervals after a decision that allowed eviction (the
+        engine ticks on its own clock); a plain float read, safe from the engine's worker thread."""
+        if qos == "reclaimed" and self.clock() < self._allow_until:
+            m.EVICTIONS_ALLOWED.inc()
+            return True
+        return False
+
+    def summary(self) -> str:
+        """One line for `hwagent status`."""
+        d = self.last
+        if d is None:
+            return f"target p99 {self.tuning.target_us:g}us; no decision yet"
+        q = "not suppressed" if d.quota_cpus is None else f"reclaimed held to {d.quota_cpus:g} cpus"
+        p99 = d.sample.shared_p99_us
+        return (f"shared pool {d.shared_size} cpus (min {d.limits.shared_min}, max {d.limits.shared_max}), {q}, "
+                f"headroom {self.headroom():g} cpus; p99 {'-' if p99 is None else f'{p99:.0f}us'} "
+                f"(target {self.tuning.target_us:g}us); last: {d.action}")
+
+    def headroom(self) -> float:
+        """CPUs reclaimed pods may use now: the reclaim pool, under the quota when suppressed."""
+        d = self.last
+        if d is None:
+            return 0.0
+        room = float(d.limits.reclaim_cpus)
+        return round(room if d.quota_cpus is None else min(room, d.quota_cpus), 3)
+
+    # -- life cycle ------------------------------------------------------------------------
+    async def start(self, ctx: DaemonContext) -> None:
+        self._ctx = ctx
+        self.cpu = ctx.lookup(CPU_POLICY)
+        self.sizer = ctx.lookup(CPU_SHARED_POOL)
+        self.pressure = ctx.lookup(PRESSURE)
+        if self.cpu is None or self.sizer is None:
+            raise RuntimeError("[advisor] needs the CPU policy ([cpu] enabled = true): it sizes the policy's pools")
+        if self.pressure is None:
+            log.warning("advisor without pressure probes", note="[pressure] is off: the shared pool is sized "
+                        "from CPU usage alone, no run-queue delay is measured")
+        self.procfs_root = ctx.config[DAEMON_SECTION].procfs_root
+        try:
+            self.fs = CgroupFS(detect(ctx.config[CGROUPS_SECTION].root))
+        except CgroupError as e:
+            log.warning("advisor cannot suppress", reason=str(e), note="no cgroup access: sizing only")
+        self.root = ctx.root_dir
+        ctx.path("advisor").mkdir(parents=True, exist_ok=True)
+        loop = asyncio.get_running_loop()
+        self.log = await loop.run_in_executor(None, DecisionLog, ctx.root_dir, self.cfg.decisions_keep)
+        saved = read_state(ctx.root_dir) or {}
+        self.state = ControllerState.from_json(saved.get("controller") or {})
+        originals = {k: tuple(v) for k, v in (saved.get("quota_originals") or {}).items()
+                     if isinstance(v, list) and len(v) == 2}
+        if self.fs is not None:
+            self.suppressor = Suppressor(self.fs, originals)
+        if self.state.shared_size is not None or self.state.quota_cpus is not None:
+            log.info("advisor state restored", shared_size=self.state.shared_size, quota_cpus=self.state.quota_cpus)
+        ctx.publish(EVICTION_GATE, self)
+        m.TARGET_US.set(self.tuning.target_us)
+        self._task = loop.create_task(self._run(), name="advisor")
+        log.info("advisor started", target_us=self.tuning.target_us, interval_s=self.cfg.interval_s)
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._task)
+        if self._ctx is not None:
+            self._ctx.withdraw(EVICTION_GATE)
+        if self.suppressor is not None:  # nobody watches once we are gone: lift what we held
+            with contextlib.suppress(Exception):
+                await asyncio.get_running_loop().run_in_executor(None, self.suppressor.release)
+            with contextlib.suppress(Exception):
+                await asyncio.get_running_loop().run_in_executor(None, self._save)
+
+    def reconfigure(self, cfg: AdvisorConfig) -> None:
+        """SIGHUP: a new target or tuning, taken from the next decision on."""
+        self.cfg = cfg
+        self.tuning = cfg.tuning()
+        m.TARGET_US.set(self.tuning.target_us)
+        log.info("advisor reconfigured", target_us=self.tuning.target_us)
+
+    def healthy(self) -> bool:
+        return self._task is not None and not self._task.done() and not self._failed
+
+    def readiness(self) -> str:
+        return self.summary()
+
+    # -- the cycle -------------------------------------------------------------------------
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            t0 = loop.time()
+            try:
+                await self.tick()
+                self._failed = False
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self._failed = True
+                log.exception("advisor tick failed")
+            await asyncio.sleep(max(0.0, self.cfg.interval_s - (loop.time() - t0)))
+
+    def read(self) -> Reading:
+        """On the loop: the policy's containers and bounds, the pressure engine's counters."""
+        assert self.cpu is not None and self.sizer is not None
+        shared, reclaimed = [], []
+        shared_cpus = CPUSet()
+        for a in self.cpu.allocations():
+            if not a.cgroup_path:
+                continue
+            q = normalize_qos(a.qos_level)
+            key = (a.pod_uid, a.container_name)
+            if q == "shared" and a.owner_pool_name in (SHARED_POOL, ""):
+                shared.append((key, a.cgroup_path, _who(a)))
+                shared_cpus = shared_cpus | a.cpuset
+            elif q == "reclaimed":
+                reclaimed.append((key, a.cgroup_path, _who(a)))
+        lo, hi = self.sizer.shared_bounds()
+        reclaim = self.cpu.pools().get("reclaim") or CPUSet()
+        rq = self.pressure.container_runqueue() if self.pressure is not None else {}
+        return Reading(self.clock(), tuple(shared), tuple(reclaimed), rq,
+                       Limits(lo, hi, len(reclaim), overlap=bool(shared_cpus & reclaim)))
+
+    def compute(self, r: Reading, state: ControllerState, prev: Counters) -> tuple[Decision, Counters]:
+        """In a worker thread: cgroup usage reads, the interval's sample, the decision."""
+        usage: dict[tuple[str, str], int] = {}
+        if self.fs is not None:
+            for key, path, _ in r.shared + r.reclaimed:
+                with contextlib.suppress(CgroupVanished, OSError):
+                    usage[key] = self.fs.read_cpu_usage_ns(path)
+        want = {k for k, _, _ in r.shared + r.reclaimed}
+        rq_now = {k: h for k, h in r.runqueue.items() if k in want}
+        rq, used, dt, counters = interval(prev, r.at, rq_now, usage)
+        shared_keys = [k for k, _, _ in r.shared]
+        h = Histogram()
+        for k in shared_keys:
+            if k in rq:
+                h = h + rq[k]
+        pods: dict[str, float] = {}
+        for k, _, who in r.shared + r.reclaimed:
+            if k in rq and dt > 0:
+                pods[who] = pods.get(who, 0.0) + rq[k].sum_ns / 1e9 / dt
+        sample = Sample(
+            at=r.at,
+            shared_p99_us=quantile_us(h, 0.99),
+            shared_usage=sum(used.get(k, 0.0) for k in shared_keys),
+            reclaim_usage=sum(used.get(k, 0.0) for k, _, _ in r.reclaimed),
+            reclaimed=len({k[0] for k, _, _ in r.reclaimed}),
+            psi_some=self._psi(r.at),
+            pods=pods,
+        )
+        return decide(state, sample, r.limits, self.tuning), counters
+
+    def _psi(self, now: float) -> float | None:
+        psi = read_psi(Path(self.procfs_root) / "pressure" / "cpu")
+        if psi is None:
+            return None
+        last, self._psi_last = self._psi_last, (now, psi.some_total_us)
+        if last is None or now <= last[0]:
+            return None
+        return max(0.0, (psi.some_total_us - last[1]) / 1e6 / (now - last[0]))
+
+    async def tick(self) -> Decision:
+        loop = asyncio.get_running_loop()
+        r = self.read()
+        first = self.counters.at is None
+        d, counters = await loop.run_in_executor(None, self.compute, r, self.state, self.counters)
+        self.counters = counters
+        if first:  # no interval yet: counters only, nothing decided on an empty sample
+            d = dataclasses.replace(d, action="hold", reason="first reading", evict=False,
+                                    state=dataclasses.replace(self.state, over=0, calm=0))
+        await self.apply(d, r)
+        return d
+
+    async def apply(self, d: Decision, r: Reading) -> None:
+        """On the loop: the policy's pool, the quotas, the gate, the record."""
+        assert self.sizer is not None
+        loop = asyncio.get_running_loop()
+        changed = d.action != "hold"
+        size = d.state.shared_size
+        if size != self.applied_size:
+            try:
+                await self.sizer.resize_shared(size)
+                self.applied_size = size
+            except Exception as e:  # a refused re-size changes nothing: keep the old size, say why
+                log.warning("shared pool resize refused", size=size, error=str(e))
+                d = dataclasses.replace(d, action="hold", reason=f"resize to {size} refused: {e}",
+                                        state=dataclasses.replace(d.state, shared_size=self.state.shared_size))
+        self.state = d.state
+        self.last = d
+        if d.evict:
+            self._allow_until = self.clock() + 2 * max(self.cfg.interval_s, 1.0)
+        if self.suppressor is not None:
+            plan = plan_quotas(pod_cgroups(p for _, p, _ in r.reclaimed), d.quota_cpus)
+            if plan != self.suppressor.applied or set(self.suppressor.originals) - set(plan):
+                await loop.run_in_executor(None, self.suppressor.apply, plan)
+                changed = True
+        self._metrics(d)
+        now = self.clock()
+        if changed or now - self._last_hold_record >= self.cfg.hold_record_s:
+            self._last_hold_record = now
+            rec = d.record()
+            rec["wall_time"] = round(time.time(), 3)
+            rec["reclaimed_pods"] = sorted({who for _, _, who in r.reclaimed})
+            rec["shared_pods"] = sorted({who for _, _, who in r.shared})
+            await loop.run_in_executor(None, self._write, rec, changed)
+        if d.action != "hold":
+            log.info("advisor decision", action=d.action, reason=d.reason)
+
+    def _write(self, rec: dict[str, Any], save: bool) -> None:
+        assert self.log is not None
+        try:
+            self.log.append(rec)
+            if save:
+                self._save()
+        except OSError as e:
+            log.error("advisor record write failed", error=e.strerror)
+
+    def _save(self) -> None:
+        if self.root is None:
+            return
+        doc = {"controller": self.state.to_json(), "target_us": self.tuning.target_us,
+               "quota_originals": {k: list(v) for k, v in (self.suppressor.originals.items()
+                                                          if self.suppressor else ())},
+               "last": self.last.record() if self.last is not None else None, "headroom_cpus": self.headroom(),
+               "wall_time": round(time.time(), 3)}
+        write_state(self.root, doc)
+
+    def _metrics(self, d: Decision) -> None:
+        m.DECISIONS.labels(d.action).inc()
+        m.SHARED_CPUS.set(d.shared_size)
+        m.SHARED_BOUNDS.labels("min").set(d.limits.shared_min)
+        m.SHARED_BOUNDS.labels("max").set(d.limits.shared_max)
+        m.QUOTA_CPUS.set(-1 if d.quota_cpus is None else d.quota_cpus)
+        m.HEADROOM_CPUS.set(self.headroom())
+        p99 = d.sample.shared_p99_us
+        m.P99_US.set(-1 if p99 is None else p99)
+
+
+def factory(ctx: DaemonContext) -> AdvisorComponent | None:
+    cfg = ctx.config[ADVISOR_SECTION]
+    return AdvisorComponent(cfg) if cfg.enabled else None

@@ -1,0 +1,20 @@
+"""Prometheus metrics of the advisor (default REGISTRY)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+SHARED_CPUS = Gauge("hwagent_advisor_shared_pool_cpus", "CPUs the advisor holds the shared pool at (0: none set).")
+SHARED_BOUNDS = Gauge("hwagent_advisor_shared_pool_bound_cpus",
+                      "The shared pool's bounds now: min (its requests) and max (not reserved, not dedicated).",
+                      ["bound"])
+QUOTA_CPUS = Gauge("hwagent_advisor_reclaim_quota_cpus",
+                   "CPU quota of all reclaimed pods together (-1: not suppressed).")
+HEADROOM_CPUS = Gauge("hwagent_advisor_reclaim_headroom_cpus",
+                      "CPUs reclaimed pods may use now: the reclaim pool, under the quota when suppressed.")
+P99_US = Gauge("hwagent_advisor_shared_runqueue_p99_us",
+               "Run-queue delay p99 of the shared pool's containers over the last interval (µs; -1: none measured).")
+TARGET_US = Gauge("hwagent_advisor_target_us", "The shared pool's run-queue delay p99 target (µs).")
+DECISIONS = Counter("hwagent_advisor_decisions_total", "Advisor decisions, by action.", ["action"])
+EVICTIONS_ALLOWED = Counter("hwagent_advisor_evictions_allowed_total",
+                            "Times the advisor let the pressure engine's eviction go ahead.")

@@ -1,0 +1,131 @@
+"""`hwagent explain [pool|POD]`: why the pools are the size they are, why a pod was suppressed or evicted.
+
+Reads what the advisor recorded under ``<root>/advisor/`` (its state and its decisions
+log) and the pressure engine's ``<root>/pressure/evictions.jsonl``; needs no running
+daemon, so it also explains what happened before a restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from agent.cli import CommandError
+from agent.commands._admission import add_common
+
+#: decisions shown
+RECENT = 8
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "explain", help="why the pools are this size, why a pod was suppressed or evicted",
+        description="Explain the advisor's decisions from <root>/advisor/ (its state and decisions.jsonl) and "
+        "<root>/pressure/evictions.jsonl: with `pool` (the default) the shared pool's size, the reclaimed pods' "
+        "quota, the headroom left to them and the recent changes with their reasons; with a pod name, whether "
+        "the pod was suppressed or evicted, and the decisions that led to it.")
+    add_common(p)
+    p.add_argument("target", nargs="?", default="pool", help="`pool` (default) or a pod name")
+    p.add_argument("--namespace", default="default")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=run)
+
+
+def _evictions(root, ns: str, name: str) -> list[dict]:
+    from agent.advisor.record import _tail
+
+    return [e for e in _tail(root / "pressure" / "evictions.jsonl")
+            if e.get("pod_name") == name and e.get("pod_namespace", "default") == ns]
+
+
+def _pool(root, state: dict | None, decisions: list[dict]) -> list[str]:
+    from agent.advisor.record import format_decision
+
+    if state is None and not decisions:
+        return [f"the advisor has recorded nothing under {root}/advisor: it is off ([advisor] enabled = false) or "
+                "has not run; the pools are sized from requests (docs/cpu-policy.md) and pressure evicts on its "
+                "own thresholds (docs/pressure.md)"]
+    last = (state or {}).get("last") or (decisions[-1] if decisions else {})
+    lim = last.get("limits") or {}
+    inp = last.get("inputs") or {}
+    size, q = last.get("shared_size"), last.get("quota_cpus")
+    out = [f"shared pool: {size} cpus; its requests need {lim.get('shared_min')}, at most {lim.get('shared_max')} "
+           "(the cpus neither reserved nor dedicated)"]
+    p99 = inp.get("shared_p99_us")
+    floor = (last.get("state") or {}).get("floor_us")
+    why_target = "" if floor is None else (f" (the fixed target, or [advisor] floor_factor x {floor:.0f}us, the "
+                                           "delay the shared pods have without reclaimed pods, if higher)")
+    out.append(f"target: run-queue delay p99 <= {last.get('target_us'):.0f}us{why_target}; last interval p99 "
+               f"{'-' if p99 is None else f'{p99:.0f}us'}, shared pods used {inp.get('shared_usage')} cpus")
+    reclaimed = last.get("reclaimed_pods") or []
+    if q is None:
+        out.append(f"reclaimed pods ({len(reclaimed)}): not suppressed; reclaim pool {lim.get('reclaim_cpus')} cpus")
+    else:
+        out.append(f"reclaimed pods ({len(reclaimed)}): suppressed, held together to {q} cpus (a CFS quota on "
+                   f"their pod cgroups, on top of cpu.idle)")
+    if state is not None and "headroom_cpus" in state:
+        out.append(f"headroom for reclaimed pods: {state['headroom_cpus']} cpus")
+    changes = [d for d in decisions if d.get("action") != "hold"]
+    if changes:
+        out.append(f"why: {changes[-1].get('reason')}")
+    out.append("recent changes:" if changes else "recent changes: none (the pools are as the policy sized them)")
+    out += ["  " + format_decision(d) for d in changes[-RECENT:]]
+    return out
+
+
+def _pod(root, ns: str, name: str, decisions: list[dict]) -> list[str]:
+    from agent.advisor.record import decisions_before, format_decision
+
+    who = f"{ns}/{name}"
+    as_reclaimed = [d for d in decisions if who in (d.get("reclaimed_pods") or [])]
+    as_shared = [d for d in decisions if who in (d.get("shared_pods") or [])]
+    out = []
+    if as_reclaimed:
+        held = [d for d in as_reclaimed if d.get("quota_cpus") is not None]
+        if held:
+            first, last = held[0], held[-1]
+            at = time.strftime("%H:%M:%S", time.gmtime(first.get("wall_time") or 0))
+            out.append(f"{who} is a reclaimed pod: suppressed from {at} (with {len(last.get('reclaimed_pods', []))} "
+                       f"reclaimed pods, held to {last.get('quota_cpus')} cpus together) because the shared "
+                       f"pool's delay was over its target:")
+            out += ["  " + format_decision(d) for d in [d for d in held if d.get("action") != "hold"][-RECENT:]]
+        else:
+            out.append(f"{who} is a reclaimed pod; the advisor has not suppressed it")
+    elif as_shared:
+        out.append(f"{who} is a shared pod; the advisor sizes its pool to keep its run-queue delay under the target")
+    evs = _evictions(root, ns, name)
+    for e in evs:
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.get("wall_time") or 0))
+        out.append(f"evicted {at}: {e.get('reason')} ({e.get('signal')}), action {e.get('action')}, evidence "
+                   f"{json.dumps(e.get('evidence') or {}, sort_keys=True)}")
+        before = decisions_before(root, e.get("wall_time") or 0)
+        out.append("  the advisor's last decisions before it:" if before else
+                   "  no advisor decision before it (the advisor was off: pressure evicted on its own thresholds)")
+        out += ["    " + format_decision(d) for d in before]
+    if not out:
+        raise CommandError(f"nothing recorded about {who}: no advisor decision names it and it was not evicted")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.advisor.record import read_decisions, read_state
+    from agent.commands._config import daemon_root
+
+    root = daemon_root(args)
+    decisions = read_decisions(root)
+    if args.target == "pool":
+        state = read_state(root)
+        if args.format == "json":
+            print(json.dumps({"state": state, "decisions": decisions[-RECENT:]}, sort_keys=True))
+            return 0
+        print("\n".join(_pool(root, state, decisions)))
+        return 0
+    if args.format == "json":
+        print(json.dumps({"evictions": _evictions(root, args.namespace, args.target),
+                          "decisions": [d for d in decisions if f"{args.namespace}/{args.target}" in
+                                        (d.get("reclaimed_pods") or []) + (d.get("shared_pods") or [])][-RECENT:]},
+                         sort_keys=True))
+        return 0
+    print("\n".join(_pod(root, args.namespace, args.target, decisions)))
+    return 0

@@ -1,0 +1,222 @@
+"""The advisor side by side (issue 26): a latency-sensitive shared pod beside reclaimed CPU hogs.
+
+One run, three configurations, each on a fresh real daemon (``hwagent run``, standalone,
+the runtime launching real pods in a bench-owned cgroup subtree, the run-queue probe on):
+
+- ``floor``: the LS pod alone (no hogs): the wake-up lateness this machine gives anyway (the
+  advisor on, to record its own signal, the LS pod's run-queue delay p99, with nothing to
+  suppress: the calibration of ``target_us``, docs/advisor.md);
+- ``off``: the LS pod beside ``--hogs`` reclaimed hogs, ``[advisor]`` off (static pools,
+  pressure evicts on its own thresholds: today's behaviour);
+- ``on``: the same with ``[advisor] enabled = true``.
+
+The LS workload is a periodic timer loop (a shared pod, 100m): it sleeps to the next
+``PERIOD_MS`` deadline and records how late it woke (its own wake-up lateness). The hogs
+are ``while :; do :; done`` reclaimed pods. Printed per configuration, over the measured
+window (after ``--settle`` s): LS lateness p50/p99 (µs), the hogs' CPU seconds (their pod
+cgroups' cpuacct), the CPU the LS pod used, the share of the CPU the LS leaves idle that
+the hogs got, evictions, the advisor's pool/quota changes per minute, the CPU time of
+every process involved (daemon utime+stime from /proc, pods from their cgroups) and the
+load average at the end. ``[cpu] transition_period_s`` is 3 s here so that the LS pod
+joins its pool before the window starts (the default 30 s ramp-up would be half the run).
+
+Goals: LS p99 with the advisor <= 2x the floor; hogs >= 70 % of the CPU the LS leaves idle;
+0 evictions; bounded changes per minute.
+
+Run (root): .venv/bin/python bench/advisor.py [--window 40] [--settle 8] [--hogs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.cgroup_support import kill_and_remove_subtree  # noqa: E402
+
+PY = sys.executable
+HWAGENT = str(Path(PY).parent / "hwagent")
+REPO = Path(__file__).resolve().parent.parent
+PERIOD_MS = 5
+HOG = "while :; do :; done"
+#: the LS loop: sleep to each deadline, append the lateness (µs) to the file given
+LS = f"""
+import sys, time
+out = open(sys.argv[1], "a", buffering=1)
+period = {PERIOD_MS} / 1000
+nxt = time.monotonic() + period
+while True:
+    d = nxt - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+    late = time.monotonic() - nxt
+    out.write(f"{{time.time():.4f}} {{late * 1e6:.1f}}\\n")
+    nxt += period
+    if late > period:
+        nxt = time.monotonic() + period
+"""
+
+
+def cli(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([HWAGENT, args[0], "--root-dir", str(root), *args[1:]], capture_output=True, text=True,
+                          timeout=120)
+
+
+def wait_for(cond, what: str, timeout: float = 120.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def pods(root: Path) -> dict[str, dict]:
+    r = cli(root, "ps", "--format", "json")
+    return {p["name"]: p for p in json.loads(r.stdout)["pods"]} if r.returncode == 0 else {}
+
+
+def usage_s(subtree: str, uid: str) -> float:
+    p = Path("/sys/fs/cgroup/cpuacct") / subtree.lstrip("/") / f"pod{uid}" / "cpuacct.usage"
+    try:
+        return int(p.read_text()) / 1e9
+    except OSError:
+        return 0.0
+
+
+def proc_cpu_s(pid: int) -> float:
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
+    subtree = f"/hwagent-bench-{uuid.uuid4().hex[:6]}"
+    root = tmp / config / "root"
+    root.parent.mkdir(parents=True)
+    cfg = root.parent / "hwagent.toml"
+    cfg.write_text("[pressure]\nnetdev = false\niommu = false\nthermal = false\nblockio = false\nirq = false\n"
+                   "[cpu]\ntransition_period_s = 3.0\n[devices]\nenabled = false\n"
+                   f"[runtime]\ncgroup_subtree = \"{subtree}\"\n"
+                   + (f"[advisor]\nenabled = true\nhold_record_s = 0.0\ntarget_us = {args.target}\n"
+                      if config in ("on", "floor") else ""))
+    err = open(root.parent / "stderr.log", "w")
+    d = subprocess.Popen([HWAGENT, "run", "--root-dir", str(root), "--config", str(cfg), "--metrics-address",
+                          "127.0.0.1:0", "--mode", "standalone", "--lock-dir", str(root.parent / "locks")],
+                         cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    samples = root.parent / "ls.txt"
+    try:
+        wait_for(lambda: "pressure ready" in (root.parent / "stderr.log").read_text(), "the daemon")
+        r = cli(root, "launch", "--name", "ls", "--qos", "shared", "--cpu-request", "100m", "--",
+                "/usr/bin/python3", "-c", LS, str(samples))
+        assert r.returncode == 0, r.stderr
+        hogs = [] if config == "floor" else [f"hog{i}" for i in range(args.hogs)]
+        for h in hogs:
+            r = cli(root, "launch", "--name", h, "--qos", "reclaimed", "--cpu-request", "100m", "--", "sh", "-c", HOG)
+            assert r.returncode == 0, r.stderr
+        want = ["ls", *hogs]
+        ps = wait_for(lambda: (p := pods(root)) and all(p.get(n, {}).get("phase") == "Running" for n in want) and p,
+                      "the pods to run")
+        time.sleep(args.settle)
+        t0, w0 = time.monotonic(), time.time()
+        ps = pods(root)
+        uids = {n: ps[n]["uid"] for n in want if n in ps}
+        u0 = {n: usage_s(subtree, u) for n, u in uids.items()}
+        d0 = proc_cpu_s(d.pid)
+        time.sleep(args.window)
+        dt = time.monotonic() - t0
+        w1 = time.time()
+        u1 = {n: usage_s(subtree, u) for n, u in uids.items()}
+        d1 = proc_cpu_s(d.pid)
+        load = Path("/proc/loadavg").read_text().split()[:3]
+        ps = pods(root)
+    finally:
+        d.send_signal(signal.SIGTERM)
+        try:
+            d.wait(60)
+        except subprocess.TimeoutExpired:
+            d.kill()
+        kill_and_remove_subtree(subtree)
+        err.close()
+    late = sorted(float(x.split()[1]) for x in samples.read_text().splitlines()
+                  if w0 <= float(x.split()[0]) <= w1) if samples.exists() else []
+    used = {n: u1[n] - u0[n] for n in u0}
+    ls_cpu = used.get("ls", 0.0)
+    hog_cpu = sum(v for n, v in used.items() if n != "ls")
+    idle_left = (os.cpu_count() or 1) * dt - ls_cpu
+    evictions = [e for e in lines(root / "pressure" / "evictions.jsonl")]
+    decided = [x for x in lines(root / "advisor" / "decisions.jsonl") if w0 <= x.get("wall_time", 0) <= w1]
+    changes = [x for x in decided if x.get("action") != "hold"]
+    signal_p99 = [x["inputs"]["shared_p99_us"] for x in decided if x["inputs"].get("shared_p99_us") is not None]
+    quotas = [x["quota_cpus"] for x in decided]
+    return {
+        "config": config, "window_s": round(dt, 1), "ls_samples": len(late),
+        "ls_p50_us": round(statistics.median(late), 1) if late else None,
+        "ls_p99_us": round(late[int(0.99 * (len(late) - 1))], 1) if late else None,
+        "hog_cpu_s": round(hog_cpu, 2), "ls_cpu_s": round(ls_cpu, 2),
+        "hogs_share_of_idle": round(hog_cpu / idle_left, 3) if hogs else None,
+        "evictions": len(evictions), "evicted": sorted({e["pod_name"] for e in evictions}),
+        "changes_per_min": round(len(changes) * 60 / dt, 1),
+        # the advisor's own signal: run-queue delay p99 of the LS pod per interval (median, max over the window)
+        "rq_p99_us_median": round(statistics.median(signal_p99), 1) if signal_p99 else None,
+        "rq_p99_us_max": round(max(signal_p99), 1) if signal_p99 else None,
+        "quota_cpus_last": quotas[-1] if quotas else None,
+        "cpu_s_all": round(d1 - d0 + ls_cpu + hog_cpu, 2), "daemon_cpu_s": round(d1 - d0, 2),
+        "loadavg": " ".join(load), "running_at_end": sorted(n for n, p in ps.items() if p.get("phase") == "Running"),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--window", type=float, default=40.0, help="measured seconds per configuration")
+    ap.add_argument("--settle", type=float, default=8.0, help="seconds after the pods run before measuring")
+    ap.add_argument("--hogs", type=int, default=3)
+    ap.add_argument("--configs", default="floor,off,on")
+    ap.add_argument("--target", type=float, default=None, help="[advisor] target_us (default: the config default)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.target is None:
+        from agent.advisor.config import AdvisorConfig
+
+        args.target = AdvisorConfig().target_us
+    if os.geteuid() != 0:
+        print("needs root (cgroups, BPF)", file=sys.stderr)
+        return 2
+    out = []
+    with tempfile.TemporaryDirectory(prefix="hwagent-bench-advisor-") as tmp:
+        for c in args.configs.split(","):
+            out.append(one(c, args, Path(tmp)))
+            print(json.dumps(out[-1]), file=sys.stderr, flush=True)
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    cols = ("config", "ls_p50_us", "ls_p99_us", "hog_cpu_s", "ls_cpu_s", "hogs_share_of_idle", "evictions",
+            "changes_per_min", "rq_p99_us_median", "quota_cpus_last", "cpu_s_all", "daemon_cpu_s", "window_s",
+            "loadavg")
+    print(f"target_us = {args.target:g}")
+    print(" | ".join(cols))
+    for r in out:
+        print(" | ".join(str(r[c]) for c in cols))
+    floor = next((r for r in out if r["config"] == "floor"), None)
+    on = next((r for r in out if r["config"] == "on"), None)
+    if floor and on and floor["ls_p99_us"] and on["ls_p99_us"]:
+        print(f"LS p99 with the advisor / floor: {on['ls_p99_us'] / floor['ls_p99_us']:.2f}x (goal <= 2)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
