@@ -13,6 +13,7 @@ relative to a controller root and start with "/".
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -214,5 +215,16 @@ def validate_rel_path(
 
 
 def safe_rel(rel: str) -> str:
-    """Normalise a cgroup path; refuses anything that could leave the root (no subtree rule)."""
+    """Normalise a cgroup path; refuses anything that could leave the root (no subtree rule).
+
+    The same few paths (a container's, its pod's) pass here ~60 times per pod launched, once per
+    hierarchy and operation: a valid one is remembered (a pure function of the string; a refusal
+    is not cached and raises every time)."""
+    if type(rel) is str:
+        return _safe_rel_cached(rel)
+    return validate_rel_path(rel, None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _safe_rel_cached(rel: str) -> str:
     return validate_rel_path(rel, None)
