@@ -18,9 +18,10 @@ publishing after that raises. The contracts and who uses them:
                                                                   pressure, kubelet-pods
     CPUAllocator        cpu (CPU_POLICY: its DurablePolicy)       admission, runtime
     DeviceAllocations   devicemanager (DEVICE_MANAGER)            pod-resources, status
-    MemoryAllocations   memory (MEMORY_MANAGER)                   pod-resources, memory view, describe,
-                                                                  metrics, kubelet memory plugin
-    MemoryAllocator     memory (MEMORY_MANAGER)                   admission, runtime
+    MemoryAllocations   memory (MEMORY_MANAGER)                   pod-resources (deferred), status (memory
+                                                                  view, metrics), describe
+    MemoryAllocator     memory (MEMORY_MANAGER)                   admission, runtime, memory plugin
+                                                                  (kubelet mode)
     DeviceAllocator     devicemanager (DEVICE_MANAGER)            admission
     DeviceHealth        devices (DEVICE_HEALTH)                   pressure, eviction plugin
     DevicePlugins       devices (DEVICE_PLUGINS)                  status
