@@ -9,7 +9,9 @@ Measured side by side, interleaved round by round, in one run:
   directory and starts munged, slurmctld and slurmd; without Slurm this row is
   skipped with the reason);
 - ``hwagent ps`` (one pod listed: none; the daemon is up) and ``python -c pass``
-  with the same interpreter.
+  with the same interpreter, and ``python -S -c pass``: the floor of the checkout's
+  entry script (agent/commands/_entry.py), which starts the commands that only talk
+  to the daemon without ``site``.
 
 CPU time is utime + stime of every process involved: the client's from
 ``getrusage(RUSAGE_CHILDREN)``; the servers' from cpuacct: the daemon (and the
@@ -286,6 +288,8 @@ def main() -> None:
             slurm = Slurm(base / "slurm")
         ops: dict[str, tuple[Callable[[], None], Acct | None]] = {
             "python -c pass": (lambda: subprocess.run([PY, "-c", "pass"], check=True), None),
+            # the floor of the checkout's entry script, which starts the light commands without site
+            "python -S -c pass": (lambda: subprocess.run([PY, "-S", "-c", "pass"], check=True), None),
             "hwagent ps": (lambda: hw.client(["ps"]), hw.acct),
             "hwagent launch --wait -- true": (lambda: hw.client(["launch", "--wait", "--rm", "-q", "--cpus", "1",
                                                                  "--", "true"]), hw.acct),
