@@ -37,13 +37,18 @@ def test_refusals_name_the_containers_or_the_state():
         exec_target(_pod(), "setup")
 
 
+def _ns(cmd: list[str]) -> argparse.Namespace:
+    """What the exec subcommand's parser gives before ``_argv`` looks at the remainder."""
+    return argparse.Namespace(cmd=cmd, container="", namespace="default", tty=False, env=[], workdir=None)
+
+
 def test_options_between_name_and_the_double_dash_are_taken():
-    a = argparse.Namespace(cmd=["-c", "side", "--namespace", "ns", "--", "sh", "-c", "x"], container="",
-                           namespace="default")
+    a = _ns(["-c", "side", "--namespace", "ns", "-t", "-e", "K=V", "-w", "/tmp", "--", "sh", "-c", "x"])
     assert _argv(a) == ["sh", "-c", "x"] and a.container == "side" and a.namespace == "ns"
-    assert _argv(argparse.Namespace(cmd=["ls", "-l"], container="", namespace="default")) == ["ls", "-l"]
+    assert a.tty is True and a.env == ["K=V"] and a.workdir == "/tmp"
+    assert _argv(_ns(["ls", "-l"])) == ["ls", "-l"]
     with pytest.raises(CommandError, match="missing") as e:
-        _argv(argparse.Namespace(cmd=["--"], container="", namespace="default"))
+        _argv(_ns(["--"]))
     assert e.value.code == 2
     with pytest.raises(CommandError, match="--bogus"):
-        _argv(argparse.Namespace(cmd=["--bogus", "--", "ls"], container="", namespace="default"))
+        _argv(_ns(["--bogus", "--", "ls"]))
