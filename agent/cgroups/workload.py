@@ -235,6 +235,8 @@ class WorkloadCgroups:
                 if not cpuset and "cpuset" in h.controllers:
                     _inherit_cpuset(d.parent, d, only_empty=False)
                 self._write_limits(h, d, limits, only_drift=False, skip=() if cpuset else ("cpuset",))
+                if limits.cpu_idle:
+                    self._idle_pod(h, rel)
                 if h.v2 and self.device_programs is not None:
                     try:
                         self.device_programs.attach(d, limits)
@@ -246,6 +248,21 @@ class WorkloadCgroups:
                 raise
             raise CgroupSetupError(f"cgroup setup of {rel} failed: {e.filename or ''}: {e.strerror or e}") from None
         return self.procs_files(rel)
+
+    def _idle_pod(self, h: Hierarchy, rel: str) -> None:
+        """``cpu.idle`` on the container's parent, the pod's cgroup, too. Idleness counts
+        among siblings, and a container is its pod's only child: written on the container
+        alone it made nothing idle, and a reclaimed pod's cgroup competed with a shared
+        pod's at full weight (issue 26). The subtree itself is never marked."""
+        parent = os.path.dirname(rel.rstrip("/"))
+        if parent in ("", "/", self.subtree) or "cpu" not in self._controllers_of(h):
+            return
+        f = self._dir(h, parent) / "cpu.idle"
+        if f.exists() and not _same(_read(f), "1"):
+            try:
+                f.write_text("1")
+            except OSError as e:
+                raise CgroupSetupError(f"cannot write '1' to {f}: {e.strerror or e}") from None
 
     def _controllers_of(self, h: Hierarchy) -> tuple[str, ...]:
         if not h.v2:

@@ -78,6 +78,10 @@ def test_reclaimed_gets_cpu_idle_and_shared_gets_shares_and_quota(env):
         rrel = f"{env.subtree}/pod{rec.uid}/main"
         srel = f"{env.subtree}/pod{shr.uid}/main"
         assert env.cgroups.read(rrel, "cpu.idle") == "1"
+        # and its pod's cgroup: idleness counts among siblings, and the container is its pod's
+        # only child; the pod's cgroup is what competes with a shared pod's (issue 26)
+        assert env.cgroups.read(f"{env.subtree}/pod{rec.uid}", "cpu.idle") == "1"
+        assert env.cgroups.read(f"{env.subtree}/pod{shr.uid}", "cpu.idle") == "0"
         assert env.cgroups.read(srel, "cpu.idle") == "0"
         assert env.cgroups.read(srel, "cpu.shares") == "512"
         assert env.cgroups.read(srel, "cpu.cfs_quota_us") == "150000"
