@@ -1,6 +1,7 @@
 """The advisor side by side (issue 26): a latency-sensitive shared pod beside reclaimed CPU hogs.
 
-One run, three configurations, each on a fresh real daemon (``hwagent run``, standalone,
+One run, three configurations taken in turn ``--rounds`` times (the node's own load drifts
+over minutes: taken in turn, each configuration sees the same drift), each on a fresh real daemon (``hwagent run``, standalone,
 the runtime launching real pods in a bench-owned cgroup subtree, the run-queue probe on):
 
 - ``floor``: the LS pod alone (no hogs): the wake-up lateness this machine gives anyway (the
@@ -23,7 +24,7 @@ joins its pool before the window starts (the default 30 s ramp-up would be half 
 Goals: LS p99 with the advisor <= 2x the floor; hogs >= 70 % of the CPU the LS leaves idle;
 0 evictions; bounded changes per minute.
 
-Run (root): .venv/bin/python bench/advisor.py [--window 40] [--settle 8] [--hogs 3]
+Run (root): .venv/bin/python bench/advisor.py [--rounds 2] [--window 15] [--settle 6] [--hogs 3] [--target US]
 """
 
 from __future__ import annotations
@@ -155,35 +156,51 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
     late = sorted(float(x.split()[1]) for x in samples.read_text().splitlines()
                   if w0 <= float(x.split()[0]) <= w1) if samples.exists() else []
     used = {n: u1[n] - u0[n] for n in u0}
-    ls_cpu = used.get("ls", 0.0)
-    hog_cpu = sum(v for n, v in used.items() if n != "ls")
-    idle_left = (os.cpu_count() or 1) * dt - ls_cpu
-    evictions = [e for e in lines(root / "pressure" / "evictions.jsonl")]
     decided = [x for x in lines(root / "advisor" / "decisions.jsonl") if w0 <= x.get("wall_time", 0) <= w1]
-    changes = [x for x in decided if x.get("action") != "hold"]
-    signal_p99 = [x["inputs"]["shared_p99_us"] for x in decided if x["inputs"].get("shared_p99_us") is not None]
-    quotas = [x["quota_cpus"] for x in decided]
     return {
-        "config": config, "window_s": round(dt, 1), "ls_samples": len(late),
+        "config": config, "dt": dt, "late": late, "ls_cpu": used.get("ls", 0.0),
+        "hog_cpu": sum(v for n, v in used.items() if n != "ls"), "hogs": len(hogs),
+        "evicted": [e["pod_name"] for e in lines(root / "pressure" / "evictions.jsonl")],
+        "changes": sum(1 for x in decided if x.get("action") != "hold"),
+        "signal": [x["inputs"]["shared_p99_us"] for x in decided if x["inputs"].get("shared_p99_us") is not None],
+        "quotas": [x["quota_cpus"] for x in decided], "daemon_cpu": d1 - d0, "load": load,
+        "running": sorted(n for n, p in ps.items() if p.get("phase") == "Running"),
+    }
+
+
+def summary(runs: list[dict]) -> dict:
+    """One configuration over its rounds: samples pooled, CPU and windows summed."""
+    late = sorted(x for r in runs for x in r["late"])
+    sig = [x for r in runs for x in r["signal"]]
+    dt = sum(r["dt"] for r in runs)
+    ls_cpu = sum(r["ls_cpu"] for r in runs)
+    hog_cpu = sum(r["hog_cpu"] for r in runs)
+    daemon = sum(r["daemon_cpu"] for r in runs)
+    idle_left = (os.cpu_count() or 1) * dt - ls_cpu
+    quotas = [q for r in runs for q in r["quotas"]]
+    return {
+        "config": runs[0]["config"], "rounds": len(runs), "window_s": round(dt, 1), "ls_samples": len(late),
         "ls_p50_us": round(statistics.median(late), 1) if late else None,
         "ls_p99_us": round(late[int(0.99 * (len(late) - 1))], 1) if late else None,
         "hog_cpu_s": round(hog_cpu, 2), "ls_cpu_s": round(ls_cpu, 2),
-        "hogs_share_of_idle": round(hog_cpu / idle_left, 3) if hogs else None,
-        "evictions": len(evictions), "evicted": sorted({e["pod_name"] for e in evictions}),
-        "changes_per_min": round(len(changes) * 60 / dt, 1),
-        # the advisor's own signal: run-queue delay p99 of the LS pod per interval (median, max over the window)
-        "rq_p99_us_median": round(statistics.median(signal_p99), 1) if signal_p99 else None,
-        "rq_p99_us_max": round(max(signal_p99), 1) if signal_p99 else None,
-        "quota_cpus_last": quotas[-1] if quotas else None,
-        "cpu_s_all": round(d1 - d0 + ls_cpu + hog_cpu, 2), "daemon_cpu_s": round(d1 - d0, 2),
-        "loadavg": " ".join(load), "running_at_end": sorted(n for n, p in ps.items() if p.get("phase") == "Running"),
+        "hogs_share_of_idle": round(hog_cpu / idle_left, 3) if runs[0]["hogs"] else None,
+        "evictions": sum(len(r["evicted"]) for r in runs), "evicted": sorted({n for r in runs for n in r["evicted"]}),
+        "changes_per_min": round(sum(r["changes"] for r in runs) * 60 / dt, 1),
+        # the advisor's own signal: run-queue delay p99 of the LS pod per interval (median over the windows)
+        "rq_p99_us_median": round(statistics.median(sig), 1) if sig else None,
+        "quota_cpus_median": statistics.median([q if q is not None else float("inf") for q in quotas])
+        if quotas else None,
+        "cpu_s_all": round(daemon + ls_cpu + hog_cpu, 2), "daemon_cpu_s": round(daemon, 2),
+        "loadavg": " / ".join(" ".join(r["load"]) for r in runs),
     }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--window", type=float, default=40.0, help="measured seconds per configuration")
-    ap.add_argument("--settle", type=float, default=8.0, help="seconds after the pods run before measuring")
+    ap.add_argument("--window", type=float, default=15.0, help="measured seconds per configuration and round")
+    ap.add_argument("--settle", type=float, default=6.0, help="seconds after the pods run before measuring")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="the configurations run in turn this many times (the node's own load drifts)")
     ap.add_argument("--hogs", type=int, default=3)
     ap.add_argument("--configs", default="floor,off,on")
     ap.add_argument("--target", type=float, default=None, help="[advisor] target_us (default: the config default)")
@@ -196,16 +213,21 @@ def main() -> int:
     if os.geteuid() != 0:
         print("needs root (cgroups, BPF)", file=sys.stderr)
         return 2
-    out = []
+    configs = args.configs.split(",")
+    runs: dict[str, list[dict]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory(prefix="hwagent-bench-advisor-") as tmp:
-        for c in args.configs.split(","):
-            out.append(one(c, args, Path(tmp)))
-            print(json.dumps(out[-1]), file=sys.stderr, flush=True)
+        for i in range(args.rounds):
+            for c in configs:
+                r = one(c, args, Path(tmp) / f"r{i}")
+                runs[c].append(r)
+                print(json.dumps({k: v for k, v in r.items() if k not in ("late", "signal", "quotas")}),
+                      file=sys.stderr, flush=True)
+    out = [summary(runs[c]) for c in configs]
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
     cols = ("config", "ls_p50_us", "ls_p99_us", "hog_cpu_s", "ls_cpu_s", "hogs_share_of_idle", "evictions",
-            "changes_per_min", "rq_p99_us_median", "quota_cpus_last", "cpu_s_all", "daemon_cpu_s", "window_s",
+            "changes_per_min", "rq_p99_us_median", "quota_cpus_median", "cpu_s_all", "daemon_cpu_s", "window_s",
             "loadavg")
     print(f"target_us = {args.target:g}")
     print(" | ".join(cols))

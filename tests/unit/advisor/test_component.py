@@ -185,3 +185,14 @@ def test_the_gate_lets_only_reclaimed_pods_go_and_only_after_the_floor_held(env)
         await c.stop()
 
     asyncio.run(scenario())
+
+
+def test_sighup_takes_the_target_live_and_the_switch_at_the_next_start():
+    from agent.advisor.config import LIVE_SETTINGS
+    from agent.daemon.reload import plan_reload
+
+    running = section_defaults().replace("advisor", enabled=True)
+    loaded = running.replace("advisor", enabled=False, target_us=2000.0)
+    plan = plan_reload(running, loaded, {"advisor": LIVE_SETTINGS})
+    assert plan.applied == ("advisor.target_us",) and plan.needs_restart == ("advisor.enabled",)
+    assert plan.effective.sections["advisor"].target_us == 2000.0 and plan.effective.sections["advisor"].enabled
