@@ -13,7 +13,6 @@ running daemon recorded (agent.commands._config).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
@@ -21,11 +20,13 @@ import time
 from pathlib import Path
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_EXISTS, EXIT_NO_DAEMON, EXIT_NOT_FOUND, EXIT_REFUSED
+from agent.commands._flags import Flag, add
 from agent.workloads import wire
 
 #: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
     from typing import Any
 
 __all__ = ["add_common", "call", "Session", "error_for", "socket_path", "pod_path", "format_pod_line",
@@ -34,9 +35,15 @@ __all__ = ["add_common", "call", "Session", "error_for", "socket_path", "pod_pat
 CALL_TIMEOUT_S = 120.0
 
 
+#: the flags every command that talks to the daemon takes (agent.commands._flags)
+COMMON_FLAGS = (
+    Flag("--config", metavar="FILE", help="TOML config file (default: embedded defaults)"),
+    Flag("--root-dir", metavar="DIR", help="the daemon's root dir (overrides the config)"),
+)
+
+
 def add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE", help="TOML config file (default: embedded defaults)")
-    p.add_argument("--root-dir", metavar="DIR", help="the daemon's root dir (overrides the config)")
+    add(p, COMMON_FLAGS)
 
 
 def socket_path(args: argparse.Namespace) -> Path:

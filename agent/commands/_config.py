@@ -14,7 +14,6 @@ full load at about 49 ms of a `hwagent ps`).
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
@@ -23,6 +22,8 @@ from agent.cli import CommandError
 #: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+
     from agent.config import Config
     from agent.daemon.running import Running
 

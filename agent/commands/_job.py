@@ -12,7 +12,6 @@ nowhere is refused before anything is allocated.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterable, Mapping
 
 from agent.cli import CommandError
@@ -59,11 +58,25 @@ def resolve_command(cmd: str, search_path: str | None, cwd: str) -> str:
             what = "is not executable" if os.path.exists(path) else "does not exist"
             raise CommandError(f"command {cmd} ({path}) {what}; nothing was launched", EXIT_REFUSED)
         return path
-    found = shutil.which(cmd, path=search_path if search_path is not None else os.defpath)
+    found = _which(cmd, search_path if search_path is not None else os.defpath)
     if found is None:
         raise CommandError(f"command {cmd!r} is not found along your PATH; give its path "
                            f"(e.g. ./{cmd}); nothing was launched", EXIT_REFUSED)
     return os.path.normpath(os.path.join(cwd, found))
+
+
+def _which(cmd: str, search_path: str) -> str | None:
+    """The first executable file ``cmd`` along ``search_path``, as ``shutil.which`` finds it on POSIX
+    (``shutil``, with ``bz2``, ``lzma`` and ``fnmatch``, is ~2 ms of a launch's start-up)."""
+    seen = set()
+    for d in search_path.split(os.pathsep):
+        if d in seen:
+            continue
+        seen.add(d)
+        name = os.path.join(d, cmd)
+        if os.path.exists(name) and os.access(name, os.X_OK) and not os.path.isdir(name):
+            return name
+    return None
 
 
 def main_container(pod: Mapping[str, Any], name: str | None = None) -> Mapping[str, Any] | None:

@@ -11,19 +11,21 @@ A manifest (``-f``) keeps the Pod's own defaults (restartPolicy Always).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from agent.cli import CommandError
-from agent.commands._admission import Session, add_common, container_line, dumps, format_pod_line, pod_path
+from agent.commands._admission import COMMON_FLAGS, Session, container_line, dumps, format_pod_line, pod_path
+from agent.commands._flags import APPEND, SWITCH, Flag, add, parse
 
 #: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+    from types import SimpleNamespace
     from typing import Any
 
 QOS_LEVELS = {"shared": "shared_cores", "dedicated": "dedicated_cores", "reclaimed": "reclaimed_cores",
@@ -43,7 +45,57 @@ RESTART = {"never": "Never", "on-failure": "OnFailure", "always": "Always"}
 _NAME_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 
+#: launch's flags, defined once: argparse is built from them (add_parser) and the plain reader reads
+#: the usual argument lists with them (agent.commands._flags, fast_args)
+FLAGS: tuple[Flag, ...] = (
+    *COMMON_FLAGS,
+    Flag("-f", "--file", metavar="FILE", help="a Pod manifest (YAML or JSON; - for stdin)"),
+    Flag("--name", help="pod name (DNS-1123 subdomain)"),
+    Flag("--namespace", default="default"),
+    Flag("--container", default="main", help="container name (default: main)"),
+    Flag("--cpus", metavar="N", convert=int, group="cpu", help="whole CPUs (request = limit)"),
+    Flag("--cpu-request", metavar="Q", group="cpu", help="a CPU request as a quantity (e.g. 500m), no limit"),
+    Flag("--qos", choices=tuple(QOS_LEVELS), help="Katalyst QoS level (default: shared)"),
+    Flag("--numa-binding", kind=SWITCH,
+         help="bind the CPUs (and memory) to NUMA node(s); implied by --qos dedicated, "
+         "which the CPU policy serves only NUMA-bound"),
+    Flag("--memory", metavar="SIZE", help="memory limit (= request), e.g. 2Gi"),
+    *(Flag(f"--hugepages-{size}", dest=f"hugepages_{size}", metavar="SIZE",
+           help=f"{size} hugepages (limit = request), e.g. {'64Mi' if size == '2Mi' else '2Gi'}; "
+                "placed on the pod's NUMA node(s) "
+                "by the memory manager and limited in the hugetlb cgroup") for size in HUGEPAGE_FLAGS),
+    Flag("--hugepages-spread", kind=SWITCH,
+         help=f"spread the hugepages evenly over the NUMA nodes that have them ({SPREAD_ANNOTATION})"),
+    Flag("--device", metavar="RESOURCE=COUNT", kind=APPEND, help="extended resource count (repeatable)"),
+    Flag("--ignore-unknown-fields", kind=SWITCH,
+         help="-f: warn about unknown manifest fields instead of refusing them"),
+    Flag("--restart", choices=tuple(RESTART),
+         help="restart policy (default: never, as docker run; a manifest keeps its own, Always "
+         "unless it says)"),
+    Flag("-e", "--env", metavar="NAME=VALUE", kind=APPEND,
+         help="set an environment variable in the job (repeatable; NAME alone takes your value)"),
+    Flag("--env-file", metavar="FILE", kind=APPEND,
+         help="read NAME=VALUE lines from FILE (# comments; repeatable; --env wins)"),
+    Flag("-w", "--workdir", metavar="DIR",
+         help="the job's working directory (default: your current directory, as srun); "
+         "a missing one is refused at admission"),
+    Flag("--wait", kind=SWITCH,
+         help="wait for the pod to end, stream its main container's output (stdout and stderr, "
+         "as its log has them) and exit with its exit status; Ctrl-C shows its state, a second "
+         "Ctrl-C within 1 s stops it (exit statuses: docs/commands/README.md)"),
+    Flag("-q", "--quiet", kind=SWITCH, help="--wait: do not stream the output"),
+    Flag("--rm", kind=SWITCH,
+         help="remove the pod once it ended: with --wait after its exit status is read, without "
+         "--wait by the daemon when it ends (the CLI need not stay)"),
+    Flag("--user", metavar="NAME|UID[:GID]",
+         help="run as this user (root only; a caller other than root runs as itself)"),
+    Flag("--format", choices=("text", "json"), default="text"),
+)
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    import argparse
+
     p = subparsers.add_parser(
         "launch",
         help="run a job or a service from flags or a manifest file",
@@ -55,53 +107,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "exits with its exit status (200 failed to start, 201 OOMKilled, 202 evicted, 203 lost), and "
         "Ctrl-C prints its state, a second Ctrl-C within 1 s stops it.",
     )
-    add_common(p)
-    p.add_argument("-f", "--file", metavar="FILE", help="a Pod manifest (YAML or JSON; - for stdin)")
-    p.add_argument("--name", help="pod name (DNS-1123 subdomain)")
-    p.add_argument("--namespace", default="default")
-    p.add_argument("--container", default="main", help="container name (default: main)")
-    cpu = p.add_mutually_exclusive_group()
-    cpu.add_argument("--cpus", metavar="N", type=int, help="whole CPUs (request = limit)")
-    cpu.add_argument("--cpu-request", metavar="Q", help="a CPU request as a quantity (e.g. 500m), no limit")
-    p.add_argument("--qos", choices=tuple(QOS_LEVELS), help="Katalyst QoS level (default: shared)")
-    p.add_argument("--numa-binding", action="store_true",
-                   help="bind the CPUs (and memory) to NUMA node(s); implied by --qos dedicated, "
-                   "which the CPU policy serves only NUMA-bound")
-    p.add_argument("--memory", metavar="SIZE", help="memory limit (= request), e.g. 2Gi")
-    for size in HUGEPAGE_FLAGS:
-        p.add_argument(f"--hugepages-{size}", dest=f"hugepages_{size}", metavar="SIZE",
-                       help=f"{size} hugepages (limit = request), e.g. {'64Mi' if size == '2Mi' else '2Gi'}; "
-                            "placed on the pod's NUMA node(s) "
-                            "by the memory manager and limited in the hugetlb cgroup")
-    p.add_argument("--hugepages-spread", action="store_true",
-                   help=f"spread the hugepages evenly over the NUMA nodes that have them ({SPREAD_ANNOTATION})")
-    p.add_argument("--device", metavar="RESOURCE=COUNT", action="append", default=[],
-                   help="extended resource count (repeatable)")
-    p.add_argument("--ignore-unknown-fields", action="store_true",
-                   help="-f: warn about unknown manifest fields instead of refusing them")
-    p.add_argument("--restart", choices=tuple(RESTART),
-                   help="restart policy (default: never, as docker run; a manifest keeps its own, Always "
-                   "unless it says)")
-    p.add_argument("-e", "--env", metavar="NAME=VALUE", action="append", default=[],
-                   help="set an environment variable in the job (repeatable; NAME alone takes your value)")
-    p.add_argument("--env-file", metavar="FILE", action="append", default=[],
-                   help="read NAME=VALUE lines from FILE (# comments; repeatable; --env wins)")
-    p.add_argument("-w", "--workdir", metavar="DIR",
-                   help="the job's working directory (default: your current directory, as srun); "
-                   "a missing one is refused at admission")
-    p.add_argument("--wait", action="store_true",
-                   help="wait for the pod to end, stream its main container's output (stdout and stderr, "
-                   "as its log has them) and exit with its exit status; Ctrl-C shows its state, a second "
-                   "Ctrl-C within 1 s stops it (exit statuses: docs/commands/README.md)")
-    p.add_argument("-q", "--quiet", action="store_true", help="--wait: do not stream the output")
-    p.add_argument("--rm", action="store_true",
-                   help="remove the pod once it ended: with --wait after its exit status is read, without "
-                   "--wait by the daemon when it ends (the CLI need not stay)")
-    p.add_argument("--user", metavar="NAME|UID[:GID]",
-                   help="run as this user (root only; a caller other than root runs as itself)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add(p, FLAGS)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
     p.set_defaults(func=run)
+
+
+def fast_args(argv: Sequence[str]) -> SimpleNamespace | None:
+    """``argv`` (after ``launch``) read without argparse, or None where argparse must read it (agent.cli)."""
+    return parse(FLAGS, argv, rest="cmd", func=run)
 
 
 def generated_name(command: str) -> str:

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_REFUSED
-from agent.commands._admission import Session, _nodes, add_common, age, dumps
+from agent.commands._admission import COMMON_FLAGS, Session, _nodes, age, dumps
+from agent.commands._flags import Flag, add, parse
 from agent.commands._podstatus import status_word
 
 #: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+    from types import SimpleNamespace
     from typing import Any
 
 #: pods asked for per request: the daemon builds a page in time proportional to it, and the
 #: table is printed page by page, so neither side holds 10,000 pods at once (issue 24)
 PAGE_SIZE = 1000
+#: ps's flags, defined once for argparse and the plain reader (agent.commands._flags)
+FLAGS = (*COMMON_FLAGS, Flag("--format", choices=("text", "json"), default="text"))
 HEADER = ["NAMESPACE", "NAME", "QOS", "STATUS", "CONTAINER", "RESTARTS", "CPUS", "NUMA", "DEVICES", "AGE"]
 
 
@@ -30,9 +34,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "Completed, Error, OOMKilled, CrashLoopBackOff, StartError, Evicted ...), restarts, CPUs, NUMA nodes and "
         "devices per container, age, and static manifest files that are not admitted (with why).",
     )
-    add_common(p)
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add(p, FLAGS)
     p.set_defaults(func=run)
+
+
+def fast_args(argv: Sequence[str]) -> SimpleNamespace | None:
+    """``argv`` (after ``ps``) read without argparse, or None where argparse must read it (agent.cli)."""
+    return parse(FLAGS, argv, func=run)
 
 
 def body_rows(pods: list[dict[str, Any]]) -> list[list[str]]:
