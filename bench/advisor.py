@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -153,6 +154,12 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
             d.kill()
         kill_and_remove_subtree(subtree)
         err.close()
+    if args.keep:  # the run's decisions, log and LS samples, for a look afterwards (or a recorded trace)
+        dest = Path(args.keep) / tmp.name / config
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in (root / "advisor" / "decisions.jsonl", root.parent / "stderr.log", samples):
+            if f.exists():
+                shutil.copy(f, dest / f.name)
     late = sorted(float(x.split()[1]) for x in samples.read_text().splitlines()
                   if w0 <= float(x.split()[0]) <= w1) if samples.exists() else []
     used = {n: u1[n] - u0[n] for n in u0}
@@ -205,6 +212,7 @@ def main() -> int:
     ap.add_argument("--configs", default="floor,off,on")
     ap.add_argument("--target", type=float, default=None, help="[advisor] target_us (default: the config default)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--keep", default=None, help="copy each run's decisions.jsonl, daemon log and LS samples here")
     args = ap.parse_args()
     if args.target is None:
         from agent.advisor.config import AdvisorConfig

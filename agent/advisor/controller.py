@@ -15,11 +15,21 @@ before cannot help any more:
    its floor for ``evict_after_s`` without bringing the delay back under the target.
 
 Back down in the reverse order and more slowly: the quota is relaxed (doubled, then lifted)
-after ``relax_after`` calm samples in a row, the shared pool shrinks one CPU at a time after
-``shrink_cooldown_s``. Hysteresis (over = above the target, calm = below ``calm_fraction`` of
-it), confirmation (``confirm`` samples in a row) and a cool-down per step keep a noisy or
-flapping input from moving the pools; a relax that the next samples undo doubles the wait
-before the next relax, so a quota that cannot be lifted settles instead of oscillating.
+after ``relax_after`` calm samples with no over sample between them (a sample in the band
+between calm and over neither counts nor breaks the run), the shared pool shrinks one CPU at
+a time after ``shrink_cooldown_s``. Hysteresis (over = above the target, calm = below
+``calm_fraction`` of it), confirmation (``confirm`` samples in a row) and a cool-down per
+step keep a noisy or flapping input from moving the pools; a relax that the next samples
+undo doubles the wait before the next relax, so a quota that cannot be lifted settles
+instead of oscillating.
+
+At the quota floor holding on cannot help any further: there every sample within the target
+counts as calm, and when the delay learned there (the floor) is still at least
+``calm_fraction`` of the delay that started the suppression, the hold was not the cure (the
+delay is the node's own) and the quota is lifted whole rather than doubled. Before this
+(issue 26, a bench run under co-tenant load) calm meant p99 under the learned floor itself
+and a band sample reset the count, so hogs sat at the floor for whole runs
+(tests/unit/advisor/data/recorded_*.json).
 """
 
 from __future__ import annotations
@@ -156,6 +166,9 @@ class ControllerState:
     #: the shared pool's delay p99 without the reclaimed pods (none running, or held to the
     #: quota floor, or on other CPUs): an exponential average, µs
     floor_us: float | None = None
+    #: the p99 that started the suppression in effect (µs): a hold that does not bring the
+    #: delay well under it was not the cure
+    suppress_p99: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -212,6 +225,17 @@ class Decision:
         }
 
 
+#: reclaimed pods using (or held to) at most this many times ``quota_floor_cpus`` are "at the
+#: floor": the shared pool's delay then is the node's own (the floor is learned there), and the
+#: last halving step may stop just above the floor itself
+HELD = 1.5
+
+
+def _held(quota: float | None, lim: Limits, t: Tuning) -> bool:
+    """The reclaimed pods are held at (or just above) the quota floor."""
+    return quota is not None and quota <= HELD * min(t.quota_floor_cpus, float(max(lim.reclaim_cpus, 1))) + 1e-9
+
+
 def _r(v: float | None) -> float | None:
     return None if v is None else round(v, 4)
 
@@ -227,17 +251,20 @@ def decide(st: ControllerState, s: Sample, lim: Limits, t: Tuning) -> Decision:
         quota = None  # nobody to hold back: a new reclaimed pod starts unsuppressed
     p99 = s.shared_p99_us
     floor_us = st.floor_us
-    if p99 is not None and (s.reclaimed == 0 or not lim.overlap or s.reclaim_usage <= 1.5 * t.quota_floor_cpus):
+    if p99 is not None and (s.reclaimed == 0 or not lim.overlap or s.reclaim_usage <= HELD * t.quota_floor_cpus):
         floor_us = p99 if floor_us is None else (1 - t.floor_alpha) * floor_us + t.floor_alpha * p99
     target = t.effective_target(floor_us)
     t = replace(t, target_us=target)  # the target in effect, for every step below
     delay_over = p99 is not None and p99 > t.target_us
     busy = clamped > 0 and s.shared_usage > t.usage_high * clamped
-    calm_now = (p99 is None or p99 < t.target_us * t.calm_fraction) and not busy
+    at_floor = _held(quota, lim, t)
+    # at the quota floor any sample within the target is calm: holding on cannot help further
+    calm_now = (p99 is None or p99 < t.target_us * t.calm_fraction or (at_floor and not delay_over)) and not busy
     over = st.over + 1 if (delay_over or busy) else 0
-    calm = st.calm + 1 if calm_now else 0
+    # hysteresis: a sample in the band between calm and over neither counts nor breaks a calm run
+    calm = st.calm + 1 if calm_now else (0 if (delay_over or busy) else st.calm)
     st = replace(st, over=over, calm=calm, shared_size=clamped if st.shared_size is not None or clamped != lo else None,
-                 quota_cpus=quota, floor_us=floor_us)
+                 quota_cpus=quota, floor_us=floor_us, suppress_p99=st.suppress_p99 if quota is not None else None)
 
     def out(action: str, reason: str, nst: ControllerState, evict: bool = False) -> Decision:
         return Decision(now, action, reason, nst.shared_size if nst.shared_size is not None else clamped,
@@ -245,7 +272,7 @@ def decide(st: ControllerState, s: Sample, lim: Limits, t: Tuning) -> Decision:
 
     if quota is not None and not lim.overlap and now - max(st.last_suppress, st.last_relax) >= t.relax_cooldown_s:
         return out("relax", "no reclaimed pod runs on the shared pool's cpus any more: quota lifted",
-                   replace(st, quota_cpus=None, last_relax=now, floor_since=None))
+                   replace(st, quota_cpus=None, last_relax=now, floor_since=None, suppress_p99=None))
     if calm >= t.confirm and st.floor_since is not None:
         st = replace(st, floor_since=None)  # the target is back: the eviction clock stops
     if over >= t.confirm:
@@ -292,7 +319,8 @@ def _respond(st: ControllerState, s: Sample, lim: Limits, t: Tuning, clamped: in
         if now - st.last_relax < max(wait, t.relax_cooldown_s) * 2:
             wait = min(t.relax_cooldown_max_s, wait * 2)  # the last relax was undone: relax later
         nst = replace(st, quota_cpus=new_q, last_suppress=now, relax_wait_s=wait,
-                      floor_since=now if new_q <= floor and st.floor_since is None else st.floor_since)
+                      floor_since=now if new_q <= floor and st.floor_since is None else st.floor_since,
+                      suppress_p99=p99 if quota is None or st.suppress_p99 is None else st.suppress_p99)
         return out("suppress", f"p99 {p99:.0f}us > target {t.target_us:.0f}us with the shared pool at "
                    f"{clamped}/{lim.shared_max} cpus: reclaimed pods held to {new_q:g} cpus", nst)
     since = st.floor_since if st.floor_since is not None else now
@@ -314,12 +342,23 @@ def _back_down(st: ControllerState, s: Sample, lim: Limits, t: Tuning, clamped: 
     if quota is not None:
         if now - max(st.last_relax, st.last_suppress) < wait:
             return out("hold", "calm; relax cooling down", st)
+        held = _held(quota, lim, t)
+        started, learned = st.suppress_p99, st.floor_us
+        if held and started is not None and learned is not None \
+                and learned >= t.calm_fraction * started:
+            return out("relax", f"the hold did not help: p99 {learned:.0f}us with reclaimed pods at the floor "
+                       f"({quota:g} cpus), {started:.0f}us when it started: the delay is the node's own, "
+                       "quota lifted",
+                       replace(st, quota_cpus=None, last_relax=now, calm=0, floor_since=None, suppress_p99=None))
         new_q2: float | None = round(quota * 2, 4)
         if new_q2 is not None and new_q2 >= lim.reclaim_cpus:
             new_q2 = None
-        return out("relax", f"p99 under {t.calm_fraction:g}x target for {calm} samples: reclaimed quota "
+        why = "within the target at the quota floor" if held else \
+            f"p99 under {t.calm_fraction:g}x target"
+        return out("relax", f"{why} for {calm} samples: reclaimed quota "
                    f"{quota:g} -> {'none' if new_q2 is None else f'{new_q2:g}'} cpus",
-                   replace(st, quota_cpus=new_q2, last_relax=now, calm=0, floor_since=None))
+                   replace(st, quota_cpus=new_q2, last_relax=now, calm=0, floor_since=None,
+                           suppress_p99=st.suppress_p99 if new_q2 is not None else None))
     smaller = clamped - 1
     if clamped > lo and smaller >= 1 and s.shared_usage < t.usage_low * smaller \
             and now - max(st.last_shrink, st.last_grow) >= t.shrink_cooldown_s:
