@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.daemonconfig import DAEMON_SECTION
+from agent.advisor.config import ADVISOR_SECTION
 from agent.cgroups.config import CGROUPS_SECTION, workload_roots
 from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.fs import CgroupFS, CgroupVanished
@@ -160,6 +161,14 @@ class CPUPolicyComponent:
                                      write_bound=self._write_bound if self.enforce is not None else None)
         self._compact_due = await loop.run_in_executor(None, store.open, state, policy.state,
                                                        lambda: self.durable.policy.state)
+        if not ctx.config[ADVISOR_SECTION].enabled:
+            # the last run's advisor may have grown the shared pool: with it off nobody would shrink it
+            try:
+                if await self.durable.static_pools():
+                    log.info("cpu pools back to their request sizes", note="the checkpoint held the advisor's "
+                             "pools; [advisor] is off", pools={k: str(v) for k, v in policy.state.pools.items()})
+            except PolicyError as e:  # a refused re-size changes nothing: the pools stay as checkpointed
+                log.warning("cpu pools kept as checkpointed", reason=e.message)
         self.socket_path = socket_path_for(ctx, self.cfg)
         self._server, self._reg = await serve(self.durable, self.socket_path)
         ctx.publish(CPU_POLICY, self.durable)

@@ -160,6 +160,11 @@ class DurablePolicy:
         before it returns like every change; True when the pools changed."""
         return await self._call("resize_shared", self.policy.resize_shared, size)
 
+    async def static_pools(self) -> bool:
+        """The request-sized pools again (``DynamicPolicy.static_pools``: a start with the advisor
+        off), journaled before it returns; True when the pools changed."""
+        return await self._call("static_pools", self.policy.static_pools)
+
     def shared_bounds(self) -> tuple[int, int]:
         return self.policy.shared_bounds()
 

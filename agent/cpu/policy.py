@@ -359,6 +359,20 @@ class DynamicPolicy:
         self._commit(st)
         return True
 
+    def static_pools(self) -> bool:
+        """Back to the request-sized pools (the advisor is off): a checkpoint written while the
+        advisor sized the pools keeps its pools at restart (``init_pools``), and with nobody to
+        shrink them the shared pool would stay grown until some later change; True when the
+        pools changed (committed, so journaled, like any re-size). A checkpoint written with the
+        advisor off already has these pools: nothing moves."""
+        opts = replace(self.pool_opts, shared_size=None, advised=False)
+        st = adjust(self.idx, self._state, self.reserved, opts)
+        self.pool_opts = opts
+        if dict(st.pools) == dict(self._state.pools):
+            return False
+        self._commit(st)
+        return True
+
     def shared_bounds(self) -> tuple[int, int]:
         """(fewest, most) CPUs the default shared pool may have now (see pools.shared_bounds)."""
         return shared_bounds(self.idx, self._state, self.reserved, self.pool_opts)
