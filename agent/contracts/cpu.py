@@ -18,6 +18,7 @@ from typing import Any
 from agent.cgroups.paths import validate_rel_path
 from agent.contracts.hints import TopologyHint
 from agent.cpuset import CPUSet
+from agent.sharedvalues import shared_map, text
 
 __all__ = [
     "AllocateResult",
@@ -196,26 +197,29 @@ class AllocationInfo:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> AllocationInfo:
+        """The values every entry repeats (namespace, levels, pool, label maps) are
+        shared (``agent.sharedvalues``): a restart decodes 10,000 entries; the pod's
+        uid and name are the same objects as in the device table and pod records."""
         return cls(
-            pod_uid=str(d["pod_uid"]),
-            pod_namespace=str(d.get("pod_namespace", "")),
-            pod_name=str(d.get("pod_name", "")),
-            container_name=str(d["container_name"]),
-            container_type=str(d.get("container_type", MAIN)),
+            pod_uid=text(str(d["pod_uid"])),
+            pod_namespace=text(str(d.get("pod_namespace", ""))),
+            pod_name=text(str(d.get("pod_name", ""))),
+            container_name=text(str(d["container_name"])),
+            container_type=text(str(d.get("container_type", MAIN))),
             container_index=int(d.get("container_index", 0)),
-            qos_level=str(d["qos_level"]),
+            qos_level=text(str(d["qos_level"])),
             request_quantity=float(d.get("request_quantity", 0.0)),
             cpuset=CPUSet.parse(d["cpuset"]),
-            owner_pool_name=str(d.get("owner_pool_name", "")),
+            owner_pool_name=text(str(d.get("owner_pool_name", ""))),
             ramp_up=bool(d.get("ramp_up", False)),
             numa_binding=bool(d.get("numa_binding", False)),
             numa_exclusive=bool(d.get("numa_exclusive", False)),
             init_timestamp=float(d.get("init_timestamp", 0.0)),
-            labels={str(k): str(v) for k, v in d.get("labels", {}).items()},
-            annotations={str(k): str(v) for k, v in d.get("annotations", {}).items()},
-            pod_role=str(d.get("pod_role", "")),
-            pod_type=str(d.get("pod_type", "")),
-            native_qos_class=str(d.get("native_qos_class", "")),
+            labels=shared_map({str(k): str(v) for k, v in d.get("labels", {}).items()}),
+            annotations=shared_map({str(k): str(v) for k, v in d.get("annotations", {}).items()}),
+            pod_role=text(str(d.get("pod_role", ""))),
+            pod_type=text(str(d.get("pod_type", ""))),
+            native_qos_class=text(str(d.get("native_qos_class", ""))),
             # a path from disk is refused like one from a launcher (the loader calls it corrupt)
             cgroup_path=None if d.get("cgroup_path") is None else validate_rel_path(d["cgroup_path"], None),
         )

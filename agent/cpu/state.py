@@ -19,6 +19,7 @@ from agent.contracts.cpu import MAIN, SIDECAR, AllocationInfo
 from agent.cpu.calculator import TopoIndex
 from agent.cpu.qos import DEDICATED, RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED, SYSTEM
 from agent.cpuset import CPUSet
+from agent.sharedvalues import text
 
 __all__ = [
     "AllocationInfo",
@@ -515,7 +516,8 @@ class PolicyState:
         pools = {str(k): CPUSet.parse(v) for k, v in d.get("pools", {}).items()}
         entries: Entries = {}
         for uid, pod in d.get("pod_entries", {}).items():
-            entries[str(uid)] = {str(c): AllocationInfo.from_json(a) for c, a in pod.items()}
+            # the key is the entries' own (interned) uid, not a second copy of it
+            entries[text(str(uid))] = {text(str(c)): AllocationInfo.from_json(a) for c, a in pod.items()}
         return cls(pools=pools, entries=entries)
 
 

@@ -79,6 +79,7 @@ from agent.contracts.devices import (
 from agent.devicemanager.pod_devices import InconsistentAllocations, PodDevices
 from agent.eventlog import get_logger
 from agent.journal import Journal, StateCorrupt
+from agent.sharedvalues import text
 from agent.statefile import canonical_str, sha256_checksum, sha256_of
 
 log = get_logger("hwagent.devicemanager")
@@ -170,12 +171,14 @@ def _decode_entry(e: dict) -> Allocation:
     except binascii.Error:
         raise CheckpointCorrupt("AllocResp is not base64") from None
     return Allocation(
-        pod_uid=_req(e, "PodUID", str),
-        pod_namespace=_req(e, "PodNamespace", str),
-        pod_name=_req(e, "PodName", str),
-        container_name=_req(e, "ContainerName", str),
-        container_type=ctype,
-        resource=_req(e, "ResourceName", str),
+        # what every allocation repeats is held once, and a pod's uid and name are the
+        # same objects as in the CPU entries and the pod records (agent.sharedvalues)
+        pod_uid=text(_req(e, "PodUID", str)),
+        pod_namespace=text(_req(e, "PodNamespace", str)),
+        pod_name=text(_req(e, "PodName", str)),
+        container_name=text(_req(e, "ContainerName", str)),
+        container_type=text(ctype),
+        resource=text(_req(e, "ResourceName", str)),
         devices=tuple((d, tuple(sorted(n))) for d, n in sorted(nodes_of.items())),
         response=resp,
     )

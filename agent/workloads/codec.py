@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.cpuset import CPUSet
+from agent.sharedvalues import shared_map, text
 from agent.contracts.pods import (
     AdmittedPod,
     ContainerAssignment,
@@ -94,10 +95,17 @@ def _str(v: Any) -> str:
     return v
 
 
+def _sym(v: Any) -> str:
+    """A string that many records repeat (namespace, kinds, names, reasons): one copy
+    held for all (``agent.sharedvalues``; a restart decodes 10,000 records)."""
+    return text(_str(v))
+
+
 def _str_map(v: Any) -> dict[str, str]:
+    """A checked string map, shared with every record holding an equal one."""
     if not isinstance(v, dict):
         raise TypeError(f"expected a mapping, got {v!r}")
-    return {_str(k): _str(x) for k, x in v.items()}
+    return shared_map({_str(k): _str(x) for k, x in v.items()})
 
 
 def _resources_from(d: dict[str, Any]) -> Resources:
@@ -123,29 +131,30 @@ def _mapping(v: Any) -> dict[Any, Any]:
 
 def _container_from(d: dict[str, Any]) -> ContainerSpec:
     return ContainerSpec(
-        name=_str(d["name"]),
-        command=tuple(_str(s) for s in d["command"]),
-        args=tuple(_str(s) for s in d["args"]),
-        env=tuple(EnvVar(_str(n), _str(v)) for n, v in d["env"]),
+        name=_sym(d["name"]),
+        command=tuple(_sym(s) for s in d["command"]),
+        args=tuple(_sym(s) for s in d["args"]),
+        env=tuple(EnvVar(_sym(n), _str(v)) for n, v in d["env"]),
         working_dir=None if d["working_dir"] is None else _str(d["working_dir"]),
         resources=_resources_from(d["resources"]),
-        kind=_str(d["kind"]),
+        kind=_sym(d["kind"]),
     )
 
 
 def spec_from_json(d: dict[str, Any]) -> PodSpec:
     return PodSpec(
-        name=_str(d["name"]),
-        namespace=_str(d["namespace"]),
-        uid=_str(d["uid"]),
+        # the pod's name and uid are the same objects as the CPU entries' and the devices'
+        name=_sym(d["name"]),
+        namespace=_sym(d["namespace"]),
+        uid=_sym(d["uid"]),
         containers=tuple(_container_from(c) for c in d["containers"]),
         init_containers=tuple(_container_from(c) for c in d["init_containers"]),
         annotations=_str_map(d["annotations"]),
         labels=_str_map(d["labels"]),
-        restart_policy=_str(d["restart_policy"]),
+        restart_policy=_sym(d["restart_policy"]),
         termination_grace_period_s=int(_opt_int(d["termination_grace_period_s"]) or 0),
-        source=_str(d["source"]),
-        source_digest=_str(d["source_digest"]),
+        source=_sym(d["source"]),
+        source_digest=_sym(d["source_digest"]),
         run_as=_run_as_from(d.get("run_as")),
         resource_claims=_str_map(d.get("resource_claims", {})),
     )
@@ -185,11 +194,11 @@ def _assignment(a: ContainerAssignment) -> dict[str, Any]:
 def _assignment_from(d: dict[str, Any]) -> ContainerAssignment:
     aff = d["numa_affinity"]
     return ContainerAssignment(
-        name=_str(d["name"]),
+        name=_sym(d["name"]),
         cpus=CPUSet.parse(_str(d["cpus"])),
         mems=None if d["mems"] is None else CPUSet.parse(_str(d["mems"])),
         numa_affinity=None if aff is None else frozenset(int(_opt_int(n) or 0) for n in aff),
-        devices={_str(r): tuple(_str(i) for i in ids) for r, ids in d["devices"].items()},
+        devices={_sym(r): tuple(_str(i) for i in ids) for r, ids in d["devices"].items()},
         grant=_grant_from(d["grant"]),
     )
 
@@ -210,7 +219,7 @@ def pod_from_json(d: dict[str, Any]) -> AdmittedPod:
         raise TypeError("admitted_at must be a number")
     return AdmittedPod(
         spec=spec_from_json(d["spec"]),
-        qos=_str(d["qos"]),
+        qos=_sym(d["qos"]),
         assignments={a.name: a for a in assignments},
         admitted_at=float(at),
     )
@@ -240,10 +249,10 @@ def _opt_float(v: Any) -> float | None:
 
 def _cstatus_from(d: dict[str, Any]) -> ContainerStatus:
     return ContainerStatus(
-        name=_str(d["name"]),
+        name=_sym(d["name"]),
         state=ContainerState(d["state"]),
-        reason=_str(d["reason"]),
-        message=_str(d["message"]),
+        reason=_sym(d["reason"]),
+        message=_sym(d["message"]),
         pid=_opt_int(d["pid"]),
         started_at=_opt_float(d["started_at"]),
         finished_at=_opt_float(d["finished_at"]),
@@ -266,8 +275,8 @@ def status_to_json(s: PodStatus) -> dict[str, Any]:
 def status_from_json(d: dict[str, Any]) -> PodStatus:
     return PodStatus(
         phase=PodPhase(d["phase"]),
-        reason=_str(d["reason"]),
-        message=_str(d["message"]),
+        reason=_sym(d["reason"]),
+        message=_sym(d["message"]),
         containers=tuple(_cstatus_from(c) for c in d["containers"]),
         started_at=_opt_float(d["started_at"]),
         finished_at=_opt_float(d["finished_at"]),
