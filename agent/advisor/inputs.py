@@ -19,7 +19,8 @@ __all__ = ["quantile_us", "Counters", "interval"]
 
 def quantile_us(h: Histogram, q: float) -> float | None:
     """The ``q`` quantile (µs) of a log2 histogram, linear inside its slot; None without counts
-    (schedstat gives sums only)."""
+    (the schedstat fallback's histogram holds each thread's mean wait per timeslice per read:
+    a coarser p99, agent.pressure.readers.SchedstatRunqueue)."""
     total = h.count
     if not total:
         return None

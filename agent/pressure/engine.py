@@ -49,7 +49,8 @@ __all__ = ["PressureEngine", "TickResult", "Loaded", "FALLBACKS", "LIVE_SETTINGS
 
 #: what runs instead of each probe when it is off or unavailable
 FALLBACKS = {
-    "runqlat": "schedstat (/proc/<tid>/schedstat run_delay of watched cgroups; sums only, no histogram)",
+    "runqlat": "schedstat (/proc/<tid>/schedstat run_delay and pcount of watched cgroups; a histogram of each "
+               "thread's mean wait per timeslice per read, coarser than the probe's)",
     "blockio": "diskstats (/proc/diskstats average latency; no error counts, so no block device health)",
     "netdev": "sysfs (/sys/class/net/*/statistics/tx_errors and queues/tx-*/tx_timeout)",
     "iommu": "none (IOMMU faults only in the kernel log)",

@@ -60,6 +60,26 @@ def thread_run_delay_ns(tid: int, procfs_root: str = "/proc") -> int | None:
         return None
 
 
+def thread_schedstat(tid: int, procfs_root: str = "/proc") -> tuple[int, int] | None:
+    """Fields 2 and 3 of /proc/<tid>/schedstat: (run_delay ns, timeslices run: pcount)."""
+    text = read_optional(rooted(procfs_root, str(tid), "schedstat"))
+    try:
+        f = text.split() if text is not None else []
+        return (int(f[1]), int(f[2])) if len(f) >= 3 else None
+    except ValueError:
+        return None
+
+
+def schedstats(tids: list[int], procfs_root: str = "/proc") -> dict[int, tuple[int, int]]:
+    """(run_delay ns, pcount) per thread, for the threads that still exist."""
+    out = {}
+    for tid in tids:
+        v = thread_schedstat(tid, procfs_root)
+        if v is not None:
+            out[tid] = v
+    return out
+
+
 def run_delay_ns(tids: list[int], procfs_root: str = "/proc") -> dict[int, int]:
     """run_delay per thread, for the threads that still exist."""
     out = {}

@@ -15,7 +15,7 @@ from agent.cgroups.hierarchy import CgroupIndex
 from agent.cgroups.tree import cgroup_thread_ids
 from agent.contracts.hist import Histogram
 from agent.pressure.probes import ProbeSet
-from agent.pressure.procfs import read_diskstats, read_net_errors, run_delay_ns
+from agent.pressure.procfs import read_diskstats, read_net_errors, schedstats
 
 __all__ = [
     "OTHER_CGROUP",
@@ -101,10 +101,15 @@ class BpfRunqueue:
 
 
 class SchedstatRunqueue:
-    """Fallback: run_delay from /proc/<tid>/schedstat, summed over watched cgroups.
+    """Fallback: run_delay and pcount from /proc/<tid>/schedstat, over watched cgroups.
 
     Keeps per-thread last values so threads that exit keep their contribution and
-    the per-cgroup counters stay cumulative (only the sum; no histogram).
+    the per-cgroup counters stay cumulative. Each read, a thread's new timeslices
+    (pcount growth) land in the log2 slot of its mean wait per timeslice over the
+    interval (run_delay growth / pcount growth), so the fallback has counts and a
+    p99 as the BPF probe's histogram does: of per-thread means over the interval,
+    which hides the spread inside one thread's interval (coarser than the probe's
+    one slot per wake-up); the sum is exact.
     """
 
     source = "schedstat"
@@ -112,23 +117,36 @@ class SchedstatRunqueue:
     def __init__(self, mount: Path, procfs_root: str = "/proc") -> None:
         self.mount = Path(mount)
         self.procfs_root = procfs_root
-        self._last: dict[int, int] = {}
+        self._last: dict[int, tuple[int, int]] = {}
         self._totals: dict[str, int] = {}
+        self._slots: dict[str, list[int]] = {}
 
     def read(self, watch: Iterable[str] = ()) -> dict[str, Histogram]:
-        seen: dict[int, int] = {}
+        seen: dict[int, tuple[int, int]] = {}
         for path in watch:
             tids = cgroup_thread_ids(self.mount, path)
-            delays = run_delay_ns(tids, self.procfs_root)
+            stats = schedstats(tids, self.procfs_root)
             grown = 0
-            for tid, d in delays.items():
+            slots = self._slots.setdefault(path, [])
+            for tid, (d, n) in stats.items():
                 prev = self._last.get(tid)
-                if prev is not None and d >= prev:
-                    grown += d - prev
-                seen[tid] = d
+                if prev is not None and d >= prev[0]:
+                    grown += d - prev[0]
+                    dn = n - prev[1]
+                    if dn > 0:
+                        s = log2_slot((d - prev[0]) // dn // 1000)
+                        if s >= len(slots):
+                            slots.extend([0] * (s + 1 - len(slots)))
+                        slots[s] += dn
+                seen[tid] = (d, n)
             self._totals[path] = self._totals.get(path, 0) + grown
         self._last = seen
-        return {p: Histogram((), t) for p, t in self._totals.items()}
+        return {p: Histogram.from_slots(self._slots.get(p, ()), t) for p, t in self._totals.items()}
+
+
+def log2_slot(us: int) -> int:
+    """The probes' log2 slot of ``us`` (bcc's bpf_log2l: 0 and 1 µs in slot 1, [2^(s-1), 2^s) in s)."""
+    return max(1, int(us).bit_length())
 
 
 def dev_key(dev: int) -> str:

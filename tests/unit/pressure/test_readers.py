@@ -53,6 +53,30 @@ def test_schedstat_fallback_keeps_exited_threads_contribution(tmp_path):
     assert r.read(["/pod/ctr"])["/pod/ctr"].sum_ns == 1200  # still cumulative
 
 
+def test_schedstat_fallback_gives_a_histogram_of_waits_per_timeslice(tmp_path):
+    """run_delay and pcount per thread: each interval a thread's timeslices land in the log2
+    slot of its mean wait per timeslice, so the fallback has a count and a p99 (of per-thread
+    means over the interval: coarser than the BPF probe's per-wake-up slots), not only a sum."""
+    mount = tmp_path / "cg"
+    proc = tmp_path / "proc"
+    write(mount / "pod/ctr/tasks", "11\n12\n")
+    write(proc / "11/schedstat", "100 1000 5\n")
+    write(proc / "12/schedstat", "100 2000 5\n")
+    r = SchedstatRunqueue(mount, str(proc))
+    assert r.read(["/pod/ctr"])["/pod/ctr"].count == 0  # the baseline
+    # thread 11: 99 timeslices waiting 10 µs each; thread 12: 1 timeslice waiting 3 ms
+    write(proc / "11/schedstat", f"100 {1000 + 99 * 10_000} 104\n")
+    write(proc / "12/schedstat", f"100 {2000 + 3_000_000} 6\n")
+    h = r.read(["/pod/ctr"])["/pod/ctr"]
+    assert h.count == 100 and h.sum_ns == 99 * 10_000 + 3_000_000
+    assert h.quantile_us(0.5) == 16.0  # 10 µs: the [8, 16) µs slot
+    assert h.quantile_us(1.0) == 4096.0  # 3 ms: the [2048, 4096) µs slot
+    # a thread that ran no timeslice adds no count (its wait, if any, still adds to the sum)
+    write(proc / "12/schedstat", f"100 {2000 + 3_000_000 + 500} 6\n")
+    h2 = r.read(["/pod/ctr"])["/pod/ctr"]
+    assert h2.count == 100 and h2.sum_ns == h.sum_ns + 500
+
+
 def test_rollup_and_paths():
     rows = {"/kp/pod1/a": Histogram((0, 1), 10), "/kp/pod1/b": Histogram((0, 2), 20), "/kp/pod10/a": Histogram((0, 4), 40)}
     assert rollup(rows, "/kp/pod1").sum_ns == 30  # pod10 is not under pod1
