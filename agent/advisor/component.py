@@ -158,7 +158,7 @@ class AdvisorComponent:
         if self.state.shared_size is not None or self.state.quota_cpus is not None:
             log.info("advisor state restored", shared_size=self.state.shared_size, quota_cpus=self.state.quota_cpus)
         ctx.publish(EVICTION_GATE, self)
-        m.TARGET_US.set(self.tuning.target_us)
+        m.TARGET_SECONDS.set(self.tuning.target_us / 1e6)
         self._task = loop.create_task(self._run(), name="advisor")
         log.info("advisor started", target_us=self.tuning.target_us, interval_s=self.cfg.interval_s)
 
@@ -176,7 +176,7 @@ class AdvisorComponent:
         """SIGHUP: a new target or tuning, taken from the next decision on."""
         self.cfg = cfg
         self.tuning = cfg.tuning()
-        m.TARGET_US.set(self.tuning.target_us)
+        m.TARGET_SECONDS.set(self.tuning.target_us / 1e6)
         log.info("advisor reconfigured", target_us=self.tuning.target_us)
 
     def healthy(self) -> bool:
@@ -334,7 +334,7 @@ class AdvisorComponent:
         m.QUOTA_CPUS.set(-1 if d.quota_cpus is None else d.quota_cpus)
         m.HEADROOM_CPUS.set(self.headroom())
         p99 = d.sample.shared_p99_us
-        m.P99_US.set(-1 if p99 is None else p99)
+        m.P99_SECONDS.set(-1 if p99 is None else p99 / 1e6)
 
 
 def factory(ctx: DaemonContext) -> AdvisorComponent | None:

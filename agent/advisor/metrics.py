@@ -12,9 +12,9 @@ QUOTA_CPUS = Gauge("hwagent_advisor_reclaim_quota_cpus",
                    "CPU quota of all reclaimed pods together (-1: not suppressed).")
 HEADROOM_CPUS = Gauge("hwagent_advisor_reclaim_headroom_cpus",
                       "CPUs reclaimed pods may use now: the reclaim pool, under the quota when suppressed.")
-P99_US = Gauge("hwagent_advisor_shared_runqueue_p99_us",
-               "Run-queue delay p99 of the shared pool's containers over the last interval (µs; -1: none measured).")
-TARGET_US = Gauge("hwagent_advisor_target_us", "The shared pool's run-queue delay p99 target (µs).")
+P99_SECONDS = Gauge("hwagent_advisor_shared_runqueue_p99_seconds",
+                    "Run-queue delay p99 of the shared pool's containers over the last interval (-1: none measured).")
+TARGET_SECONDS = Gauge("hwagent_advisor_target_seconds", "The shared pool's run-queue delay p99 target.")
 DECISIONS = Counter("hwagent_advisor_decisions_total", "Advisor decisions, by action.", ["action"])
 EVICTIONS_ALLOWED = Counter("hwagent_advisor_evictions_allowed_total",
                             "Times the advisor let the pressure engine's eviction go ahead.")
