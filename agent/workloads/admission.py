@@ -500,8 +500,13 @@ class Workloads:
                 await svc.release_pod(uid)
             dm = self.device_manager
             if dm is not None:
+                # committed allocations are what the checkpoint holds: a pod without any (most
+                # jobs) changes nothing there, and compacting it anyway was a snapshot written
+                # and synced per pod (docs/performance.md)
+                held = bool(dm.container_allocations(uid))
                 dm.release_pod(uid)
-                await dm.flush_checkpoint()
+                if held:
+                    await dm.flush_checkpoint()
             if self.memory_manager is not None:
                 await self.memory_manager.release_pod(uid)
             if self.pod_claims is not None and rec.pod.spec.resource_claims:
