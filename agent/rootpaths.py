@@ -26,7 +26,12 @@ reads a config or touches the disk, so every layer may import it.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+#: typing is not imported at run time; pathlib is imported on first use (``_path``): the CLI's
+#: light commands import this module for its constants, and pathlib is ~3 ms of their start-up
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "DEFAULT_ROOT_DIR", "DEFAULT_LOCK_DIR", "STATUS_SOCKET", "ADMISSION_SOCKET", "CLI_SOCKET", "MANIFESTS", "DEVICE_PLUGINS", "REGISTRATION_SOCKET",
@@ -38,6 +43,12 @@ __all__ = [
 ]
 
 StrPath = str | os.PathLike[str]
+
+
+def _path(p: StrPath) -> Path:
+    from pathlib import Path
+
+    return Path(p)
 
 #: ``[daemon] root_dir``'s default (agent.daemonconfig); here so the CLI finds it without the config loader
 DEFAULT_ROOT_DIR = "/var/lib/hwagent"
@@ -70,26 +81,26 @@ KUBELET_SOCKET = "kubelet.sock"
 
 
 def status_socket(root: StrPath) -> Path:
-    return Path(root) / STATUS_SOCKET
+    return _path(root) / STATUS_SOCKET
 
 
 def admission_socket(root: StrPath, override: str = "") -> Path:
     """``[workloads] socket_path`` when set, else ``<root>/admission.sock``."""
-    return Path(override) if override else Path(root) / ADMISSION_SOCKET
+    return _path(override) if override else _path(root) / ADMISSION_SOCKET
 
 
 def cli_socket(root: StrPath) -> Path:
     """``<root>/cli.sock``: always under the root dir, so the CLI finds it from ``[daemon] root_dir`` alone."""
-    return Path(root) / CLI_SOCKET
+    return _path(root) / CLI_SOCKET
 
 
 def manifest_dir(root: StrPath, override: str = "") -> Path:
     """``[workloads] manifest_dir`` when set, else ``<root>/manifests``."""
-    return Path(override) if override else Path(root) / MANIFESTS
+    return _path(override) if override else _path(root) / MANIFESTS
 
 
 def cpu_dir(root: StrPath) -> Path:
-    return Path(root) / CPU
+    return _path(root) / CPU
 
 
 class HostPaths:
@@ -132,20 +143,20 @@ def device_host(
     checkpoint_name: str = DEVICE_CHECKPOINT,
 ) -> HostPaths:
     """The host's paths; each keyword is its ``[devicemanager]`` override ("" = under ``root``)."""
-    base = Path(plugins_dir) if plugins_dir else Path(root) / DEVICE_PLUGINS
+    base = _path(plugins_dir) if plugins_dir else _path(root) / DEVICE_PLUGINS
     return HostPaths(
         plugins_dir=base,
         registration_socket=base / socket_name,
-        plugins_registry=Path(plugins_registry) if plugins_registry else Path(root) / PLUGINS_REGISTRY,
+        plugins_registry=_path(plugins_registry) if plugins_registry else _path(root) / PLUGINS_REGISTRY,
         pod_resources_socket=(
-            Path(pod_resources_socket) if pod_resources_socket else Path(root) / POD_RESOURCES / POD_RESOURCES_SOCKET
+            _path(pod_resources_socket) if pod_resources_socket else _path(root) / POD_RESOURCES / POD_RESOURCES_SOCKET
         ),
         checkpoint=base / checkpoint_name,
     )
 
 
 def kubelet_device_plugins(kubelet_root: StrPath) -> Path:
-    return Path(kubelet_root) / DEVICE_PLUGINS
+    return _path(kubelet_root) / DEVICE_PLUGINS
 
 
 def kubelet_registration_socket(kubelet_root: StrPath) -> Path:
@@ -154,8 +165,8 @@ def kubelet_registration_socket(kubelet_root: StrPath) -> Path:
 
 
 def kubelet_plugins_registry(kubelet_root: StrPath) -> Path:
-    return Path(kubelet_root) / PLUGINS_REGISTRY
+    return _path(kubelet_root) / PLUGINS_REGISTRY
 
 
 def kubelet_pod_resources_socket(kubelet_root: StrPath) -> Path:
-    return Path(kubelet_root) / POD_RESOURCES / KUBELET_SOCKET
+    return _path(kubelet_root) / POD_RESOURCES / KUBELET_SOCKET

@@ -17,7 +17,6 @@ import json
 import os
 import socket
 import time
-from pathlib import Path
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_EXISTS, EXIT_NO_DAEMON, EXIT_NOT_FOUND, EXIT_REFUSED
 from agent.commands._flags import Flag, add
@@ -28,6 +27,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from typing import Any
+
+    from agent.rootpaths import StrPath
 
 __all__ = ["add_common", "call", "Session", "error_for", "socket_path", "pod_path", "format_pod_line",
            "EXIT_REFUSED"]
@@ -46,11 +47,12 @@ def add_common(p: argparse.ArgumentParser) -> None:
     add(p, COMMON_FLAGS)
 
 
-def socket_path(args: argparse.Namespace) -> Path:
-    from agent.commands._config import daemon_root
-    from agent.rootpaths import cli_socket
+def socket_path(args: argparse.Namespace) -> str:
+    """The daemon's CLI socket (agent.rootpaths.cli_socket), as a string: no pathlib on the hot path."""
+    from agent.commands._config import daemon_root_dir
+    from agent.rootpaths import CLI_SOCKET
 
-    return cli_socket(daemon_root(args))
+    return os.path.join(daemon_root_dir(args), CLI_SOCKET)
 
 
 def pod_path(namespace: str, name: str, action: str = "") -> str:
@@ -58,12 +60,12 @@ def pod_path(namespace: str, name: str, action: str = "") -> str:
     return f"/v1/pods/{wire.quote(namespace)}/{wire.quote(name)}" + (f"/{action}" if action else "")
 
 
-def daemon_down(path: Path) -> CommandError:
+def daemon_down(path: StrPath) -> CommandError:
     return CommandError(f"the daemon is not running (no answer on {path}); start it with `hwagent run` "
                         "(or `systemctl start hwagent`)", EXIT_NO_DAEMON)
 
 
-def error_for(code: str, details: str, path: Path, name: str | None = None) -> CommandError:
+def error_for(code: str, details: str, path: StrPath, name: str | None = None) -> CommandError:
     """An API error code (the gRPC status name the daemon answers with) as one line that says what
     happened and what to type next, and its exit status (agent.commands._exitcodes); the code
     itself is never shown."""
@@ -92,7 +94,7 @@ def error_for(code: str, details: str, path: Path, name: str | None = None) -> C
 MAX_ANSWER = 256 * 1024 * 1024
 
 
-def permission_denied(path: Path) -> CommandError:
+def permission_denied(path: StrPath) -> CommandError:
     """EACCES on connect: the socket is the daemon's group's (``[workloads] socket_group``), and the caller is
     not in it; say who owns it and what to ask for."""
     import grp
@@ -119,7 +121,7 @@ def permission_denied(path: Path) -> CommandError:
 class _Connection:
     """HTTP/1.1 over the daemon's unix socket, one request at a time, kept open between them."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: StrPath) -> None:
         self.path = path
         self.sock: socket.socket | None = None
 

@@ -15,7 +15,6 @@ full load at about 49 ms of a `hwagent ps`).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from agent.cli import CommandError
 
@@ -23,6 +22,7 @@ from agent.cli import CommandError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from pathlib import Path
 
     from agent.config import Config
     from agent.daemon.running import Running
@@ -69,6 +69,8 @@ def load_config(args: argparse.Namespace) -> Config:
 def root_dir(args: argparse.Namespace, config: Config) -> Path:
     """``--root-dir`` made absolute, else the running daemon's (without ``--config``), else the config's
     ``[daemon] root_dir``."""
+    from pathlib import Path
+
     from agent.daemonconfig import DAEMON_SECTION
 
     if args.root_dir:
@@ -78,17 +80,24 @@ def root_dir(args: argparse.Namespace, config: Config) -> Path:
 
 
 def daemon_root(args: argparse.Namespace) -> Path:
+    """``daemon_root_dir`` as a Path."""
+    from pathlib import Path
+
+    return Path(daemon_root_dir(args))
+
+
+def daemon_root_dir(args: argparse.Namespace) -> str:
     """``--root-dir`` made absolute, else ``[daemon] root_dir`` of ``--config``, else the running
     daemon's root dir (else the default), read alone: the other sections are the daemon's to check,
     not a client's."""
     from agent.rootpaths import DEFAULT_ROOT_DIR
 
     if getattr(args, "root_dir", None):
-        return Path(os.path.abspath(args.root_dir))
+        return os.path.abspath(args.root_dir)
     path = getattr(args, "config", None)
     if path is None:
         daemon = running_daemon(args)
-        return Path(daemon.root_dir if daemon is not None else DEFAULT_ROOT_DIR)
+        return str(daemon.root_dir) if daemon is not None else DEFAULT_ROOT_DIR
     import tomllib
 
     try:
@@ -102,4 +111,4 @@ def daemon_root(args: argparse.Namespace) -> Path:
     value = daemon.get("root_dir", DEFAULT_ROOT_DIR) if isinstance(daemon, dict) else None
     if not isinstance(value, str) or not value:
         raise CommandError(f"{path}: daemon.root_dir must be a non-empty string (a directory), got {value!r}")
-    return Path(value)
+    return value

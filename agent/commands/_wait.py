@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import FrameType
 
 from agent.cli import CommandError
@@ -31,6 +30,7 @@ from agent.commands._podstatus import status_word
 #: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, BinaryIO
     from agent.commands.logs import Tail
 
@@ -187,7 +187,7 @@ def _get(session: Session, path: str, query: dict[str, str] | None, timeout: flo
     return pod
 
 
-def log_offset(path: Path) -> int:
+def log_offset(path: str | Path) -> int:
     """Bytes already in a log file (an earlier pod of the same name): where streaming starts."""
     import os
 

@@ -15,7 +15,6 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from agent.cli import CommandError
 from agent.commands._admission import COMMON_FLAGS, Session, container_line, dumps, format_pod_line, pod_path
@@ -25,6 +24,7 @@ from agent.commands._flags import APPEND, SWITCH, Flag, add, parse
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from pathlib import Path
     from types import SimpleNamespace
     from typing import Any
 
@@ -231,7 +231,8 @@ def job_environment(args: argparse.Namespace, cwd: str, environ: dict[str, str])
     env: list[tuple[str, str]] = []
     for path in args.env_file:
         try:
-            text = Path(os.path.join(cwd, path)).read_text()
+            with open(os.path.join(cwd, path)) as f:
+                text = f.read()
         except OSError as e:
             raise CommandError(f"--env-file {path}: {e.strerror or e}") from None
         env += env_file_items(text, path, environ)
@@ -245,7 +246,7 @@ def read_manifest(path: str) -> bytes:
     try:
         if path == "-":
             return sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
-        with open(Path(path), "rb") as f:
+        with open(path, "rb") as f:
             return f.read(MAX_MANIFEST_BYTES + 1)
     except OSError as e:
         raise CommandError(f"cannot read {path}: {e.strerror or e}") from None

@@ -46,7 +46,7 @@ def test_the_cli_dials_the_cli_socket_the_daemon_binds(tmp_path):
 
     cfg = section_defaults()
     args = argparse.Namespace(config=None, root_dir=str(tmp_path))
-    assert socket_path(args) == cli_socket(tmp_path) == tmp_path / "cli.sock"
+    assert Path(socket_path(args)) == cli_socket(tmp_path) == tmp_path / "cli.sock"
     assert socket_path(args) != socket_path_for(cfg.sections["workloads"], tmp_path)
     # without --root-dir: [daemon] root_dir of --config, read alone, as the full loader reads it
     conf = tmp_path / "hwagent.toml"
@@ -54,8 +54,8 @@ def test_the_cli_dials_the_cli_socket_the_daemon_binds(tmp_path):
     from agent.config import load
 
     args = argparse.Namespace(config=str(conf), root_dir=None)
-    assert socket_path(args) == cli_socket(load(conf).sections["daemon"].root_dir) == tmp_path / "r" / "cli.sock"
-    assert socket_path(argparse.Namespace(config=None, root_dir=None)) == \
+    assert Path(socket_path(args)) == cli_socket(load(conf).sections["daemon"].root_dir) == tmp_path / "r" / "cli.sock"
+    assert Path(socket_path(argparse.Namespace(config=None, root_dir=None))) == \
         cli_socket(section_defaults().sections["daemon"].root_dir)
 
 
