@@ -4,8 +4,9 @@ pip's console script starts Python the ordinary way: ``site`` runs, reads every
 ``.pth`` file and installs the editable install's import finder, about 12 ms of
 CPU before the first line of hwagent (bench/cli.py: ``python -c pass`` 17-20 ms,
 ``python -S -c pass`` 6 ms), which is more than Slurm's whole client spends on
-``srun``. The commands that only talk to the daemon (``LIGHT``) import the
-standard library alone (tests/unit/test_cli_imports.py), so this script starts
+``srun`` (and more than lstopo's whole run on most machines). The commands that
+only talk to the daemon, and ``topology`` (``LIGHT``), import the standard
+library alone (tests/unit/test_cli_imports.py), so this script starts
 Python with ``-S``, puts the source directory on ``sys.path`` itself and runs
 them without ``site``; every other command (``hwagent run`` needs grpc and
 friends from site-packages) loads ``site`` first and behaves as pip's script
@@ -25,7 +26,7 @@ import sys
 __all__ = ["LIGHT", "script_text", "write"]
 
 #: commands whose client path is the standard library alone
-LIGHT: tuple[str, ...] = ("launch", "ps", "describe", "stop", "rm", "admit", "logs", "signal", "exec")
+LIGHT: tuple[str, ...] = ("launch", "ps", "describe", "stop", "rm", "admit", "logs", "signal", "exec", "topology")
 
 _TEMPLATE = '''#!{python} -S
 # hwagent, written by scripts/setup.sh from agent/commands/_entry.py (a rerun rewrites it): the

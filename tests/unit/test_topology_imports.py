@@ -45,22 +45,28 @@ ALWAYS_FORBIDDEN = (
 #: loaded by the text tree only when asked for another format
 TEXT_FORBIDDEN = ("json", "agent.topology.document")
 
-#: the child lists its modules before it imports json to write them down
+#: the checkout whose ``agent`` the child imports
+SOURCE = str(Path(__file__).resolve().parents[2])
+
+#: the child lists its modules before it imports json to write them down; it starts as the
+#: ``hwagent`` entry script starts ``topology`` (agent/commands/_entry.py: ``-S``, the checkout on
+#: sys.path), so a ``.pth`` file of the machine's (one that imports certifi, say) is not counted
 CHILD = """
 import sys
+sys.path.insert(0, SOURCE)
 from agent.cli import main
 rc = main(sys.argv[2:])
 mods = sorted(sys.modules)
 import json
 with open(sys.argv[1], "w") as f:
     json.dump({"rc": rc, "modules": mods}, f)
-"""
+""".replace("SOURCE", repr(SOURCE), 1)
 
 
 def _modules(tmp_path: Path, argv: list[str]) -> tuple[int, list[str], str]:
     out = tmp_path / "modules.json"
     env = {k: v for k, v in os.environ.items() if k != "HWAGENT_CONFIG"}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(out), *argv], cwd=tmp_path, env=env,
+    proc = subprocess.run([sys.executable, "-S", "-c", CHILD, str(out), *argv], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert out.exists(), f"{argv}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
     got = json.loads(out.read_text())
