@@ -92,7 +92,9 @@ mount_tracefs() {
 # what decided it; a change re-installs, an unchanged one costs nothing.
 build_venv() {
     local stamp=".venv/.hwagent-setup-$profile" want spec='.'
-    [ "$profile" = test ] && spec='.[test]'
+    # test adds the optional kube group (the kubernetes client, ~150 MB: the DRA driver's API-server
+    # mode and its tests); run leaves it out: pip install '.[kube]' where [dra] kubeconfig is set
+    [ "$profile" = test ] && spec='.[test,kube]'
     want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/hwagent ]; then
         return 0

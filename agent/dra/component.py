@@ -29,6 +29,10 @@ STATE_DIR = "dra-state"
 STATE_FILE = "prepared.json"
 #: how long one reading of the node's devices serves prepares and allocations
 NODE_TTL_S = 1.0
+#: with an API server: list and compare every slice at least this often (seconds)
+RESYNC_S = 300.0
+#: the longest wait between publish attempts while the API server fails
+MAX_BACKOFF_S = 60.0
 
 
 class DraComponent:
@@ -40,6 +44,8 @@ class DraComponent:
         self.pod_claims: Any = None
         self._ctx: DaemonContext | None = None
         self._node_cache: tuple[float, Any] | None = None
+        self._publish_task: asyncio.Task[None] | None = None
+        self._publish_state: dict[str, Any] = {"slices": 0, "syncs": 0, "error": ""}
 
     def node_devices(self) -> Any:
         """The node's DRA devices (inventory read from sysfs, rules applied), read again when the
@@ -58,15 +64,16 @@ class DraComponent:
         from agent.devices.sysfs import read_inventory
         from agent.dra.catalog import catalog
         from agent.dra.driver import NodeDevices
-        from agent.dra.slices import block_sizes, local_node_name
+        from agent.dra.slices import block_sizes, build_slices, local_node_name
 
         assert self._ctx is not None
         dcfg = self._ctx.config[DEVICES_SECTION]
         inv = read_inventory(self._ctx.config[DAEMON_SECTION].sysfs_root, dcfg.dev_root)
         rules = effective_rules(dcfg)
         a = assign(inv, rules)
-        return NodeDevices(inv, {r.name: r for r in rules},
-                           catalog(inv, a, local_node_name(), self.cfg.driver_name, block_sizes(inv)))
+        node, sizes = local_node_name(), block_sizes(inv)
+        return NodeDevices(inv, {r.name: r for r in rules}, catalog(inv, a, node, self.cfg.driver_name, sizes),
+                           build_slices(inv, a, node, self.cfg.driver_name, sizes))
 
     async def start(self, ctx: DaemonContext) -> None:
         from agent.dra.driver import DraDriver
@@ -75,8 +82,11 @@ class DraComponent:
         from agent.dra.source import FileClaimSource
 
         self._ctx = ctx
+        source: Any = FileClaimSource(ctx.root_dir)
+        if self.api_mode(ctx):
+            source = self._start_api()
         self.driver = DraDriver(self.cfg.driver_name, ctx.root_dir / STATE_DIR / STATE_FILE, self.cfg.cdi_dir,
-                                FileClaimSource(ctx.root_dir), self.node_devices)
+                                source, self.node_devices)
         done = await asyncio.to_thread(self.driver.restore)
         ctx.publish(DRA_DRIVER, self.driver)
         if ctx.mode == "standalone":
@@ -85,7 +95,71 @@ class DraComponent:
         log.info("dra driver started", driver=self.cfg.driver_name, cdi_dir=self.cfg.cdi_dir,
                  prepared=len(self.driver.prepared()), restored=len(done))
 
+    def api_mode(self, ctx: DaemonContext) -> bool:
+        """With an API server: kubelet mode and ``[dra] kubeconfig`` set (standalone mode allocates
+        claims itself, from its files, with or without a cluster)."""
+        return bool(self.cfg.kubeconfig) and ctx.mode == "kubelet"
+
+    def _start_api(self) -> Any:
+        """The API server's claim source, and the task that publishes the node's slices. The
+        client is imported and made on first use, in a worker thread, never here."""
+        from agent.dra.apisource import ApiClaimSource
+        from agent.dra.kubeapi import connect
+        from agent.dra.publish import SlicePublisher
+        from agent.dra.slices import local_node_name
+
+        kubeconfig = self.cfg.kubeconfig
+        publisher = SlicePublisher(lambda: connect(kubeconfig), local_node_name(), self.cfg.driver_name)
+        self._publish_task = asyncio.create_task(self._publish_loop(publisher), name="dra-publish-slices")
+        log.info("dra driver uses the API server", kubeconfig=kubeconfig, node=publisher.node)
+        return ApiClaimSource(lambda: connect(kubeconfig))
+
+    async def _publish_loop(self, publisher: Any) -> None:
+        """Publish at start, then whenever the node's slices change (a device plugged or
+        unplugged, a rule's health), and list everything again every ``RESYNC_S`` (someone may
+        have deleted or edited a slice). A failure is reported in ``publisher_state`` and retried
+        with a doubling delay up to ``MAX_BACKOFF_S``; the driver keeps serving meanwhile."""
+        from agent.dra.kubeapi import KubeError
+
+        last: Any = None
+        synced_at = 0.0
+        delay = interval = self.cfg.publish_interval_s
+        while True:
+            try:
+                desired = list((await asyncio.to_thread(self.node_devices)).slices)
+                if desired != last or time.monotonic() - synced_at >= RESYNC_S:
+                    done = await asyncio.to_thread(publisher.sync, desired)
+                    last, synced_at = desired, time.monotonic()
+                    st = self._publish_state
+                    st.update(error="", slices=len(desired), syncs=st["syncs"] + 1)
+                    if done["created"] or done["updated"] or done["deleted"]:
+                        log.info("dra resourceslices published", **done)
+                delay = interval
+            except (KubeError, OSError) as e:
+                if str(e) != self._publish_state["error"]:
+                    log.warning("dra resourceslices not published", error=e, retry_s=delay)
+                self._publish_state["error"] = str(e)
+                last = None
+                delay = min(delay * 2, MAX_BACKOFF_S)
+            except Exception as e:  # noqa: BLE001 - a bug; the loop must outlive it (logged, retried)
+                log.error("dra resourceslices: unexpected error (a bug in hwagent)", error=repr(e), retry_s=delay)
+                self._publish_state["error"] = repr(e)
+                last = None
+                delay = min(delay * 2, MAX_BACKOFF_S)
+            await asyncio.sleep(delay)
+
+    def publisher_state(self) -> dict[str, Any]:
+        """Slices last published, syncs done, the last error ('' once a sync succeeds)."""
+        return dict(self._publish_state)
+
     async def stop(self) -> None:
+        if self._publish_task is not None:
+            self._publish_task.cancel()
+            try:
+                await self._publish_task
+            except asyncio.CancelledError:
+                pass
+            self._publish_task = None
         if self._ctx is not None:
             self._ctx.withdraw(DRA_DRIVER)
             if self.pod_claims is not None:

@@ -57,6 +57,8 @@ class NodeDevices:
     inventory: Inventory
     rules: Mapping[str, ResourceRule]
     devices: Sequence[DraDevice]
+    #: the node's ResourceSlices of the same reading (published with an API server)
+    slices: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass(frozen=True)

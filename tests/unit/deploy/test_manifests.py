@@ -21,7 +21,7 @@ kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 REPO = Path(__file__).resolve().parents[3]
 K8S = REPO / "deploy" / "kubernetes"
-CORE_KINDS = {"Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "Service"}
+CORE_KINDS = {"Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "Service", "ClusterRole", "ClusterRoleBinding"}
 
 
 def documents() -> list[tuple[str, dict]]:
@@ -52,6 +52,21 @@ def test_validator_catches_a_misspelt_field():
 def test_kustomization_lists_every_manifest():
     k = yaml.safe_load((K8S / "kustomization.yaml").read_text())
     assert sorted(k["resources"]) == sorted(f.name for f in K8S.glob("*.yaml") if f.name != "kustomization.yaml")
+
+
+def test_the_dra_role_grants_what_the_api_server_mode_calls_and_no_more():
+    """agent/dra/kubeapi.py's calls (tests/unit/dra/test_apiserver.py serves exactly these),
+    bound to the DaemonSet's service account."""
+    docs = {d["kind"]: d for _, d in documents() if d["kind"] in ("ClusterRole", "ClusterRoleBinding")}
+    rules = {(g, r): sorted(x["verbs"]) for x in docs["ClusterRole"]["rules"] for g in x["apiGroups"]
+             for r in x["resources"]}
+    assert rules == {("resource.k8s.io", "resourceclaims"): ["get"],
+                     ("resource.k8s.io", "resourceslices"): ["create", "delete", "list", "update"]}
+    (ds,) = [d for _, d in documents() if d["kind"] == "DaemonSet"]
+    (subject,) = docs["ClusterRoleBinding"]["subjects"]
+    assert (subject["name"], subject["namespace"]) == \
+        (ds["spec"]["template"]["spec"]["serviceAccountName"], ds["metadata"]["namespace"])
+    assert docs["ClusterRoleBinding"]["roleRef"]["name"] == docs["ClusterRole"]["metadata"]["name"]
 
 
 def test_daemonset_has_what_a_node_agent_needs():
