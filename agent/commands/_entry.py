@@ -10,7 +10,10 @@ library alone (tests/unit/test_cli_imports.py), so this script starts
 Python with ``-S``, puts the source directory on ``sys.path`` itself and runs
 them without ``site``; every other command (``hwagent run`` needs grpc and
 friends from site-packages) loads ``site`` first and behaves as pip's script
-does. Should a light command still import a module from the venv's
+does, except that the editable install's ``.pth`` (its finder imports
+pathlib, urllib.parse and importlib.util: about 10 ms of CPU, paid before
+``hwagent run``'s READY) is skipped: the source directory is already first on
+``sys.path``. Should a light command still import a module from the venv's
 site-packages, a finder at the end of ``sys.meta_path`` that sees the module
 there loads ``site`` then and finds it: slower, never broken.
 
@@ -56,6 +59,11 @@ if sys.argv[1:2] and sys.argv[1] in {light!r}:
 else:
     import site
 
+    def _addpackage(sitedir, name, known_paths, _add=site.addpackage):
+        """site's own, but the editable install's finder is left out: the source dir is first on sys.path."""
+        return known_paths if name.startswith("__editable__") else _add(sitedir, name, known_paths)
+
+    site.addpackage = _addpackage
     site.main()
 from agent.cli import main
 

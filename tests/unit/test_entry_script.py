@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agent.commands._entry import LIGHT, script_text, write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,3 +51,21 @@ def test_a_light_command_that_imports_from_site_packages_still_finds_it(tmp_path
     code = prelude + "import ntpath, json\nassert 'site' not in sys.modules\nimport yaml\nprint(yaml.__name__)\n"
     proc = subprocess.run([sys.executable, "-S", "-c", code, "ps"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "yaml", proc.stderr[-2000:]
+
+
+def test_commands_with_site_skip_the_editable_finder(tmp_path):
+    """The source dir is first on sys.path, so the editable install's finder (its .pth imports
+    pathlib, urllib.parse and importlib.util: ~10 ms of CPU before READY) is not installed;
+    the other .pth files still run, and agent comes from the checkout."""
+    import site  # noqa: PLC0415
+    pths = [p for d in site.getsitepackages() for p in Path(d).glob("__editable__*.pth")]
+    if not pths:
+        pytest.skip("this venv has no editable install of hwagent")
+    target = tmp_path / "hwagent"
+    write(str(target), sys.executable, str(REPO))
+    proc, mods = _imports(target, "--version")
+    assert proc.returncode == 0 and "hwagent" in proc.stdout, proc.stderr[-2000:]
+    assert "site" in mods and not [m for m in mods if m.startswith("__editable__")]
+    code = target.read_text().split("from agent.cli import main")[0] + "import agent\nprint(agent.__file__)\n"
+    proc = subprocess.run([sys.executable, "-S", "-c", code, "run"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == str(REPO / "agent" / "__init__.py"), proc.stderr[-2000:]
