@@ -169,6 +169,10 @@ class ControllerState:
     #: the p99 that started the suppression in effect (µs): a hold that does not bring the
     #: delay well under it was not the cure
     suppress_p99: float | None = None
+    #: the last ``WINDOW`` p99 samples (µs), all of them: what "the delay before" means
+    recent: tuple[float, ...] = ()
+    #: the last ``WINDOW`` p99 samples the floor may learn from (no reclaimed pod adding to them)
+    floor_window: tuple[float, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -225,6 +229,18 @@ class Decision:
         }
 
 
+#: p99 samples kept for medians (the delay before a suppression, the floor's input)
+WINDOW = 5
+#: eligible samples before the floor is learned at all
+MIN_FLOOR = 3
+
+
+def _median(xs: tuple[float, ...]) -> float:
+    v = sorted(xs)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
 #: reclaimed pods using (or held to) at most this many times ``quota_floor_cpus`` are "at the
 #: floor": the shared pool's delay then is the node's own (the floor is learned there), and the
 #: last halving step may stop just above the floor itself
@@ -250,9 +266,17 @@ def decide(st: ControllerState, s: Sample, lim: Limits, t: Tuning) -> Decision:
     if quota is not None and s.reclaimed == 0:
         quota = None  # nobody to hold back: a new reclaimed pod starts unsuppressed
     p99 = s.shared_p99_us
-    floor_us = st.floor_us
+    floor_us, fwin, recent = st.floor_us, st.floor_window, st.recent
+    if p99 is not None:
+        recent = (*recent, p99)[-WINDOW:]
     if p99 is not None and (s.reclaimed == 0 or not lim.overlap or s.reclaim_usage <= HELD * t.quota_floor_cpus):
-        floor_us = p99 if floor_us is None else (1 - t.floor_alpha) * floor_us + t.floor_alpha * p99
+        # the floor learns from the median of the last few eligible samples, and only once there
+        # are MIN_FLOOR of them: a per-second p99 is one wake-up in a hundred, and one spike
+        # seeding the average would raise the target for a minute (issue 26, round 2)
+        fwin = (*fwin, p99)[-WINDOW:]
+        if len(fwin) >= MIN_FLOOR:
+            m = _median(fwin)
+            floor_us = m if floor_us is None else (1 - t.floor_alpha) * floor_us + t.floor_alpha * m
     target = t.effective_target(floor_us)
     t = replace(t, target_us=target)  # the target in effect, for every step below
     delay_over = p99 is not None and p99 > t.target_us
@@ -264,7 +288,8 @@ def decide(st: ControllerState, s: Sample, lim: Limits, t: Tuning) -> Decision:
     # hysteresis: a sample in the band between calm and over neither counts nor breaks a calm run
     calm = st.calm + 1 if calm_now else (0 if (delay_over or busy) else st.calm)
     st = replace(st, over=over, calm=calm, shared_size=clamped if st.shared_size is not None or clamped != lo else None,
-                 quota_cpus=quota, floor_us=floor_us, suppress_p99=st.suppress_p99 if quota is not None else None)
+                 quota_cpus=quota, floor_us=floor_us, suppress_p99=st.suppress_p99 if quota is not None else None,
+                 recent=recent, floor_window=fwin)
 
     def out(action: str, reason: str, nst: ControllerState, evict: bool = False) -> Decision:
         return Decision(now, action, reason, nst.shared_size if nst.shared_size is not None else clamped,
@@ -320,7 +345,8 @@ def _respond(st: ControllerState, s: Sample, lim: Limits, t: Tuning, clamped: in
             wait = min(t.relax_cooldown_max_s, wait * 2)  # the last relax was undone: relax later
         nst = replace(st, quota_cpus=new_q, last_suppress=now, relax_wait_s=wait,
                       floor_since=now if new_q <= floor and st.floor_since is None else st.floor_since,
-                      suppress_p99=p99 if quota is None or st.suppress_p99 is None else st.suppress_p99)
+                      suppress_p99=(_median(st.recent) if st.recent else p99) if quota is None or st.suppress_p99 is None
+                      else st.suppress_p99)
         return out("suppress", f"p99 {p99:.0f}us > target {t.target_us:.0f}us with the shared pool at "
                    f"{clamped}/{lim.shared_max} cpus: reclaimed pods held to {new_q:g} cpus", nst)
     since = st.floor_since if st.floor_since is not None else now

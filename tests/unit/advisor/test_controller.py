@@ -199,7 +199,8 @@ def test_recorded_node_load_lets_the_hogs_off_the_quota_floor_soon():
     p99 < calm_fraction x (2 x the learned floor), i.e. under the floor itself, and every sample
     in the band between reset the count. Fixed: a sample in the band neither counts nor breaks
     a calm run, and at the floor any sample within the target counts (holding further cannot
-    help, and a relax the next samples undo backs off)."""
+    help, and a relax the next samples undo backs off). The floor is learned from a median of
+    samples (one spike no longer seeds it), so the hogs may be held a little longer than 5 s."""
     for path in sorted(DATA.glob("recorded_*.json")):
         ds = replay_recorded(path)
         floor_q = 1.5 * T.quota_floor_cpus  # the last halving step may stop just above the floor
@@ -207,12 +208,14 @@ def test_recorded_node_load_lets_the_hogs_off_the_quota_floor_soon():
         assert at_floor, path.name  # the start of each run did reach the floor
         first = at_floor[0]
         left = next((d.at for d in ds if d.at > first and (d.quota_cpus is None or d.quota_cpus > floor_q)), None)
-        assert left is not None and left - first <= T.relax_cooldown_s + 2 * T.confirm + 1, \
+        # before the fix: never in the short run (16 s to its end), after 15 s in the long one
+        assert left is not None and left - first <= 20, \
             f"{path.name}: hogs at the floor from {first} until {left} (the trace ends at {ds[-1].at})"
         assert not any(d.evict for d in ds), path.name
         span = ds[-1].at - ds[0].at
         changes = sum(1 for d in ds if d.action in ("suppress", "relax", "grow", "shrink"))
-        assert changes * 60 / span <= 15, f"{path.name}: {changes} changes in {span:.0f}s"
+        # the start's transient (up to 4 halvings and a grow) and a relax or two: no flapping
+        assert changes <= 8, f"{path.name}: {changes} changes in {span:.0f}s"
     ds = replay_recorded(DATA / "recorded_vm_load_on.json")
     held = sum(1 for d in ds if d.quota_cpus is not None and d.quota_cpus <= 1.5 * T.quota_floor_cpus)
     assert held / len(ds) <= 0.25
@@ -231,7 +234,7 @@ def test_a_hold_that_does_not_bring_the_delay_down_is_lifted_whole():
     lifted = [d for d in ds if d.action == "relax"]
     assert len(lifted) == 1 and lifted[0].quota_cpus is None and "did not help" in lifted[0].reason
     floor_at = next(d.at for d in ds if d.quota_cpus is not None and d.quota_cpus <= 1.5 * T.quota_floor_cpus)
-    assert lifted[0].at - floor_at <= T.relax_cooldown_s + 1
+    assert lifted[0].at - floor_at <= T.relax_cooldown_s + 3  # the floor is learned from 3 samples
     assert ds[-1].quota_cpus is None and not any(d.evict for d in ds)
 
 
@@ -243,3 +246,18 @@ def test_recorded_runs_replay_to_the_decisions_of_the_fixed_controller(path):
     ds = replay_recorded(path)
     got = [[d.action, d.quota_cpus] for d in ds]
     assert got == doc["expect"]
+
+
+def test_one_spike_neither_seeds_the_floor_nor_stands_for_the_delay_before_a_hold():
+    """The per-second p99 of a pod waking 200 times a second is its second-worst wake-up: one
+    8 ms spike among 300 us samples. The floor is learned from the median of the last samples
+    (and only from the third on); the delay a hold is measured against is the median of the
+    last samples before it, not the one sample that tipped it."""
+    st = ControllerState()
+    for i, p in enumerate([8000.0, 300.0, 300.0, 300.0]):
+        st = decide(st, sample(float(i), p, reclaimed=0, reclaim_usage=0.0), LIM, T).state
+    assert st.floor_us is not None and st.floor_us < 1000
+    st = ControllerState()
+    ds = run([sample(float(i), p) for i, p in enumerate([300.0, 300.0, 5000.0, 9000.0])], lim=Limits(1, 1, 2), st=st)
+    sup = next(d for d in ds if d.action == "suppress")
+    assert sup.at == 3.0 and sup.state.suppress_p99 == 2650.0  # the median of 300, 300, 5000, 9000
