@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
+
+# the C module under socket.py: socket.py turns its constants into IntEnums (and imports selectors),
+# ~2 ms of every command's start-up (bench/cli.py); a unix stream socket needs none of it
+import _socket as socket
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_EXISTS, EXIT_NO_DAEMON, EXIT_NOT_FOUND, EXIT_REFUSED
 from agent.commands._flags import Flag, add

@@ -14,7 +14,6 @@ end, so a job is never left running unseen behind a prompt.
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 import time
@@ -30,9 +29,14 @@ from agent.commands._podstatus import status_word
 #: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal
     from pathlib import Path
     from typing import Any, BinaryIO
     from agent.commands.logs import Tail
+else:
+    # the C module under signal.py, which turns its constants into IntEnums (~1 ms of a launch's
+    # start-up); the calls here are the same (typeshed has no stub for it: mypy reads signal's)
+    import _signal as signal
 
 __all__ = ["wait_for", "Interrupts", "LogPump", "POLL_S", "WAIT_S", "INTERRUPT_WINDOW_S"]
 

@@ -62,7 +62,7 @@ FORBIDDEN = (
     "agent.runtime.runtime",
 )
 #: standard-library modules the launch, ps and stop paths do without (each costs start-up CPU: bench/cli.py)
-STDLIB_FORBIDDEN = ("argparse", "gettext", "shutil", "pathlib", "http.client", "email", "ssl", "typing", "dataclasses", "secrets", "hashlib", "inspect")
+STDLIB_FORBIDDEN = ("argparse", "gettext", "shutil", "pathlib", "socket", "signal", "selectors", "http.client", "email", "ssl", "typing", "dataclasses", "secrets", "hashlib", "inspect")
 #: the paths a job's round trip takes: every import on them is paid per launch
 HOT = (("ps",), ("stop", "job"), ("launch", "--cpus", "1", "--", "true"), ("launch", "--wait", "-q", "--", "true"),
        ("launch", "--wait", "--rm", "-q", "--", "true"))
