@@ -16,7 +16,8 @@ The LS workload is a periodic timer loop (a shared pod, 100m): it sleeps to the 
 are ``while :; do :; done`` reclaimed pods. Printed per configuration, over the measured
 window (after ``--settle`` s): LS lateness p50/p99 (µs), the hogs' CPU seconds (their pod
 cgroups' cpuacct), the CPU the LS pod used, the share of the CPU the LS leaves idle that
-the hogs got, evictions, the advisor's pool/quota changes per minute, the CPU time of
+the hogs got (and, the node being shared, their share of what they got plus what nobody ran on:
+``/proc/stat`` idle), evictions, the advisor's pool/quota changes per minute, the CPU time of
 every process involved (daemon utime+stime from /proc, pods from their cgroups) and the
 load average at the end. ``[cpu] transition_period_s`` is 3 s here so that the LS pod
 joins its pool before the window starts (the default 30 s ramp-up would be half the run).
@@ -102,6 +103,12 @@ def proc_cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def idle_s() -> float:
+    """The node's idle + iowait CPU seconds so far (/proc/stat): what nobody ran on."""
+    f = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return (int(f[4]) + int(f[5])) / os.sysconf("SC_CLK_TCK")
+
+
 def lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
@@ -138,12 +145,12 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
         ps = pods(root)
         uids = {n: ps[n]["uid"] for n in want if n in ps}
         u0 = {n: usage_s(subtree, u) for n, u in uids.items()}
-        d0 = proc_cpu_s(d.pid)
+        d0, i0 = proc_cpu_s(d.pid), idle_s()
         time.sleep(args.window)
         dt = time.monotonic() - t0
         w1 = time.time()
         u1 = {n: usage_s(subtree, u) for n, u in uids.items()}
-        d1 = proc_cpu_s(d.pid)
+        d1, i1 = proc_cpu_s(d.pid), idle_s()
         load = Path("/proc/loadavg").read_text().split()[:3]
         ps = pods(root)
     finally:
@@ -170,7 +177,7 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
         "evicted": [e["pod_name"] for e in lines(root / "pressure" / "evictions.jsonl")],
         "changes": sum(1 for x in decided if x.get("action") != "hold"),
         "signal": [x["inputs"]["shared_p99_us"] for x in decided if x["inputs"].get("shared_p99_us") is not None],
-        "quotas": [x["quota_cpus"] for x in decided], "daemon_cpu": d1 - d0, "load": load,
+        "quotas": [x["quota_cpus"] for x in decided], "daemon_cpu": d1 - d0, "load": load, "idle": i1 - i0,
         "running": sorted(n for n, p in ps.items() if p.get("phase") == "Running"),
     }
 
@@ -191,6 +198,9 @@ def summary(runs: list[dict]) -> dict:
         "ls_p99_us": round(late[int(0.99 * (len(late) - 1))], 1) if late else None,
         "hog_cpu_s": round(hog_cpu, 2), "ls_cpu_s": round(ls_cpu, 2),
         "hogs_share_of_idle": round(hog_cpu / idle_left, 3) if runs[0]["hogs"] else None,
+        # the node is shared: of the CPU the hogs got plus what nobody ran on, the hogs' share
+        "hogs_share_of_free": round(hog_cpu / (hog_cpu + sum(r["idle"] for r in runs)), 3)
+        if runs[0]["hogs"] and hog_cpu + sum(r["idle"] for r in runs) > 0 else None,
         "evictions": sum(len(r["evicted"]) for r in runs), "evicted": sorted({n for r in runs for n in r["evicted"]}),
         "changes_per_min": round(sum(r["changes"] for r in runs) * 60 / dt, 1),
         # the advisor's own signal: run-queue delay p99 of the LS pod per interval (median over the windows)
@@ -234,7 +244,8 @@ def main() -> int:
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
-    cols = ("config", "ls_p50_us", "ls_p99_us", "hog_cpu_s", "ls_cpu_s", "hogs_share_of_idle", "evictions",
+    cols = ("config", "ls_p50_us", "ls_p99_us", "hog_cpu_s", "ls_cpu_s", "hogs_share_of_idle", "hogs_share_of_free",
+            "evictions",
             "changes_per_min", "rq_p99_us_median", "quota_cpus_median", "cpu_s_all", "daemon_cpu_s", "window_s",
             "loadavg")
     print(f"target_us = {args.target:g}")
