@@ -21,6 +21,9 @@ class AdvisorConfig:
     decisions_keep: int = 5000
     #: a "hold" is written to the log at most this often (every change is written)
     hold_record_s: float = 10.0
+    #: the shared pool's p99 is taken over this many intervals' wake-ups (a decision still
+    #: comes every interval): a per-second p99 of a pod waking a few hundred times is noise
+    signal_window: int = 3
     # -- the controller (agent.advisor.controller.Tuning; docs/advisor.md)
     target_us: float = Tuning.target_us
     calm_fraction: float = Tuning.calm_fraction
@@ -48,6 +51,8 @@ class AdvisorConfig:
             raise ValueError("interval_s must be in (0, 1]")
         if self.decisions_keep < 10:
             raise ValueError("decisions_keep must be >= 10")
+        if self.signal_window < 1:
+            raise ValueError("signal_window must be >= 1")
         if self.hold_record_s < 0:
             raise ValueError("hold_record_s must be >= 0")
         self.tuning().validate()

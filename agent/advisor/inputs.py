@@ -42,6 +42,9 @@ class Counters:
     at: float | None = None
     runqueue: dict[tuple[str, str], Histogram] = field(default_factory=dict)
     usage_ns: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: the shared pool's delay histograms of the last intervals (newest last), for the p99 over
+    #: ``[advisor] signal_window`` intervals
+    window: tuple[Histogram, ...] = ()
 
 
 def interval(prev: Counters, at: float, runqueue: Mapping[tuple[str, str], Histogram],
