@@ -59,31 +59,67 @@ consumer depends on the contract and never on a producer's package
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agent.contracts.component import Component, ComponentFactory, DaemonContext, Deferred, HandleKey
-from agent.contracts.cpu import AllocateResult, AllocationInfo, HintsResult, Request
-from agent.contracts.dra import ClaimPreparer
-from agent.contracts.devices import (
-    Allocation,
-    CheckpointData,
-    ContainerAllocation,
-    ContainerRequest,
-    Device,
-    ResourceDevices,
-)
-from agent.contracts.hints import TopologyHint
-from agent.contracts.memory import MemoryAllocations, MemoryAllocator, MemoryPlanner
-from agent.contracts.hist import Histogram
-from agent.contracts.placement import Placement
-from agent.contracts.plugins import PluginState
-from agent.contracts.poddirectory import PodDirectory
-from agent.contracts.pods import AdmittedPod, PodStatus
-from agent.contracts.processes import ContainerProcesses, PodProcesses
-from agent.contracts.pressure import Container, Eviction
 from agent.cpuset import CPUSet
+
+#: The values the contracts below name, by module: imported when first asked for
+#: (``from agent.contracts import X`` or ``agent.contracts.X``), not with the package.
+#: The package loaded every contract module (and the device plugin's protobuf
+#: classes with ``devices``): 45-58 ms of ``hwagent run``'s start (issue 24, READY),
+#: though each user needs a few; the annotations here are strings, checked by mypy.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("AllocateResult", "AllocationInfo", "HintsResult", "Request"), "cpu"),
+    "ClaimPreparer": "dra",
+    **dict.fromkeys(("Allocation", "CheckpointData", "ContainerAllocation", "ContainerRequest", "Device",
+                     "ResourceDevices"), "devices"),
+    "TopologyHint": "hints",
+    **dict.fromkeys(("MemoryAllocations", "MemoryAllocator", "MemoryPlanner"), "memory"),
+    "Histogram": "hist",
+    "Placement": "placement",
+    "PluginState": "plugins",
+    "PodDirectory": "poddirectory",
+    **dict.fromkeys(("AdmittedPod", "PodStatus"), "pods"),
+    **dict.fromkeys(("ContainerProcesses", "PodProcesses"), "processes"),
+    **dict.fromkeys(("Container", "Eviction"), "pressure"),
+}
+
+if TYPE_CHECKING:
+    from agent.contracts.cpu import AllocateResult, AllocationInfo, HintsResult, Request
+    from agent.contracts.dra import ClaimPreparer
+    from agent.contracts.devices import (
+        Allocation,
+        CheckpointData,
+        ContainerAllocation,
+        ContainerRequest,
+        Device,
+        ResourceDevices,
+    )
+    from agent.contracts.hints import TopologyHint
+    from agent.contracts.memory import MemoryAllocations, MemoryAllocator, MemoryPlanner
+    from agent.contracts.hist import Histogram
+    from agent.contracts.placement import Placement
+    from agent.contracts.plugins import PluginState
+    from agent.contracts.poddirectory import PodDirectory
+    from agent.contracts.pods import AdmittedPod, PodStatus
+    from agent.contracts.processes import ContainerProcesses, PodProcesses
+    from agent.contracts.pressure import Container, Eviction
+else:
+    # hidden from mypy, which would otherwise type every misspelt name as this function's Any
+
+    def __getattr__(name: str) -> Any:
+        """A value of ``_LAZY``, its module imported on first use and the name kept here."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value
+        return value
+
 
 __all__ = [
     "Component",

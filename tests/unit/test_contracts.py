@@ -25,7 +25,9 @@ value query instead.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
+import subprocess
 import sys
 import types
 import typing
@@ -56,11 +58,22 @@ def _types_inside(tp: object) -> typing.Iterator[object]:
             yield from _types_inside(arg)
 
 
+class _PackageNames(dict[str, object]):
+    """The names of agent.contracts as attribute access finds them: its value types
+    are imported on first use (``_LAZY``), not with the package."""
+
+    def __missing__(self, name: str) -> object:
+        try:
+            return getattr(contracts, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+
 def _hints(obj: object, where: str, out: dict[str, object]) -> dict[str, object]:
     """``get_type_hints``; a name that does not resolve at run time (imported only
     under TYPE_CHECKING, i.e. from an owner) is reported as such instead."""
     try:
-        return typing.get_type_hints(obj)
+        return typing.get_type_hints(obj, localns=_PackageNames())
     except NameError as e:
         out[where] = f"unresolved {e.name}"
         return {}
@@ -145,3 +158,27 @@ def test_the_check_finds_an_owners_class_in_a_signature_and_inside_a_generic():
         "Leaky.current: Topology (agent.topology.model)",
         "Leaky.many(): Topology (agent.topology.model)",
     ]
+
+
+def test_the_package_loads_a_contract_module_when_one_of_its_names_is_used():
+    """``import agent.contracts`` loads the component framework only (issue 24: READY paid 45-58 ms
+    for every contract module and the device plugin's protobuf classes); a name is its module's object."""
+    child = (
+        "import sys, agent.contracts as c\n"
+        "print(sorted(m for m in sys.modules if m.startswith('agent.contracts.')))\n"
+        "from agent.contracts import AllocationInfo\n"
+        "import agent.contracts.cpu as cpu\n"
+        "assert AllocationInfo is cpu.AllocationInfo is c.AllocationInfo\n"
+        "assert 'agent.contracts.devices' not in sys.modules\n"
+        "try:\n"
+        "    from agent.contracts import NoSuchContract\n"
+        "except ImportError as e:\n"
+        "    print('refused', e.name)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    loaded, refused = proc.stdout.splitlines()
+    assert loaded == "['agent.contracts.component']"
+    assert refused == "refused agent.contracts"
+    for name, module in contracts._LAZY.items():
+        assert getattr(contracts, name) is getattr(importlib.import_module(f"agent.contracts.{module}"), name)
