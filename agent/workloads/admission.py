@@ -529,9 +529,12 @@ class Workloads:
         The intent is recorded (durably) before anything is stopped: a daemon killed
         before the record is gone finishes the removal after its restart (see
         ``_finish_removal``), instead of keeping a ``Failed (Removed)`` record that
-        needs a second ``rm``."""
+        needs a second ``rm``. A pod that ended and gave its resources back has nothing
+        left to stop or release: its removal is the record's deletion alone (one synced
+        unlink), with no intent written first (docs/performance.md: the intent was one of
+        the six record writes of every ``launch --wait --rm``)."""
         rec = self.find(name, namespace)
-        if not rec.removing:
+        if not rec.removing and not (rec.status.phase.terminal and rec.released):
             try:
                 rec = await self.registry.update(rec.uid, removing=True, line="removing") or rec
             except BaseException:

@@ -52,3 +52,40 @@ def test_a_pod_without_devices_is_released_without_a_device_checkpoint(tmp_path:
             await node.stop()
 
     asyncio.run(main())
+
+
+def test_removing_an_ended_and_released_pod_deletes_its_record_without_an_intent_write(tmp_path: Path) -> None:
+    """The removal intent (a synced record write) is there so that a daemon killed while a pod is
+    being stopped finishes the removal after its restart; a pod that already ended and gave its
+    resources back has nothing to stop, so its removal is the record's deletion alone. A pod
+    still running keeps its intent written before anything is stopped."""
+    from agent.contracts.pods import PodPhase, PodStatus
+
+    async def main() -> None:
+        node = await Node(tmp_path, MACHINES[0], "best-effort", "container").start()
+        try:
+            w = node.workloads
+            ended = (await w.admit_manifest(manifest("ended"))).pod
+            running = (await w.admit_manifest(manifest("running"))).pod
+            await w.pod_status_changed(ended.uid, PodStatus(phase=PodPhase.SUCCEEDED, reason="Completed"))
+            assert w.registry.record(ended.uid).released
+            puts = []
+            real = w.registry.store.put
+
+            def counted(rec) -> None:
+                puts.append((rec.pod.spec.name, rec.removing))
+                real(rec)
+
+            w.registry.store.put = counted  # type: ignore[method-assign]
+            await w.remove("ended")
+            assert puts == [], f"an ended, released pod's removal wrote its record: {puts}"
+            assert w.registry.record(ended.uid) is None
+            await w.remove("running")
+            assert puts[0] == ("running", True), f"a running pod's removal intent must be written first: {puts}"
+            assert w.registry.record(running.uid) is None
+            await node.restart()
+            assert {r.pod.spec.name for r in node.workloads.registry.records()} == set()
+        finally:
+            await node.stop()
+
+    asyncio.run(main())
