@@ -155,6 +155,9 @@ class ControllerState:
     quota_cpus: float | None = None
     over: int = 0
     calm: int = 0
+    #: samples in a row over the fixed ``target_us`` (or busy): growing the shared pool is judged
+    #: against it, not the target the learned floor raises
+    grow_over: int = 0
     last_grow: float = -math.inf
     last_shrink: float = -math.inf
     last_suppress: float = -math.inf
@@ -277,6 +280,7 @@ def decide(st: ControllerState, s: Sample, lim: Limits, t: Tuning) -> Decision:
         if len(fwin) >= MIN_FLOOR:
             m = _median(fwin)
             floor_us = m if floor_us is None else (1 - t.floor_alpha) * floor_us + t.floor_alpha * m
+    base = t.target_us
     target = t.effective_target(floor_us)
     t = replace(t, target_us=target)  # the target in effect, for every step below
     delay_over = p99 is not None and p99 > t.target_us
@@ -285,9 +289,11 @@ def decide(st: ControllerState, s: Sample, lim: Limits, t: Tuning) -> Decision:
     # at the quota floor any sample within the target is calm: holding on cannot help further
     calm_now = (p99 is None or p99 < t.target_us * t.calm_fraction or (at_floor and not delay_over)) and not busy
     over = st.over + 1 if (delay_over or busy) else 0
+    over_base = p99 is not None and p99 > base
+    grow_over = st.grow_over + 1 if (over_base or busy) else 0
     # hysteresis: a sample in the band between calm and over neither counts nor breaks a calm run
     calm = st.calm + 1 if calm_now else (0 if (delay_over or busy) else st.calm)
-    st = replace(st, over=over, calm=calm, shared_size=clamped if st.shared_size is not None or clamped != lo else None,
+    st = replace(st, over=over, calm=calm, grow_over=grow_over, shared_size=clamped if st.shared_size is not None or clamped != lo else None,
                  quota_cpus=quota, floor_us=floor_us, suppress_p99=st.suppress_p99 if quota is not None else None,
                  recent=recent, floor_window=fwin)
 
@@ -302,8 +308,18 @@ def decide(st: ControllerState, s: Sample, lim: Limits, t: Tuning) -> Decision:
         st = replace(st, floor_since=None)  # the target is back: the eviction clock stops
     if over >= t.confirm:
         return _respond(st, s, lim, t, clamped, delay_over, out)
+    if grow_over >= t.confirm and clamped < lim.shared_max and now - st.last_grow >= t.grow_cooldown_s:
+        # the learned floor raises the bar for holding reclaimed pods back (their cost), not for
+        # giving the shared pods CPUs out of the reclaim pool: a hold taken while the shared pods
+        # ramped up (no pool to grow yet) learned a floor on too few CPUs (issue 26, round 2)
+        new = min(lim.shared_max, clamped + max(1, clamped // 4))
+        assert p99 is not None or busy
+        why = f"p99 {p99:.0f}us > target_us {base:.0f}us" if over_base and p99 is not None else \
+            f"shared pool {s.shared_usage:.2f}/{clamped} cpus used"
+        return out("grow", f"{why}: shared pool {clamped} -> {new} cpus from the reclaim pool",
+                   replace(st, shared_size=new, last_grow=now, calm=0))
     if calm >= t.relax_after:
-        d = _back_down(st, s, lim, t, clamped, lo, out)
+        d = _back_down(st, s, lim, t, clamped, lo, out, over_base)
         if d is not None:
             return d
     if clamped != size and st.shared_size is not None:
@@ -361,7 +377,7 @@ def _respond(st: ControllerState, s: Sample, lim: Limits, t: Tuning, clamped: in
 
 
 def _back_down(st: ControllerState, s: Sample, lim: Limits, t: Tuning, clamped: int, lo: int,
-               out: Out) -> Decision | None:
+               out: Out, over_base: bool = False) -> Decision | None:
     """Calm for ``relax_after`` samples: relax the quota first, then shrink the shared pool."""
     now, quota, calm = s.at, st.quota_cpus, st.calm
     wait = max(st.relax_wait_s, t.relax_cooldown_s)
@@ -386,7 +402,7 @@ def _back_down(st: ControllerState, s: Sample, lim: Limits, t: Tuning, clamped: 
                    replace(st, quota_cpus=new_q2, last_relax=now, calm=0, floor_since=None,
                            suppress_p99=st.suppress_p99 if new_q2 is not None else None))
     smaller = clamped - 1
-    if clamped > lo and smaller >= 1 and s.shared_usage < t.usage_low * smaller \
+    if clamped > lo and smaller >= 1 and s.shared_usage < t.usage_low * smaller and not over_base \
             and now - max(st.last_shrink, st.last_grow) >= t.shrink_cooldown_s:
         new_size = smaller if smaller > lo else None
         return out("shrink", f"calm for {calm} samples, shared pool {s.shared_usage:.2f}/{clamped} cpus used: "

@@ -261,3 +261,19 @@ def test_one_spike_neither_seeds_the_floor_nor_stands_for_the_delay_before_a_hol
     ds = run([sample(float(i), p) for i, p in enumerate([300.0, 300.0, 5000.0, 9000.0])], lim=Limits(1, 1, 2), st=st)
     sup = next(d for d in ds if d.action == "suppress")
     assert sup.at == 3.0 and sup.state.suppress_p99 == 2650.0  # the median of 300, 300, 5000, 9000
+
+
+def test_a_learned_floor_does_not_stop_the_shared_pool_from_growing():
+    """The learned floor raises the bar for holding reclaimed pods back, not for giving the
+    shared pods a CPU out of the reclaim pool: a hold taken while the LS pod ramped up (no pool
+    to grow, bounds 0/0) learned a 3 ms floor on one CPU, and with the target in effect at 6 ms
+    the pool stayed at 1 CPU of 2 while the LS pod waited 1 ms (bench, issue 26 round 2)."""
+    st = ControllerState(quota_cpus=0.1, floor_us=3000.0)
+    ds = run([sample(float(i), 1000.0, reclaim_usage=0.1) for i in range(4)], lim=Limits(1, 2, 2), st=st)
+    assert ds[-1].target_us > 2 * 1000.0  # the learned floor keeps the target in effect above the delay
+    grows = [d for d in ds if d.action == "grow"]
+    assert grows and grows[0].shared_size == 2 and "target_us 400us" in grows[0].reason
+    assert all(d.action != "suppress" for d in ds)  # within the target in effect: the hogs are not held further
+    # and a calm run under the raised target does not shrink it back while over target_us
+    ds2 = run([sample(10.0 + i, 1000.0, reclaim_usage=0.1) for i in range(60)], lim=Limits(1, 2, 2), st=ds[-1].state)
+    assert all(d.action != "shrink" for d in ds2)
