@@ -36,21 +36,25 @@ class PodDevices:
 
     def __init__(self) -> None:
         self._allocs: dict[Key, Allocation] = {}
-        self._by_pod: dict[str, set[Key]] = {}
+        #: tuples, not sets: a pod has a few allocations and a device one or two holders, and
+        #: a one-element set is 216 B against 48 (10,000 pods held 4.3 MB of them; issue 24, RSS)
+        self._by_pod: dict[str, tuple[Key, ...]] = {}
         #: resource -> device id -> keys of the allocations holding it
-        self._holders: dict[str, dict[str, set[Key]]] = {}
+        self._holders: dict[str, dict[str, tuple[Key, ...]]] = {}
 
     # ------------------------------------------------------------- changes
 
     def insert(self, a: Allocation) -> None:
-        """Record ``a`` (a reservation or a restored allocation), unchecked."""
-        if a.key in self._allocs:
-            self.remove(a.key)
-        self._allocs[a.key] = a
-        self._by_pod.setdefault(a.pod_uid, set()).add(a.key)
+        """Record ``a`` (a reservation or a restored allocation), unchecked. The
+        three indexes share one key object (``a.key`` builds a new tuple each time)."""
+        key = a.key
+        if key in self._allocs:
+            self.remove(key)
+        self._allocs[key] = a
+        self._by_pod[a.pod_uid] = (*self._by_pod.get(a.pod_uid, ()), key)
         holders = self._holders.setdefault(a.resource, {})
         for dev in a.device_ids:
-            holders.setdefault(dev, set()).add(a.key)
+            holders[dev] = (*holders.get(dev, ()), key)
 
     def commit(self, a: Allocation) -> None:
         """Replace the reservation of ``a.key`` by ``a`` (same devices, now with
@@ -61,18 +65,10 @@ class PodDevices:
         a = self._allocs.pop(key, None)
         if a is None:
             return None
-        keys = self._by_pod.get(a.pod_uid)
-        if keys is not None:
-            keys.discard(key)
-            if not keys:
-                del self._by_pod[a.pod_uid]
+        _without(self._by_pod, a.pod_uid, key)
         by_device = self._holders.get(a.resource, {})
         for dev in a.device_ids:
-            holders = by_device.get(dev)
-            if holders is not None:
-                holders.discard(key)
-                if not holders:
-                    del by_device[dev]
+            _without(by_device, dev, key)
         return a
 
     def remove_pod(self, pod_uid: str) -> list[Key]:
@@ -198,6 +194,18 @@ class PodDevices:
             ] + new
             for (resource, d), new in incoming.items()
         }
+
+
+def _without(index: dict[str, tuple[Key, ...]], name: str, key: Key) -> None:
+    """``index[name]`` without ``key``; the entry goes when no key is left."""
+    keys = index.get(name)
+    if keys is None:
+        return
+    rest = tuple(k for k in keys if k != key)
+    if rest:
+        index[name] = rest
+    else:
+        del index[name]
 
 
 def _check_alone(a: Allocation) -> None:

@@ -105,3 +105,35 @@ def test_device_allocations_share_names_with_the_cpu_entries() -> None:
     assert a.pod_namespace is b.pod_namespace and a.resource is b.resource and a.container_type is b.container_type
     cpu = AllocationInfo.from_json(_cpu_entry(0))
     assert a.pod_uid is cpu.pod_uid and a.pod_name is cpu.pod_name
+
+
+def test_the_device_table_holds_one_key_per_allocation_and_no_set_per_pod() -> None:
+    """PodDevices indexes each allocation by pod and by device. It held a fresh key tuple
+    per index and a one-element set per pod and per device (216 B each): about 7 MB of
+    the 10,000-pod table. Its own bytes: the three dicts, one key per allocation and a
+    one-element tuple per pod and per device."""
+    from agent.contracts.devices import Allocation  # noqa: PLC0415
+    from agent.devicemanager.pod_devices import PodDevices  # noqa: PLC0415
+
+    allocs = [Allocation(pod_uid=f"uid-{i:05d}", pod_namespace="default", pod_name=f"pod-{i:05d}",
+                         container_name="app", container_type="app", resource="example.com/dev",
+                         devices=((f"dev-{i:05d}", (0,)),), response=b"") for i in range(N)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        table = PodDevices()
+        for a in allocs:
+            table.insert(a)
+        gc.collect()
+        traces = tracemalloc.take_snapshot().traces
+    finally:
+        tracemalloc.stop()
+    held = sum(t.size for t in traces)
+    key = allocs[0].key
+    dicts = [table._allocs, table._by_pod, *table._holders.values(), table._holders]
+    own = sum(sys.getsizeof(d) for d in dicts) + N * (sys.getsizeof(key) + 2 * sys.getsizeof((key,)))
+    assert held <= own * 1.25, f"{held / N:.0f} B per allocation held, {own / N:.0f} B owned"
+    a = allocs[7]
+    assert table.pods()[7] == a.pod_uid and table.container_devices(a.pod_uid, "app", a.resource) == ("dev-00007",)
+    assert table.remove_pod(a.pod_uid) == [a.key] and not table.in_use(a.resource, "dev-00007")
+    assert len(table) == N - 1 and a.pod_uid not in table.pods()
