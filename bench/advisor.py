@@ -51,6 +51,8 @@ PY = sys.executable
 HWAGENT = str(Path(PY).parent / "hwagent")
 REPO = Path(__file__).resolve().parent.parent
 PERIOD_MS = 5
+#: seconds a CLI call may take (raised with --start-timeout: a TCG guest is slow)
+CLI_TIMEOUT = [120.0]
 HOG = "while :; do :; done"
 #: the LS loop: sleep to each deadline, append the lateness (µs) to the file given
 LS = f"""
@@ -72,7 +74,7 @@ while True:
 
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([HWAGENT, args[0], "--root-dir", str(root), *args[1:]], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=CLI_TIMEOUT[0])
 
 
 def wait_for(cond, what: str, timeout: float = 120.0):
@@ -91,11 +93,19 @@ def pods(root: Path) -> dict[str, dict]:
 
 
 def usage_s(subtree: str, uid: str) -> float:
-    p = Path("/sys/fs/cgroup/cpuacct") / subtree.lstrip("/") / f"pod{uid}" / "cpuacct.usage"
+    """A pod cgroup's CPU seconds: cpuacct on v1 (hybrid), cpu.stat usage_usec on v2 (the guest)."""
+    rel = Path(subtree.lstrip("/")) / f"pod{uid}"
     try:
-        return int(p.read_text()) / 1e9
+        return int((Path("/sys/fs/cgroup/cpuacct") / rel / "cpuacct.usage").read_text()) / 1e9
     except OSError:
-        return 0.0
+        pass
+    try:
+        for line in (Path("/sys/fs/cgroup") / rel / "cpu.stat").read_text().splitlines():
+            if line.startswith("usage_usec "):
+                return int(line.split()[1]) / 1e6
+    except OSError:
+        pass
+    return 0.0
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -119,7 +129,8 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
     root.parent.mkdir(parents=True)
     cfg = root.parent / "hwagent.toml"
     cfg.write_text("[pressure]\nnetdev = false\niommu = false\nthermal = false\nblockio = false\nirq = false\n"
-                   "[cpu]\ntransition_period_s = 3.0\n[devices]\nenabled = false\n"
+                   + ("runqlat = false\n" if args.no_bpf else "")
+                   + "[cpu]\ntransition_period_s = 3.0\n[devices]\nenabled = false\n"
                    f"[runtime]\ncgroup_subtree = \"{subtree}\"\n"
                    + (f"[advisor]\nenabled = true\nhold_record_s = 0.0\ntarget_us = {args.target}\n"
                       if config in ("on", "floor") else ""))
@@ -129,7 +140,8 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
                          cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
     samples = root.parent / "ls.txt"
     try:
-        wait_for(lambda: "pressure ready" in (root.parent / "stderr.log").read_text(), "the daemon")
+        wait_for(lambda: "pressure ready" in (root.parent / "stderr.log").read_text(), "the daemon",
+                 timeout=args.start_timeout)
         r = cli(root, "launch", "--name", "ls", "--qos", "shared", "--cpu-request", "100m", "--",
                 "/usr/bin/python3", "-c", LS, str(samples))
         assert r.returncode == 0, r.stderr
@@ -139,7 +151,7 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
             assert r.returncode == 0, r.stderr
         want = ["ls", *hogs]
         ps = wait_for(lambda: (p := pods(root)) and all(p.get(n, {}).get("phase") == "Running" for n in want) and p,
-                      "the pods to run")
+                      "the pods to run", timeout=args.start_timeout)
         time.sleep(args.settle)
         t0, w0 = time.monotonic(), time.time()
         ps = pods(root)
@@ -222,6 +234,9 @@ def main() -> int:
     ap.add_argument("--configs", default="floor,off,on")
     ap.add_argument("--target", type=float, default=None, help="[advisor] target_us (default: the config default)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-bpf", action="store_true",
+                    help="run-queue delay from the schedstat fallback (no BPF compile: a TCG guest)")
+    ap.add_argument("--start-timeout", type=float, default=120.0, help="seconds for a daemon to be ready")
     ap.add_argument("--keep", default=None, help="copy each run's decisions.jsonl, daemon log and LS samples here")
     args = ap.parse_args()
     if args.target is None:
@@ -231,6 +246,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("needs root (cgroups, BPF)", file=sys.stderr)
         return 2
+    CLI_TIMEOUT[0] = max(120.0, args.start_timeout)
     configs = args.configs.split(",")
     runs: dict[str, list[dict]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory(prefix="hwagent-bench-advisor-") as tmp:
