@@ -41,8 +41,9 @@ def _reason(body: str | bytes | None) -> str:
 class KubeApi:
     """``ResourceV1Api`` calls with dicts in and out; ``KubeError`` on every failure."""
 
-    def __init__(self, api: Any, where: str, timeout_s: float) -> None:
+    def __init__(self, api: Any, where: str, timeout_s: float, core: Any = None) -> None:
         self._api = api
+        self._core = core
         self.where = where
         self._timeout = (timeout_s, timeout_s)
 
@@ -65,6 +66,11 @@ class KubeApi:
     def read_claim(self, namespace: str, name: str) -> dict[str, Any]:
         return dict(self._call(f"GET ResourceClaim {namespace}/{name}", self._api.read_namespaced_resource_claim,
                                name, namespace))
+
+    def node_uid(self, node: str) -> str:
+        """The Node object's uid (the slices' owner)."""
+        doc = self._call(f"GET Node {node}", self._core.read_node, node)
+        return str(dict(doc.get("metadata") or {}).get("uid") or "")
 
     def list_slices(self, node: str, driver: str) -> list[dict[str, Any]]:
         """This node's slices of this driver (field selector, as upstream's controller lists)."""
@@ -98,6 +104,7 @@ def connect(kubeconfig: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> KubeApi:
     try:
         from kubernetes import config as kconfig
         from kubernetes.client import ApiClient, Configuration
+        from kubernetes.client.api.core_v1_api import CoreV1Api
         from kubernetes.client.api.resource_v1_api import ResourceV1Api
     except ImportError as e:
         raise KubeError(f"[dra] kubeconfig is set but the kubernetes client is not installed ({e}): "
@@ -112,4 +119,5 @@ def connect(kubeconfig: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> KubeApi:
         raise KubeError(f"[dra] kubeconfig {kubeconfig}: cannot load it ({e}); fix the file "
                         "(or for in-cluster, mount the service account token)") from None
     cfg.retries = 0  # one try per call: the driver answers the kubelet (who retries) and republishes itself
-    return KubeApi(ResourceV1Api(ApiClient(cfg)), cfg.host, timeout_s)
+    client = ApiClient(cfg)
+    return KubeApi(ResourceV1Api(client), cfg.host, timeout_s, core=CoreV1Api(client))

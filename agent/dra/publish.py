@@ -58,14 +58,18 @@ def _generation(doc: Mapping[str, Any]) -> int:
         return 0
 
 
-def plan(desired: Sequence[Mapping[str, Any]], existing: Sequence[Mapping[str, Any]], memo: Mapping[str, Any]) -> Plan:
-    """What turns ``existing`` (this node's and driver's slices as listed) into ``desired``."""
+def plan(desired: Sequence[Mapping[str, Any]], existing: Sequence[Mapping[str, Any]], memo: Mapping[str, Any],
+         owner: Mapping[str, Any] | None = None) -> Plan:
+    """What turns ``existing`` (this node's and driver's slices as listed) into ``desired``;
+    created and updated slices carry ``owner`` as their owner reference when given."""
     have = {s["metadata"]["name"]: s for s in existing}
     out = Plan()
     for want in desired:
         name = want["metadata"]["name"]
         doc = copy.deepcopy(dict(want))
         doc["metadata"] = {**doc["metadata"], "labels": {**doc["metadata"].get("labels", {}), **MANAGED_BY}}
+        if owner:
+            doc["metadata"]["ownerReferences"] = [dict(owner)]
         spec = _unversioned(want["spec"])
         cur = have.get(name)
         if cur is None:
@@ -94,6 +98,8 @@ class SlicePublisher:
         self.node = node
         self.driver = driver
         self._memo: Memo = {}
+        #: the Node as the slices' owner reference; {} when it cannot be read (403, 404): published unowned
+        self.owner: dict[str, Any] | None = None
 
     def sync(self, desired: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         """List, plan, apply; on a 409 again from the list. Returns what was written (counts);
@@ -101,8 +107,10 @@ class SlicePublisher:
         if self._api is None:
             self._api = self._connect()
         api = self._api
+        if self.owner is None:
+            self.owner = self._node_owner(api)
         for attempt in range(MAX_TRIES):
-            p = plan(desired, api.list_slices(self.node, self.driver), self._memo)
+            p = plan(desired, api.list_slices(self.node, self.driver), self._memo, self.owner)
             try:
                 for name, uid in p.delete:
                     api.delete_slice(name, uid)
@@ -118,6 +126,17 @@ class SlicePublisher:
             return {"created": len(p.create), "updated": len(p.update), "deleted": len(p.delete),
                     "tries": attempt + 1}
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _node_owner(self, api: KubeApi) -> dict[str, Any]:
+        """The Node as owner (upstream's kubelet plugin helper does the same), so deleting the node
+        collects its slices. Not allowed to read it (RBAC) or no such Node: published without one."""
+        try:
+            uid = api.node_uid(self.node)
+        except KubeError as e:
+            if e.status in (403, 404):
+                return {}
+            raise
+        return {"apiVersion": "v1", "kind": "Node", "name": self.node, "uid": uid, "controller": True} if uid else {}
 
     def _remember(self, sent: Mapping[str, Any], got: Mapping[str, Any]) -> None:
         rv = str(dict(got.get("metadata") or {}).get("resourceVersion", ""))

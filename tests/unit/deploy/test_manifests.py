@@ -60,7 +60,7 @@ def test_the_dra_role_grants_what_the_api_server_mode_calls_and_no_more():
     docs = {d["kind"]: d for _, d in documents() if d["kind"] in ("ClusterRole", "ClusterRoleBinding")}
     rules = {(g, r): sorted(x["verbs"]) for x in docs["ClusterRole"]["rules"] for g in x["apiGroups"]
              for r in x["resources"]}
-    assert rules == {("resource.k8s.io", "resourceclaims"): ["get"],
+    assert rules == {("", "nodes"): ["get"], ("resource.k8s.io", "resourceclaims"): ["get"],
                      ("resource.k8s.io", "resourceslices"): ["create", "delete", "list", "update"]}
     (ds,) = [d for _, d in documents() if d["kind"] == "DaemonSet"]
     (subject,) = docs["ClusterRoleBinding"]["subjects"]

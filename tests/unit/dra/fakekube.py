@@ -1,7 +1,7 @@
 """A small fake Kubernetes API server on 127.0.0.1 for the DRA driver's API-server mode.
 
 It serves only the REST paths hwagent's client calls, under ``/apis/resource.k8s.io/v1``:
-GET a namespaced ResourceClaim, and LIST (with ``fieldSelector`` on ``spec.nodeName`` and
+GET a namespaced ResourceClaim, GET a Node (``/api/v1``, for its uid), and LIST (with ``fieldSelector`` on ``spec.nodeName`` and
 ``spec.driver``), CREATE, UPDATE and DELETE ResourceSlices. Objects get a ``uid`` and a
 ``resourceVersion`` (one counter, as etcd's revision); an UPDATE whose resourceVersion is not the
 stored one is a 409 Conflict, a CREATE of an existing name a 409 AlreadyExists, as the real server
@@ -28,6 +28,8 @@ class FakeKube:
     def __init__(self) -> None:
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
         self.slices: dict[str, dict[str, Any]] = {}
+        #: node name -> uid (``GET /api/v1/nodes/<name>``)
+        self.nodes: dict[str, str] = {}
         self.calls: list[tuple[str, str]] = []
         self.conflicts = 0
         self._rv = 100
@@ -112,6 +114,11 @@ class FakeKube:
 
     def serve(self, method: str, path: str, query: dict[str, list[str]],
               body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if method == "GET" and path.startswith("/api/v1/nodes/"):
+            node = path.rsplit("/", 1)[1]
+            if node not in self.nodes:
+                return self._status(404, "NotFound", f'nodes "{node}" not found')
+            return 200, {"kind": "Node", "apiVersion": "v1", "metadata": {"name": node, "uid": self.nodes[node]}}
         parts = path[len(V1):].strip("/").split("/") if path.startswith(V1) else []
         if method == "GET" and len(parts) == 4 and parts[0] == "namespaces" and parts[2] == "resourceclaims":
             claim = self.claims.get((parts[1], parts[3]))
@@ -120,7 +127,10 @@ class FakeKube:
             return 200, claim
         if parts[:1] != ["resourceslices"]:
             return self._status(404, "NotFound", f"no such path {path}")
-        name = parts[1] if len(parts) > 1 else ""
+        return self._slices(method, parts[1] if len(parts) > 1 else "", query, body)
+
+    def _slices(self, method: str, name: str, query: dict[str, list[str]],
+                body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if method == "GET" and not name:
             want = {}
             for sel in ",".join(query.get("fieldSelector", [])).split(","):
@@ -154,4 +164,4 @@ class FakeKube:
             if self.slices.pop(name, None) is None:
                 return self._status(404, "NotFound", f'resourceslices.resource.k8s.io "{name}" not found')
             return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success"}
-        return self._status(405, "MethodNotAllowed", f"{method} {path}")
+        return self._status(405, "MethodNotAllowed", f"{method} resourceslices/{name}")

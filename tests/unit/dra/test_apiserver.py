@@ -107,11 +107,15 @@ def test_publish_on_start_update_on_change_delete_stale_and_retry_a_conflict(tmp
     kube.add_slice(_slice("stale", ["loop7"]))  # this node's, from an earlier configuration
     kube.add_slice(_slice("theirs", ["loop7"], node="node2"))  # another node's: never touched
     kube.add_slice(_slice("other-driver", ["x"], driver="gpu.example.com"))
+    kube.nodes[NODE] = "node-uid-1"
     pub = SlicePublisher(lambda: connect(str(kube.kubeconfig(tmp_path / "kubeconfig")), timeout_s=2.0), NODE, DRIVER)
     pub.sync([_slice("scratch", ["loop0", "loop1"])])
     assert sorted(kube.slices) == ["other-driver", "scratch", "theirs"]
     assert [d["name"] for d in kube.slices["scratch"]["spec"]["devices"]] == ["loop0", "loop1"]
     assert kube.slices["scratch"]["spec"]["pool"]["generation"] == 1
+    # owned by the Node, as upstream's kubelet plugin helper does: deleting the node collects them
+    assert kube.slices["scratch"]["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "node-uid-1", "controller": True}]
     listed = [c for c in kube.calls if c == ("GET", "/apis/resource.k8s.io/v1/resourceslices")]
     assert listed  # one list, by field selector (the fake filters on it)
 
@@ -122,6 +126,8 @@ def test_publish_on_start_update_on_change_delete_stale_and_retry_a_conflict(tmp
     assert [d["name"] for d in kube.slices["scratch"]["spec"]["devices"]] == ["loop0"]
     assert kube.slices["scratch"]["spec"]["pool"]["generation"] == 2
     assert [m for m, p in kube.calls if p.endswith("/resourceslices/scratch")].count("PUT") == 2
+    assert kube.slices["scratch"]["metadata"]["ownerReferences"][0]["uid"] == "node-uid-1"
+    assert [p for _, p in kube.calls].count("/api/v1/nodes/node1") == 1  # read once
 
     # nothing changed: no write at all
     before = len(kube.calls)
@@ -162,6 +168,7 @@ def test_the_daemon_component_publishes_follows_devices_and_survives_the_api_ser
         try:
             await _until(lambda: devices() == ["loop0", "loop1"],
                          lambda: f"the slice published at start ({comp.publisher_state()})")
+            assert "ownerReferences" not in next(iter(kube.slices.values()))["metadata"]  # no Node: unowned
             fs.virtual_block("loop2", "7:2")  # hot-plugged
             await _until(lambda: devices() == ["loop0", "loop1", "loop2"], "the slice updated")
             kube.stop()
