@@ -366,8 +366,20 @@ class WorkloadRuntime:
         await self._teardown(ctr.rel)
         if not p.stopping:
             await self._save(p)
-            await self._report(p)
+            if not self._ends_pod(p, ctr, info):
+                await self._report(p)
         return info
+
+    def _ends_pod(self, p: _Pod, ctr: _Ctr, info: ExitInfo) -> bool:
+        """This exit ends the pod: an app container that will not restart, and every other app
+        container ended too. ``_main`` then finishes the pod at once and reports its end with
+        this container's status in it; reporting the exit first was a second registry write
+        (synced) for the same event (docs/performance.md). The exit is in this runtime's own
+        files (``_save``): a daemon killed in between reports the pod's end after its restart."""
+        spec = p.pod.spec
+        if ctr.spec.kind == "init" or should_restart(spec.restart_policy, info.exit_code):
+            return False
+        return app_phase(spec.restart_policy, [p.ctrs[c.name].status for c in spec.containers]) is not None
 
     async def _back_off(self, p: _Pod, ctr: _Ctr, info: ExitInfo) -> None:
         rec = p.record.container(ctr.spec.name)
