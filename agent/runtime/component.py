@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from agent.cgroups.config import CGROUPS_SECTION
@@ -56,6 +57,34 @@ def node_memory(procfs_root: str = "/proc") -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def hugepage_sizes(sysfs_root: str = "/sys") -> Callable[[], tuple[int, ...]]:
+    """The page sizes (bytes) a process could get pages of now: a pool with pages
+    (``nr_hugepages``) or overcommit (``nr_overcommit_hugepages``). Read when a container
+    is planned, so a pool reserved after the daemon started is limited too."""
+    base = Path(sysfs_root) / "kernel" / "mm" / "hugepages"
+
+    def read() -> tuple[int, ...]:
+        out: list[int] = []
+        try:
+            dirs = sorted(base.iterdir())
+        except OSError:
+            return ()
+        for d in dirs:
+            name = d.name
+            if not (name.startswith("hugepages-") and name.endswith("kB")):
+                continue
+            try:
+                size = int(name[len("hugepages-"):-2]) * 1024
+                pages = sum(int((d / f).read_text()) for f in ("nr_hugepages", "nr_overcommit_hugepages"))
+            except (OSError, ValueError):
+                continue
+            if pages > 0:
+                out.append(size)
+        return tuple(out)
+
+    return read
 
 
 def prepare_dirs(root_dir: Path) -> None:
@@ -101,6 +130,7 @@ class RuntimeComponent:
             cpu_policy=lambda: cpu,
             managed_devices=self._managed_devices,
             node_memory=node_memory(dcfg.procfs_root),
+            hugepage_sizes=hugepage_sizes(dcfg.sysfs_root),
         )
         ctx.publish(RUNTIME, self.runtime)
         ctx.publish(EVICTOR, RuntimeEviction(self.runtime, asyncio.get_running_loop()))

@@ -105,6 +105,7 @@ def plan_container(
     all_mems: CPUSet,
     managed: Iterable[DevNum],
     node_memory: int | None,
+    hugepage_sizes: Iterable[int] = (),
     stat: Callable[[str], os.stat_result] = os.stat,
     exists: Callable[[str], bool] = os.path.exists,
     passwd: Callable[[int], tuple[str, str] | None] = home_of,
@@ -142,7 +143,10 @@ def plan_container(
         needs.add("pids")
     if allow or deny:
         needs.add("devices")
-    hugetlb = tuple((hugetlb_name(_page_size(r)), n) for r, n in sorted(res.hugepages.items()))
+    # every page size the machine can hand out is limited, to 0 where the container asked for
+    # none (as the kubelet does): else any pod could take the pages reserved for another
+    asked = {_page_size(r): n for r, n in res.hugepages.items()}
+    hugetlb = tuple((hugetlb_name(size), asked.get(size, 0)) for size in sorted(set(asked) | set(hugepage_sizes)))
     if hugetlb:
         needs.add("hugetlb")
     limits = CgroupLimits(

@@ -109,6 +109,7 @@ class WorkloadRuntime:
         cpu_policy: Callable[[], Any] = lambda: None,
         managed_devices: Callable[[], Iterable[str]] = lambda: (),
         node_memory: int | None = None,
+        hugepage_sizes: Callable[[], Iterable[int]] = lambda: (),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.cfg = cfg
@@ -119,6 +120,7 @@ class WorkloadRuntime:
         self._cpu_policy = cpu_policy
         self._managed_devices = managed_devices
         self.node_memory = node_memory
+        self._hugepage_sizes = hugepage_sizes
         self.clock = clock
         self.shim = shim_command(cfg.shim)
         self.all_mems = CPUSet.parse(cgroups.root_mems())
@@ -417,7 +419,7 @@ class WorkloadRuntime:
         if assignment is None:
             raise PlanError(f"container {ctr.spec.name} has no assignment from admission")
         return plan_container(p.pod, ctr.spec, assignment, self.cfg, all_mems=self.all_mems, managed=self._managed(),
-                              node_memory=self.node_memory)
+                              node_memory=self.node_memory, hugepage_sizes=self._hugepage_sizes())
 
     async def _start(self, p: _Pod, ctr: _Ctr) -> Started:
         name = ctr.spec.name

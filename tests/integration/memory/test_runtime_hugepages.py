@@ -72,3 +72,21 @@ def test_hugepages_pod_limits_and_runs(hugetlb_control, env, pages) -> None:  # 
     asyncio.run(go())
     asyncio.run(limits())
     assert env.dirs() == []
+
+
+def test_a_pod_without_hugepages_gets_none(hugetlb_control, env, pages) -> None:  # noqa: F811
+    """Pages reserved on the machine belong to the pods that asked for them: one that did not
+    is stopped by the kernel at its first page (its hugetlb limit is 0, as the kubelet sets it)."""
+    from agent.runtime.component import hugepage_sizes
+
+    async def go() -> None:
+        rt = env.runtime(hugepage_sizes=hugepage_sizes("/sys"))
+        pod = make_pod("none", [sys.executable, "-c", MAPPER, "2"], memory=256 * MB)
+        await rt.run(pod)
+        st = await env.sink.wait(pod.uid, lambda s: s.phase.terminal)
+        assert st.phase == PodPhase.FAILED, st
+        log = (env.root / "logs" / "default_none" / "main.log").read_text()
+        assert "touched 1" not in log, log
+
+    asyncio.run(go())
+    assert env.dirs() == []

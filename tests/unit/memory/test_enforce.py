@@ -74,3 +74,44 @@ def test_hybrid_leaves_the_unified_tree_alone_for_a_container_without_pages(tmp_
         cpus=CPUSet({0}), mems=CPUSet({0}), needs=frozenset({"cpuset", "cpu"})))
     assert not (tmp_path / "unified/cgroup.subtree_control").exists()
     assert not list((tmp_path / "unified/hw.slice/p/c").glob("hugetlb.*"))
+
+
+def test_page_sizes_a_container_did_not_ask_for_are_limited_to_zero() -> None:
+    """As the kubelet: every page size the machine hands out gets a limit, 0 where the container
+    asked for none, so a pod without hugepages cannot take the pages reserved for another."""
+    GB = 1 << 30
+    plain = ContainerSpec("main", ("run",), resources=Resources(memory_limit_bytes=64 * MB))
+    spec = PodSpec("p", "ns", "u1", (plain,))
+    a = ContainerAssignment("main", CPUSet.parse("0"), None)
+    plan = plan_container(AdmittedPod(spec, "shared", {"main": a}, 0.0), plain, a, RuntimeConfig(),
+                          all_mems=CPUSet.parse("0-1"), managed=(), node_memory=None,
+                          hugepage_sizes=(2 * MB, GB))
+    assert plan.limits.hugetlb == (("2MB", 0), ("1GB", 0))
+    assert "hugetlb" in plan.limits.needs
+    paged = ContainerSpec("main", ("run",), resources=Resources(
+        memory_limit_bytes=64 * MB, hugepages={"hugepages-2Mi": 4 * MB}))
+    spec = PodSpec("p", "ns", "u1", (paged,))
+    plan = plan_container(AdmittedPod(spec, "shared", {"main": a}, 0.0), paged, a, RuntimeConfig(),
+                          all_mems=CPUSet.parse("0-1"), managed=(), node_memory=None, hugepage_sizes=(GB,))
+    assert plan.limits.hugetlb == (("2MB", 4 * MB), ("1GB", 0))
+    # a machine with no page pool: nothing to limit, the controller is not needed
+    plan = plan_container(AdmittedPod(spec, "shared", {"main": a}, 0.0), plain, a, RuntimeConfig(),
+                          all_mems=CPUSet.parse("0-1"), managed=(), node_memory=None, hugepage_sizes=())
+    assert plan.limits.hugetlb == () and "hugetlb" not in plan.limits.needs
+
+
+def test_the_runtime_reads_the_page_sizes_with_a_pool_or_overcommit(tmp_path: Path) -> None:
+    from agent.runtime.component import hugepage_sizes
+
+    base = tmp_path / "kernel" / "mm" / "hugepages"
+    for kb, nr, over in ((2048, 3, 0), (1048576, 0, 0), (64, 0, 2)):
+        d = base / f"hugepages-{kb}kB"
+        d.mkdir(parents=True)
+        (d / "nr_hugepages").write_text(f"{nr}\n")
+        (d / "nr_overcommit_hugepages").write_text(f"{over}\n")
+    (base / "junk").mkdir()
+    read = hugepage_sizes(str(tmp_path))
+    assert sorted(read()) == [64 * 1024, 2 * MB]
+    (base / "hugepages-1048576kB" / "nr_hugepages").write_text("1\n")
+    assert sorted(read()) == [64 * 1024, 2 * MB, 1 << 30], "read again at each plan"
+    assert hugepage_sizes(str(tmp_path / "none"))() == ()
