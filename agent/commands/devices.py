@@ -153,6 +153,7 @@ def _grouped(rows: list[dict]) -> str:
 def _resourceslices(inv, assignment, config, node: str | None) -> str:
     import yaml
 
+    from agent.devices.rules import effective_rules, offered_through
     from agent.dra.config import DEFAULT_DRIVER, DRA_SECTION
     from agent.dra.slices import block_sizes, build_slices, local_node_name
 
@@ -160,7 +161,9 @@ def _resourceslices(inv, assignment, config, node: str | None) -> str:
         driver = config[DRA_SECTION].driver_name
     except KeyError:  # a config without the [dra] section registered
         driver = DEFAULT_DRIVER
-    slices = build_slices(inv, assignment, node or local_node_name(), driver, block_sizes(inv))
+    # only the resources offered through DRA (api = "dra"): the others are the device plugins'
+    dra = offered_through(effective_rules(config[DEVICES_SECTION]), "dra")
+    slices = build_slices(inv, assignment.restricted_to(dra), node or local_node_name(), driver, block_sizes(inv))
 
     class Dumper(yaml.SafeDumper):
         """Strings that start like a number are quoted ("0953", "010802"): a YAML 1.2 reader takes

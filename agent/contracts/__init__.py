@@ -312,6 +312,10 @@ class DevicePlugins(Protocol):
     def plugin_states(self) -> Sequence[PluginState]:
         """Each live plugin (socket, devices and their health, registration), by resource, read when asked."""
 
+    def dra_states(self) -> Sequence[PluginState]:
+        """The resources offered through DRA (no plugin serves them; no socket, not registered) with
+        their devices' health, by resource: the DRA health stream's source."""
+
 
 # --- pods ------------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from agent.contracts.plugins import PluginDeviceState, PluginState
 from agent.devices.config import DevicesConfig, ResourceRule
 from agent.devices.hotplug import HotplugMonitor, UEvent
 from agent.devices.model import Device, Inventory
-from agent.devices.rules import Assignment, assign, effective_rules
+from agent.devices.rules import Assignment, assign, effective_rules, offered_through
 from agent.devices.sysfs import PCI_ADDRESS, read_device
 from agent.devices.udev import discover
 from agent.deviceplugin.health import HealthBoard
@@ -60,6 +60,9 @@ class DevicePluginsComponent:
                  hotplug_source: str | None = None) -> None:
         self.cfg = cfg
         self.rules: dict[str, ResourceRule] = {r.name: r for r in effective_rules(cfg)}
+        #: resources offered through DRA (``api = "dra"``): assigned (so conflicts stay visible) and
+        #: health-tracked for the DRA health stream, but never served by a plugin
+        self.dra_resources = offered_through(self.rules.values(), "dra")
         self.sysfs_root = sysfs_root
         self.plugin_dir = Path(plugin_dir)
         self.registration_socket = Path(registration_socket)
@@ -89,7 +92,8 @@ class DevicePluginsComponent:
             ctx.publish(DEVICE_PLUGINS, self)
         self._started = True
         for resource in self.assignment.members:
-            await self._ensure_plugin(resource)
+            if resource not in self.dra_resources:
+                await self._ensure_plugin(resource)
         self._push()
         if self.hotplug_enabled:
             self._monitor = HotplugMonitor(self._on_uevents, source=self.hotplug_source)
@@ -119,6 +123,14 @@ class DevicePluginsComponent:
     def plugin_states(self) -> list[PluginState]:
         """Each live plugin as a value, by resource (``DevicePlugins``): read when status asks."""
         return [plugin_state(p, self.registrars.get(r)) for r, p in sorted(self.plugins.items())]
+
+    def dra_states(self) -> list[PluginState]:
+        """The resources offered through DRA, by resource, with their devices' health (rule and
+        board joined, as a plugin's snapshot would say): what the DRA health stream sends. No
+        plugin serves them, so ``socket`` is empty and nothing is registered."""
+        return [PluginState(r, Path(), tuple(PluginDeviceState(d.id, d.healthy, d.reason, d.device.numa_node)
+                                             for d in sorted(self._snapshot(r), key=lambda d: d.id)))
+                for r in sorted(self.dra_resources & self.assignment.members.keys())] if self._started else []
 
     # -- plugins ------------------------------------------------------------------
 
@@ -180,7 +192,7 @@ class DevicePluginsComponent:
         self.board.forget(inv.devices)
         self.refreshes += 1
         for resource in new.members:
-            if resource not in self.plugins:
+            if resource not in self.plugins and resource not in self.dra_resources:
                 t = asyncio.get_running_loop().create_task(self._ensure_plugin(resource))
                 self._pending.add(t)
                 t.add_done_callback(self._pending.discard)

@@ -8,6 +8,7 @@ resources, and what a container gets for each.
     name = "example.com/scratch"
     block_name = ["loop*"]
     env = { SCRATCH_DEVICES = "{dev_nodes}" }
+    api = "dra"                     # offered through DRA only (default: "device-plugin")
 
 Selectors of one rule must all match (each list is "any of"); a rule selects
 one kind of device: PCI (pci_class/vendor/device/driver/sriov), block
@@ -65,6 +66,10 @@ class ResourceRule:
     #: CDI kind ("vendor.com/class"): Allocate then names "<kind>=<device id>"
     cdi_kind: str = ""
     pre_start_required: bool = False
+    #: the one API the devices are offered through: "device-plugin" (an extended resource, the
+    #: device manager allocates) or "dra" (ResourceSlices, claims prepared by the DRA driver).
+    #: Never both, so no device can be given to a container and prepared for a claim at once.
+    api: Literal["device-plugin", "dra"] = "device-plugin"
 
     @property
     def kind(self) -> str:

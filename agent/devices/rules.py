@@ -22,6 +22,7 @@ from agent.devices.model import Device, Inventory
 __all__ = [
     "DEFAULT_RULES",
     "effective_rules",
+    "offered_through",
     "identity_matches",
     "driver_matches",
     "Assignment",
@@ -60,6 +61,12 @@ def effective_rules(cfg: DevicesConfig) -> tuple[ResourceRule, ...]:
     own = {r.name for r in cfg.resources}
     base = tuple(r for r in DEFAULT_RULES if r.name not in own) if cfg.default_rules else ()
     return base + tuple(cfg.resources)
+
+
+def offered_through(rules: Iterable[ResourceRule], api: str) -> frozenset[str]:
+    """The resources whose devices are offered through ``api`` ("device-plugin" or "dra"): the
+    device plugins serve the one set and the DRA driver the other, so a device has one owner."""
+    return frozenset(r.name for r in rules if r.api == api)
 
 
 def _norm_hex(p: str) -> str:
@@ -127,6 +134,13 @@ class Assignment:
 
     def owner_map(self) -> dict[str, str]:
         return {d: name for name, ids in self.members.items() for d in ids}
+
+    def restricted_to(self, resources: Iterable[str]) -> Assignment:
+        """Only these resources' members (and their rule health): what one API offers."""
+        keep = frozenset(resources)
+        members = {r: ids for r, ids in self.members.items() if r in keep}
+        ids = {d for m in members.values() for d in m}
+        return Assignment(members, {d: why for d, why in self.unhealthy.items() if d in ids}, self.conflicts)
 
     def raise_conflicts(self) -> None:
         if self.conflicts:

@@ -60,7 +60,7 @@ class DraComponent:
         return node
 
     def _read_node_devices(self) -> Any:
-        from agent.devices.rules import assign, effective_rules
+        from agent.devices.rules import assign, effective_rules, offered_through
         from agent.devices.sysfs import read_inventory
         from agent.dra.catalog import catalog
         from agent.dra.driver import NodeDevices
@@ -70,7 +70,9 @@ class DraComponent:
         dcfg = self._ctx.config[DEVICES_SECTION]
         inv = read_inventory(self._ctx.config[DAEMON_SECTION].sysfs_root, dcfg.dev_root)
         rules = effective_rules(dcfg)
-        a = assign(inv, rules)
+        # every rule takes part in the assignment (a device two rules match stays in neither), but
+        # only the resources offered through DRA are the driver's: the others are the device plugins'
+        a = assign(inv, rules).restricted_to(offered_through(rules, "dra"))
         node, sizes = local_node_name(), block_sizes(inv)
         return NodeDevices(inv, {r.name: r for r in rules}, catalog(inv, a, node, self.cfg.driver_name, sizes),
                            build_slices(inv, a, node, self.cfg.driver_name, sizes))

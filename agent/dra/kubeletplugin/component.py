@@ -73,7 +73,7 @@ class DRAKubeletPlugin:
         dra = new_server("dra")
         driver: Deferred[ClaimPreparer] = ctx.deferred(DRA_DRIVER)
         self.services = add_dra_services(dra, driver)
-        self.health = add_health_services(dra, (lambda: plugins.plugin_states()) if plugins else (lambda: ()),
+        self.health = add_health_services(dra, (lambda: plugins.dra_states()) if plugins else (lambda: ()),
                                           self.node, self.health_interval_s)
         await serve_unix(dra, ctx.remove_on_exit(self.dra_socket))
         self._servers.append(dra)

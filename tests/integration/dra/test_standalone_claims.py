@@ -77,7 +77,7 @@ def test_pod_with_a_claim_gets_exactly_its_loop_device(tmp_path, loops, subtree)
         "[pressure]\nenabled = false\n"
         "[devices]\nenabled = false\ndefault_rules = false\n"
         "[[devices.resources]]\nname = \"example.com/scratch\"\n"
-        f"block_name = {json.dumps(names)}\nenv = {{ SCRATCH = \"{{dev_nodes}}\" }}\n"
+        f"block_name = {json.dumps(names)}\nenv = {{ SCRATCH = \"{{dev_nodes}}\" }}\napi = \"dra\"\n"
         f"[dra]\ncdi_dir = \"{cdi}\"\n"
         f"[runtime]\ncgroup_subtree = \"{subtree}\"\ncdi_spec_dirs = [\"{cdi}\"]\n"
         f"managed_devices = {json.dumps(loops)}\n")

@@ -67,6 +67,9 @@ class FakePlugins:
         self.healthy = {"loop7": True, "loop8": True}
 
     def plugin_states(self):
+        return []  # the DRA resource has no device plugin
+
+    def dra_states(self):
         devs = tuple(PluginDeviceState(d, ok, "" if ok else "kernel: I/O error", 0)
                      for d, ok in sorted(self.healthy.items()))
         return [PluginState("example.com/disk", Path("/x.sock"), devs)]
@@ -254,7 +257,7 @@ def test_health_follows_the_health_board_and_the_rules(tmp_path: Path) -> None:
     fs = FakeSysfs(tmp_path / "sys")
     for i in range(2):
         fs.virtual_block(f"loop{i}", f"7:{i}")
-    cfg = DevicesConfig(resources=(ResourceRule(name="example.com/scratch", block_name=("loop*",)),),
+    cfg = DevicesConfig(resources=(ResourceRule(name="example.com/scratch", block_name=("loop*",), api="dra"),),
                         default_rules=False, hotplug=False)
     devices = DevicePluginsComponent(cfg, sysfs_root=str(fs.root), plugin_dir=tmp_path / "dp",
                                      registration_socket=tmp_path / "dp" / "kubelet.sock")

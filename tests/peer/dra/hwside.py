@@ -34,7 +34,7 @@ from agent.topology.model import synthetic
 
 DRIVER = "hwagent.io"
 NODE = "harness-node"
-RULE = ResourceRule(name="example.com/scratch", block_name=("loop*",))
+RULE = ResourceRule(name="example.com/scratch", block_name=("loop*",), api="dra")
 UID = "0b1f7e2c-3a44-4c1e-9d1a-6f0c2d9e8a11"
 #: the allocation the claim carries (what a scheduler, or hwagent's standalone allocator, chose)
 ALLOCATED = ("loop1", "loop2")
@@ -77,10 +77,14 @@ def write_files(root: Path, claim_out: Path) -> None:
 
 
 class Plugins:
-    """DEVICE_PLUGINS as the devices component would answer it: every loop disk healthy."""
+    """DEVICE_PLUGINS as the devices component would answer it: the loop disks are offered through
+    DRA (no device plugin), every one healthy."""
 
     def plugin_states(self) -> list[PluginState]:
-        return [PluginState(RULE.name, Path("/nonexistent"), tuple(
+        return []
+
+    def dra_states(self) -> list[PluginState]:
+        return [PluginState(RULE.name, Path(), tuple(
             PluginDeviceState(d.id, True, "", 0) for d in inventory()))]
 
 

@@ -12,7 +12,7 @@ from agent.dra.catalog import catalog
 from agent.dra.driver import DraDriver, NodeDevices
 from agent.dra.source import FileClaimSource
 
-RULE = ResourceRule(name="example.com/scratch", block_name=("loop*",), env={"SCRATCH": "{dev_nodes}"})
+RULE = ResourceRule(name="example.com/scratch", block_name=("loop*",), env={"SCRATCH": "{dev_nodes}"}, api="dra")
 CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "scratch.example.com"},
          "spec": {"selectors": [{"cel": {"expression":
                                          'device.attributes["hwagent.io"].resource == "example.com/scratch"'}}]}}

@@ -16,14 +16,20 @@ kubernetes_validate = pytest.importorskip("kubernetes_validate")
 K8S = "1.34.0"
 
 
-def _slices(tmp_path, capsys) -> list[dict]:
+#: both resources offered through DRA: the built-in NVMe rule re-declared with api = "dra"
+DRA_RULES = ('[[devices.resources]]\nname = "example.com/scratch"\nblock_name = ["loop*"]\napi = "dra"\n'
+             '[[devices.resources]]\nname = "hwagent.io/nvme"\npci_class = ["0108"]\ndriver = ["nvme"]\n'
+             'api = "dra"\n')
+
+
+def _slices(tmp_path, capsys, rules: str = DRA_RULES) -> list[dict]:
     fs = FakeSysfs(tmp_path / "sys")
     fs.pci("0000:5e:00.0", vendor="144d", device="a808", cls="010802", driver="nvme", numa=1)
     fs.child("0000:5e:00.0", "nvme/nvme0", dev="240:0", devname="nvme0")
     loop = fs.virtual_block("loop5", "7:5")
     (loop / "size").write_text("2048\n")
     cfg = tmp_path / "hwagent.toml"
-    cfg.write_text('[[devices.resources]]\nname = "example.com/scratch"\nblock_name = ["loop*"]\n')
+    cfg.write_text(rules)
     assert main(["devices", "--config", str(cfg), "--sysfs-root", str(fs.root), "--format", "resourceslice",
                  "--node-name", "worker-1"]) == 0
     return yaml.safe_load(capsys.readouterr().out)
@@ -40,6 +46,12 @@ def test_slices_validate_against_the_schema(tmp_path, capsys) -> None:
     bad["spec"]["devices"][0]["attributes"]["numaNode"] = {"int": "one"}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, K8S, strict=True)
+
+
+def test_device_plugin_resources_are_not_in_the_slices(tmp_path, capsys) -> None:
+    """A resource the device plugins offer (the default api) is not published to DRA too."""
+    rules = DRA_RULES.replace('api = "dra"\n', "", 1)  # scratch back to the device plugins
+    assert [s["spec"]["pool"]["name"] for s in _slices(tmp_path, capsys, rules)] == ["worker-1/hwagent.io/nvme"]
 
 
 def test_attributes_and_capacity_from_discovery(tmp_path, capsys) -> None:
