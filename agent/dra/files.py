@@ -59,6 +59,36 @@ class ClaimFiles:
     def __init__(self, root_dir: str | os.PathLike[str]) -> None:
         self.root = Path(root_dir)
         self.dir = self.root / DRA_DIR
+        self._cache: tuple[tuple[object, ...], DraFiles] | None = None
+
+    def _signature(self) -> tuple[object, ...]:
+        """What changes when any claim or class file does: each file's name, inode, size and mtime
+        (an atomic replace is a new inode; an edit in place a new mtime, fine-grained once read)."""
+        try:
+            dfd = open_dir(self.root, DRA_DIR, tighten=False)
+        except FileNotFoundError:
+            return ()
+        try:
+            out = []
+            for n in sorted(os.listdir(dfd)):
+                if n.endswith(_SUFFIXES) and not n.startswith("."):
+                    st = os.stat(n, dir_fd=dfd, follow_symlinks=False)
+                    out.append((n, st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode))
+            return tuple(out)
+        finally:
+            os.close(dfd)
+
+    def current(self) -> DraFiles:
+        """``load()``, answered from the last reading while no file in the directory changed (a
+        listing and a stat per file instead of reading, parsing and compiling every claim): what
+        the views (ps, describe, pod-resources) ask on every call. Errors are ``load()``'s."""
+        sig = self._signature()
+        cached = self._cache
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+        files = self.load()
+        self._cache = (sig, files)
+        return files
 
     def _read(self, dfd: int, name: str) -> bytes:
         fd = open_file(dfd, name, os.O_RDONLY, where=self.dir, root=self.root)

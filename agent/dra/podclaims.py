@@ -55,8 +55,10 @@ class PodClaimService:
         self._lock = asyncio.Lock()
 
     def pod_claims(self, pod_uid: str) -> Mapping[str, tuple[ClaimRef, tuple[PreparedDevice, ...]]]:
+        """A view (ps, describe, every pod-resources List): the driver's prepared claims in memory,
+        and the claim files (who reserves what) read again only when one changed."""
         try:
-            files = self.files.load()
+            files = self.files.current()
         except (ClaimError, OSError):
             return {}
         prepared = self.driver.prepared()

@@ -68,3 +68,27 @@ def test_two_claims_never_get_one_device(tmp_path) -> None:
     assert {a[0].device, b[0].device} == {"loop0", "loop1"}
     with pytest.raises(ClaimError, match="needs 1 device"):
         asyncio.run(svc.reserve("p-c", "pc", "default", {"x": "c"}, {"x": None}))
+
+
+def test_views_read_the_claim_files_only_when_they_changed(tmp_path, monkeypatch) -> None:
+    """pod_claims (ps, describe, every pod-resources List) answers from memory: the claim files
+    are read again only when one of them changed (here: edited behind hwagent's back)."""
+    write_claim(tmp_path, claim_doc("disk", "uid-d", None))
+    svc = _svc(tmp_path)
+    asyncio.run(svc.reserve("pod-1", "p1", "default", {"scratch": "disk"}, {"scratch": None}))
+    reads: list[str] = []
+    real = ClaimFiles._read
+    monkeypatch.setattr(ClaimFiles, "_read", lambda self, dfd, name: reads.append(name) or real(self, dfd, name))
+    first = svc.pod_claims("pod-1")
+    assert [d.device for d in first["disk"][1]] == ["loop0"]
+    n = len(reads)  # at most one reading since reserve wrote the claim's file
+    assert n <= 2
+    for _ in range(50):
+        assert svc.pod_claims("pod-1") == first
+    assert len(reads) == n, f"{len(reads) - n} claim file reads by 50 unchanged views"
+    # a change to the directory is seen by the next view
+    path = tmp_path / "dra" / "disk.json"
+    doc = path.read_text().replace('"pod-1"', '"pod-9"')
+    path.write_text(doc)
+    assert svc.pod_claims("pod-1") == {} and "disk" in svc.pod_claims("pod-9")
+    assert len(reads) > n
