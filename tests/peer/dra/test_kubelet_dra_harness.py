@@ -77,6 +77,7 @@ hotplug = false
 [[devices.resources]]
 name = "example.com/scratch"
 block_name = ["loop*"]
+api = "dra"
 
 [cpu]
 enabled = false
