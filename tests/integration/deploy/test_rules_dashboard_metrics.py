@@ -45,12 +45,17 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def scrape(tmp_path_factory) -> str:
-    """/metrics of a real daemon on embedded defaults, once its components are up."""
+    """/metrics of a real daemon on embedded defaults, once its components are up; the advisor,
+    off by default, is turned on so that its families are served too (the daemon imports no
+    component that is off)."""
     root = tmp_path_factory.mktemp("root")
+    config = tmp_path_factory.mktemp("config") / "hwagent.toml"
+    config.write_text("[advisor]\nenabled = true\n")
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOTIFY_SOCKET")}
     proc = subprocess.Popen(
-        [str(HWAGENT), "run", "--root-dir", str(root), "--metrics-address", f"127.0.0.1:{port}",
+        [str(HWAGENT), "run", "--config", str(config), "--root-dir", str(root),
+         "--metrics-address", f"127.0.0.1:{port}",
          "--mode", "standalone",
          # a lock dir of its own: daemons of other suites on this machine claim every CPU too
          "--lock-dir", str(tmp_path_factory.mktemp("locks"))],
@@ -66,7 +71,8 @@ def scrape(tmp_path_factory) -> str:
                 time.sleep(0.3)
                 continue
             # probes may attach after READY: wait until every component has published its families
-            if "hwagent_pressure_probe_attached" in text and "hwagent_device_plugin_endpoints" in text:
+            if all(f in text for f in ("hwagent_pressure_probe_attached", "hwagent_device_plugin_endpoints",
+                                       "hwagent_advisor_target_seconds", "hwagent_memory_total_bytes")):
                 break
             time.sleep(0.3)
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
