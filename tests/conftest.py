@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tarfile
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,6 +50,19 @@ def hwloc_extract(tmp_path_factory):
         return done[name]
 
     return extract
+
+
+@pytest.fixture
+def short_tmp_path() -> Iterator[Path]:
+    """A temp dir with a short path, for tests that bind unix sockets deep under it: a socket
+    path holds at most 107 bytes, and pytest's ``/tmp/pytest-of-root/pytest-1032/<test name>/``
+    passes that once the run counter and the test's name are long. A directory's conftest
+    overrides ``tmp_path`` with it where its tests bind the kubelet's socket tree."""
+    d = Path(tempfile.mkdtemp(prefix="hwt-", dir="/tmp"))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -113,7 +113,7 @@ class DraComponent:
         kubeconfig = self.cfg.kubeconfig
         publisher = SlicePublisher(lambda: connect(kubeconfig), local_node_name(), self.cfg.driver_name)
         self._publish_task = asyncio.create_task(self._publish_loop(publisher), name="dra-publish-slices")
-        log.info("dra driver uses the API server", kubeconfig=kubeconfig, node=publisher.node)
+        log.info("dra driver uses the api server", kubeconfig=kubeconfig, node=publisher.node)
         return ApiClaimSource(lambda: connect(kubeconfig))
 
     async def _publish_loop(self, publisher: Any) -> None:
@@ -135,7 +135,8 @@ class DraComponent:
                     st = self._publish_state
                     st.update(error="", slices=len(desired), syncs=st["syncs"] + 1)
                     if done["created"] or done["updated"] or done["deleted"]:
-                        log.info("dra resourceslices published", **done)
+                        log.info("dra resourceslices published", created=done["created"], updated=done["updated"],
+                                 deleted=done["deleted"])
                 delay = interval
             except (KubeError, OSError) as e:
                 if str(e) != self._publish_state["error"]:
@@ -144,7 +145,7 @@ class DraComponent:
                 last = None
                 delay = min(delay * 2, MAX_BACKOFF_S)
             except Exception as e:  # noqa: BLE001 - a bug; the loop must outlive it (logged, retried)
-                log.error("dra resourceslices: unexpected error (a bug in hwagent)", error=repr(e), retry_s=delay)
+                log.error("dra resourceslices publish failed unexpectedly", error=repr(e), bug="in hwagent", retry_s=delay)
                 self._publish_state["error"] = repr(e)
                 last = None
                 delay = min(delay * 2, MAX_BACKOFF_S)

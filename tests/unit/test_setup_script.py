@@ -74,7 +74,7 @@ def test_run_installs_the_project_alone_and_links_the_command(checkout):
 
 def test_test_adds_the_extras_once_and_covers_run(checkout):
     assert installs(setup(checkout, "run")) == ["."]
-    assert installs(setup(checkout, "test")) == [".[test]"]
+    assert installs(setup(checkout, "test")) == [".[test,kube]"]
     assert setup(checkout, "test") == []
     assert setup(checkout, "run") == []
     assert installs(setup(checkout)) == []  # no argument: test
