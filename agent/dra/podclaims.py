@@ -69,6 +69,18 @@ class PodClaimService:
                 out[c.name] = (ref, devs)
         return out
 
+    def device_numa(self, device: str) -> tuple[int, ...]:
+        """From the node's devices (read again at most once a second by the component), so that
+        ``ps``, ``describe`` and the admission answer show the node the allocator aligned on."""
+        try:
+            devices = self._node().devices
+        except OSError:
+            return ()
+        for d in devices:
+            if d.name == device:
+                return () if d.numa_node is None else (d.numa_node,)
+        return ()
+
     def hints(self, namespace: str, claims: Sequence[str], numa_nodes: Sequence[int]) -> list[TopologyHint] | None:
         """Read now (files and devices), on the admission's loop: the files are small and local.
         Unreadable files or unknown claims give no preference; reserve then says what is wrong."""

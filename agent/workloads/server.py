@@ -184,7 +184,11 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
 
     def _device_numa(self, uid: str, container: str, resource: str, dev_id: str) -> Sequence[int]:
         """The device's NUMA nodes as the device manager recorded them at allocation
-        (known after a restart too, before the plugin has registered again)."""
+        (known after a restart too, before the plugin has registered again); a claim's
+        devices ("resourceclaim/<name>") as the DRA driver knows them."""
+        if resource.startswith("resourceclaim/"):
+            pc = self.w.pod_claims
+            return pc.device_numa(dev_id) if pc is not None else ()
         dm = self.w.device_manager
         if dm is None:
             return ()

@@ -92,3 +92,16 @@ def test_views_read_the_claim_files_only_when_they_changed(tmp_path, monkeypatch
     path.write_text(doc)
     assert svc.pod_claims("pod-1") == {} and "disk" in svc.pod_claims("pod-9")
     assert len(reads) > n
+
+
+def test_views_get_a_claim_devices_numa_node_from_the_driver(tmp_path) -> None:
+    """ps/describe list a claim's devices with their NUMA nodes as the DRA driver knows them
+    (its node devices), as they do a device plugin's from the device manager."""
+    import dataclasses
+
+    nd = node_devices(3)
+    nd = dataclasses.replace(nd, devices=[dataclasses.replace(d, numa_node=i if i < 2 else None)
+                                          for i, d in enumerate(nd.devices)])
+    svc = PodClaimService(make_driver(tmp_path, 3), ClaimFiles(tmp_path), lambda: nd)
+    assert [svc.device_numa(f"loop{i}") for i in range(3)] == [(0,), (1,), ()]
+    assert svc.device_numa("not-a-device") == ()

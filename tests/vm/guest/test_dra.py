@@ -156,7 +156,7 @@ def placed(d: Daemon, name: str, claim: str, out: Path) -> tuple[int, str, set[i
     assert cpus <= nodes[node] and c["numa_affinity"] == [node] and c["mems"] == [node], c
     (dev,) = c["devices"]
     disk = dev["id"]
-    assert dev["resource"] == f"resourceclaim/{claim}", c  # (ps gives a claim's devices no NUMA nodes yet)
+    assert dev["resource"] == f"resourceclaim/{claim}" and dev["numa_nodes"] == [node], c
 
     # the kernel's view of the disk: its PCI function's numa_node, and the node qemu put its bridge on
     assert pci_numa_node_of_block(disk) == node
