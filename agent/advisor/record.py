@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
+
+from agent.jsonlines import read_tail
 
 #: typing is not imported at run time (the CLI's start-up cost, as agent.commands._admission); mypy reads it
 TYPE_CHECKING = False
@@ -36,24 +39,8 @@ def advisor_dir(root: str | Path) -> Path:
 
 
 def _tail(path: Path) -> list[dict[str, Any]]:
-    try:
-        with open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(0, size - TAIL_BYTES))
-            data = f.read()
-    except OSError:
-        return []
-    if size > TAIL_BYTES:
-        data = data.partition(b"\n")[2]  # the first line read is cut
-    out = []
-    for line in data.decode(errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue  # a torn last line after a crash
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+    """Every record of the file's last ``TAIL_BYTES`` (the reader evictions.jsonl has too)."""
+    return read_tail(path, sys.maxsize, TAIL_BYTES)
 
 
 def read_decisions(root: str | Path, last: int | None = None) -> list[dict[str, Any]]:

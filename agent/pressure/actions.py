@@ -21,6 +21,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from agent import jsonlines
 from agent.eventlog import get_logger
 from agent.contracts.pressure import Eviction
 
@@ -62,31 +63,9 @@ class ReportEviction:
 TAIL_BYTES = 1 << 20
 
 
-def parse_records(text: str) -> list[dict[str, Any]]:
-    """The JSON objects of a JSON-lines text; a torn or foreign line is skipped."""
-    out = []
-    for line in text.splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
-
-
-def read_tail(path: Path, keep: int) -> list[dict[str, Any]]:
-    """The last ``keep`` records of the file (its last ``TAIL_BYTES``); none when it is absent."""
-    try:
-        with open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(0, size - TAIL_BYTES))
-            data = f.read()
-    except OSError:
-        return []
-    if size > TAIL_BYTES:
-        data = data.partition(b"\n")[2]  # the first line read is cut
-    return parse_records(data.decode(errors="replace"))[-keep:]
+def read_tail(path: Path, keep: int, max_bytes: int = TAIL_BYTES) -> list[dict[str, Any]]:
+    """The last ``keep`` records of evictions.jsonl (of its last ``max_bytes``); none when it is absent."""
+    return jsonlines.read_tail(path, keep, max_bytes)
 
 
 class EvictionRecord:
