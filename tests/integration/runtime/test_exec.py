@@ -125,7 +125,17 @@ def test_exec_tty_gives_a_terminal_relayed_in_raw_mode(job):  # noqa: F811
         out = _read_until(master, b"ready", deadline)
         assert b"/dev/pts/" in out and b"33 77" in out, out
         os.write(master, b"\x03")
-        out += _read_until(master, b"got-int", deadline)
+        # the pty's own line discipline echoes ^C as it signals the command's process group: the
+        # relay passed the key through in raw mode (the CLI was not interrupted)
+        out += _read_until(master, b"^C", deadline)
+        try:
+            out += _read_until(master, b"got-int", min(deadline, time.monotonic() + 20))
+        except AssertionError:
+            # seen once in a loaded full run: ^C echoed, the shell's INT trap never ran (a signal
+            # racing dash's wait for its `sleep`, past hwagent's part); a second Ctrl-C is what a
+            # person at the terminal types, and the relay must pass that one too
+            os.write(master, b"\x03")
+            out += _read_until(master, b"got-int", deadline)
         assert proc.wait(BUDGET_S) == 5, out
         assert termios.tcgetattr(slave) == before, "the caller's terminal settings are restored"
     finally:
