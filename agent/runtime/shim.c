@@ -305,13 +305,13 @@ int main(int argc, char **argv) {
      * and the runtime's cgroup kill still ends them */
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     signal(SIGPIPE, SIG_IGN);
-    sigset_t mask, old;
+    sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
-    sigprocmask(SIG_BLOCK, &mask, &old);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
 
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
@@ -353,8 +353,14 @@ int main(int argc, char **argv) {
         dup2(out[1], 1);
         dup2(out[1], 2);
         if (hs > 2) close(hs);
-        signal(SIGPIPE, SIG_DFL);
-        sigprocmask(SIG_SETMASK, &old, NULL);
+        /* a container starts with every signal at its default and none blocked, whatever
+         * the daemon inherited: a daemon started from a script's background job has SIGINT
+         * and SIGQUIT ignored, and an ignored signal survives exec (a shell cannot even trap it) */
+        for (int s = 1; s < NSIG; s++)
+            if (s != SIGKILL && s != SIGSTOP) signal(s, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
         execvp(cmd[0], cmd);
         child_fail(err[1], "exec", errno, cmd[0]);
     }

@@ -127,8 +127,7 @@ def _child(procs: list[str], binds: list[tuple[str, str, bool]], cwd: str, out_w
         os.dup2(out_w, 2)
         if hs > 2:
             os.close(hs)
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        _default_signals()
         stage, what = "exec", cmd[0]
         os.execvp(cmd[0], cmd)
     except OSError as e:
@@ -258,6 +257,19 @@ def _become_supervisor() -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     blocked = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
     signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+
+
+def _default_signals() -> None:
+    """Every signal at its default and none blocked, as a container starts whatever the daemon
+    inherited (a daemon started from a script's background job has SIGINT and SIGQUIT ignored,
+    and an ignored signal survives exec: a shell cannot even trap it). Same as shim.c."""
+    for sig in signal.valid_signals():
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):  # the real-time signals glibc keeps for itself
+                pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
 def _sigchld_fd() -> int:

@@ -68,6 +68,38 @@ def test_process_is_in_its_cgroups_before_it_runs(env, shim):
     run(go())
 
 
+@pytest.mark.parametrize("shim", ["c", "python"])
+def test_a_container_starts_with_default_signals_whatever_the_daemon_inherited(env, shim):
+    """A daemon started from a script's background job has SIGINT and SIGQUIT ignored; an
+    ignored signal survives exec, so without the shim's reset `hwagent signal NAME INT` (or a
+    shell's INT trap) would do nothing in its containers."""
+    import signal
+    import sys
+
+    async def go():
+        rt = env.runtime(RuntimeConfig(**{**vars(FAST), "shim": ""}))
+        if shim == "python":
+            from agent.runtime import shim as py_shim
+
+            rt.shim = [sys.executable, "-S", py_shim.__file__]
+        pod = make_pod("sigs", ["grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"])
+        await rt.run(pod)
+        await env.sink.wait(pod.uid, terminal)
+        return dict(line.split(":\t") for line in read_log(env, pod).splitlines())
+
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
+    try:
+        fields = run(go())
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    # signals 32 and 33 are glibc's own (thread cancellation, setxid): its posix_spawn leaves them
+    # ignored in a child by design, no program can set them, and glibc takes them back when it needs them
+    glibc_own = (1 << 31) | (1 << 32)
+    assert int(fields["SigIgn"], 16) & ~glibc_own == 0, fields
+    assert int(fields["SigBlk"], 16) == 0, fields
+
+
 def test_reclaimed_gets_cpu_idle_and_shared_gets_shares_and_quota(env):
     async def go():
         rt = env.runtime()
