@@ -21,12 +21,19 @@ from tests.cgroup_support import kill_and_remove_subtree
 pytestmark = pytest.mark.timeout(300)
 
 
+#: a resource name that exists only in the module daemon's config file
+CONFIG_ONLY_RESOURCE = "example.com/only-in-the-config"
+
+
 class Job:
     """A daemon with the runtime on, over a test-owned cgroup subtree, shared by this module's tests."""
 
     def __init__(self, base: Path, subtree: str) -> None:
         self.cfg = base / "hwagent.toml"
+        # a resource rule only this file defines (devices off: the daemon serves nothing from it)
+        # lets a command that reads the config show where it got it (test_without_config_...)
         self.cfg.write_text(f'[pressure]\nenabled = false\n[devices]\nenabled = false\n'
+                            f'[[devices.resources]]\nname = "{CONFIG_ONLY_RESOURCE}"\nblock_name = ["loop*", "vd*"]\n'
                             f'[runtime]\ncgroup_subtree = "{subtree}"\n')
         self.root = base / "root"
         self.locks = base / "d" / "locks"  # Daemon's --lock-dir
@@ -165,6 +172,17 @@ def test_without_config_or_root_dir_the_cli_finds_the_running_daemon(job, tmp_pa
     status = subprocess.run([str(HWAGENT), "status", "--format", "json"], capture_output=True, text=True,
                             timeout=BUDGET_S, env=env)
     assert status.returncode == 0, status.stderr
+    # a command that reads the config applies the daemon's file: its resource rule, defined nowhere else
+    devices = subprocess.run([str(HWAGENT), "devices", "--format", "json"], capture_output=True, text=True,
+                             timeout=BUDGET_S, env=env)
+    assert devices.returncode == 0, devices.stderr
+    offered = {d["resource"] for d in json.loads(devices.stdout)["devices"]}
+    assert CONFIG_ONLY_RESOURCE in offered, offered
+    bare = subprocess.run([str(HWAGENT), "devices", "--format", "json"], capture_output=True, text=True,
+                          timeout=BUDGET_S, env={**env, "HWAGENT_LOCK_DIR": str(tmp_path / "no-daemons")})
+    assert bare.returncode == 0, bare.stderr
+    assert CONFIG_ONLY_RESOURCE not in {d["resource"] for d in json.loads(bare.stdout)["devices"]}, \
+        "with no daemon running the embedded defaults apply"
     assert job.cli("rm", "found").returncode == 0
 
 
