@@ -481,41 +481,66 @@ class Workloads:
             line = f"{status.phase.value}" + (f" ({status.reason})" if status.reason else "")
             if status.message:
                 line += f": {status.message}"
-        rec = await self.registry.update(uid, status=status, line=line)
-        if status.phase.terminal:
-            await self.release(uid, why=status.reason or status.phase.value)
+        why = status.reason or status.phase.value
+        if status.phase.terminal and not rec.released and uid not in self._releasing:
+            # the end and the release are one record write, after the resources went back
+            # (docs/performance.md): a daemon killed before it finds the record as it was, and
+            # the runtime, whose files keep the exit until this returns, reports the end again
+            await self.release(uid, why=why, status=status, line=line)
+            rec = self.registry.record(uid)
+        else:
+            rec = await self.registry.update(uid, status=status, line=line)
+            if status.phase.terminal:
+                await self.release(uid, why=why)
         if rec is not None and rec.removing and uid not in self._removing:
             await self._finish_removal(rec, status)
         self._publish()
 
-    async def release(self, uid: str, why: str) -> None:
-        """Give a pod's CPUs and devices back (idempotent); the record stays."""
+    async def release(self, uid: str, why: str, status: PodStatus | None = None, line: str | None = None) -> None:
+        """Give a pod's CPUs and devices back (idempotent); the record stays.
+
+        ``status`` (and its event ``line``): the pod's end, recorded in the same write as the
+        release (one synced record write per ended pod instead of two). Should giving a resource
+        back fail, the end is still recorded before the error propagates."""
         rec = self.registry.record(uid)
         if rec is None or rec.released or uid in self._releasing:
+            if rec is not None and status is not None:
+                await self.registry.update(uid, status=status, line=line)
             return
         self._releasing.add(uid)
         try:
-            svc = self.cpu_policy
-            if svc is not None:
-                await svc.release_pod(uid)
-            dm = self.device_manager
-            if dm is not None:
-                # committed allocations are what the checkpoint holds: a pod without any (most
-                # jobs) changes nothing there, and compacting it anyway was a snapshot written
-                # and synced per pod (docs/performance.md)
-                held = bool(dm.container_allocations(uid))
-                dm.release_pod(uid)
-                if held:
-                    await dm.flush_checkpoint()
-            if self.memory_manager is not None:
-                await self.memory_manager.release_pod(uid)
-            if self.pod_claims is not None and rec.pod.spec.resource_claims:
-                await self.pod_claims.release(uid)
-            await self.registry.update(uid, released=True, line=f"resources released ({why})")
+            try:
+                await self._give_back(uid, rec)
+            except BaseException:
+                if status is not None:
+                    with contextlib.suppress(Exception):  # the release's own error is the one to raise
+                        await self.registry.update(uid, status=status, line=line)
+                raise
+            lines = (line, f"resources released ({why})") if line else (f"resources released ({why})",)
+            await self.registry.update(uid, status=status, released=True, lines=lines)
         finally:
             self._releasing.discard(uid)
         m.RELEASES.labels("terminal" if why != "removed" else "removed").inc()
         log.info("pod released", pod=rec.key, uid=uid, why=why)
+
+    async def _give_back(self, uid: str, rec: PodRecord) -> None:
+        """The pod's CPUs, devices, memory and claims, each owner's release durable when it returns."""
+        svc = self.cpu_policy
+        if svc is not None:
+            await svc.release_pod(uid)
+        dm = self.device_manager
+        if dm is not None:
+            # committed allocations are what the checkpoint holds: a pod without any (most
+            # jobs) changes nothing there, and compacting it anyway was a snapshot written
+            # and synced per pod (docs/performance.md)
+            held = bool(dm.container_allocations(uid))
+            dm.release_pod(uid)
+            if held:
+                await dm.flush_checkpoint()
+        if self.memory_manager is not None:
+            await self.memory_manager.release_pod(uid)
+        if self.pod_claims is not None and rec.pod.spec.resource_claims:
+            await self.pod_claims.release(uid)
 
     def find(self, name: str, namespace: str = "default") -> PodRecord:
         rec = self.registry.by_key(f"{namespace}/{name}")

@@ -179,8 +179,9 @@ class Registry:
 
     # --- changes (persisted before they return) ----------------------------------------
 
-    def _event(self, r: PodRecord, line: str) -> PodRecord:
-        events = (r.events + ((self.clock(), line),))[-MAX_EVENTS:]
+    def _event(self, r: PodRecord, *lines: str) -> PodRecord:
+        now = self.clock()
+        events = (r.events + tuple((now, line) for line in lines))[-MAX_EVENTS:]
         return dataclasses.replace(r, events=events)
 
     def _emit(self, kind: str, r: PodRecord) -> None:
@@ -225,10 +226,11 @@ class Registry:
 
     async def update(
         self, uid: str, *, status: PodStatus | None = None, released: bool | None = None,
-        removing: bool | None = None, line: str | None = None,
+        removing: bool | None = None, line: str | None = None, lines: tuple[str, ...] = (),
     ) -> PodRecord | None:
         """Change a record (None when the pod is unknown). Memory is authoritative:
-        a failed write is raised but the change stays, and the next write carries it."""
+        a failed write is raised but the change stays, and the next write carries it.
+        ``lines``: several events for one write (a pod's end and its release)."""
         rec = self._records.get(uid)
         if rec is None:
             return None
@@ -240,8 +242,9 @@ class Registry:
         if removing is not None:
             changes["removing"] = removing
         new = dataclasses.replace(rec, **changes)  # type: ignore[arg-type]
-        if line:
-            new = self._event(new, line)
+        lines = (line, *lines) if line else lines
+        if lines:
+            new = self._event(new, *lines)
         self._set(uid, new)
         await self._write(uid)
         self._emit(MODIFIED, new)

@@ -13,6 +13,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.unit.workloads.admission_node import MACHINES, Node
 
 RES = "example.com/dev"
@@ -85,6 +87,80 @@ def test_removing_an_ended_and_released_pod_deletes_its_record_without_an_intent
             assert w.registry.record(running.uid) is None
             await node.restart()
             assert {r.pod.spec.name for r in node.workloads.registry.records()} == set()
+        finally:
+            await node.stop()
+
+    asyncio.run(main())
+
+
+def test_a_terminal_report_writes_the_record_once_with_its_release(tmp_path: Path) -> None:
+    """A pod's end and its release are one registry write (status and released together, after
+    the CPUs and devices were given back), not one write for the end and one for the release:
+    two temp files, fsyncs, renames and directory fsyncs per job (issue 23). Waiters still hear
+    of the end: one MODIFIED event, terminal and released."""
+    from agent.contracts.pods import PodPhase, PodStatus
+
+    async def main() -> None:
+        node = await Node(tmp_path, MACHINES[0], "best-effort", "container").start()
+        try:
+            w = node.workloads
+            pod = (await w.admit_manifest(manifest("job"))).pod
+            puts = []
+            real = w.registry.store.put
+
+            def counted(rec) -> None:
+                puts.append((rec.status.phase, rec.released))
+                real(rec)
+
+            w.registry.store.put = counted  # type: ignore[method-assign]
+            events = []
+            w.registry.listeners.append(lambda ev: events.append((ev.type, ev.record.status.phase, ev.record.released)))
+            await w.pod_status_changed(pod.uid, PodStatus(phase=PodPhase.SUCCEEDED, reason="Completed"))
+            assert puts == [(PodPhase.SUCCEEDED, True)], f"the end and the release were not one write: {puts}"
+            assert events == [("MODIFIED", PodPhase.SUCCEEDED, True)], events
+            rec = w.registry.record(pod.uid)
+            assert [line for _t, line in rec.events][-2:] == ["Succeeded (Completed)", "resources released (Completed)"]
+            assert pod.uid not in {a.pod_uid for a in node._engine.allocations()}
+            await node.restart()
+            again = node.workloads.registry.record(pod.uid)
+            assert again.status.phase == PodPhase.SUCCEEDED and again.released
+        finally:
+            await node.stop()
+
+    asyncio.run(main())
+
+
+def test_a_kill_between_the_release_and_the_record_write_ends_the_pod_after_the_restart(tmp_path: Path) -> None:
+    """The window the single write opens: the CPU policy's release is durable, the record still
+    says Running when the daemon dies (here: its write fails as a kill would leave it, nothing on
+    disk). After the restart the record is Running and unreleased; the runtime, whose own files
+    still hold the exit, reports the end again, and that report ends and releases the pod once."""
+    from agent.contracts.pods import PodPhase, PodStatus
+
+    async def main() -> None:
+        node = await Node(tmp_path, MACHINES[0], "best-effort", "container").start()
+        try:
+            w = node.workloads
+            pod = (await w.admit_manifest(manifest("job"))).pod
+
+            def killed(rec) -> None:
+                raise OSError(5, "Input/output error (the daemon is killed here)")
+
+            w.registry.store.put = killed  # type: ignore[method-assign]
+            with pytest.raises(OSError):
+                await w.pod_status_changed(pod.uid, PodStatus(phase=PodPhase.SUCCEEDED, reason="Completed"))
+            assert pod.uid not in {a.pod_uid for a in node._engine.allocations()}, "the CPU release ran first"
+            await node.restart()
+            w = node.workloads
+            rec = w.registry.record(pod.uid)
+            assert not rec.status.phase.terminal and not rec.released, "the record was written after all"
+            await w.pod_status_changed(pod.uid, PodStatus(phase=PodPhase.SUCCEEDED, reason="Completed"))
+            rec = w.registry.record(pod.uid)
+            assert rec.status.phase == PodPhase.SUCCEEDED and rec.released
+            assert pod.uid not in {a.pod_uid for a in node._engine.allocations()}
+            await node.restart()
+            rec = node.workloads.registry.record(pod.uid)
+            assert rec.status.phase == PodPhase.SUCCEEDED and rec.released
         finally:
             await node.stop()
 
