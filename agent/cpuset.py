@@ -9,8 +9,11 @@ that silently parses to the wrong set pins a workload to the wrong CPUs.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator
+#: collections.abc (and re, imported where a text is parsed) are left out at import: the CLI prints
+#: CPUSets (ps, launch) and each is ~1.5 ms of its start-up (tests/unit/test_cli_imports.py); mypy reads this
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
 
 __all__ = ["CPUSet", "CPUSetError", "MAX_ID"]
 
@@ -19,8 +22,9 @@ __all__ = ["CPUSet", "CPUSetError", "MAX_ID"]
 #: range like "0-4294967295" allocate billions of ints.
 MAX_ID = 65535
 
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
-_HEXWORD = re.compile(r"^[0-9a-fA-F]{1,8}$")
+#: the patterns of a list element and a mask word (compiled once, by re's own cache, on first use)
+_RANGE = r"^(\d+)(?:-(\d+))?$"
+_HEXWORD = r"^[0-9a-fA-F]{1,8}$"
 
 
 #: texts parsed lately -> their CPUSet (see ``CPUSet.parse``)
@@ -82,9 +86,11 @@ class CPUSet:
         body = text.strip()
         if body == "":
             return cls()
+        import re
+
         ids: set[int] = set()
         for part in body.split(","):
-            m = _RANGE.match(part)
+            m = re.match(_RANGE, part)
             if m is None:
                 raise CPUSetError(f"invalid cpu list {text.strip()!r}: bad element {part!r}")
             lo = int(m.group(1))
@@ -108,9 +114,11 @@ class CPUSet:
         words = body.split(",")
         if len(words) * 32 > MAX_ID + 1 + 32 * 64:
             raise CPUSetError(f"cpu mask too long ({len(words)} words)")
+        import re
+
         value = 0
         for w in words:
-            if not _HEXWORD.match(w):
+            if not re.match(_HEXWORD, w):
                 raise CPUSetError(f"invalid cpu mask {body!r}: bad word {w!r}")
             value = (value << 32) | int(w, 16)
         return cls.from_int(value)

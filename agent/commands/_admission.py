@@ -13,7 +13,6 @@ running daemon recorded (agent.commands._config).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -23,6 +22,8 @@ import _socket as socket
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_EXISTS, EXIT_NO_DAEMON, EXIT_NOT_FOUND, EXIT_REFUSED
 from agent.commands._flags import Flag, add
+from agent.commands._jsonc import dumps as json_dumps
+from agent.commands._jsonc import loads as json_loads
 from agent.workloads import wire
 
 #: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
@@ -198,7 +199,7 @@ class Session:
     def request(self, method: str, path: str, body: bytes | dict[str, Any] | None = None,
                 query: dict[str, str] | None = None, timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
         assert self._conn is not None, "use the Session as a context manager"
-        data = json.dumps(body).encode() if isinstance(body, dict) else (body or b"")
+        data = json_dumps(body).encode() if isinstance(body, dict) else (body or b"")
         target = path + ("?" + wire.urlencode(query) if query else "")
         try:
             status, raw = self._conn.exchange(method, target, data, timeout)
@@ -213,7 +214,7 @@ class Session:
             self._conn.close()
             raise error_for("UNAVAILABLE", f"{type(e).__name__}: {e}", self.path, self.name) from None
         try:
-            answer = json.loads(raw)
+            answer = json_loads(raw)
         except ValueError:
             raise CommandError(f"the daemon answered {status} with a body that is not JSON; "
                                "check it with `hwagent status`", EXIT_NO_DAEMON) from None
@@ -269,4 +270,7 @@ def age(since: float, now: float | None = None) -> str:
 
 
 def dumps(obj: Any) -> str:
+    """``--format json`` output, indented with sorted keys (json itself: off the hot paths)."""
+    import json
+
     return json.dumps(obj, indent=2, sort_keys=True)

@@ -16,14 +16,18 @@ readers give the same namespace for a table of argument lists.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import sys
 
 #: typing is not imported at run time (~3 ms of the CLI's start-up); mypy reads this name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
+    from types import SimpleNamespace
     from typing import Any
+else:
+    #: types.SimpleNamespace without importing types (a launch imports nothing else of it)
+    SimpleNamespace = type(sys.implementation)
 
 __all__ = ["Flag", "add", "parse", "VALUE", "SWITCH", "APPEND"]
 

@@ -12,7 +12,6 @@ nowhere is refused before anything is allocated.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
 
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_EVICTED, EXIT_LOST, EXIT_OOM, EXIT_REFUSED, EXIT_START_FAILED
@@ -20,6 +19,7 @@ from agent.commands._exitcodes import EXIT_EVICTED, EXIT_LOST, EXIT_OOM, EXIT_RE
 #: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
 __all__ = ["env_items", "env_file_items", "resolve_command", "outcome", "main_container"]

@@ -12,11 +12,11 @@ kubectl.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 
 #: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
 __all__ = ["status_word", "restarts", "POD_VERDICTS"]

@@ -15,10 +15,7 @@ end, so a job is never left running unseen behind a prompt.
 from __future__ import annotations
 
 import sys
-import threading
 import time
-from collections.abc import Callable
-from types import FrameType
 
 from agent.cli import CommandError
 from agent.commands._admission import Session, pod_path
@@ -30,7 +27,9 @@ from agent.commands._podstatus import status_word
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
+    from collections.abc import Callable
     from pathlib import Path
+    from types import FrameType
     from typing import Any, BinaryIO
     from agent.commands.logs import Tail
 else:
@@ -85,6 +84,9 @@ class LogPump:
     ``finish`` stops it and copies what is left (what the shim wrote before the container ended)."""
 
     def __init__(self, tail: Tail, out: BinaryIO, poll_s: float = POLL_S) -> None:
+        # imported here: a wait that streams nothing (-q) starts no thread and need not load threading
+        import threading
+
         self.tail, self.out, self.poll_s = tail, out, poll_s
         self.error: BaseException | None = None
         self._stop = threading.Event()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
 
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_REFUSED
@@ -15,6 +14,7 @@ from agent.commands._podstatus import status_word
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Iterator, Sequence
     from types import SimpleNamespace
     from typing import Any
 

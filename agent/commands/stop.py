@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from agent.cli import CommandError
 from agent.commands._admission import COMMON_FLAGS, call, format_pod_line, pod_path
 from agent.commands._flags import Flag, add, parse
@@ -12,6 +10,7 @@ from agent.commands._flags import Flag, add, parse
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
     from types import SimpleNamespace
 
 #: stop's flags, defined once for argparse and the plain reader (agent.commands._flags)

@@ -60,3 +60,14 @@ def test_launch_memory_goes_through_the_manifest_rules():
     m = manifest_from_flags(parse("--name", "m", "--memory", "4Ki", "--", "sh"))
     with pytest.raises(ValueError, match="at least 6Mi"):
         parse_manifest(json.dumps(m))
+
+
+@pytest.mark.parametrize("command", ["/usr/bin/stress-ng", "Train.SH", "./a b--c", "--x--", "!!!", "", "ÜBER_job",
+                                     "a" * 60, "x!@#y", "-lead", "trail-", "İstanbul", "a..b__c"])
+def test_generated_name_is_the_command_as_a_dns_label_with_a_suffix(command: str) -> None:
+    # the base as the regex made it before the CLI stopped importing re (agent.commands.launch._label)
+    base = re.sub(r"[^a-z0-9-]+", "-", command.rsplit("/", 1)[-1].lower()).strip("-")[:40] or "pod"
+    name = launch.generated_name(command)
+    prefix, _, suffix = name.rpartition("-")
+    assert prefix == base
+    assert re.fullmatch(r"[a-z0-9]{5}", suffix)
