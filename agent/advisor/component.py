@@ -32,6 +32,7 @@ from agent.advisor import metrics as m
 from agent.advisor.config import ADVISOR_SECTION, LIVE_SETTINGS, AdvisorConfig
 from agent.advisor.controller import ControllerState, Decision, Limits, Sample, decide
 from agent.advisor.inputs import Counters, interval, quantile_us
+from agent.advisor.placement import Machine, Placement, numa_pressure, place
 from agent.advisor.record import DecisionLog, read_state, write_state
 from agent.advisor.suppress import Suppressor, plan_quotas, pod_cgroups
 from agent.cgroups.config import CGROUPS_SECTION
@@ -66,6 +67,9 @@ class Reading:
     reclaimed: tuple[tuple[tuple[str, str], str, str], ...]
     runqueue: dict[tuple[str, str], Histogram]
     limits: Limits
+    #: the shared pool's CPUs now, and the CPUs it may hold (for the NUMA placement)
+    pool: CPUSet = CPUSet()
+    room: CPUSet = CPUSet()
 
 
 def _who(a: AllocationInfo) -> str:
@@ -99,6 +103,9 @@ class AdvisorComponent:
         self._psi_last: tuple[float, int] | None = None
         #: the shared pool size last handed to the policy (None: the policy's own; _UNSET: none yet)
         self.applied_size: object = _UNSET
+        #: the machine the pool is placed on (the daemon's topology), and the last placement applied
+        self.machine: Machine | None = None
+        self.placement: Placement | None = None
 
     # -- the gate the pressure engine asks (EvictionGate) ------------------------------------
     def allows_eviction(self, qos: str) -> bool:
@@ -141,6 +148,7 @@ class AdvisorComponent:
             log.warning("advisor without pressure probes", note="[pressure] is off: the shared pool is sized "
                         "from CPU usage alone, no run-queue delay is measured")
         self.procfs_root = ctx.config[DAEMON_SECTION].procfs_root
+        self.machine = Machine.of(ctx.topology)
         try:
             self.fs = CgroupFS(detect(ctx.config[CGROUPS_SECTION].root))
         except CgroupError as e:
@@ -216,10 +224,27 @@ class AdvisorComponent:
             elif q == "reclaimed":
                 reclaimed.append((key, a.cgroup_path, _who(a)))
         lo, hi = self.sizer.shared_bounds()
-        reclaim = self.cpu.pools().get("reclaim") or CPUSet()
+        pools = self.cpu.pools()
+        reclaim = pools.get("reclaim") or CPUSet()
         rq = self.pressure.container_runqueue() if self.pressure is not None else {}
         return Reading(self.clock(), tuple(shared), tuple(reclaimed), rq,
-                       Limits(lo, hi, len(reclaim), overlap=bool(shared_cpus & reclaim)))
+                       Limits(lo, hi, len(reclaim), overlap=bool(shared_cpus & reclaim)),
+                       pool=pools.get(SHARED_POOL) or CPUSet(), room=self.sizer.shared_room())
+
+    def choose(self, r: Reading, d: Decision) -> Placement | None:
+        """In a worker thread: which CPUs the pool of ``d.shared_size`` CPUs should be
+        (agent.advisor.placement), from each shared pod's run-queue wait this interval on
+        the nodes of its ``cpuset.mems``; None when there is no pool to place yet."""
+        if self.machine is None or not r.pool or d.shared_size < 1:
+            return None
+        waits: list[tuple[float, CPUSet | None]] = []
+        for _, path, who in r.shared:
+            mems: CPUSet | None = None
+            if self.fs is not None:
+                with contextlib.suppress(CgroupVanished, OSError, ValueError):
+                    mems = self.fs.read_mems(path)
+            waits.append((d.sample.pods.get(who, 0.0), mems))
+        return place(self.machine, r.pool, r.room, d.shared_size, numa_pressure(self.machine, waits))
 
     def compute(self, r: Reading, state: ControllerState, prev: Counters) -> tuple[Decision, Counters]:
         """In a worker thread: cgroup usage reads, the interval's sample, the decision."""
@@ -283,11 +308,15 @@ class AdvisorComponent:
         loop = asyncio.get_running_loop()
         changed = d.action != "hold"
         size = d.state.shared_size
+        placed: Placement | None = None
         if size != self.applied_size:
             try:
-                await self.sizer.resize_shared(size)
+                placed = await loop.run_in_executor(None, self.choose, r, d)
+                await self.sizer.resize_shared(size, placed.cpus if placed is not None else None)
                 self.applied_size = size
+                self.placement = placed
             except Exception as e:  # a refused re-size changes nothing: keep the old size, say why
+                placed = None
                 log.warning("shared pool resize refused", size=size, error=str(e))
                 d = dataclasses.replace(d, action="hold", reason=f"resize to {size} refused: {e}",
                                         state=dataclasses.replace(d.state, shared_size=self.state.shared_size))
@@ -308,6 +337,8 @@ class AdvisorComponent:
             rec["wall_time"] = round(time.time(), 3)
             rec["reclaimed_pods"] = sorted({who for _, _, who in r.reclaimed})
             rec["shared_pods"] = sorted({who for _, _, who in r.shared})
+            if placed is not None and self.machine is not None:
+                rec["placement"] = placed.record(self.machine)
             await loop.run_in_executor(None, self._write, rec, changed)
         if d.action != "hold":
             log.info("advisor decision", action=d.action, reason=d.reason)

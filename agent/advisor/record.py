@@ -102,6 +102,9 @@ def format_decision(rec: dict[str, Any]) -> str:
     q = rec.get("quota_cpus")
     inputs = rec.get("inputs") or {}
     p99 = inputs.get("shared_p99_us")
+    pl = rec.get("placement")
+    where = f"; cpus {pl.get('cpus')}: {pl.get('reason')}" if isinstance(pl, dict) and pl.get("add", "") + \
+        pl.get("remove", "") else ""
     return (f"{at} {rec.get('action', '?'):<8} shared={rec.get('shared_size')} "
             f"quota={'none' if q is None else q} p99={'-' if p99 is None else f'{p99:.0f}us'} "
-            f"evict={'yes' if rec.get('evict') else 'no'}: {rec.get('reason', '')}")
+            f"evict={'yes' if rec.get('evict') else 'no'}: {rec.get('reason', '')}{where}")

@@ -382,10 +382,15 @@ class SharedPoolSizer(Protocol):
     def shared_bounds(self) -> tuple[int, int]:
         """(fewest, most) CPUs the shared pool may have now; (0, 0) with no shared pod."""
 
-    async def resize_shared(self, size: int | None) -> bool:
-        """At least ``size`` CPUs for the shared pool (None: from requests), journaled before
-        it returns; True when the pools changed. The policy's invariants hold: never a
-        reserved or dedicated CPU, never below requests."""
+    def shared_room(self) -> CPUSet:
+        """CPUs the shared pool may hold now: neither reserved, dedicated nor another shared pool's."""
+
+    async def resize_shared(self, size: int | None, cpus: CPUSet | None = None) -> bool:
+        """At least ``size`` CPUs for the shared pool (None: from requests), carved out of
+        ``cpus`` first when given (the advisor's NUMA placement; refused, changing nothing,
+        when outside ``shared_room``), journaled before it returns; True when the pools
+        changed. The policy's invariants hold: never a reserved or dedicated CPU, never
+        below requests, no CPU in two shared pools."""
 
 
 class Evictor(Protocol):

@@ -155,10 +155,10 @@ class DurablePolicy:
         """RemovePod, with the checkpoint written before it returns (admission's release, gRPC)."""
         return await self._call("remove_pod", self.policy.remove_pod, pod_uid)
 
-    async def resize_shared(self, size: int | None) -> bool:
-        """The advisor's size of the shared pool (``DynamicPolicy.resize_shared``), journaled
-        before it returns like every change; True when the pools changed."""
-        return await self._call("resize_shared", self.policy.resize_shared, size)
+    async def resize_shared(self, size: int | None, cpus: CPUSet | None = None) -> bool:
+        """The advisor's size (and placement) of the shared pool (``DynamicPolicy.resize_shared``),
+        journaled before it returns like every change; True when the pools changed."""
+        return await self._call("resize_shared", self.policy.resize_shared, size, cpus)
 
     async def static_pools(self) -> bool:
         """The request-sized pools again (``DynamicPolicy.static_pools``: a start with the advisor
@@ -167,6 +167,9 @@ class DurablePolicy:
 
     def shared_bounds(self) -> tuple[int, int]:
         return self.policy.shared_bounds()
+
+    def shared_room(self) -> CPUSet:
+        return self.policy.shared_room()
 
     async def resources_allocation(self) -> list[AllocationInfo]:
         # read-only for the caller: the ramp-up it may complete is journaled in the background

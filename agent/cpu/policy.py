@@ -35,6 +35,7 @@ from agent.cpu.qos import (
     DEFAULT_POOL,
     RECLAIM_POOL,
     RECLAIMED,
+    RESERVE_POOL,
     SHARED,
     SYSTEM,
     QoS,
@@ -336,11 +337,18 @@ class DynamicPolicy:
             self._commit(self._state.with_entry(replace(cur, cgroup_path=path)), put=((pod_uid, container),))
 
     # -- the advisor's size of the shared pool ------------------------------------------
-    def resize_shared(self, size: int | None) -> bool:
+    def resize_shared(self, size: int | None, cpus: CPUSet | None = None) -> bool:
         """Give the default shared pool at least ``size`` CPUs (None: back to the size its
         requests give), taken from the reclaim pool; True when the pools changed. From the
         first call on the advisor sizes the pools: idle CPUs stay in the reclaim pool
         (``PoolOptions.advised``) instead of going to the shared pools.
+
+        ``cpus``: where the pool should be (the advisor's NUMA placement,
+        agent/advisor/placement.py); the pool is carved out of them first, now and on every
+        later re-size, topped up or trimmed to its size by topology. They must be CPUs the
+        pool may hold (``shared_room``): a reserved or dedicated CPU, or one of another shared
+        pool, is refused, and a refused call changes nothing. None: round-robin over the
+        NUMA nodes, as the policy places every pool.
 
         Goes through the one re-size every change uses (``adjust``), so the pool's
         invariants hold as for any Allocate: never a reserved or dedicated CPU, never
@@ -349,7 +357,14 @@ class DynamicPolicy:
         advisor changes it; a refused re-size changes nothing."""
         if size is not None and (not isinstance(size, int) or size < 1):
             raise invalid("bad_size", f"shared pool size must be a whole number of cpus >= 1 or none, got {size!r}")
-        opts = replace(self.pool_opts, shared_size=size, advised=True)
+        if cpus is not None:
+            if not cpus:
+                raise invalid("bad_cpus", "the shared pool's placement is empty: give its cpus, or none")
+            room = self.shared_room()
+            if not cpus <= room:
+                raise invalid("bad_cpus", f"cpus {cpus - room} of the shared pool's placement {cpus} are reserved, "
+                              f"dedicated or another shared pool's: it may hold {room or 'none'} now")
+        opts = replace(self.pool_opts, shared_size=size, advised=True, shared_cpus=cpus)
         if opts == self.pool_opts:
             return False
         st = adjust(self.idx, self._state, self.reserved, opts)
@@ -359,13 +374,20 @@ class DynamicPolicy:
         self._commit(st)
         return True
 
+    def shared_room(self) -> CPUSet:
+        """CPUs the default shared pool may hold now: neither reserved, dedicated (under
+        ``whole-node``: on no node a dedicated pod is bound to) nor another shared pool's."""
+        others = [c for p, c in self._state.pools.items() if p not in (DEFAULT_POOL, RECLAIM_POOL, RESERVE_POOL)]
+        return shared_available(self.idx, self._state, self.reserved, self.pool_opts.dedicated_numa) \
+            - CPUSet.union_all(others)
+
     def static_pools(self) -> bool:
         """Back to the request-sized pools (the advisor is off): a checkpoint written while the
         advisor sized the pools keeps its pools at restart (``init_pools``), and with nobody to
         shrink them the shared pool would stay grown until some later change; True when the
         pools changed (committed, so journaled, like any re-size). A checkpoint written with the
         advisor off already has these pools: nothing moves."""
-        opts = replace(self.pool_opts, shared_size=None, advised=False)
+        opts = replace(self.pool_opts, shared_size=None, advised=False, shared_cpus=None)
         st = adjust(self.idx, self._state, self.reserved, opts)
         self.pool_opts = opts
         if dict(st.pools) == dict(self._state.pools):

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from agent.cpu.calculator import TopoIndex, take_by_numa_balance_from
+from agent.cpu.calculator import TopoIndex, take_by_numa_balance_from, take_by_topology
 from agent.cpu.errors import PolicyError, RESOURCE_EXHAUSTED
 from agent.cpu.qos import DEFAULT_POOL, RECLAIM_POOL, RECLAIMED, RESERVE_POOL, SHARED
 from agent.cpu.state import Basis, Key, PMap, PolicyState, StateIndex
@@ -57,6 +57,10 @@ class PoolOptions:
     #: grows when their delay says so); the ``reclaim_min`` overlap is kept (cpu.idle and the
     #: advisor's quota protect the shared pods on the CPUs both pools hold)
     advised: bool = False
+    #: the advisor's placement of the default shared pool (agent/advisor/placement.py): the pool
+    #: is carved out of these CPUs first (those still available), topped up or trimmed to its
+    #: size by the policy's own rule; None: round-robin over the NUMA nodes like every pool
+    shared_cpus: CPUSet | None = None
 
 
 def bound_numas(idx: TopoIndex, st: PolicyState) -> frozenset[int]:
@@ -220,13 +224,30 @@ def adjust(idx: TopoIndex, st: PolicyState, reserved: CPUSet, opts: PoolOptions)
         remaining = CPUSet()
     else:
         left = set(avail)
+        if opts.shared_cpus is not None and DEFAULT_POOL in sizes:
+            pools[DEFAULT_POOL] = _placed(idx, left, opts.shared_cpus, sizes[DEFAULT_POOL])
         for p in sorted(sizes):
-            pools[p] = CPUSet(take_by_numa_balance_from(idx, left, sizes[p]))
+            if p not in pools:
+                pools[p] = CPUSet(take_by_numa_balance_from(idx, left, sizes[p]))
         remaining = CPUSet(left)
     pools[RECLAIM_POOL] = _reclaim(idx, remaining, avail, reserved, opts)
     if not pools[RECLAIM_POOL] and ix.qos_counts.get(RECLAIMED):
         raise no_reclaim_cpus("this placement would leave no cpu for the reclaimed_cores containers")
     return PolicyState(pools=pools, entries=st.stored).with_index(_rebased(st, ix, pools, avail, idx.all_cpuset))
+
+
+def _placed(idx: TopoIndex, left: set[int], want: CPUSet, n: int) -> CPUSet:
+    """The default shared pool where the advisor placed it: ``n`` CPUs out of ``left`` (which
+    loses them), the placement's CPUs still in ``left`` first. A placement larger than ``n``
+    is trimmed, a smaller one (requests grew, a dedicated pod took some of its CPUs) topped
+    up, both packed by topology (whole cores, one L3) as the advisor would."""
+    mine = CPUSet(set(want) & left)
+    if len(mine) >= n:
+        got = mine if len(mine) == n else take_by_topology(idx, mine, n)
+    else:
+        got = mine | take_by_topology(idx, CPUSet(left - set(mine)), n - len(mine))
+    left -= set(got)
+    return got
 
 
 def _rebased(st: PolicyState, ix: StateIndex, pools: dict[str, CPUSet], ramp: CPUSet, all_cpus: CPUSet) -> StateIndex:
