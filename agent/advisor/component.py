@@ -32,6 +32,8 @@ from agent.advisor import metrics as m
 from agent.advisor.config import ADVISOR_SECTION, LIVE_SETTINGS, AdvisorConfig
 from agent.advisor.controller import ControllerState, Decision, Limits, Sample, decide
 from agent.advisor.inputs import Counters, interval, quantile_us
+from agent.advisor.memcontrol import MemDecision, MemPod, MemSample, MemState, decide_memory
+from agent.advisor.memhigh import MemoryHigh, memory_high_supported
 from agent.advisor.placement import Machine, Placement, numa_pressure, place
 from agent.advisor.record import DecisionLog, read_state, write_state
 from agent.advisor.suppress import Suppressor, plan_quotas, pod_cgroups
@@ -101,6 +103,13 @@ class AdvisorComponent:
         self.root: Path | None = None
         self.procfs_root = "/proc"
         self._psi_last: tuple[float, int] | None = None
+        # -- memory.high of reclaimed pods ([advisor] memory_high; agent.advisor.memcontrol)
+        self.mem_state = MemState()
+        self.last_memory: MemDecision | None = None
+        #: the writer; None without a v2 memory controller (then memory_inert says why)
+        self.memwriter: MemoryHigh | None = None
+        self.memory_inert: str | None = None
+        self._mem_psi_last: tuple[float, int, int] | None = None
         #: the shared pool size last handed to the policy (None: the policy's own; _UNSET: none yet)
         self.applied_size: object = _UNSET
         #: the machine the pool is placed on (the daemon's topology), and the last placement applied
@@ -126,7 +135,16 @@ class AdvisorComponent:
         p99 = d.sample.shared_p99_us
         return (f"shared pool {d.shared_size} cpus (min {d.limits.shared_min}, max {d.limits.shared_max}), {q}, "
                 f"headroom {self.headroom():g} cpus; p99 {'-' if p99 is None else f'{p99:.0f}us'} "
-                f"(target {self.tuning.target_us:g}us); last: {d.action}")
+                f"(target {self.tuning.target_us:g}us); last: {d.action}{self._memory_summary()}")
+
+    def _memory_summary(self) -> str:
+        if not self.cfg.memory_high:
+            return ""
+        if self.memwriter is None:
+            return f"; memory_high inert: {self.memory_inert}"
+        n = len(self.mem_state.highs)
+        return f"; memory.high lowered on {n} reclaimed pod{'s' if n != 1 else ''}" if n else \
+            "; memory.high not lowered"
 
     def headroom(self) -> float:
         """CPUs reclaimed pods may use now: the reclaim pool, under the quota when suppressed."""
@@ -153,6 +171,11 @@ class AdvisorComponent:
             self.fs = CgroupFS(detect(ctx.config[CGROUPS_SECTION].root))
         except CgroupError as e:
             log.warning("advisor cannot suppress", reason=str(e), note="no cgroup access: sizing only")
+            self.memory_inert = f"no cgroup access ({e})"
+        if self.fs is not None:
+            self.memory_inert = memory_high_supported(self.fs.layout)
+        if self.cfg.memory_high and self.memory_inert is not None:
+            log.warning("advisor memory_high inert", reason=self.memory_inert)
         self.root = ctx.root_dir
         ctx.path("advisor").mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
@@ -163,6 +186,12 @@ class AdvisorComponent:
                      if isinstance(v, list) and len(v) == 2}
         if self.fs is not None:
             self.suppressor = Suppressor(self.fs, originals)
+        if self.fs is not None and self.memory_inert is None:
+            # made even with memory_high off: a previous run's highs (saved originals) are put back
+            mem_orig = {str(k): (v if isinstance(v, int) else None)
+                        for k, v in (saved.get("memory_originals") or {}).items()}
+            self.memwriter = MemoryHigh(self.fs, mem_orig)
+            self.mem_state = MemState.from_json(saved.get("memory") or {})
         if self.state.shared_size is not None or self.state.quota_cpus is not None:
             log.info("advisor state restored", shared_size=self.state.shared_size, quota_cpus=self.state.quota_cpus)
         ctx.publish(EVICTION_GATE, self)
@@ -177,6 +206,10 @@ class AdvisorComponent:
         if self.suppressor is not None:  # nobody watches once we are gone: lift what we held
             with contextlib.suppress(Exception):
                 await asyncio.get_running_loop().run_in_executor(None, self.suppressor.release)
+        if self.memwriter is not None:  # the same for memory.high: each cgroup's own value back
+            with contextlib.suppress(Exception):
+                await asyncio.get_running_loop().run_in_executor(None, self.memwriter.release)
+        if self.suppressor is not None or self.memwriter is not None:
             with contextlib.suppress(Exception):
                 await asyncio.get_running_loop().run_in_executor(None, self._save)
 
@@ -185,7 +218,9 @@ class AdvisorComponent:
         self.cfg = cfg
         self.tuning = cfg.tuning()
         m.TARGET_SECONDS.set(self.tuning.target_us / 1e6)
-        log.info("advisor reconfigured", target_us=self.tuning.target_us)
+        log.info("advisor reconfigured", target_us=self.tuning.target_us, memory_high=cfg.memory_high)
+        if cfg.memory_high and self.memory_inert is not None:
+            log.warning("advisor memory_high inert", reason=self.memory_inert)
 
     def healthy(self) -> bool:
         return self._task is not None and not self._task.done() and not self._failed
@@ -299,11 +334,35 @@ class AdvisorComponent:
         if first:  # no interval yet: counters only, nothing decided on an empty sample
             d = dataclasses.replace(d, action="hold", reason="first reading", evict=False,
                                     state=dataclasses.replace(self.state, over=0, calm=0))
-        await self.apply(d, r)
+        md: MemDecision | None = None
+        if self.memwriter is not None and self.cfg.memory_high:
+            md = await loop.run_in_executor(None, self.compute_memory, r, self.mem_state)
+        elif self.mem_state != MemState():
+            self.mem_state = MemState()  # switched off (SIGHUP): apply() lifts what was lowered
+        await self.apply(d, r, md)
         return d
 
-    async def apply(self, d: Decision, r: Reading) -> None:
-        """On the loop: the policy's pool, the quotas, the gate, the record."""
+    def compute_memory(self, r: Reading, state: MemState) -> MemDecision:
+        """In a worker thread: the node's memory PSI over the interval and the reclaimed pods'
+        memory.current, then the pure memory decision (agent.advisor.memcontrol)."""
+        assert self.fs is not None
+        pods: dict[str, MemPod] = {}
+        for pod in pod_cgroups(p for _, p, _ in r.reclaimed):
+            with contextlib.suppress(CgroupVanished, OSError, ValueError):
+                pods[pod] = MemPod(current=self.fs.read_memory_current(pod))
+        some = full = avg10 = None
+        psi = read_psi(Path(self.procfs_root) / "pressure" / "memory")
+        if psi is not None:
+            avg10 = psi.some_avg10
+            last, self._mem_psi_last = self._mem_psi_last, (r.at, psi.some_total_us, psi.full_total_us)
+            if last is not None and r.at > last[0]:
+                some = max(0.0, (psi.some_total_us - last[1]) / 1e6 / (r.at - last[0]))
+                full = max(0.0, (psi.full_total_us - last[2]) / 1e6 / (r.at - last[0]))
+        s = MemSample(at=r.at, some=some, full=full, some_avg10=avg10, pods=pods)
+        return decide_memory(state, s, self.cfg.memory_tuning())
+
+    async def apply(self, d: Decision, r: Reading, md: MemDecision | None = None) -> None:
+        """On the loop: the policy's pool, the quotas, memory.high, the gate, the record."""
         assert self.sizer is not None
         loop = asyncio.get_running_loop()
         changed = d.action != "hold"
@@ -329,7 +388,15 @@ class AdvisorComponent:
             if plan != self.suppressor.applied or set(self.suppressor.originals) - set(plan):
                 await loop.run_in_executor(None, self.suppressor.apply, plan)
                 changed = True
-        self._metrics(d)
+        if md is not None:
+            self.mem_state, self.last_memory = md.state, md
+            changed = changed or md.action != "hold"
+        if self.memwriter is not None:
+            highs = self.mem_state.highs
+            if highs != self.memwriter.applied or set(self.memwriter.originals) - set(highs):
+                await loop.run_in_executor(None, self.memwriter.apply, dict(highs))
+                changed = True
+        self._metrics(d, md)
         now = self.clock()
         if changed or now - self._last_hold_record >= self.cfg.hold_record_s:
             self._last_hold_record = now
@@ -337,11 +404,16 @@ class AdvisorComponent:
             rec["wall_time"] = round(time.time(), 3)
             rec["reclaimed_pods"] = sorted({who for _, _, who in r.reclaimed})
             rec["shared_pods"] = sorted({who for _, _, who in r.shared})
+            if md is not None:
+                who = {pod: w for pod, w in ((pod_cgroups([p])[0], w) for _, p, w in r.reclaimed)}
+                rec["memory"] = {**md.record(), "who": dict(sorted(who.items()))}
             if placed is not None and self.machine is not None:
                 rec["placement"] = placed.record(self.machine)
             await loop.run_in_executor(None, self._write, rec, changed)
         if d.action != "hold":
             log.info("advisor decision", action=d.action, reason=d.reason)
+        if md is not None and md.action != "hold":
+            log.info("advisor memory decision", action=md.action, reason=md.reason)
 
     def _write(self, rec: dict[str, Any], save: bool) -> None:
         assert self.log is not None
@@ -358,11 +430,19 @@ class AdvisorComponent:
         doc = {"controller": self.state.to_json(), "target_us": self.tuning.target_us,
                "quota_originals": {k: list(v) for k, v in (self.suppressor.originals.items()
                                                           if self.suppressor else ())},
+               "memory": self.mem_state.to_json(),
+               "memory_originals": dict(self.memwriter.originals) if self.memwriter else {},
                "last": self.last.record() if self.last is not None else None, "headroom_cpus": self.headroom(),
                "wall_time": round(time.time(), 3)}
         write_state(self.root, doc)
 
-    def _metrics(self, d: Decision) -> None:
+    def _metrics(self, d: Decision, md: MemDecision | None = None) -> None:
+        if md is not None:
+            m.MEMORY_DECISIONS.labels(md.action).inc()
+            some = md.sample.some
+            m.MEMORY_PSI_SOME.set(-1 if some is None else some)
+        m.MEMORY_HIGH_PODS.set(len(self.mem_state.highs))
+        m.MEMORY_HIGH_BYTES.set(sum(self.mem_state.highs.values()))
         m.DECISIONS.labels(d.action).inc()
         m.SHARED_CPUS.set(d.shared_size)
         m.SHARED_BOUNDS.labels("min").set(d.limits.shared_min)

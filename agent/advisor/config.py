@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from agent.advisor.controller import Tuning
+from agent.advisor.memcontrol import MemTuning
 from agent.config import SectionKey
 
 __all__ = ["ADVISOR_SECTION", "AdvisorConfig", "LIVE_SETTINGS"]
@@ -41,10 +42,31 @@ class AdvisorConfig:
     evict_after_s: float = Tuning.evict_after_s
     floor_factor: float = Tuning.floor_factor
     floor_alpha: float = Tuning.floor_alpha
+    # -- memory.high of reclaimed pods under memory pressure (agent.advisor.memcontrol; cgroup v2 only)
+    #: off by default; on cgroup v1 it is inert (logged and shown by status), v1 has no memory.high
+    memory_high: bool = False
+    #: memory PSI "some" share of an interval above which the node is under memory pressure
+    memory_high_psi: float = MemTuning.psi_threshold
+    memory_high_calm_fraction: float = MemTuning.calm_fraction
+    memory_high_confirm: int = MemTuning.confirm
+    memory_high_relax_after: int = MemTuning.relax_after
+    memory_high_lower_cooldown_s: float = MemTuning.lower_cooldown_s
+    memory_high_raise_cooldown_s: float = MemTuning.raise_cooldown_s
+    #: each lowering sets memory.high to this fraction of the pod's memory.current
+    memory_high_factor: float = MemTuning.factor
+    #: no reclaimed pod's memory.high goes below this
+    memory_high_floor_bytes: int = MemTuning.floor_bytes
 
     def tuning(self) -> Tuning:
         names = {f.name for f in dataclasses.fields(Tuning)}
         return Tuning(**{k: getattr(self, k) for k in names})
+
+    def memory_tuning(self) -> MemTuning:
+        return MemTuning(psi_threshold=self.memory_high_psi, calm_fraction=self.memory_high_calm_fraction,
+                         confirm=self.memory_high_confirm, relax_after=self.memory_high_relax_after,
+                         lower_cooldown_s=self.memory_high_lower_cooldown_s,
+                         raise_cooldown_s=self.memory_high_raise_cooldown_s, factor=self.memory_high_factor,
+                         floor_bytes=self.memory_high_floor_bytes)
 
     def validate(self) -> None:
         if not 0 < self.interval_s <= 1.0:
@@ -56,6 +78,7 @@ class AdvisorConfig:
         if self.hold_record_s < 0:
             raise ValueError("hold_record_s must be >= 0")
         self.tuning().validate()
+        self.memory_tuning().validate()
 
 
 #: [advisor] settings a running advisor takes on SIGHUP (everything but the switch itself)

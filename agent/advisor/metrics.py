@@ -18,3 +18,12 @@ TARGET_SECONDS = Gauge("hwagent_advisor_target_seconds", "The shared pool's run-
 DECISIONS = Counter("hwagent_advisor_decisions_total", "Advisor decisions, by action.", ["action"])
 EVICTIONS_ALLOWED = Counter("hwagent_advisor_evictions_allowed_total",
                             "Times the advisor let the pressure engine's eviction go ahead.")
+
+MEMORY_HIGH_PODS = Gauge("hwagent_advisor_memory_high_pods",
+                         "Reclaimed pods whose memory.high the advisor has lowered ([advisor] memory_high).")
+MEMORY_HIGH_BYTES = Gauge("hwagent_advisor_memory_high_bytes",
+                          "Sum of the memory.high the advisor set on reclaimed pods (0: none lowered).")
+MEMORY_PSI_SOME = Gauge("hwagent_advisor_memory_psi_some_ratio",
+                        "Share of the last interval some task stalled on memory (node PSI; -1: unknown).")
+MEMORY_DECISIONS = Counter("hwagent_advisor_memory_decisions_total",
+                           "memory.high decisions, by action (hold, lower, raise, lift).", ["action"])

@@ -1,4 +1,4 @@
-"""cpuset, cpu.idle and CPU quota reads and writes, v1 (through cgroupspy) or v2.
+"""cpuset, cpu.idle, CPU quota and memory.high reads and writes, v1 (through cgroupspy) or v2.
 
 Ordering matters on v1: a child's cpuset.cpus must stay inside its parent's,
 so a plan is applied in two passes — widen top-down (ancestors first, to the
@@ -61,6 +61,9 @@ class CgroupFS:
         self.cpu_v2 = layout.is_v2("cpu")
         #: v1: usage is cpuacct's (co-mounted with cpu on most distributions); v2: cpu.stat
         self.cpuacct_root = self.cpu_root if self.cpu_v2 else layout.controller_root("cpuacct")
+        #: memory.high and memory.current are v2 files (v1 has no memory.high)
+        self.memory_root = layout.controller_root("memory")
+        self.memory_v2 = layout.is_v2("memory")
 
     # -- low level --------------------------------------------------------------
     def _dir(self, root: Path, rel: str) -> Path:
@@ -315,3 +318,35 @@ class CgroupFS:
             return int((d / "cpuacct.usage").read_text())
         except FileNotFoundError:
             raise self._vanished("cpuacct", rel, "read cpu usage") from None
+
+    # -- memory.high (the advisor's memory squeeze of reclaimed pods; cgroup v2 only) ------------
+    def _memory_file(self, rel: str, name: str, what: str) -> str:
+        try:
+            return (self._dir(self.memory_root, rel) / name).read_text().strip()
+        except FileNotFoundError:
+            raise self._vanished("memory", rel, what) from None
+
+    def read_memory_high(self, rel: str) -> int | None:
+        """``memory.high`` in bytes; None when unlimited (``max``)."""
+        v = self._memory_file(rel, "memory.high", "read memory.high")
+        return None if v == "max" else int(v)
+
+    def read_memory_current(self, rel: str) -> int:
+        """``memory.current``: the bytes the cgroup's tasks use now (page cache included)."""
+        return int(self._memory_file(rel, "memory.current", "read memory.current"))
+
+    def write_memory_high(self, rel: str, value: int | None) -> bool:
+        """Set ``memory.high`` (None: ``max``, unlimited); True when it changed. Past it the kernel
+        reclaims and throttles the cgroup, it does not OOM-kill it."""
+        if value is not None and value < 0:
+            raise ValueError(f"memory.high must be >= 0, got {value}")
+        if self.read_memory_high(rel) == value:
+            return False
+        try:
+            (self._dir(self.memory_root, rel) / "memory.high").write_text("max" if value is None else str(value))
+        except OSError as e:
+            if e.errno in _GONE:
+                raise self._vanished("memory", rel, "write memory.high") from None
+            WRITE_ERRORS.labels("memory").inc()
+            raise
+        return True

@@ -66,12 +66,39 @@ def _pool(root, state: dict | None, decisions: list[dict]) -> list[str]:
                    f"their pod cgroups, on top of cpu.idle)")
     if state is not None and "headroom_cpus" in state:
         out.append(f"headroom for reclaimed pods: {state['headroom_cpus']} cpus")
+    out += _memory(state, decisions)
     changes = [d for d in decisions if d.get("action") != "hold"]
     if changes:
         out.append(f"why: {changes[-1].get('reason')}")
     out.append("recent changes:" if changes else "recent changes: none (the pools are as the policy sized them)")
     out += ["  " + format_decision(d) for d in changes[-RECENT:]]
     return out
+
+
+def _mib(b) -> str:
+    return f"{b / (1 << 20):.0f}MiB" if isinstance(b, int) else "max"
+
+
+def _memory(state: dict | None, decisions: list[dict]) -> list[str]:
+    """The memory.high squeeze ([advisor] memory_high): what is lowered now, the last changes."""
+    mem = [d["memory"] for d in decisions if isinstance(d.get("memory"), dict)]
+    if not mem:
+        return []
+    highs = ((state or {}).get("memory") or {}).get("highs")
+    if highs is None:
+        highs = mem[-1].get("highs") or {}
+    who = mem[-1].get("who") or {}
+    inp = mem[-1].get("inputs") or {}
+    out = [f"memory: node memory PSI some {inp.get('psi_some')} of the last interval (lowered above "
+           f"{mem[-1].get('threshold')}); reclaimed pods' memory.high " +
+           (", ".join(f"{who.get(k, k)} {_mib(v)}" for k, v in sorted(highs.items())) if highs else "not lowered")]
+    changes = [(d, x) for d in decisions if isinstance((x := d.get("memory")), dict) and x.get("action") != "hold"]
+    out += [f"  {_at(d)} memory {x.get('action')}: {x.get('reason')}" for d, x in changes[-RECENT:]]
+    return out
+
+
+def _at(rec: dict) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(rec.get("wall_time") or 0))
 
 
 def _pod(root, ns: str, name: str, decisions: list[dict]) -> list[str]:
@@ -94,6 +121,7 @@ def _pod(root, ns: str, name: str, decisions: list[dict]) -> list[str]:
             out.append(f"{who} is a reclaimed pod; the advisor has not suppressed it")
     elif as_shared:
         out.append(f"{who} is a shared pod; the advisor sizes its pool to keep its run-queue delay under the target")
+    out += _pod_memory(who, decisions)
     evs = _evictions(root, ns, name)
     for e in evs:
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.get("wall_time") or 0))
@@ -106,6 +134,24 @@ def _pod(root, ns: str, name: str, decisions: list[dict]) -> list[str]:
     if not out:
         raise CommandError(f"nothing recorded about {who}: no advisor decision names it and it was not evicted")
     return out
+
+
+def _pod_memory(who: str, decisions: list[dict]) -> list[str]:
+    """The pod's memory.high changes: lowered (when, to what, why), raised, lifted."""
+    changes = []
+    for d in decisions:
+        mem = d.get("memory")
+        if not isinstance(mem, dict) or mem.get("action") == "hold":
+            continue
+        cgs = [k for k, w in (mem.get("who") or {}).items() if w == who]
+        if not cgs:
+            continue
+        high = (mem.get("highs") or {}).get(cgs[0])
+        changes.append(f"  {_at(d)} memory {mem.get('action')}: memory.high {_mib(high)}; {mem.get('reason')}")
+    if not changes:
+        return []
+    return [f"{who}'s memory.high (lowered under node memory pressure so the kernel reclaims it first):"] + \
+        changes[-RECENT:]
 
 
 def run(args: argparse.Namespace) -> int:
