@@ -67,15 +67,18 @@ def open_dir(root: str | os.PathLike[str], rel: str | os.PathLike[str] | Sequenc
              mode: int = 0o700, tighten: bool = True) -> int:
     """A descriptor of ``root/rel`` (the caller closes it), every component below
     ``root`` opened without following links; with ``create`` missing ones are made."""
-    root = Path(root)
     parts = rel_parts(rel)
-    if create and not root.is_dir():
+    if create and not os.path.isdir(root):
         os.makedirs(root, 0o755, exist_ok=True)  # as the daemon makes it; normally prepare_root did
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    path = root
+    # the path walked so far is only for a refusal's message: made then, not per component
+    # (the registry and the runtime walk in a few times per pod; issue 23)
+    def path() -> Path:
+        return Path(root).joinpath(*parts[:i + 1])
+
+    i = 0
     try:
         for i, name in enumerate(parts):
-            path = path / name
             try:
                 nfd = _open_component(name, fd, last=i == len(parts) - 1, may_pass=not (create or tighten))
                 made = False
@@ -88,12 +91,12 @@ def open_dir(root: str | os.PathLike[str], rel: str | os.PathLike[str] | Sequenc
                     nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 except OSError as e:
                     if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise _refused(path, root, e, "directory") from None
+                        raise _refused(path(), Path(root), e, "directory") from None
                     raise
                 made = True
             except OSError as e:
                 if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise _refused(path, root, e, "directory") from None
+                    raise _refused(path(), Path(root), e, "directory") from None
                 raise
             os.close(fd)
             fd = nfd

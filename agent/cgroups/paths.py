@@ -14,6 +14,7 @@ relative to a controller root and start with "/".
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -86,8 +87,12 @@ def container_cgroup_candidates(uid: str, container_id: str) -> list[str]:
 
 
 def find_pod_cgroup(controller_root: Path, uid: str) -> str | None:
+    # the CPU enforcer asks this for every pod it holds CPUs of and has no cgroup for (a
+    # standalone pod between its admission and its start: none of these names): string
+    # joins and stats, no Path per candidate
+    root = str(controller_root)
     for rel in pod_cgroup_candidates(uid):
-        if (controller_root / validate_rel_path(rel).lstrip("/")).is_dir():
+        if os.path.isdir(os.path.join(root, _valid_workload_rel(rel).lstrip("/"))):
             return rel
     return None
 
@@ -206,12 +211,23 @@ def validate_rel_path(
             rel = rel[len(mnt):] or "/"
             break
     if under is not None:
-        roots = [validate_rel_path(r, None) for r in under]
+        roots = _DEFAULT_ROOTS if under is DEFAULT_WORKLOAD_ROOTS else [validate_rel_path(r, None) for r in under]
         if not any(r != "/" and rel.startswith(r + "/") or r == "/" and rel != "/" for r in roots):
             raise CgroupPathError(
                 f"cgroup path {rel!r} is outside the workload subtrees ({', '.join(roots) or 'none configured'})"
             )
     return rel
+
+
+#: the default roots, normalised once (each check normalised all three again)
+_DEFAULT_ROOTS = [validate_rel_path(r, None) for r in DEFAULT_WORKLOAD_ROOTS]
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid_workload_rel(rel: str) -> str:
+    """``validate_rel_path`` under the default roots, remembered: a pure function of the string,
+    asked for the same six candidates of a pod at each enforcer pass (a refusal raises every time)."""
+    return validate_rel_path(rel)
 
 
 def safe_rel(rel: str) -> str:

@@ -15,6 +15,7 @@ nothing here can signal or remove a cgroup hwagent does not own.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -157,15 +158,20 @@ class WorkloadCgroups:
     def _dir(self, h: Hierarchy, rel: str) -> Path:
         return h.root / self.check(rel).lstrip("/")
 
+    def _sdir(self, h: Hierarchy, rel: str) -> str:
+        """``_dir`` as a string: the runtime's per-pod calls (exists, pids, remove) stat and walk
+        ~7 hierarchies each, and a Path per directory was a good part of their cost (issue 23)."""
+        return _join(str(h.root), self.check(rel))
+
     def exists(self, rel: str) -> bool:
-        return any(self._dir(h, rel).is_dir() for h in self.hierarchies)
+        return any(os.path.isdir(self._sdir(h, rel)) for h in self.hierarchies)
 
     def dirs(self, rel: str) -> list[str]:
         """The cgroup's directories that exist now, one per hierarchy."""
-        return [str(d) for h in self.hierarchies if (d := self._dir(h, rel)).is_dir()]
+        return [d for h in self.hierarchies if os.path.isdir(d := self._sdir(h, rel))]
 
     def procs_files(self, rel: str) -> list[str]:
-        return [str(self._dir(h, rel) / "cgroup.procs") for h in self.hierarchies]
+        return [self._sdir(h, rel) + "/cgroup.procs" for h in self.hierarchies]
 
     # -- create / configure -------------------------------------------------------------
     def _ensure_parents(self, h: Hierarchy, rel: str, needs: frozenset[str] = frozenset()) -> None:
@@ -174,19 +180,21 @@ class WorkloadCgroups:
         found empty gets them too: a daemon killed between the mkdir and these
         writes left it so, and no container under it could ever be given CPUs."""
         parts = rel.strip("/").split("/")[:-1]
-        cur = h.root
+        cur = str(h.root)
+        v2 = h.v2 and self._v2_wanted(needs)
         for p in parts:
-            nxt = cur / p
-            made = not nxt.is_dir()
+            nxt = _join(cur, "/" + p)
+            made = not os.path.isdir(nxt)
             if made:
-                nxt.mkdir(exist_ok=True)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(nxt)
             if "cpuset" in h.controllers:
                 _inherit_cpuset(cur, nxt, only_empty=not made)
-            if h.v2 and self._v2_wanted(needs):
-                self._enable_v2(cur, needs)
+            if v2:
+                self._enable_v2(Path(cur), needs)
             cur = nxt
-        if h.v2 and self._v2_wanted(needs):
-            self._enable_v2(cur, needs)
+        if v2:
+            self._enable_v2(Path(cur), needs)
 
     def _hybrid_v2(self) -> tuple[str, ...]:
         """On hybrid, the controllers written through the v2 tree (none mounted in v1)."""
@@ -325,10 +333,10 @@ class WorkloadCgroups:
         rel = self.check(rel)
         out: set[int] = set()
         for h in self.hierarchies:
-            base = self._dir(h, rel)
-            for dirpath, _dirs, _files in os.walk(base):
+            for dirpath, _dirs, _files in os.walk(self._sdir(h, rel)):
                 try:
-                    out.update(int(x) for x in Path(dirpath, "cgroup.procs").read_text().split())
+                    with open(dirpath + "/cgroup.procs", "rb") as f:
+                        out.update(int(x) for x in f.read().split())
                 except (OSError, ValueError):
                     pass
         return out
@@ -375,16 +383,16 @@ class WorkloadCgroups:
         rel = self.check(rel)
         left: list[str] = []
         for h in self.hierarchies:
-            base = self._dir(h, rel)
-            if not base.is_dir():
+            base = self._sdir(h, rel)
+            if not os.path.isdir(base):
                 continue
-            dirs = sorted((Path(p) for p, _d, _f in os.walk(base)), key=lambda p: -len(p.parts))
+            dirs = sorted((p for p, _d, _f in os.walk(base)), key=lambda p: -p.count("/"))
             for d in dirs:
                 deadline = time.monotonic() + timeout_s
                 pause = 0.0005
                 while True:
                     try:
-                        d.rmdir()
+                        os.rmdir(d)
                         break
                     except FileNotFoundError:
                         break
@@ -402,7 +410,7 @@ class WorkloadCgroups:
         rel = self.path(pod)
         for h in self.hierarchies:
             try:
-                self._dir(h, rel).rmdir()
+                os.rmdir(self._sdir(h, rel))
             except OSError:
                 pass
 
@@ -444,6 +452,11 @@ class WorkloadCgroups:
         return None
 
 
+def _join(root: str, rel: str) -> str:
+    """``root`` and a checked ``rel`` ("/a/b") as one path string, as ``root / rel.lstrip("/")``."""
+    return root + rel if root != "/" else rel
+
+
 def _read(f: Path) -> str | None:
     try:
         return f.read_text().strip()
@@ -463,17 +476,22 @@ def _same(cur: str | None, want: str) -> bool:
     return cur.split() == want.split()
 
 
-def _inherit_cpuset(parent: Path, child: Path, only_empty: bool) -> None:
+def _inherit_cpuset(parent: str | Path, child: str | Path, only_empty: bool) -> None:
     """A v1 cpuset directory gets its parent's memory nodes and CPUs (mems first: a v1
     cpuset takes no task, and no CPUs of its own, without them)."""
-    for f in ("cpuset.mems", "cpuset.cpus"):
-        if not only_empty or _empty(child / f):
-            (child / f).write_text((parent / f).read_text().strip() or "\n")
+    parent, child = os.fspath(parent), os.fspath(child)
+    for f in ("/cpuset.mems", "/cpuset.cpus"):
+        if not only_empty or _empty(child + f):
+            with open(parent + f, "rb") as src:
+                value = src.read().strip() or b"\n"
+            with open(child + f, "wb") as dst:
+                dst.write(value)
 
 
-def _empty(f: Path) -> bool:
+def _empty(f: str) -> bool:
     """A cpuset file with nothing in it (absent only in fixture trees, which counts as empty)."""
     try:
-        return not f.read_text().strip()
+        with open(f, "rb") as src:
+            return not src.read().strip()
     except FileNotFoundError:
         return True
