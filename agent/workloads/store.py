@@ -32,7 +32,7 @@ from agent.diskname import disk_name
 from agent.eventlog import get_logger
 from agent.safepath import ensure_dir, open_dir, open_file
 from agent.statefile import (
-    canonical_json, checksum_holds_as_written, release_freed_memory, set_aside, sha256_checksum, write_atomic,
+    canonical_str, checksum_holds_as_written, release_freed_memory, set_aside, sha256_checksum, sha256_of, write_atomic,
 )
 from agent.workloads.codec import pod_from_json, pod_to_json, status_from_json, status_to_json
 from agent.contracts.pods import AdmittedPod, PodStatus
@@ -109,9 +109,12 @@ class RegistryStore(Protocol):
 
 
 def encode(record: PodRecord) -> bytes:
-    body = record_to_json(record)
-    doc = {"version": VERSION, "record": body, "checksum": sha256_checksum({"version": VERSION, "record": body})}
-    return canonical_json(doc) + b"\n"
+    """The canonical JSON of ``{"checksum", "record", "version"}``, the record serialised once:
+    the checksum is over the canonical text of the other two keys, which is the document's
+    own text after the checksum (sorted keys: "checksum" comes first), so the file is that
+    text with the checksum put in front (what ``checksum_holds_as_written`` reads back)."""
+    signed = canonical_str({"version": VERSION, "record": record_to_json(record)}).encode()
+    return b'{"checksum":"' + sha256_of(signed).encode() + b'",' + signed[1:] + b"\n"
 
 
 def decode(raw: bytes) -> PodRecord:

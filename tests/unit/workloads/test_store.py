@@ -4,6 +4,7 @@ unless the loss is accepted (then it is kept aside, never overwritten)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import stat
@@ -225,3 +226,27 @@ def test_a_record_laid_out_otherwise_is_still_checked_on_its_meaning():
     doc["record"]["released"] = True
     with pytest.raises(RegistryStateError, match="checksum mismatch"):
         decode(json.dumps(doc, indent=2).encode())
+
+
+def test_a_record_is_serialised_once_per_write_and_its_bytes_are_the_canonical_document(monkeypatch):
+    """Issue 23: each record write serialised the record twice (once to sign it, once for the
+    file); the file is the signed text with the checksum put in front, byte for byte the
+    canonical JSON of the whole document, as before (older daemons read it unchanged)."""
+    import agent.workloads.store as store_mod
+    from agent.statefile import canonical_json, sha256_checksum
+
+    rec = dataclasses.replace(_record(), events=((1.0, "admitted ü \"q\" \\ \n"),))
+    body = store_mod.record_to_json(rec)
+    signed = {"version": store_mod.VERSION, "record": body}
+    want = canonical_json(signed | {"checksum": sha256_checksum(signed)}) + b"\n"
+    calls: list[object] = []
+    real = store_mod.canonical_str
+
+    def counting(obj, **kw):
+        calls.append(obj)
+        return real(obj, **kw)
+
+    monkeypatch.setattr(store_mod, "canonical_str", counting)
+    assert encode(rec) == want
+    assert len(calls) == 1, f"the record was serialised {len(calls)} times"
+    assert decode(want) == rec
