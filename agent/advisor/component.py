@@ -244,20 +244,29 @@ class AdvisorComponent:
             await asyncio.sleep(max(0.0, self.cfg.interval_s - (loop.time() - t0)))
 
     def read(self) -> Reading:
-        """On the loop: the policy's containers and bounds, the pressure engine's counters."""
+        """On the loop: the policy's containers and bounds, the pressure engine's counters.
+
+        A container's cgroup is the policy's record of it (standalone: the launcher binds it)
+        or else the pressure engine's (kubelet mode: the kubelet starts the containers and
+        nothing binds them; the engine knows their cgroups from the kubepods tree). Before,
+        kubelet mode skipped every container, so the advisor saw no shared pod to grow the
+        pool for and no reclaimed pod to hold back."""
         assert self.cpu is not None and self.sizer is not None
         shared, reclaimed = [], []
         shared_cpus = CPUSet()
+        known = {c.key: c.cgroup_path for c in self.pressure.containers if c.cgroup_path} \
+            if self.pressure is not None else {}
         for a in self.cpu.allocations():
-            if not a.cgroup_path:
+            key = (a.pod_uid, a.container_name)
+            path = a.cgroup_path or known.get(key)
+            if not path:
                 continue
             q = normalize_qos(a.qos_level)
-            key = (a.pod_uid, a.container_name)
             if q == "shared" and a.owner_pool_name in (SHARED_POOL, ""):
-                shared.append((key, a.cgroup_path, _who(a)))
+                shared.append((key, path, _who(a)))
                 shared_cpus = shared_cpus | a.cpuset
             elif q == "reclaimed":
-                reclaimed.append((key, a.cgroup_path, _who(a)))
+                reclaimed.append((key, path, _who(a)))
         lo, hi = self.sizer.shared_bounds()
         pools = self.cpu.pools()
         reclaim = pools.get("reclaim") or CPUSet()

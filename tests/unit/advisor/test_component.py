@@ -31,6 +31,9 @@ class FakePressure:
 
     def __init__(self) -> None:
         self.rq: dict[tuple[str, str], Histogram] = {}
+        #: the engine's containers (kubelet mode: with the cgroups of the kubepods tree); the
+        #: policy's records carry theirs here (the launcher bound them)
+        self.containers: list = []
 
     def grow(self, key: tuple[str, str], slot: int, n: int) -> None:
         old = self.rq.get(key, Histogram())
