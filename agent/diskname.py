@@ -20,8 +20,6 @@ the runtime wrote by computing the same name.
 
 from __future__ import annotations
 
-import hashlib
-
 __all__ = ["NAME_MAX", "disk_name"]
 
 #: the most bytes one directory entry holds (Linux NAME_MAX)
@@ -36,6 +34,10 @@ def _escape(part: str) -> str:
 
 
 def _identity_hash(parts: tuple[str, ...]) -> str:
+    # imported here: only a derived name needs it, and `launch --wait` computes a plain log dir name
+    # (hashlib is ~2 ms of its start-up, tests/unit/test_cli_imports.py)
+    import hashlib
+
     h = hashlib.sha256()
     for p in parts:  # length-prefixed: ("a_b", "c") and ("a", "b_c") hash differently
         raw = p.encode("utf-8", "surrogateescape")

@@ -30,6 +30,7 @@ from agent.workloads import wire
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
     from typing import Any
 
     from agent.rootpaths import StrPath
@@ -134,8 +135,11 @@ class _Connection:
             self.sock.close()
             self.sock = None
 
-    def exchange(self, method: str, target: str, body: bytes, timeout: float) -> tuple[int, bytes]:
-        """Send one request, answer (status, body). OSError and WireError as they come."""
+    def exchange(self, method: str, target: str, body: bytes, timeout: float,
+                 idle: Callable[[], None] | None = None, idle_s: float = 0.2) -> tuple[int, bytes]:
+        """Send one request, answer (status, body). OSError and WireError as they come. ``idle``:
+        called every ``idle_s`` while no answer has come (a long poll's wait: ``launch --wait``
+        streams the job's log from it, on this thread; what it raises comes out of here)."""
         if self.sock is None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -149,6 +153,8 @@ class _Connection:
         sock.settimeout(timeout)
         sock.sendall(wire.request_head(method, target, len(body)) + body)
         buf = b""
+        if idle is not None:
+            buf = self._first(sock, timeout, idle, idle_s)
         while (end := buf.find(wire.HEAD_END)) < 0:
             if len(buf) > wire.MAX_HEAD:
                 raise wire.WireError(502, f"the answer's head is larger than {wire.MAX_HEAD} bytes")
@@ -170,6 +176,28 @@ class _Connection:
         if headers.get("connection", "").lower() == "close":
             self.close()
         return status, b"".join(parts)[:length]
+
+    @staticmethod
+    def _first(sock: socket.socket, timeout: float, idle: Callable[[], None], idle_s: float) -> bytes:
+        """The answer's first bytes, ``idle`` called every ``idle_s`` until they come; TimeoutError
+        after ``timeout`` seconds, as a plain read."""
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("timed out")
+                sock.settimeout(min(idle_s, left))
+                try:
+                    chunk = sock.recv(65536)
+                except TimeoutError:
+                    idle()
+                    continue
+                if not chunk:
+                    raise ConnectionResetError("the daemon closed the connection before it answered")
+                return chunk
+        finally:
+            sock.settimeout(timeout)
 
 
 class Session:
@@ -197,12 +225,14 @@ class Session:
             self._conn.close()
 
     def request(self, method: str, path: str, body: bytes | dict[str, Any] | None = None,
-                query: dict[str, str] | None = None, timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
+                query: dict[str, str] | None = None, timeout: float = CALL_TIMEOUT_S,
+                idle: Callable[[], None] | None = None, idle_s: float = 0.2) -> dict[str, Any]:
+        """``idle``, ``idle_s``: as ``_Connection.exchange`` takes them."""
         assert self._conn is not None, "use the Session as a context manager"
         data = json_dumps(body).encode() if isinstance(body, dict) else (body or b"")
         target = path + ("?" + wire.urlencode(query) if query else "")
         try:
-            status, raw = self._conn.exchange(method, target, data, timeout)
+            status, raw = self._conn.exchange(method, target, data, timeout, idle, idle_s)
         except TimeoutError:
             self._conn.close()
             raise error_for("DEADLINE_EXCEEDED", f"no answer in {timeout:g} s", self.path, self.name) from None

@@ -4,8 +4,10 @@ with its exit status; Ctrl-C as srun has it.
 The pod's end comes from one long poll at a time (``GET /v1/pods/NS/NAME?wait=terminal``):
 the daemon answers when its registry reports the pod terminal or removed, or after
 ``WAIT_S`` (then the CLI asks again), so neither side spends CPU while a job runs (it
-used to ask every 0.2 s). The log is tailed by a thread of the CLI's own (a local
-file: no daemon CPU), every ``POLL_S`` while nothing new came. srun's habit for
+used to ask every 0.2 s). The log is tailed by the CLI itself (a local file: no daemon
+CPU), on its one thread: the long poll's read gives up every ``POLL_S`` while no answer
+has come, copies what is new in the log, and reads on (a log thread and ``threading``
+were ~1 ms of every launch). srun's habit for
 Ctrl-C: the first press interrupts the long poll, prints where the job is and what a
 second press does; a second within ``INTERRUPT_WINDOW_S`` stops the pod (SIGTERM,
 its grace period, then kill, as ``hwagent stop``) and the wait goes on to the pod's
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from types import FrameType
     from typing import Any, BinaryIO
-    from agent.commands.logs import Tail
+    from agent.commands._tail import Tail
 else:
     # the C module under signal.py, which turns its constants into IntEnums (~1 ms of a launch's
     # start-up); the calls here are the same (typeshed has no stub for it: mypy reads signal's)
@@ -80,31 +82,24 @@ class Interrupts:
 
 
 class LogPump:
-    """Copy a log ``Tail`` to ``out`` on a thread while the main thread waits on the daemon;
-    ``finish`` stops it and copies what is left (what the shim wrote before the container ended)."""
+    """Copy a log ``Tail`` to ``out`` each time ``pump`` is called (every ``POLL_S`` of a long
+    poll's wait); ``finish`` copies what is left (what the shim wrote before the container ended).
+    An error writing ``out`` (a closed pipe) stops the copying, not the wait: ``finish`` raises it."""
 
-    def __init__(self, tail: Tail, out: BinaryIO, poll_s: float = POLL_S) -> None:
-        # imported here: a wait that streams nothing (-q) starts no thread and need not load threading
-        import threading
-
-        self.tail, self.out, self.poll_s = tail, out, poll_s
+    def __init__(self, tail: Tail, out: BinaryIO) -> None:
+        self.tail, self.out = tail, out
         self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="log-pump", daemon=True)
-        self._thread.start()
 
-    def _run(self) -> None:
+    def pump(self) -> None:
+        if self.error is not None:
+            return
         try:
-            while not self._stop.is_set():
-                if not self.tail.pump(self.out):
-                    self.out.flush()
-                    self._stop.wait(self.poll_s)
-        except BaseException as e:  # noqa: BLE001 - handed to the main thread by finish()
+            self.tail.pump(self.out)
+            self.out.flush()
+        except Exception as e:  # noqa: BLE001 - raised by finish(); a Ctrl-C's _Woken passes
             self.error = e
 
     def finish(self, drain: bool = True) -> None:
-        self._stop.set()
-        self._thread.join()
         try:
             if self.error is not None:
                 raise self.error
@@ -129,7 +124,7 @@ def wait_for(session: Session, namespace: str, name: str, uid: str, main: str | 
     out = out or sys.stdout.buffer
     err = err or sys.stderr
     ints = Interrupts()
-    pump = LogPump(tail, out, poll_s) if tail is not None else None
+    pump = LogPump(tail, out) if tail is not None else None
     previous = signal.signal(signal.SIGINT, ints.handler)
     ended = False
     try:
@@ -150,7 +145,7 @@ def wait_for(session: Session, namespace: str, name: str, uid: str, main: str | 
                         continue
                 else:
                     ints.blocking = True  # a Ctrl-C from here on interrupts the long poll
-                    pod = _get(session, path, query, wait_s + 30)
+                    pod = _get(session, path, query, wait_s + 30, _idle(pump, ints), poll_s)
                     ints.blocking = False
                     if _running(pod, uid):
                         continue  # the wait's timeout passed: ask again
@@ -173,14 +168,32 @@ def wait_for(session: Session, namespace: str, name: str, uid: str, main: str | 
             pump.finish(drain=False)
 
 
+def _idle(pump: LogPump | None, ints: Interrupts) -> Callable[[], None] | None:
+    """What the long poll does while no answer came: copy the log, with Ctrl-C held off while it
+    copies (a press in between is acted on right after, as one during the read is)."""
+    if pump is None:
+        return None
+
+    def idle() -> None:
+        ints.blocking = False
+        pump.pump()
+        if ints.report or ints.stop:
+            raise _Woken
+        ints.blocking = True
+
+    return idle
+
+
 def _running(pod: dict[str, Any], uid: str) -> bool:
     return bool(pod) and pod["uid"] == uid and pod["phase"] not in ("Succeeded", "Failed")
 
 
-def _get(session: Session, path: str, query: dict[str, str] | None, timeout: float) -> dict[str, Any]:
-    """The pod as ``ps`` shows it; {} once it is gone."""
+def _get(session: Session, path: str, query: dict[str, str] | None, timeout: float,
+         idle: Callable[[], None] | None = None, idle_s: float = POLL_S) -> dict[str, Any]:
+    """The pod as ``ps`` shows it; {} once it is gone. ``idle``: what the long poll does every
+    ``idle_s`` while it waits (``_idle``)."""
     try:
-        pod = session.request("GET", path, query=query, timeout=timeout)["pod"]
+        pod = session.request("GET", path, query=query, timeout=timeout, idle=idle, idle_s=idle_s)["pod"]
     except CommandError as e:
         if e.code == EXIT_NOT_FOUND:
             return {}

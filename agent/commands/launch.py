@@ -24,7 +24,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
-    from pathlib import Path
     from types import SimpleNamespace
     from typing import Any
 
@@ -310,11 +309,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _log_path(args: argparse.Namespace, namespace: str, name: str, container: str) -> Path:
-    from agent.commands._config import daemon_root
-    from agent.runtime.logdir import log_dir, log_file_name
+def _log_path(args: argparse.Namespace, namespace: str, name: str, container: str) -> str:
+    """The job's log file (agent.runtime.lognames: the runtime's own names, without pathlib)."""
+    from agent.commands._config import daemon_root_dir
+    from agent.runtime.lognames import log_path
 
-    return log_dir(daemon_root(args), namespace, name) / log_file_name(container)
+    return log_path(daemon_root_dir(args), namespace, name, container)
 
 
 def _wait(args: argparse.Namespace, session: Session, pod: dict[str, Any], main: str | None, offset: int) -> int:
@@ -325,7 +325,7 @@ def _wait(args: argparse.Namespace, session: Session, pod: dict[str, Any], main:
     ns, name = pod["namespace"], pod["name"]
     tail = None
     if not args.quiet and main is not None:
-        from agent.commands.logs import Tail
+        from agent.commands._tail import Tail
 
         tail = Tail(_log_path(args, ns, name, main), offset)
     code, why, ended = wait_for(session, ns, name, pod["uid"], main, tail)

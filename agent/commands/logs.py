@@ -24,6 +24,9 @@ from pathlib import Path
 
 from agent.cli import CommandError
 from agent.commands._config import daemon_root
+from agent.commands._tail import Tail
+from agent.commands._tail import copy_all as _copy
+from agent.commands._tail import open_log as _open_log
 from agent.runtime.logdir import LOGS, log_dir, log_dir_name, log_file_name
 from agent.safepath import UnsafePathError, opened_dir
 
@@ -79,75 +82,6 @@ def log_file(root: Path, namespace: str, name: str, container: str | None) -> Pa
     if not stat.S_ISREG(st.st_mode):
         raise CommandError(f"{d / fname} is not a regular file (a link is never followed); remove it")
     return d / fname
-
-
-def _copy(f: BinaryIO, out: BinaryIO) -> int:
-    n = 0
-    while chunk := f.read(65536):
-        out.write(chunk)
-        n += len(chunk)
-    out.flush()
-    return n
-
-
-def _open_log(path: Path) -> BinaryIO | None:
-    """``path`` opened for reading without following a link; None when it is not there
-    (yet, or any more: a rotation in between)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise CommandError(f"cannot read {path}: {e.strerror} (a link is never followed)") from None
-    return os.fdopen(fd, "rb")
-
-
-class Tail:
-    """The new bytes of a container's log as they come, across the shim's rotations.
-
-    ``offset``: where the first opening starts reading (what ``launch --wait`` found
-    in the file before its pod existed, from an earlier pod of that name). A file
-    that does not exist yet (the container has not started) is waited for; a link in
-    its place is never followed."""
-
-    def __init__(self, path: Path, offset: int = 0) -> None:
-        self.path = path
-        self.offset = offset
-        self.f: BinaryIO | None = None
-
-    def _open(self) -> bool:
-        self.f = _open_log(self.path)
-        if self.f is None:
-            return False
-        if self.offset:
-            self.f.seek(self.offset)
-            self.offset = 0
-        return True
-
-    def pump(self, out: BinaryIO) -> int:
-        """Copy what is new to ``out``; the count of bytes copied."""
-        if self.f is None and not self._open():
-            return 0
-        assert self.f is not None
-        n = _copy(self.f, out)
-        if n:
-            return n
-        try:
-            st = os.stat(self.path, follow_symlinks=False)
-        except FileNotFoundError:
-            return 0
-        if st.st_ino != os.fstat(self.f.fileno()).st_ino or st.st_size < self.f.tell():
-            n = _copy(self.f, out)  # the rest of the rotated file
-            self.f.close()
-            self.f = None
-            if self._open():
-                n += _copy(self.f, out)  # type: ignore[arg-type]
-        return n
-
-    def close(self) -> None:
-        if self.f is not None:
-            self.f.close()
-            self.f = None
 
 
 def follow(path: Path, out: BinaryIO, poll_s: float = 0.2, stop: Callable[[], bool] = lambda: False,

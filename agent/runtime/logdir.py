@@ -24,7 +24,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.diskname import disk_name
+from agent.runtime.lognames import LOGS, log_dir_name, log_file_name
 from agent.safepath import open_dir, open_file, opened_dir
 
 if TYPE_CHECKING:  # an annotation only: `hwagent logs` must not import the contracts (test_cli_imports)
@@ -32,25 +32,13 @@ if TYPE_CHECKING:  # an annotation only: `hwagent logs` must not import the cont
 
 __all__ = ["LOGS", "DIR_MODE", "LOGS_MODE", "log_dir", "log_dir_name", "log_file_name", "prepare_log_file"]
 
-#: under the root dir
-LOGS = "logs"
 DIR_MODE = 0o700
 #: ``<root>/logs`` itself: searchable (a user reaches its own pod's directory), not listable
 LOGS_MODE = 0o711
-#: what the shim appends to a log file's name when it rotates (``.log.<n>``)
-_SUFFIX_ROOM = len(".log.999")
-
-
-def log_dir_name(namespace: str, name: str) -> str:
-    return disk_name(namespace, name)
 
 
 def log_dir(root: Path, namespace: str, name: str) -> Path:
     return Path(root) / LOGS / log_dir_name(namespace, name)
-
-
-def log_file_name(container: str) -> str:
-    return disk_name(container, reserve=_SUFFIX_ROOM) + ".log"
 
 
 def prepare_log_file(root: Path, namespace: str, name: str, container: str, user: RunAs | None = None) -> Path:

@@ -67,10 +67,15 @@ STDLIB_FORBIDDEN = ("argparse", "gettext", "shutil", "pathlib", "socket", "signa
                     # functools; agent.commands._jsonc uses the C scanner and encoder alone), collections
                     # (collections.abc at run time), importlib (agent.cli imports with __import__), types,
                     # and threading (launch --wait -q streams nothing: no log thread)
-                    "json", "re", "enum", "functools", "collections", "importlib", "types", "threading")
+                    "json", "re", "enum", "functools", "collections", "importlib", "types", "threading",
+                    "contextlib")
+#: ... and the agent modules they do without: the streaming --wait tails its log without the logs command
+#: (argparse), the runtime's logdir or safepath (pathlib, contextlib, typing), or diskname's hashlib (a
+#: plain pod name needs no hash)
+HOT_FORBIDDEN = (*STDLIB_FORBIDDEN, "agent.commands.logs", "agent.runtime.logdir", "agent.safepath")
 #: the paths a job's round trip takes: every import on them is paid per launch
 HOT = (("ps",), ("stop", "job"), ("launch", "--cpus", "1", "--", "true"), ("launch", "--wait", "-q", "--", "true"),
-       ("launch", "--wait", "--rm", "-q", "--", "true"))
+       ("launch", "--wait", "--rm", "-q", "--", "true"), ("launch", "--wait", "--rm", "--", "true"))
 
 #: what the client runs in the child: the command, then its exit status and module list in a file (json is
 #: imported after the list is taken: it is one of the modules the hot paths must not load)
@@ -189,6 +194,6 @@ def test_daemon_commands_load_no_daemon_side_module(root, tmp_path, argv):
 def test_hot_paths_load_no_costly_stdlib_module(root, tmp_path, argv):
     rc, modules = _modules(root, tmp_path, argv)
     assert rc == 0
-    bad = sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in STDLIB_FORBIDDEN))
+    bad = sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in HOT_FORBIDDEN))
     assert not bad, f"hwagent {' '.join(argv)} imported {bad}"
     assert "site" not in modules, "the child must run as the entry script runs light commands: without site"

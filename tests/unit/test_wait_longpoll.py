@@ -1,9 +1,10 @@
 """`launch --wait` asks the daemon with a long poll (``?wait=terminal``), not every 0.2 s, and
-streams the log on its own thread meanwhile (issue 23)."""
+streams the log meanwhile, between the long poll's reads on the main thread (issue 23)."""
 
 from __future__ import annotations
 
 import io
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +23,24 @@ class FakeSession:
     """Answers each GET with the next pod; each answer is one long poll that ran to its timeout
     (Running) or saw the end (Succeeded)."""
 
-    def __init__(self, answers: list[dict[str, Any]], log: Path | None = None) -> None:
+    def __init__(self, answers: list[dict[str, Any]], log: Path | None = None, out: io.BytesIO | None = None) -> None:
         self.answers = answers
+        self.out = out
+        self.streamed = b""
         self.calls: list[tuple[str, str, dict[str, str] | None]] = []
         self.log = log
 
     def request(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None,
-                timeout: float = 0) -> dict[str, Any]:
+                timeout: float = 0, **idle: Any) -> dict[str, Any]:
         self.calls.append((method, path, query))
         pod = self.answers.pop(0)
+        self.idle = idle
+        if pod["phase"] == "Running" and self.log is not None:  # the job writes while the poll waits
+            with self.log.open("ab") as f:
+                f.write(b"middle\n")
+            assert idle.get("idle") is not None, "the long poll was given nothing to do while it waits"
+            idle["idle"]()
+            self.streamed = self.out.getvalue() if self.out is not None else b""
         if self.log is not None and pod["phase"] == "Succeeded":
             with self.log.open("ab") as f:
                 f.write(b"last line\n")
@@ -58,10 +68,24 @@ def test_the_log_streams_while_waiting_and_its_last_bytes_come_before_the_answer
     code, _why, _pod_ = wait_for(s, "default", "j", "u1", "main", Tail(log), out=out, err=io.StringIO(),  # type: ignore[arg-type]
                                  poll_s=0.01)
     assert code == 0
-    assert out.getvalue() == b"first\nlast line\n", out.getvalue()
+    assert out.getvalue() == b"first\nmiddle\nlast line\n", out.getvalue()
 
 
 def test_a_pod_replaced_or_removed_while_waiting_is_lost():
     s = FakeSession([_pod("Running", uid="other")])
     code, why, _ = wait_for(s, "default", "j", "u1", "main", None, out=io.BytesIO(), err=io.StringIO())  # type: ignore[arg-type]
     assert code != 0 and "replaced" in why, why
+
+
+def test_the_log_is_pumped_between_the_long_polls_reads_with_no_thread(tmp_path):
+    log = tmp_path / "main.log"
+    log.write_bytes(b"first\n")
+    out = io.BytesIO()
+    s = FakeSession([_pod("Running"), _pod("Succeeded")], log, out)
+    before = threading.active_count()
+    code, _why, _pod_ = wait_for(s, "default", "j", "u1", "main", Tail(log), out=out, err=io.StringIO(),  # type: ignore[arg-type]
+                                 poll_s=0.01)
+    assert code == 0
+    assert s.streamed == b"first\nmiddle\n", s.streamed  # before the answer came
+    assert out.getvalue() == b"first\nmiddle\nlast line\n", out.getvalue()
+    assert threading.active_count() == before
