@@ -215,6 +215,35 @@ def test_the_grown_pool_lands_on_the_pressured_node_and_the_record_says_why(tmp_
         assert C(pl["add"]) <= node1
         line = format_decision(g[0])  # what `hwagent explain` shows of the change
         assert f"cpus {pl['cpus']}: grown on the NUMA node(s) 1" in line, line
+
+        # calm: the pool shrinks, node 0 (its pods wait least) giving back first
+        shrunk = []
+        for _ in range(300):
+            e.pressure.grow(("busy", "c1"), 3, 100)
+            e.pressure.grow(("quiet", "c1"), 0, 100)
+            e.clock.t += 1.0
+            before = e.policy.state.pools["share"]
+            d = await c.tick()
+            e.invariants()
+            if d.action == "shrink":
+                after = e.policy.state.pools["share"]
+                assert after < before and len(before - after) == 1, (before, after)
+                gone = before - after
+                assert gone <= C("1-3") if before & C("1-3") else gone <= node1, (before, after)
+                shrunk.append(after)
+            if len(e.policy.state.pools["share"]) == 1:
+                break
+        assert shrunk and not shrunk[-1] & C("1-3"), shrunk  # node 0 went first: what is left is on node 1
+        kept = e.policy.state.pools["share"]
         await c.stop()
+
+        # a restart places the pool where the checkpoint has it: nothing moves
+        c2 = AdvisorComponent(ctx.config[ADVISOR_SECTION], clock=e.clock)
+        await c2.start(ctx)
+        await cancel_and_wait(c2._task)
+        e.clock.t += 1.0
+        await c2.tick()
+        assert e.policy.state.pools["share"] == kept and c2.placement is not None and not c2.placement.add
+        await c2.stop()
 
     asyncio.run(scenario())
