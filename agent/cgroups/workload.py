@@ -100,6 +100,9 @@ class WorkloadCgroups:
         if self.subtree == "/":
             raise CgroupError("the workload subtree cannot be the cgroup root")
         self.hierarchies = self._hierarchies()
+        #: levels of the subtree (never removed here) this process made or checked, per
+        #: hierarchy: not stat-ed and read back again for every container (issue 23)
+        self._levels_ok: set[str] = set()
 
     def _hierarchies(self) -> list[Hierarchy]:
         out: list[Hierarchy] = []
@@ -182,8 +185,12 @@ class WorkloadCgroups:
         parts = rel.strip("/").split("/")[:-1]
         cur = str(h.root)
         v2 = h.v2 and self._v2_wanted(needs)
+        subtree = _join(cur, self.subtree)
         for p in parts:
             nxt = _join(cur, "/" + p)
+            if not v2 and nxt in self._levels_ok:
+                cur = nxt
+                continue
             made = not os.path.isdir(nxt)
             if made:
                 with contextlib.suppress(FileExistsError):
@@ -192,6 +199,8 @@ class WorkloadCgroups:
                 _inherit_cpuset(cur, nxt, only_empty=not made)
             if v2:
                 self._enable_v2(Path(cur), needs)
+            if len(nxt) <= len(subtree):  # the subtree or above it: stays while this process runs
+                self._levels_ok.add(nxt)
             cur = nxt
         if v2:
             self._enable_v2(Path(cur), needs)
@@ -236,6 +245,18 @@ class WorkloadCgroups:
             raise CgroupSetupError(f"cgroup controller {', '.join(missing)} is not available on this node "
                                    f"({self.layout.mode} hierarchy at {self.layout.root}{hint})")
         try:
+            self._create(rel, limits, cpuset, retry=bool(self._levels_ok))
+        except FileNotFoundError:
+            # a level remembered as checked was removed by someone else: look again, once
+            self._levels_ok.clear()
+            self._create(rel, limits, cpuset, retry=False)
+        return self.procs_files(rel)
+
+    def _create(self, rel: str, limits: CgroupLimits, cpuset: bool, retry: bool) -> None:
+        """``create``'s work; on a failure nothing is left and CgroupSetupError says what,
+        except, with ``retry``, a missing file or directory on the way (FileNotFoundError),
+        which ``create`` tries once more without the levels it remembered."""
+        try:
             for h in self.hierarchies:
                 self._ensure_parents(h, rel, limits.needs)
                 d = self._dir(h, rel)
@@ -254,8 +275,9 @@ class WorkloadCgroups:
             self.remove(rel)
             if isinstance(e, CgroupSetupError):
                 raise
+            if isinstance(e, FileNotFoundError) and retry:
+                raise
             raise CgroupSetupError(f"cgroup setup of {rel} failed: {e.filename or ''}: {e.strerror or e}") from None
-        return self.procs_files(rel)
 
     def _idle_pod(self, h: Hierarchy, rel: str) -> None:
         """``cpu.idle`` on the container's parent, the pod's cgroup, too. Idleness counts

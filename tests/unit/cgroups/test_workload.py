@@ -120,3 +120,46 @@ def test_v1_cpuset_parent_left_empty_by_a_kill_is_filled_at_the_next_create(tmp_
     assert (slice_ / "podu1" / "cpuset.cpus").read_text().strip() == "0-3"
     assert (slice_ / "podu1" / "cpuset.mems").read_text().strip() == "0"
     assert (slice_ / "podu1" / "main" / "cpuset.cpus").read_text().strip() == "1"
+
+
+def _v1_tree(root: Path) -> Path:
+    for c in ("cpuset", "cpu", "cpuacct", "memory", "pids", "devices"):
+        (root / c).mkdir(parents=True)
+    (root / "cpuset" / "cpuset.cpus").write_text("0-3\n")
+    (root / "cpuset" / "cpuset.mems").write_text("0\n")
+    return root
+
+
+def test_the_subtree_levels_are_checked_once_per_process_not_per_pod(tmp_path, monkeypatch):
+    """Issue 23: every container's create stat-ed the subtree's levels in every hierarchy and
+    read their cpusets back to see whether they were empty (a kill between a mkdir and its
+    writes leaves them so); the levels this process made or checked are not looked at again.
+    A pod's own directory is new per pod and still gets its parent's CPUs."""
+    import agent.cgroups.workload as wl
+
+    root = _v1_tree(tmp_path / "cg")
+    cg = WorkloadCgroups(detect(root), "/hwagent.slice/pods")
+    cg.create(cg.path("podu1", "main"), lim())
+    seen: list[str] = []
+    real = wl._inherit_cpuset
+    monkeypatch.setattr(wl, "_inherit_cpuset", lambda parent, child, only_empty: (
+        seen.append(str(child)), real(parent, child, only_empty))[-1])
+    cg.create(cg.path("podu2", "main"), lim())
+    assert seen == [str(root / "cpuset/hwagent.slice/pods/podu2")], seen
+    assert (root / "cpuset/hwagent.slice/pods/podu2/cpuset.cpus").read_text() == "0-3"
+
+
+def test_a_subtree_removed_behind_the_runtime_s_back_is_made_again(tmp_path):
+    """The levels remembered as checked may be removed by someone else: the create that finds
+    them gone looks again and makes them, with their parent's CPUs, instead of failing."""
+    import shutil
+
+    root = _v1_tree(tmp_path / "cg")
+    cg = WorkloadCgroups(detect(root), "/hwagent.slice/pods")
+    cg.create(cg.path("podu1", "main"), lim())
+    for c in ("cpuset", "cpu", "cpuacct", "memory", "pids", "devices"):
+        shutil.rmtree(root / c / "hwagent.slice")
+    procs = cg.create(cg.path("podu2", "main"), lim())
+    assert len(procs) == 6
+    assert (root / "cpuset/hwagent.slice/pods/cpuset.cpus").read_text() == "0-3"
+    assert (root / "cpuset/hwagent.slice/pods/podu2/main/cpuset.cpus").read_text() == "2-3"
