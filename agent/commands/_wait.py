@@ -128,7 +128,9 @@ def wait_for(session: Session, namespace: str, name: str, uid: str, main: str | 
     previous = signal.signal(signal.SIGINT, ints.handler)
     ended = False
     try:
-        query = {"wait": "terminal", "timeout": f"{wait_s:g}"}
+        # summary: the daemon neither reads the pod's cgroups nor encodes its record and events, which
+        # the wait would drop (~0.4 ms of its CPU per answer); the job's JSON is ps's shape either way
+        query = {"wait": "terminal", "timeout": f"{wait_s:g}", "summary": "1"}
         while True:
             if ints.stop:
                 ints.stop = ints.report = False
@@ -138,7 +140,7 @@ def wait_for(session: Session, namespace: str, name: str, uid: str, main: str | 
             try:
                 if ints.report:
                     ints.report = False
-                    pod = _get(session, path, None, 30)
+                    pod = _get(session, path, {"summary": "1"}, 30)
                     if _running(pod, uid):
                         print(f"hwagent: {_state_line(pod, main)}; press Ctrl-C again within 1 s to stop it",
                               file=err, flush=True)

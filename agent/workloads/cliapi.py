@@ -16,10 +16,12 @@ the gRPC status's name. The socket has the admission socket's mode and group.
     GET    /v1/pods[?limit=N][&continue=T]   List    {"pods": [...], "manifest_errors": [...], "continue": T}
                                              (the summary form: no events, no record; limit 0 or
                                              none: every pod; "continue" empty on the last page)
-    GET    /v1/pods/NS/NAME[?wait=terminal&timeout=S]
+    GET    /v1/pods/NS/NAME[?wait=terminal&timeout=S][&summary=1]
                                              Get     {"pod": {..., "record": {...}, "cgroup": ...}}
                                              (wait: answer once the pod is terminal, or after
-                                             S seconds (default 60, at most 3600) as it is then)
+                                             S seconds (default 60, at most 3600) as it is then;
+                                             summary: List's form, no events, record, cgroups
+                                             or pids, as `launch --wait` asks)
     POST   /v1/pods[?dry_run=1][&ignore_unknown_fields=1]
                                              Admit   body: the manifest (YAML or JSON)
     POST   /v1/pods/NS/NAME/stop             Stop    body: {} or {"grace_seconds": S}
@@ -154,7 +156,7 @@ def route(req: Request) -> tuple[str, Any]:
             stop.grace_seconds = grace
         return "Stop", stop
     if req.method == "GET":
-        get = pb.GetRequest(pod=ref)
+        get = pb.GetRequest(pod=ref, summary=_flag(req, "summary"))
         wait = _wait(req)
         if wait is not None:
             get.wait_terminal_seconds = wait
@@ -162,8 +164,9 @@ def route(req: Request) -> tuple[str, Any]:
     return "Remove", pb.RemoveRequest(pod=ref)
 
 
-def answer(method: str, resp: Any) -> dict[str, Any]:
-    """A servicer's reply message as the JSON body the CLI reads."""
+def answer(method: str, resp: Any, summary: bool = False) -> dict[str, Any]:
+    """A servicer's reply message as the JSON body the CLI reads (``summary``: a Get asked for
+    List's form)."""
     if method == "List":
         return {"pods": [pod_json(p) for p in resp.pods],
                 "manifest_errors": [{"path": e.path, "error": e.error} for e in resp.manifest_errors],
@@ -173,7 +176,7 @@ def answer(method: str, resp: Any) -> dict[str, Any]:
     if method == "Signal":
         return {"pod": pod_json(resp.pod), "signal": resp.signal,
                 "containers": [{"name": c.name, "pids": list(c.pids)} for c in resp.containers]}
-    return {"pod": pod_json(resp.pod, record=method == "Get")}
+    return {"pod": pod_json(resp.pod, record=method == "Get" and not summary)}
 
 
 class CliApi(PeerSocketServer):
@@ -191,7 +194,8 @@ class CliApi(PeerSocketServer):
             method, message = route(req)
             # the servicer's method as written, without the wrapper that turns errors into gRPC aborts
             fn = getattr(AdmissionServicer, method).__wrapped__
-            return Response(200, answer(method, await fn(self.servicer, message, caller)))
+            summary = method == "Get" and message.summary
+            return Response(200, answer(method, await fn(self.servicer, message, caller), summary))
         except HttpError as e:
             return Response(e.status, {"code": e.code, "message": e.message})
         except AdmissionError as e:

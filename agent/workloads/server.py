@@ -311,7 +311,7 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
                 raise AdmissionError("INVALID_ARGUMENT", f"wait_terminal_seconds must be in 0..{MAX_WAIT_S:g}, "
                                      f"got {wait:g}", "bad_request")
             rec = await self._until_terminal(rec, wait)
-        return pb.GetResponse(pod=self._described(rec))
+        return pb.GetResponse(pod=self._pod(rec, summary=True) if request.summary else self._described(rec))
 
     @_guard
     async def Signal(self, request: pb.SignalRequest, context: Any) -> pb.SignalResponse:

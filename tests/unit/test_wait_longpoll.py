@@ -57,7 +57,7 @@ def test_each_status_request_is_a_long_poll_until_the_pod_ends():
     assert len(s.calls) == 3, s.calls  # one request per wait, however long the job runs
     for method, path, query in s.calls:
         assert (method, path) == ("GET", "/v1/pods/default/j")
-        assert query == {"wait": "terminal", "timeout": "30"}, query
+        assert query == {"wait": "terminal", "timeout": "30", "summary": "1"}, query
 
 
 def test_the_log_streams_while_waiting_and_its_last_bytes_come_before_the_answer(tmp_path):

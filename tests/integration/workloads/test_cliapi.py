@@ -90,6 +90,9 @@ def test_every_route_and_admission_errors_as_http_statuses(node):  # noqa: F811
     status, got = _call(sock, "GET", "/v1/pods/default/web")
     assert status == 200 and got["pod"]["uid"] == admitted["pod"]["uid"]
     assert got["pod"]["record"]["pod"]["spec"]["name"] == "web"
+    status, short = _call(sock, "GET", "/v1/pods/default/web?summary=1")  # launch --wait's long poll asks so
+    assert status == 200 and short["pod"]["uid"] == admitted["pod"]["uid"] and short["pod"]["containers"], short
+    assert not {"record", "cgroup", "cgroup_dirs"} & set(short["pod"]), sorted(short["pod"])  # ps's form
     _, listed = _call(sock, "GET", "/v1/pods")
     assert "record" not in listed["pods"][0]  # ps's summary form
 

@@ -111,12 +111,14 @@ class ListResponse(_message.Message):
     def __init__(self, pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., manifest_errors: _Optional[_Iterable[_Union[ManifestFileError, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetRequest(_message.Message):
-    __slots__ = ("pod", "wait_terminal_seconds")
+    __slots__ = ("pod", "wait_terminal_seconds", "summary")
     POD_FIELD_NUMBER: _ClassVar[int]
     WAIT_TERMINAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
     pod: PodRef
     wait_terminal_seconds: float
-    def __init__(self, pod: _Optional[_Union[PodRef, _Mapping]] = ..., wait_terminal_seconds: _Optional[float] = ...) -> None: ...
+    summary: bool
+    def __init__(self, pod: _Optional[_Union[PodRef, _Mapping]] = ..., wait_terminal_seconds: _Optional[float] = ..., summary: _Optional[bool] = ...) -> None: ...
 
 class GetResponse(_message.Message):
     __slots__ = ("pod",)
