@@ -6,8 +6,9 @@ shared pods' memory and delay are. The advisor knows both, so when it changes th
 size it also says which CPUs: new CPUs come from the node where the shared pods are
 under pressure (their run-queue wait, counted on the nodes of their ``cpuset.mems``,
 where their memory lives), then from the nodes the pool already holds, so the pool stays
-on as few nodes as fit; inside a node a sibling of a pool CPU comes first (whole cores),
-then a CPU of a last-level cache the pool already uses. CPUs go back from the node with
+on as few nodes as fit, then from a node sharing an L3 with it; inside a node a sibling
+of a pool CPU comes first (whole cores), then a CPU of a last-level cache the pool
+already uses. CPUs go back from the node with
 the least shared pressure (and, between equals, the fewest pool CPUs: the pool
 consolidates), lone hyperthreads first, so whole cores stay whole.
 
@@ -120,15 +121,22 @@ def place(m: Machine, current: CPUSet, room: CPUSet, size: int, pressure: Mappin
 def _grow(m: Machine, pool: set[int], free: set[int], need: int,
           pressure: Mapping[int, float]) -> tuple[set[int], str]:
     held = _count(m, pool)
-    avail = _count(m, free)
-    # the pressured node first, then where the pool already is, then the roomiest node
-    order = sorted(avail, key=lambda n: (-pressure.get(n, 0.0), -held.get(n, 0), -avail[n], n))
     pool, free = set(pool), set(free)
-    for n in order:
+    order: list[int] = []
+    while need and free:
+        now = _count(m, pool)
+        avail = _count(m, free)
+        llcs = _llc_count(m, pool)
+        node_llcs = {n: {m.llc_of.get(i) for i in free if m.numa_of.get(i, 0) == n} for n in avail}
+        # the pressured node first, then where the pool already is, then a node sharing an L3
+        # with it, then the roomiest: one node filled before the next (as few nodes as fit)
+        n = min(avail, key=lambda n: (-pressure.get(n, 0.0), -now.get(n, 0),
+                                      -sum(llcs.get(c, 0) for c in node_llcs[n]), -avail[n], n))
+        order.append(n)
         while need and (mine := {i for i in free if m.numa_of.get(i, 0) == n}):
-            llcs = {m.llc_of.get(i) for i in pool}
+            used = {m.llc_of.get(i) for i in pool}
             i = min(mine, key=lambda i: (not (m.siblings.get(i, frozenset()) & pool),
-                                         m.llc_of.get(i) not in llcs,
+                                         m.llc_of.get(i) not in used,
                                          # a whole free core before a half-used one (keep cores whole)
                                          not (m.siblings.get(i, frozenset({i})) <= free | pool),
                                          i))
@@ -145,6 +153,13 @@ def _grow(m: Machine, pool: set[int], free: set[int], need: int,
     return pool, why
 
 
+def _llc_count(m: Machine, cpus: Iterable[int]) -> dict[int | None, int]:
+    out: dict[int | None, int] = {}
+    for i in cpus:
+        out[m.llc_of.get(i)] = out.get(m.llc_of.get(i), 0) + 1
+    return out
+
+
 def _shrink(m: Machine, pool: set[int], extra: int, pressure: Mapping[int, float]) -> tuple[set[int], str]:
     pool = set(pool)
     gave: dict[int, int] = {}
@@ -152,9 +167,7 @@ def _shrink(m: Machine, pool: set[int], extra: int, pressure: Mapping[int, float
         held = _count(m, pool)
         n = min(held, key=lambda n: (pressure.get(n, 0.0), held[n], -n))
         mine = [i for i in pool if m.numa_of.get(i, 0) == n]
-        llc_held: dict[int | None, int] = {}
-        for i in pool:
-            llc_held[m.llc_of.get(i)] = llc_held.get(m.llc_of.get(i), 0) + 1
+        llc_held = _llc_count(m, pool)
         # a lone thread (its siblings already gone) first, then the LLC the pool uses least
         i = min(mine, key=lambda i: (len(m.siblings.get(i, frozenset({i})) & pool), llc_held[m.llc_of.get(i)], -i))
         pool.discard(i)

@@ -26,6 +26,7 @@ from agent.cpu.state import validate_state
 from agent.cpuset import CPUSet
 from agent.tasks import cancel_and_wait
 from agent.topology.model import synthetic
+from agent.topology.sysfs import read_topology
 from tests.unit.advisor.test_component import SUBTREE, FakePressure
 from tests.unit.cpu.helpers import Clock, make_policy, req
 
@@ -69,6 +70,40 @@ def test_place(topo, current, room, size, pressure, want, why):
     assert why in p.reason
     rec = p.record(m)
     assert rec["cpus"] == want and rec["reason"] == p.reason
+
+
+#: a real machine's tree (hwloc's test-suite): 2 packages, 16 NUMA nodes of 2 cores x 2 threads,
+#: each L3 shared by two nodes
+SNAPSHOT = "fakecpuid1f-64intel64-2p4d2n2c2t"
+
+
+def test_place_on_a_real_snapshot_fills_the_pressured_node_then_its_l3_neighbour(hwloc_extract):
+    root = hwloc_extract(SNAPSHOT)
+    topo = read_topology(root / "sys", root / "proc", self_cgroup=True)
+    m = Machine.of(topo)
+    nodes = m.nodes
+    assert len(nodes) == 16
+    cpus_of = {n: CPUSet(i for i, k in m.numa_of.items() if k == n) for n in nodes}
+    hot = nodes[5]
+    llc = {m.llc_of[i] for i in cpus_of[hot]}
+    (mate,) = [n for n in nodes if n != hot and {m.llc_of[i] for i in cpus_of[n]} & llc]
+    start = CPUSet(m.siblings[min(cpus_of[hot])])  # one core on the pressured node
+    p = place(m, start, topo.online, len(cpus_of[hot]) + 2, {hot: 0.5})
+    assert cpus_of[hot] <= p.cpus
+    extra = p.cpus - cpus_of[hot]
+    assert extra <= cpus_of[mate] and len(extra) == 2, (p.cpus, mate)  # the L3 neighbour, not node 0
+    assert CPUSet(m.siblings[min(extra)]) == extra  # a whole core
+    # a pool already on a far node spills there instead: as few nodes as fit comes before the L3
+    far = CPUSet(m.siblings[min(cpus_of[nodes[9]])])
+    q = place(m, far, topo.online, len(far) + len(cpus_of[hot]) + 2, {hot: 0.5})
+    assert q.cpus - cpus_of[hot] <= cpus_of[nodes[9]], q.cpus
+    # the policy on the same tree takes the placement as given
+    clock = Clock()
+    pol = make_policy(clock, topo=topo, reserved_count=0, reclaim_min=2)
+    _shared(pol, clock)
+    assert pol.resize_shared(len(p.cpus), p.cpus) is True
+    assert pol.state.pools["share"] == p.cpus
+    validate_state(pol.state)
 
 
 def test_numa_pressure_counts_a_pod_on_the_nodes_of_its_memory():
