@@ -19,6 +19,7 @@ from agent.advisor.record import format_decision
 from agent.cgroups.detect import CgroupLayout
 from agent.config import section_defaults
 from agent.contracts import CPU_POLICY, CPU_SHARED_POOL, PRESSURE, DaemonContext
+from agent.cpu.checkpoint import encode_change
 from agent.cpu.durable import DurablePolicy
 from agent.cpu.errors import PolicyError
 from agent.cpu.qos import DEDICATED_OWNER, RECLAIM_POOL, RESERVE_POOL
@@ -124,8 +125,13 @@ def test_the_policy_carves_the_pool_from_the_placement_and_keeps_it():
     clock = Clock()
     p = make_policy(clock, topo=TWO, reserved_count=0, reclaim_min=2)
     _shared(p, clock)
+    before = p.state
+    seen = []
+    p.listeners.append(seen.append)
     assert p.resize_shared(3, C("4-6")) is True
     assert p.state.pools["share"] == C("4-6")
+    assert len(seen) == 1 and b'"pools"' in encode_change(before, p.state, p.last_change)  # journaled
+    assert p.resize_shared(3, C("4-6")) is False and len(seen) == 1  # the same again: nothing to record
     assert not p.state.pools["share"] & p.state.pools[RECLAIM_POOL]
     validate_state(p.state)
     _shared(p, clock, uid="s1")  # a later re-size (another shared pod) keeps the placement
