@@ -27,6 +27,13 @@ NAME_MAX = 255
 #: hex digits of the identity's hash in a derived name
 HASH_HEX = 16
 _PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_PLAIN_BYTES = bytes(sorted(_PLAIN))
+
+
+def _all_plain(raw: bytes) -> bool:
+    """Every byte plain: what is left once they are deleted is nothing (one C call, not a
+    Python step per byte; the daemon names ~9 files and directories per pod launched)."""
+    return not raw.translate(None, _PLAIN_BYTES)
 
 
 def _escape(part: str) -> str:
@@ -55,13 +62,13 @@ def disk_name(*parts: str, sep: str = "_", reserve: int = 0) -> str:
     limit = NAME_MAX - reserve
     if not parts or limit <= HASH_HEX + 2:
         raise ValueError(f"disk_name needs at least one part and room for its hash, got {parts!r}, reserve {reserve}")
-    if sep.encode() == b"" or any(b not in _PLAIN for b in sep.encode()):
+    if sep.encode() == b"" or not _all_plain(sep.encode()):
         raise ValueError(f"separator {sep!r} must be plain characters")
     plain = sep.join(parts)
     if (
         all(p and sep not in p for p in parts)
         and not plain.startswith(".")
-        and all(b in _PLAIN for b in plain.encode("utf-8", "surrogateescape"))
+        and _all_plain(plain.encode("utf-8", "surrogateescape"))
         and len(plain) <= limit
     ):
         return plain
