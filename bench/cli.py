@@ -28,6 +28,7 @@ Run: scripts/dev bench cli [--rounds 50] [--setup-slurm]
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import resource
 import shutil
@@ -278,6 +279,9 @@ def main() -> None:
     rounds = 10 if args.quick else args.rounds
     if os.geteuid() != 0:
         raise SystemExit("cli bench: needs root (the daemon runs workloads; cpuacct cgroups)")
+    # the checkout's bytecode written first: under PYTHONDONTWRITEBYTECODE a module edited since its
+    # .pyc was written is compiled again by every client started (2 ms for one module), not measured once
+    compileall.compile_dir(str(REPO / "agent"), quiet=1)
     base = Path(tempfile.mkdtemp(prefix="hwagent-bench-cli-"))
     hw: Hwagent | None = None
     slurm = None
