@@ -158,8 +158,10 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
         uids = {n: ps[n]["uid"] for n in want if n in ps}
         u0 = {n: usage_s(subtree, u) for n, u in uids.items()}
         d0, i0 = proc_cpu_s(d.pid), idle_s()
+        tracer = start_attrib(subtree, uids, d.pid) if args.attrib else None
         time.sleep(args.window)
         dt = time.monotonic() - t0
+        attrib = stop_attrib(tracer, args.attrib) if tracer else None
         w1 = time.time()
         u1 = {n: usage_s(subtree, u) for n, u in uids.items()}
         d1, i1 = proc_cpu_s(d.pid), idle_s()
@@ -190,8 +192,49 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
         "changes": sum(1 for x in decided if x.get("action") != "hold"),
         "signal": [x["inputs"]["shared_p99_us"] for x in decided if x["inputs"].get("shared_p99_us") is not None],
         "quotas": [x["quota_cpus"] for x in decided], "daemon_cpu": d1 - d0, "load": load, "idle": i1 - i0,
-        "running": sorted(n for n, p in ps.items() if p.get("phase") == "Running"),
+        "running": sorted(n for n, p in ps.items() if p.get("phase") == "Running"), "attrib": attrib,
     }
+
+
+def ls_tid(subtree: str, uid: str) -> int:
+    """The LS loop's thread: the task under the LS pod's cpu cgroup running the loop's source."""
+    for f in (Path("/sys/fs/cgroup/cpu") / subtree.lstrip("/") / f"pod{uid}").rglob("tasks"):
+        for t in f.read_text().split():
+            try:
+                if b"time.monotonic" in Path(f"/proc/{t}/cmdline").read_bytes():
+                    return int(t)
+            except OSError:
+                continue
+    raise SystemExit("the LS loop's thread was not found under its pod cgroup")
+
+
+def start_attrib(subtree: str, uids: dict[str, str], daemon_pid: int):
+    """Trace the LS thread's wake-ups over the window (bench/advisor_attrib.py)."""
+    from bench.advisor_attrib import Tracer
+
+    daemon = {int(t) for t in os.listdir(f"/proc/{daemon_pid}/task")}
+    by_uid = {u: ("ls pod" if n == "ls" else "hog") for n, u in uids.items()}
+
+    def rules(tid: int, cg: str) -> str | None:
+        if tid in daemon or tid == daemon_pid:
+            return "daemon"
+        if cg.startswith(subtree):
+            for u, cls in by_uid.items():
+                if f"/pod{u}" in cg:
+                    return cls
+            return "bench subtree"
+        return None
+
+    t = Tracer(ls_tid(subtree, uids["ls"]), rules)
+    t.start()
+    return t
+
+
+def stop_attrib(tracer, threshold: float) -> dict:
+    from bench.advisor_attrib import attribute, summarize
+
+    late, wakes = attribute(tracer.stop(), tracer.tid, threshold)
+    return summarize(late, wakes, tracer.classes, tracer.cgroups)
 
 
 def summary(runs: list[dict]) -> dict:
@@ -220,8 +263,26 @@ def summary(runs: list[dict]) -> dict:
         "quota_cpus_median": statistics.median([q if q is not None else float("inf") for q in quotas])
         if quotas else None,
         "cpu_s_all": round(daemon + ls_cpu + hog_cpu, 2), "daemon_cpu_s": round(daemon, 2),
+        # what the VM's other processes (other engineers' runs) used meanwhile: busy CPU less ours
+        "others_cpu_s": round(max(0.0, (os.cpu_count() or 1) * dt - sum(r["idle"] for r in runs)
+                                  - (daemon + ls_cpu + hog_cpu)), 2),
         "loadavg": " / ".join(" ".join(r["load"]) for r in runs),
+        # who ran while the LS waited > --attrib µs: class late-count (ms of delay), pooled over rounds
+        "late_by": pooled_attrib(runs),
     }
+
+
+def pooled_attrib(runs: list[dict]) -> str | None:
+    if not any(r.get("attrib") for r in runs):
+        return None
+    n: dict[str, int] = {}
+    ms: dict[str, float] = {}
+    for r in runs:
+        for cls, row in (r.get("attrib") or {}).get("by_class", {}).items():
+            n[cls] = n.get(cls, 0) + row["n"]
+            ms[cls] = ms.get(cls, 0.0) + row["delay_ms_sum"]
+    wakes = sum((r.get("attrib") or {}).get("wakeups", 0) for r in runs)
+    return f"{sum(n.values())}/{wakes}: " + ", ".join(f"{c} {n[c]} ({ms[c]:.0f} ms)" for c in sorted(n, key=lambda c: -n[c]))
 
 
 def main() -> int:
@@ -237,6 +298,9 @@ def main() -> int:
     ap.add_argument("--no-bpf", action="store_true",
                     help="run-queue delay from the schedstat fallback (no BPF compile: a TCG guest)")
     ap.add_argument("--start-timeout", type=float, default=120.0, help="seconds for a daemon to be ready")
+    ap.add_argument("--attrib", type=float, nargs="?", const=300.0, default=None, metavar="US",
+                    help="trace the LS thread's wake-ups over each window and print who ran while one waited "
+                         "more than US µs (default 300; bench/advisor_attrib.py)")
     ap.add_argument("--keep", default=None, help="copy each run's decisions.jsonl, daemon log and LS samples here")
     args = ap.parse_args()
     if args.target is None:
@@ -254,16 +318,22 @@ def main() -> int:
             for c in configs:
                 r = one(c, args, Path(tmp) / f"r{i}")
                 runs[c].append(r)
-                print(json.dumps({k: v for k, v in r.items() if k not in ("late", "signal", "quotas")}),
+                print(json.dumps({k: v for k, v in r.items() if k not in ("late", "signal", "quotas", "attrib")}),
                       file=sys.stderr, flush=True)
+                if r["attrib"]:
+                    from bench.advisor_attrib import format_table
+
+                    print(format_table(f"{c}, round {i + 1}, load {' '.join(r['load'])}", r["attrib"]),
+                          file=sys.stderr, flush=True)
     out = [summary(runs[c]) for c in configs]
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
     cols = ("config", "ls_p50_us", "ls_p99_us", "hog_cpu_s", "ls_cpu_s", "hogs_share_of_idle", "hogs_share_of_free",
             "evictions",
-            "changes_per_min", "rq_p99_us_median", "quota_cpus_median", "cpu_s_all", "daemon_cpu_s", "window_s",
-            "loadavg")
+            "changes_per_min", "rq_p99_us_median", "quota_cpus_median", "cpu_s_all", "daemon_cpu_s", "others_cpu_s",
+            "window_s",
+            "loadavg") + (("late_by",) if args.attrib else ())
     print(f"target_us = {args.target:g}")
     print(" | ".join(cols))
     for r in out:
