@@ -406,6 +406,13 @@ class WorkloadCgroups:
         left: list[str] = []
         for h in self.hierarchies:
             base = self._sdir(h, rel)
+            try:  # the usual case, an empty cgroup without children: one rmdir, no walk
+                os.rmdir(base)
+                continue
+            except FileNotFoundError:
+                continue
+            except OSError:
+                pass  # children, or tasks still exiting: deepest first, waiting for EBUSY below
             if not os.path.isdir(base):
                 continue
             dirs = sorted((p for p, _d, _f in os.walk(base)), key=lambda p: -p.count("/"))

@@ -582,8 +582,11 @@ class WorkloadRuntime:
     async def _teardown(self, rel: str) -> None:
         if not self.cgroups.exists(rel):  # a few stats: cheaper than the executor hop
             return
-        if not self.cgroups.pids(rel) and not self.cgroups.remove(rel, timeout_s=0):
-            return  # empty already (the usual case after an exit): rmdir without waiting
+        if not self.cgroups.remove(rel, timeout_s=0):
+            # empty already (the usual case after an exit): rmdir without waiting; a cgroup with
+            # a process left refuses its rmdir (EBUSY) in every hierarchy the process is in, and
+            # is killed and removed below (no pids walk first: it found the same)
+            return
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._teardown_sync, rel)
 
