@@ -65,10 +65,10 @@ FORBIDDEN = (
 STDLIB_FORBIDDEN = ("argparse", "gettext", "shutil", "pathlib", "socket", "signal", "selectors", "http.client", "email", "ssl", "typing", "dataclasses", "secrets", "hashlib", "inspect",
                     # round 3: json (its decoder and encoder compile patterns with re, which imports enum and
                     # functools; agent.commands._jsonc uses the C scanner and encoder alone), collections
-                    # (collections.abc at run time), importlib (agent.cli imports with __import__), types,
-                    # and threading (launch --wait -q streams nothing: no log thread)
-                    "json", "re", "enum", "functools", "collections", "importlib", "types", "threading",
-                    "contextlib")
+                    # (collections.abc at run time), importlib and the warnings it brings (agent.cli imports
+                    # with __import__), types, threading (launch --wait tails its log on its one thread)
+                    "json", "re", "enum", "functools", "collections", "importlib", "warnings", "types",
+                    "threading", "contextlib")
 #: ... and the agent modules they do without: the streaming --wait tails its log without the logs command
 #: (argparse), the runtime's logdir or safepath (pathlib, contextlib, typing), or diskname's hashlib (a
 #: plain pod name needs no hash)
