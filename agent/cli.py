@@ -123,6 +123,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        # the output's reader went away (`| head`): what is still buffered for stdout goes to
+        # /dev/null, so that the flush at exit does not fail again (status 120); the signal
+        # module's documented way ("Note on SIGPIPE")
+        import os
+
+        try:
+            fd = sys.stdout.fileno()
+        except (AttributeError, ValueError, OSError):  # not a file (a test's capture): nothing buffered there
+            return 0
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
         return 0
 
 

@@ -39,7 +39,7 @@ else:
     # start-up); the calls here are the same (typeshed has no stub for it: mypy reads signal's)
     import _signal as signal
 
-__all__ = ["wait_for", "Interrupts", "LogPump", "POLL_S", "WAIT_S", "INTERRUPT_WINDOW_S"]
+__all__ = ["wait_for", "Interrupts", "LogPump", "OutputLost", "POLL_S", "WAIT_S", "INTERRUPT_WINDOW_S"]
 
 #: the log tail's pause when nothing new came
 POLL_S = 0.2
@@ -50,6 +50,16 @@ INTERRUPT_WINDOW_S = 1.0
 
 class _Woken(BaseException):
     """A Ctrl-C cut a long poll short (raised from the SIGINT handler; not an error)."""
+
+
+class OutputLost(Exception):
+    """The job's output could not be written (its reader went away: ``| head``) and the pod ended:
+    what ``wait_for`` would have answered, and the error, for the caller to finish its work
+    (``--rm``) before it exits as a closed pipe does."""
+
+    def __init__(self, code: int, why: str, pod: dict[str, Any], error: OSError) -> None:
+        super().__init__(f"the job's output could not be written: {error}")
+        self.code, self.why, self.pod, self.error = code, why, pod, error
 
 
 class Interrupts:
@@ -100,10 +110,12 @@ class LogPump:
             self.error = e
 
     def finish(self, drain: bool = True) -> None:
+        """Copy what is left (``drain``) and raise the error that stopped the copying, if one did;
+        without ``drain`` (the wait ends otherwise: its own error or answer comes first) just close."""
         try:
-            if self.error is not None:
-                raise self.error
             if drain:
+                if self.error is not None:
+                    raise self.error
                 self.tail.pump(self.out)
                 self.out.flush()
         finally:
@@ -159,9 +171,12 @@ def wait_for(session: Session, namespace: str, name: str, uid: str, main: str | 
             if pod["uid"] != uid:
                 return EXIT_LOST, f"{namespace}/{name} was removed (a pod of that name replaced it)", pod
             ended = True
-            if pump is not None:
-                pump.finish()
             code, why = outcome(pod, main)
+            if pump is not None:
+                try:
+                    pump.finish()
+                except OSError as e:
+                    raise OutputLost(code, why, pod, e) from e
             return code, why, pod
     finally:
         ints.blocking = False

@@ -318,7 +318,7 @@ def _log_path(args: argparse.Namespace, namespace: str, name: str, container: st
 
 
 def _wait(args: argparse.Namespace, session: Session, pod: dict[str, Any], main: str | None, offset: int) -> int:
-    from agent.commands._wait import wait_for
+    from agent.commands._wait import OutputLost, wait_for
 
     if main is None:  # a manifest: its first app container is the job's
         main = next((c["name"] for c in pod["containers"] if c["kind"] != "init"), None)
@@ -328,7 +328,14 @@ def _wait(args: argparse.Namespace, session: Session, pod: dict[str, Any], main:
         from agent.commands._tail import Tail
 
         tail = Tail(_log_path(args, ns, name, main), offset)
-    code, why, ended = wait_for(session, ns, name, pod["uid"], main, tail)
+    try:
+        code, why, ended = wait_for(session, ns, name, pod["uid"], main, tail)
+    except OutputLost as lost:
+        # the output's reader went away (`| head`); the pod ended all the same: remove it as asked,
+        # then end as a closed pipe ends a command (agent.cli: quietly)
+        if args.rm:
+            session.request("DELETE", pod_path(ns, name), timeout=600)
+        raise lost.error from None
     if why:
         print(f"hwagent launch: {why}", file=sys.stderr)
     if args.format == "json" and ended:

@@ -8,7 +8,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agent.commands._wait import wait_for
+import pytest
+
+from agent.commands._wait import OutputLost, wait_for
 from agent.commands.logs import Tail
 
 
@@ -89,3 +91,20 @@ def test_the_log_is_pumped_between_the_long_polls_reads_with_no_thread(tmp_path)
     assert s.streamed == b"first\nmiddle\n", s.streamed  # before the answer came
     assert out.getvalue() == b"first\nmiddle\nlast line\n", out.getvalue()
     assert threading.active_count() == before
+
+
+class _ClosedPipe(io.BytesIO):
+    def write(self, data: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_reader_gone_stops_the_stream_not_the_wait_and_the_end_comes_with_the_error(tmp_path):
+    log = tmp_path / "main.log"
+    log.write_bytes(b"first\n")
+    s = FakeSession([_pod("Running"), _pod("Running"), _pod("Succeeded")], log)
+    with pytest.raises(OutputLost) as lost:
+        wait_for(s, "default", "j", "u1", "main", Tail(log), out=_ClosedPipe(), err=io.StringIO(),  # type: ignore[arg-type]
+                 poll_s=0.01)
+    assert len(s.calls) == 3, "the wait went on to the pod's end"
+    assert (lost.value.code, lost.value.pod["phase"]) == (0, "Succeeded")
+    assert isinstance(lost.value.error, BrokenPipeError)

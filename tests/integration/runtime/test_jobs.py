@@ -206,6 +206,24 @@ def test_rm_without_wait_is_removed_by_the_daemon_when_it_ends(job):
     assert r.returncode == 2 and "--wait" in r.stderr and "remove-on-exit" in r.stderr, r.stderr
 
 
+def test_wait_rm_whose_reader_went_away_still_removes_the_pod(job):
+    """`launch --wait --rm -- cmd | head -1`: the output's reader is gone long before the job ends;
+    the CLI stops streaming, waits for the end as before, removes the pod and exits quietly."""
+    proc = job.popen("launch", "--wait", "--rm", "--name", "piped", "--", "sh", "-c", "seq 1 200000; sleep 1")
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline() == "1\n"
+    proc.stdout.close()  # as `head -1` does
+    err = proc.stderr.read()
+    assert proc.wait(BUDGET_S) == 0, err
+    assert "Traceback" not in err, err
+
+    def absent() -> bool:
+        ps = job.cli("ps", "--format", "json")
+        return ps.returncode == 0 and all(p["name"] != "piped" for p in json.loads(ps.stdout)["pods"])
+
+    assert absent(), "--rm removed the pod once it ended, reader or not"
+
+
 def test_the_daemon_not_running_is_said_with_what_to_do(tmp_path):
     r = subprocess.run([str(HWAGENT), "ps", "--root-dir", str(tmp_path)], capture_output=True, text=True,
                        timeout=BUDGET_S)
