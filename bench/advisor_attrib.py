@@ -320,7 +320,7 @@ def layout_run(layout: str, base: str, window: float, hogs: int, cotenants: int,
     each its own cgroup with cpu.idle = 1, either beside the LS pod under ``<base>-pods`` (``nested``:
     the runtime's and the kubelet's layout) or under a top-level ``<base>-rec`` that is itself
     cpu.idle (``split``), or none (``floor``); ``cotenants`` processes in ``<base>-cot``."""
-    from bench.advisor import LS
+    from bench.advisor import LS, idle_s
 
     _mk(f"{base}-pods")
     _mk(f"{base}-pods/ls", shares=102)
@@ -342,11 +342,11 @@ def layout_run(layout: str, base: str, window: float, hogs: int, cotenants: int,
         t = Tracer(procs[0].pid, rules)
         rels = {"ls": f"{base}-pods/ls", "hogs": hog_rels, "cot": f"{base}-cot"}
         u0 = {"ls": _usage_s(rels["ls"]), "hogs": sum(map(_usage_s, hog_rels)), "cot": _usage_s(rels["cot"])}
-        w0 = time.time()
+        w0, i0 = time.time(), idle_s()
         t.start()
         time.sleep(window)
         events = t.stop()
-        w1 = time.time()
+        w1, i1 = time.time(), idle_s()
         u1 = {"ls": _usage_s(rels["ls"]), "hogs": sum(map(_usage_s, hog_rels)), "cot": _usage_s(rels["cot"])}
     finally:
         for p in procs:
@@ -356,7 +356,9 @@ def layout_run(layout: str, base: str, window: float, hogs: int, cotenants: int,
     late, wakes = attribute(events, procs[0].pid)
     return {"layout": layout, "late": late_us, "cpu": {k: u1[k] - u0[k] for k in u0},
             "attrib": summarize(late, wakes, t.classes, t.cgroups),
-            "load": Path("/proc/loadavg").read_text().split()[0], "window": w1 - w0}
+            "load": Path("/proc/loadavg").read_text().split()[0], "window": w1 - w0,
+            # the VM's other processes: busy CPU less the LS, hogs and synthetic co-tenant
+            "others": max(0.0, (os.cpu_count() or 1) * (w1 - w0) - (i1 - i0) - sum(u1[k] - u0[k] for k in u0))}
 
 
 def _remove(base: str) -> None:
@@ -391,17 +393,19 @@ def layouts(argv: list[str]) -> int:
                           flush=True)
         finally:
             _remove(base)
-    print("layout | LS p50 µs | LS p99 µs | late > 300 µs | late behind hog / co-tenants / other | hogs CPU s | "
-          "co-tenant CPU s | LS CPU s | window s | load (1 min, per round)")
+    print("layout | LS p50 µs | LS p99 µs | late > 300 µs | their delay ms | late behind hog / co-tenant / other | "
+          "hogs CPU s | co-tenant CPU s | VM's other processes CPU s | LS CPU s | window s | load (1 min, per round)")
     for lay, rs in runs.items():
         late = sorted(x for r in rs for x in r["late"])
         n = {c: sum(r["attrib"]["by_class"].get(c, {}).get("n", 0) for r in rs) for c in
              ("hog", "co-tenant (synthetic)")}
         tot = sum(r["attrib"]["late"] for r in rs)
+        ms = sum(row["delay_ms_sum"] for r in rs for row in r["attrib"]["by_class"].values())
         print(f"{lay} | {statistics.median(late):.0f} | {late[int(0.99 * (len(late) - 1))]:.0f} | {tot} of "
-              f"{sum(r['attrib']['wakeups'] for r in rs)} | {n['hog']} / {n['co-tenant (synthetic)']} / "
+              f"{sum(r['attrib']['wakeups'] for r in rs)} | {ms:.0f} | {n['hog']} / {n['co-tenant (synthetic)']} / "
               f"{tot - sum(n.values())} | {sum(r['cpu']['hogs'] for r in rs):.2f} | "
-              f"{sum(r['cpu']['cot'] for r in rs):.2f} | {sum(r['cpu']['ls'] for r in rs):.2f} | "
+              f"{sum(r['cpu']['cot'] for r in rs):.2f} | {sum(r['others'] for r in rs):.2f} | "
+              f"{sum(r['cpu']['ls'] for r in rs):.2f} | "
               f"{sum(r['window'] for r in rs):.1f} | {', '.join(r['load'] for r in rs)}")
     return 0
 
