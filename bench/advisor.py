@@ -159,7 +159,12 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
         u0 = {n: usage_s(subtree, u) for n, u in uids.items()}
         d0, i0 = proc_cpu_s(d.pid), idle_s()
         tracer = start_attrib(subtree, uids, d.pid) if args.attrib else None
-        time.sleep(args.window)
+        try:
+            time.sleep(args.window)
+        except BaseException:
+            if tracer:  # interrupted: the tracefs instance goes too
+                tracer.stop()
+            raise
         dt = time.monotonic() - t0
         attrib = stop_attrib(tracer, args.attrib) if tracer else None
         w1 = time.time()

@@ -344,8 +344,10 @@ def layout_run(layout: str, base: str, window: float, hogs: int, cotenants: int,
         u0 = {"ls": _usage_s(rels["ls"]), "hogs": sum(map(_usage_s, hog_rels)), "cot": _usage_s(rels["cot"])}
         w0, i0 = time.time(), idle_s()
         t.start()
-        time.sleep(window)
-        events = t.stop()
+        try:
+            time.sleep(window)
+        finally:
+            events = t.stop()
         w1, i1 = time.time(), idle_s()
         u1 = {"ls": _usage_s(rels["ls"]), "hogs": sum(map(_usage_s, hog_rels)), "cot": _usage_s(rels["cot"])}
     finally:
@@ -422,8 +424,11 @@ def main() -> int:
     tid, secs = int(sys.argv[2]), float(sys.argv[3])
     t = Tracer(tid, lambda _tid, _cg: None)
     t.start()
-    time.sleep(secs)
-    late, wakes = attribute(t.stop(), tid)
+    try:
+        time.sleep(secs)
+    finally:
+        events = t.stop()
+    late, wakes = attribute(events, tid)
     print(format_table(str(tid), summarize(late, wakes, t.classes, t.cgroups)))
     return 0
 
