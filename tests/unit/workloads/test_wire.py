@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -81,3 +82,60 @@ def test_a_cut_answer_is_an_error_not_a_short_body(tmp_path):
         conn.exchange("GET", "/a", b"", 10)
     t.join(10)
     conn.close()
+
+
+def test_a_long_polls_idle_runs_while_no_answer_came_and_not_after(tmp_path):
+    """launch --wait streams its log from ``idle`` while the long poll waits, on the same thread."""
+    answered = threading.Event()
+    calls: list[bool] = []
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(tmp_path / "s"))
+    srv.listen(1)
+
+    def run() -> None:
+        conn, _ = srv.accept()
+        with conn, srv:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(4096)
+            deadline = time.monotonic() + 60
+            while len(calls) < 3 and time.monotonic() < deadline:  # the answer waits for three idle calls
+                time.sleep(0.01)
+            answered.set()
+            conn.sendall(render(Response(200, {"done": True}), True))
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    conn = _Connection(tmp_path / "s")
+    status, body = conn.exchange("GET", "/w", b"", 60, idle=lambda: calls.append(answered.is_set()), idle_s=0.01)
+    assert (status, json.loads(body)) == (200, {"done": True})
+    assert len(calls) >= 3 and not any(calls), "idle ran only while the answer had not come"
+    assert conn.sock is not None and conn.sock.gettimeout() == 60, "the request's own timeout is back"
+    t.join(10)
+    conn.close()
+
+
+def test_a_long_poll_with_idle_still_times_out(tmp_path):
+    done = threading.Event()
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(tmp_path / "s"))
+    srv.listen(1)
+
+    def run() -> None:  # reads the request and never answers
+        conn, _ = srv.accept()
+        with conn, srv:
+            conn.recv(4096)
+            done.wait(60)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    conn = _Connection(tmp_path / "s")
+    calls: list[int] = []
+    try:
+        with pytest.raises(TimeoutError):
+            conn.exchange("GET", "/w", b"", 0.3, idle=lambda: calls.append(1), idle_s=0.05)
+        assert calls, "idle ran while it waited"
+    finally:
+        done.set()
+        conn.close()
+        t.join(10)
