@@ -523,6 +523,19 @@ class WorkloadRuntime:
         except Exception as e:  # noqa: BLE001 - not in the CPU policy's state (e.g. released): nothing to bind
             log.debug("bind cgroup skipped", pod=p.uid, container=ctr.spec.name, error=e)
 
+    async def _unbind_left(self, p: _Pod, ctr: _Ctr) -> None:
+        """After the pod's end was reported: unbind a container whose pod the CPU policy still
+        holds (nobody released it). The report's release drops the binding with the pod, and
+        unbinding first was one more committed policy change, and enforcer pass, per job (issue
+        23). Until then the policy names a cgroup that is gone, which its enforcer takes as
+        vanished; a daemon killed in between does the same after its restart, until the restored
+        runtime's report of the end releases the pod."""
+        policy = self._cpu_policy()
+        if policy is not None and policy.placement(p.uid, ctr.spec.name) is None:
+            ctr.bound = False
+            return
+        await self._bind(p, ctr, None)
+
     def _reapply(self, p: _Pod, ctr: _Ctr) -> None:
         try:
             changed = self.cgroups.reapply(ctr.rel, self._plan(p, ctr).limits)
@@ -623,11 +636,12 @@ class WorkloadRuntime:
                                      reason=("Completed" if ctr.status.exit_code == 0 else "Error") if ran
                                      else "NotStarted",
                                      message=ctr.status.message if ran else f"the pod ended ({reason}) before it started")
-            if ctr.bound:
-                await self._bind(p, ctr, None)
         p.phase, p.reason, p.message, p.finished_at = phase, reason, message, self.clock()
         log.info("pod finished", pod=p.pod.spec.key, uid=p.uid, phase=phase.value, reason=reason, message=message)
         await self._report(p)
+        for ctr in p.ctrs.values():
+            if ctr.bound:
+                await self._unbind_left(p, ctr)
         # after the report: a crash in between leaves an orphan that restore() removes
         targets = [t for rec in p.record.containers.values() for t in rec.created]
 

@@ -14,7 +14,7 @@ import asyncio
 
 from agent.contracts.pods import ContainerState, PodPhase
 
-from .conftest import make_pod
+from .conftest import Sink, make_pod
 
 
 def terminal(st) -> bool:
@@ -54,3 +54,69 @@ def test_an_exit_while_another_container_runs_is_reported_at_once(env, tmp_path)
         assert st.phase == PodPhase.SUCCEEDED
 
     asyncio.run(go())
+
+
+class _Policy:
+    """A CPU policy that records the runtime's binds; it holds a pod until ``release``."""
+
+    def __init__(self) -> None:
+        self.binds: list[tuple[str, str | None]] = []
+        self.held: set[str] = set()
+
+    async def bind_cgroup(self, uid: str, name: str, rel: str | None) -> bool:
+        if uid not in self.held:
+            raise KeyError(f"pod {uid} is not held")
+        self.binds.append((name, rel))
+        return False  # nothing enforces here: the runtime writes the placement itself
+
+    def placement(self, uid: str, name: str):
+        from types import SimpleNamespace
+
+        from agent.cpuset import CPUSet
+
+        return SimpleNamespace(cpus=CPUSet.parse("0"), mems=None) if uid in self.held else None
+
+
+def test_a_job_released_with_its_end_is_not_unbound_first(env):
+    """The pod's end releases its CPUs (admission, on the terminal report); unbinding each container
+    just before was one more committed CPU-journal change (and an enforcer pass) per job for a
+    binding the release drops anyway (issue 23). A pod the policy still holds after the report
+    (nobody released it) is unbound as before."""
+    async def go() -> None:
+        policy = _Policy()
+
+        class Releasing(Sink):
+            async def pod_status_changed(self, uid, status) -> None:
+                if status.phase.terminal:
+                    policy.held.discard(uid)
+                await super().pod_status_changed(uid, status)
+
+        env.sink = Releasing()
+        rt = env.runtime(cpu_policy=lambda: policy)
+        pod = make_pod("released", ["true"], restart="Never")
+        policy.held.add(pod.uid)
+        await rt.run(pod)
+        await env.sink.wait(pod.uid, terminal)
+        await _until(lambda: pod.uid not in rt._pods)
+        assert [r for _n, r in policy.binds] == [rt.cgroups.path(f"pod{pod.uid}", "main")], policy.binds
+
+        kept = make_pod("kept", ["true"], restart="Never")
+        policy.held.add(kept.uid)
+        env.sink = Sink()  # nothing releases
+        rt2 = env.runtime(cpu_policy=lambda: policy)
+        policy.binds.clear()
+        await rt2.run(kept)
+        await env.sink.wait(kept.uid, terminal)
+        await _until(lambda: kept.uid not in rt2._pods)
+        assert [r for _n, r in policy.binds] == [rt2.cgroups.path(f"pod{kept.uid}", "main"), None], policy.binds
+
+    asyncio.run(go())
+
+
+async def _until(cond, timeout: float = 60.0) -> None:
+    """Poll ``cond`` on the loop (the runtime finishes a pod after its report returns)."""
+    async def loop() -> None:
+        while not cond():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(loop(), timeout)
