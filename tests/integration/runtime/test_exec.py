@@ -91,8 +91,9 @@ def test_exec_runs_with_the_containers_environment_and_directory(job, tmp_path):
     job.cli("stop", "exenv", "--grace", "0")
 
 
-def _read_until(fd: int, want: bytes, deadline: float) -> bytes:
-    out = b""
+def _read_until(fd: int, want: bytes, deadline: float, out: bytes = b"") -> bytes:
+    """``out`` and what follows it on ``fd`` until ``want`` is in it: the terminal's bytes arrive in
+    chunks of any size (under load the ^C echo and the trap's output come in one read)."""
     while want not in out:
         left = deadline - time.monotonic()
         assert left > 0, f"no {want!r} in {out!r}"
@@ -136,8 +137,8 @@ def test_exec_tty_gives_a_terminal_relayed_in_raw_mode(job):  # noqa: F811
         os.write(master, b"\x03")
         # the pty's own line discipline echoes ^C as it signals the command's process group: the
         # relay passed the key through in raw mode (the CLI was not interrupted)
-        out += _read_until(master, b"^C", deadline)
-        out += _read_until(master, b"got-int", deadline)
+        out = _read_until(master, b"^C", deadline, out)
+        out = _read_until(master, b"got-int", deadline, out)
         assert proc.wait(BUDGET_S) == 5, out
         assert termios.tcgetattr(slave) == before, "the caller's terminal settings are restored"
     finally:
