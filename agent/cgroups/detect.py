@@ -43,7 +43,8 @@ class CgroupLayout:
         if self.mode == "v2":
             return True
         if self.mode == "hybrid":
-            return not (self.root / controller).is_dir() and controller in self.v2_controllers
+            # the set first: a stat only for a controller the v2 root offers (per container created)
+            return controller in self.v2_controllers and not (self.root / controller).is_dir()
         return False
 
     def controller_root(self, controller: str) -> Path:

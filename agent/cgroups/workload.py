@@ -259,16 +259,20 @@ class WorkloadCgroups:
         try:
             for h in self.hierarchies:
                 self._ensure_parents(h, rel, limits.needs)
-                d = self._dir(h, rel)
-                d.mkdir(exist_ok=True)
+                d = self._sdir(h, rel)
+                try:
+                    os.mkdir(d)
+                except FileExistsError:
+                    if not os.path.isdir(d):
+                        raise
                 if not cpuset and "cpuset" in h.controllers:
-                    _inherit_cpuset(d.parent, d, only_empty=False)
+                    _inherit_cpuset(os.path.dirname(d), d, only_empty=False)
                 self._write_limits(h, d, limits, only_drift=False, skip=() if cpuset else ("cpuset",))
                 if limits.cpu_idle:
                     self._idle_pod(h, rel)
                 if h.v2 and self.device_programs is not None:
                     try:
-                        self.device_programs.attach(d, limits)
+                        self.device_programs.attach(Path(d), limits)
                     except DeviceProgramError as e:
                         raise CgroupSetupError(str(e)) from None
         except (OSError, CgroupSetupError) as e:
@@ -301,15 +305,15 @@ class WorkloadCgroups:
             return tuple(c for c in V2_CONTROLLERS if c in self.layout.v2_controllers)
         return self._hybrid_v2()
 
-    def _write_limits(self, h: Hierarchy, d: Path, limits: CgroupLimits, only_drift: bool,
+    def _write_limits(self, h: Hierarchy, d: str, limits: CgroupLimits, only_drift: bool,
                       skip: tuple[str, ...] = ()) -> list[str]:
         changed: list[str] = []
         for c in self._controllers_of(h):
             if c in skip:
                 continue
             for name, value in controller_files(limits, c, h.v2):
-                f = d / name
-                if name == "cpu.idle" and not f.exists():
+                f = d + "/" + name
+                if name == "cpu.idle" and not os.path.exists(f):
                     raise CgroupSetupError("this kernel has no cpu.idle (needed for a reclaimed pod)")
                 if only_drift:
                     if name.startswith("devices."):
@@ -317,11 +321,12 @@ class WorkloadCgroups:
                     elif _same(_read(f), value):
                         continue
                 try:
-                    f.write_text(value)
+                    with open(f, "w") as out:
+                        out.write(value)
                 except OSError as e:
                     raise CgroupSetupError(f"cannot write {value!r} to {f}: {e.strerror or e}") from None
                 if not name.startswith("devices."):
-                    changed.append(f"{f.parent.name}/{name}")
+                    changed.append(f"{os.path.basename(d)}/{name}")
         return changed
 
     def write_cpuset(self, rel: str, cpus: CPUSet, mems: CPUSet) -> None:
@@ -344,8 +349,8 @@ class WorkloadCgroups:
         rel = self.check(rel)
         changed: list[str] = []
         for h in self.hierarchies:
-            d = self._dir(h, rel)
-            if d.is_dir():
+            d = self._sdir(h, rel)
+            if os.path.isdir(d):
                 changed += self._write_limits(h, d, limits, only_drift=True, skip=("cpuset",))
         return changed
 
@@ -486,9 +491,10 @@ def _join(root: str, rel: str) -> str:
     return root + rel if root != "/" else rel
 
 
-def _read(f: Path) -> str | None:
+def _read(f: str | Path) -> str | None:
     try:
-        return f.read_text().strip()
+        with open(f) as src:
+            return src.read().strip()
     except OSError:
         return None
 

@@ -63,21 +63,21 @@ def hugepage_sizes(sysfs_root: str = "/sys") -> Callable[[], tuple[int, ...]]:
     """The page sizes (bytes) a process could get pages of now: a pool with pages
     (``nr_hugepages``) or overcommit (``nr_overcommit_hugepages``). Read when a container
     is planned, so a pool reserved after the daemon started is limited too."""
-    base = Path(sysfs_root) / "kernel" / "mm" / "hugepages"
+    base = os.path.join(sysfs_root, "kernel", "mm", "hugepages")
 
     def read() -> tuple[int, ...]:
+        # strings, not a Path per directory and file: this runs for every container started
         out: list[int] = []
         try:
-            dirs = sorted(base.iterdir())
+            names = sorted(os.listdir(base))
         except OSError:
             return ()
-        for d in dirs:
-            name = d.name
+        for name in names:
             if not (name.startswith("hugepages-") and name.endswith("kB")):
                 continue
             try:
                 size = int(name[len("hugepages-"):-2]) * 1024
-                pages = sum(int((d / f).read_text()) for f in ("nr_hugepages", "nr_overcommit_hugepages"))
+                pages = sum(_read_int(f"{base}/{name}/{f}") for f in ("nr_hugepages", "nr_overcommit_hugepages"))
             except (OSError, ValueError):
                 continue
             if pages > 0:
@@ -85,6 +85,11 @@ def hugepage_sizes(sysfs_root: str = "/sys") -> Callable[[], tuple[int, ...]]:
         return tuple(out)
 
     return read
+
+
+def _read_int(path: str) -> int:
+    with open(path, "rb") as f:
+        return int(f.read())
 
 
 def prepare_dirs(root_dir: Path) -> None:
