@@ -44,6 +44,31 @@ RESTART = {"never": "Never", "on-failure": "OnFailure", "always": "Always"}
 _NAME_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 
+def cpu_count(text: str) -> str:
+    """``--cpus``: a positive CPU quantity as the API writes it, whole CPUs (``2``) or a fraction
+    (``0.5``, ``1.25`` or ``500m``, as ``docker run --cpus`` and the kubelet take them), to the
+    millicore; a ValueError (argparse's usage error) for anything else. Pure; no ``re``/``decimal``."""
+    if not text.isascii():
+        raise ValueError(text)
+    milli = text.endswith("m")
+    whole, dot, frac = (text[:-1] if milli else text).partition(".")
+    if milli:
+        valid = whole.isdigit() and not dot
+    else:
+        valid = (whole.isdigit() or (whole == "" and bool(dot))) and (not dot or frac.isdigit())
+    if not valid:
+        raise ValueError(text)
+    if milli:
+        m = int(whole)
+    else:
+        if len(frac) > 3 and frac[3:].strip("0"):
+            raise ValueError(text)  # finer than a millicore
+        m = int(whole or "0") * 1000 + int((frac + "000")[:3] or "0")
+    if m <= 0:
+        raise ValueError(text)
+    return str(m // 1000) if m % 1000 == 0 else f"{m}m"
+
+
 #: launch's flags, defined once: argparse is built from them (add_parser) and the plain reader reads
 #: the usual argument lists with them (agent.commands._flags, fast_args)
 FLAGS: tuple[Flag, ...] = (
@@ -52,7 +77,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--name", help="pod name (DNS-1123 subdomain)"),
     Flag("--namespace", default="default"),
     Flag("--container", default="main", help="container name (default: main)"),
-    Flag("--cpus", metavar="N", convert=int, group="cpu", help="whole CPUs (request = limit)"),
+    Flag("--cpus", metavar="N", convert=cpu_count, group="cpu",
+         help="CPUs, request = limit: whole (2) for dedicated, or a fraction as docker takes it (0.5 or 500m)"),
     Flag("--cpu-request", metavar="Q", group="cpu", help="a CPU request as a quantity (e.g. 500m), no limit"),
     Flag("--qos", choices=tuple(QOS_LEVELS), help="Katalyst QoS level (default: shared)"),
     Flag("--numa-binding", kind=SWITCH,
@@ -188,9 +214,7 @@ def _resources(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]
     requests: dict[str, str] = {}
     limits: dict[str, str] = {}
     if args.cpus is not None:
-        if args.cpus <= 0:
-            raise CommandError(f"--cpus must be at least 1, got {args.cpus}")
-        limits["cpu"] = requests["cpu"] = str(args.cpus)
+        limits["cpu"] = requests["cpu"] = args.cpus
     if args.cpu_request is not None:
         requests["cpu"] = args.cpu_request
     if args.memory is not None:

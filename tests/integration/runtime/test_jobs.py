@@ -229,3 +229,25 @@ def test_the_daemon_not_running_is_said_with_what_to_do(tmp_path):
                        timeout=BUDGET_S)
     assert r.returncode == EXIT_NO_DAEMON, r.stderr
     assert "the daemon is not running" in r.stderr and "hwagent run" in r.stderr, r.stderr
+
+
+def test_stop_takes_several_names_and_cpus_a_fraction(job):
+    """What a docker user types: `launch --cpus 0.5` (request = limit = 500m, a CFS quota of half a
+    period) and `stop A B`, each stopped in turn, a missing one reported without sparing the others."""
+    for name in ("half", "other"):
+        r = job.cli("launch", "--name", name, "--cpus", "0.5", "--", "sleep", "600")
+        assert r.returncode == 0, r.stderr
+    until(lambda: all((q := pod(job.root, n)) and q["phase"] == "Running" for n in ("half", "other")),
+          "both to run")
+    d = job.cli("describe", "half", "--format", "json")
+    assert d.returncode == 0, d.stderr
+    dirs = json.loads(d.stdout)["cgroup_dirs"]  # the pod's, one per hierarchy; its container is main
+    cpu = Path(next(x for x in dirs if x.startswith(("/sys/fs/cgroup/cpu/", "/sys/fs/cgroup/cpu,cpuacct/")))) / "main"
+    quota, period = int((cpu / "cpu.cfs_quota_us").read_text()), int((cpu / "cpu.cfs_period_us").read_text())
+    assert quota * 2 == period, ("half a period per period", quota, period)
+    r = job.cli("stop", "half", "nosuch", "other", "--grace", "0")
+    assert r.returncode != 0, (r.stdout, r.stderr)
+    assert "nosuch" in r.stderr and r.stdout.count("stopped ") == 2, (r.stdout, r.stderr)
+    until(lambda: all(pod(job.root, n)["phase"] in ("Succeeded", "Failed") for n in ("half", "other")),
+          "both to stop")
+    assert job.cli("rm", "half", "other").returncode == 0

@@ -71,3 +71,19 @@ def test_generated_name_is_the_command_as_a_dns_label_with_a_suffix(command: str
     prefix, _, suffix = name.rpartition("-")
     assert prefix == base
     assert re.fullmatch(r"[a-z0-9]{5}", suffix)
+
+
+@pytest.mark.parametrize("given,quantity", [("2", "2"), ("0.5", "500m"), (".25", "250m"), ("1.5", "1500m"),
+                                            ("500m", "500m"), ("1000m", "1"), ("2.000", "2")])
+def test_cpus_takes_whole_cpus_or_a_fraction_as_docker_does(given: str, quantity: str) -> None:
+    """`--cpus 0.5` is what a docker user types: request = limit = 500m, through the manifest rules."""
+    m = manifest_from_flags(parse("--name", "w", "--cpus", given, "--", "sh"))
+    assert m["spec"]["containers"][0]["resources"] == {"requests": {"cpu": quantity}, "limits": {"cpu": quantity}}
+    parse_manifest(json.dumps(m))
+
+
+@pytest.mark.parametrize("given", ["0", "0m", "-1", "one", "1.", "0.0005", "1.5m", "1e3", "٣", ""])
+def test_cpus_refuses_what_is_no_positive_millicore_count(given: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        parse("--name", "w", "--cpus", given, "--", "sh")
+    assert "--cpus" in capsys.readouterr().err
