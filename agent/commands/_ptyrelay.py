@@ -48,20 +48,6 @@ def _copy_winsize(src: int, dst: int) -> None:
         pass  # not a terminal (stdin redirected): the pty keeps its default size
 
 
-def _default_signals() -> None:
-    """The command starts its terminal session with every signal at its default and none
-    blocked, as in a container or a fresh ssh session: a caller started from a script's
-    background job has SIGINT and SIGQUIT ignored, and an ignored signal survives exec, so
-    Ctrl-C on the new terminal would do nothing (a shell cannot even trap it)."""
-    for sig in signal.valid_signals():
-        if sig not in (signal.SIGKILL, signal.SIGSTOP):
-            try:
-                signal.signal(sig, signal.SIG_DFL)
-            except (OSError, ValueError):  # the real-time signals glibc keeps for itself
-                pass
-    signal.pthread_sigmask(signal.SIG_SETMASK, set())
-
-
 def run_in_pty(setup: Callable[[], None], argv: list[str], env: dict[str, str], stdin: int = 0,
                stdout: int = 1) -> int:
     """Fork with a new pty; the child runs ``setup`` (join, enter, drop privileges, chdir) and
@@ -72,7 +58,11 @@ def run_in_pty(setup: Callable[[], None], argv: list[str], env: dict[str, str], 
     pid, master = pty.fork()
     if pid == 0:  # the child: its stdio is the pty's slave, it is the session leader
         try:
-            _default_signals()
+            # a fresh terminal session starts with every signal at its default and none blocked, as
+            # in a container: a caller from a script's background job has SIGINT and SIGQUIT ignored
+            from agent.runtime.shim import default_signals
+
+            default_signals()
             setup()
             os.execvpe(argv[0], argv, env)
         except OSError as e:

@@ -127,7 +127,7 @@ def _child(procs: list[str], binds: list[tuple[str, str, bool]], cwd: str, out_w
         os.dup2(out_w, 2)
         if hs > 2:
             os.close(hs)
-        _default_signals()
+        default_signals()
         stage, what = "exec", cmd[0]
         os.execvp(cmd[0], cmd)
     except OSError as e:
@@ -259,10 +259,11 @@ def _become_supervisor() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
 
 
-def _default_signals() -> None:
+def default_signals() -> None:
     """Every signal at its default and none blocked, as a container starts whatever the daemon
     inherited (a daemon started from a script's background job has SIGINT and SIGQUIT ignored,
-    and an ignored signal survives exec: a shell cannot even trap it). Same as shim.c."""
+    and an ignored signal survives exec: a shell cannot even trap it). Same as shim.c; also
+    what `hwagent exec -t` does for its command (agent/commands/_ptyrelay.py)."""
     for sig in signal.valid_signals():
         if sig not in (signal.SIGKILL, signal.SIGSTOP):
             try:
