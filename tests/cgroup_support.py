@@ -64,9 +64,12 @@ def rmdir_cgroup_tree(base: str | Path, tries: int = 100, pause_s: float = 0.05)
 def kill_and_remove_subtree(subtree: str, tries: int = 200, pause_s: float = 0.02) -> None:
     """End every process in the cgroup ``subtree`` (a path below each controller's mount,
     e.g. ``/hwagent-test-…``) in every hierarchy under /sys/fs/cgroup, then remove its
-    directories deepest first: what a test that ran a daemon with its runtime leaves."""
-    for ctl in Path("/sys/fs/cgroup").iterdir():
-        base = ctl / subtree.lstrip("/")
+    directories deepest first: what a test that ran a daemon with its runtime leaves. The
+    reclaimed pods' subtree the daemon derives from it (``<subtree>-reclaimed``) goes too."""
+    from agent.cgroups.config import derived_reclaimed_subtree
+
+    subtrees = (subtree, derived_reclaimed_subtree(subtree))
+    for base in (ctl / sub.lstrip("/") for ctl in Path("/sys/fs/cgroup").iterdir() for sub in subtrees):
         if not base.is_dir():
             continue
         for p, _dirs, _files in os.walk(base):

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from agent.cgroups.detect import DEFAULT_CGROUP_ROOT
-from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, CgroupPathError, validate_rel_path
+from agent.cgroups.paths import DEFAULT_WORKLOAD_ROOTS, CgroupPathError, nested_subtrees, validate_rel_path
 from agent.config import SectionKey
 
-__all__ = ["CGROUPS_SECTION", "CgroupsConfig", "workload_roots"]
+__all__ = ["CGROUPS_SECTION", "CgroupsConfig", "derived_reclaimed_subtree", "workload_roots"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,10 @@ class CgroupsConfig:
     workload_roots: tuple[str, ...] = DEFAULT_WORKLOAD_ROOTS
     #: subtree (relative to each controller root) that holds every cgroup of hwagent's workload runtime
     runtime_subtree: str = "/hwagent.slice"
+    #: subtree of the runtime's reclaimed pods, made idle (cpu.idle = 1) so their CPU time
+    #: competes as idle at the cgroup root, not as the runtime subtree's (issue 26); unset:
+    #: ``derived_reclaimed_subtree(runtime_subtree)``; "": reclaimed pods in runtime_subtree
+    runtime_reclaimed_subtree: str | None = None
     #: hierarchy pods' CPU cgroups are keyed on (run-queue probe, pod directory):
     #: auto = v1 cpu on v1/hybrid hosts, else v2
     hierarchy: Literal["auto", "v2", "cpu", "cpuset", "cpuacct"] = "auto"
@@ -62,20 +66,57 @@ class CgroupsConfig:
                     raise CgroupPathError("the root cgroup would let eviction kill anything")
             except CgroupPathError as e:
                 raise ValueError(f"workload_roots: {root!r}: {e}") from None
+        if self.runtime_reclaimed_subtree:
+            self._validate_reclaimed(self.runtime_reclaimed_subtree)
+
+    def _validate_reclaimed(self, value: str) -> None:
+        key = "runtime_reclaimed_subtree"
+        if not value.startswith("/"):
+            raise ValueError(f"{key}: must be an absolute path, got {value!r}")
+        try:
+            rel = validate_rel_path(value, None)
+        except CgroupPathError as e:
+            raise ValueError(f"{key}: {value!r}: {e}") from None
+        if rel == "/":
+            raise ValueError(f"{key}: cannot be the cgroup root (it is made idle)")
+        if nested_subtrees(rel, self.runtime_subtree):
+            raise ValueError(f"{key}: {value!r} overlaps runtime_subtree {self.runtime_subtree!r}: one must not "
+                             f"be inside the other (the runtime subtree stays non-idle); give a sibling, e.g. "
+                             f"{derived_reclaimed_subtree(self.runtime_subtree)!r}")
+
+    def reclaimed_subtree(self) -> str:
+        """Where the runtime puts reclaimed pods: the key, or, unset, the sibling
+        ``derived_reclaimed_subtree`` names; "" when they stay in runtime_subtree."""
+        value = self.runtime_reclaimed_subtree
+        if value is None:
+            return derived_reclaimed_subtree(self.runtime_subtree)
+        return "/" + value.strip("/") if value else ""
+
+
+def derived_reclaimed_subtree(runtime_subtree: str) -> str:
+    """The reclaimed pods' subtree when none is configured: a sibling of the runtime subtree
+    named after it (``/hwagent.slice`` -> ``/hwagent-reclaimed.slice``, ``/a/pods`` ->
+    ``/a/pods-reclaimed``). A sibling, not a fixed name: a runtime moved to its own subtree
+    (a test's, a delegated service's) takes its reclaimed pods along, and top-level for the
+    default, so their idleness reaches the root."""
+    head, _, name = ("/" + runtime_subtree.strip("/")).rpartition("/")
+    if name.endswith(".slice"):
+        return f"{head}/{name[:-len('.slice')]}-reclaimed.slice"
+    return f"{head}/{name}-reclaimed"
 
 
 def workload_roots(config: Any) -> tuple[str, ...]:
     """Every subtree whose cgroups hwagent may bind, enforce and kill: the configured
-    roots plus the workload runtime's own subtree, which is a workload root by
+    roots plus the workload runtime's own subtrees (its pods' and its reclaimed pods'), each a workload root by
     definition (a runtime moved to another subtree must not lose its pods' cpusets
     and eviction). One answer for the CPU policy and the pressure engine."""
     cg = config[CGROUPS_SECTION]
     roots = tuple(cg.workload_roots)
     runtime = config.sections.get("runtime") if hasattr(config, "sections") else None
     if runtime is not None and getattr(runtime, "enabled", False):
-        subtree = "/" + str(cg.runtime_subtree).strip("/")
-        if subtree not in roots:
-            roots += (subtree,)
+        for subtree in ("/" + str(cg.runtime_subtree).strip("/"), cg.reclaimed_subtree()):
+            if subtree and subtree not in roots:
+                roots += (subtree,)
     return roots
 
 

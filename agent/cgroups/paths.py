@@ -32,6 +32,7 @@ __all__ = [
     "reclaim_root_candidates",
     "self_cgroups",
     "safe_rel",
+    "nested_subtrees",
     "validate_rel_path",
     "CgroupPathError",
     "DEFAULT_WORKLOAD_ROOTS",
@@ -244,3 +245,9 @@ def safe_rel(rel: str) -> str:
 @functools.lru_cache(maxsize=4096)
 def _safe_rel_cached(rel: str) -> str:
     return validate_rel_path(rel, None)
+
+
+def nested_subtrees(a: str, b: str) -> bool:
+    """Whether one cgroup subtree is the other or lies inside it (``/a`` and ``/a/b``; not ``/a`` and ``/ab``)."""
+    a, b = "/" + a.strip("/") + "/", "/" + b.strip("/") + "/"
+    return a.startswith(b) or b.startswith(a)

@@ -9,7 +9,12 @@ hybrid the v2 directory holds no controllers but gives what v1 lacks: an
 atomic ``cgroup.kill`` for the whole subtree and the place a
 BPF_PROG_TYPE_CGROUP_DEVICE program attaches.
 
-Every path is checked to lie strictly below the configured subtree, so
+Reclaimed pods may live in a second subtree of their own (``reclaimed_subtree``,
+a sibling of the first), whose ``cpu.idle`` is 1: idleness counts among siblings,
+so only a top-level idle parent makes the hogs' CPU time idle at the root, where
+the runtime subtree competes with the rest of the machine (issue 26).
+
+Every path is checked to lie strictly below one of the configured subtrees, so
 nothing here can signal or remove a cgroup hwagent does not own.
 """
 
@@ -26,7 +31,7 @@ from pathlib import Path
 from agent.cgroups.detect import CgroupError, CgroupLayout
 from agent.cgroups.devbpf import DeviceProgramError, DevicePrograms
 from agent.cgroups.limits import CgroupLimits
-from agent.cgroups.paths import safe_rel
+from agent.cgroups.paths import nested_subtrees, safe_rel
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 
@@ -90,15 +95,22 @@ def controller_files(limits: CgroupLimits, controller: str, v2: bool) -> list[tu
 
 class WorkloadCgroups:
     def __init__(self, layout: CgroupLayout, subtree: str = "/hwagent.slice",
-                 device_programs: DevicePrograms | None = None) -> None:
+                 device_programs: DevicePrograms | None = None, *, reclaimed_subtree: str = "") -> None:
         """``device_programs``: enforce device rules with a BPF program on the v2
         directory (required on v2, where no devices controller exists; optional on
-        hybrid, where v1's devices controller does the same)."""
+        hybrid, where v1's devices controller does the same). ``reclaimed_subtree``:
+        where reclaimed pods go, made idle; "" = in ``subtree`` with the others."""
         self.layout = layout
         self.device_programs = device_programs
         self.subtree = safe_rel(subtree)
         if self.subtree == "/":
             raise CgroupError("the workload subtree cannot be the cgroup root")
+        self.reclaimed = safe_rel(reclaimed_subtree) if reclaimed_subtree else ""
+        if self.reclaimed and (self.reclaimed == "/" or nested_subtrees(self.reclaimed, self.subtree)):
+            raise CgroupError(f"the reclaimed pods' subtree {self.reclaimed} must be neither the cgroup root "
+                              f"nor inside or around the workload subtree {self.subtree}")
+        #: every subtree this runtime's cgroups live in
+        self.subtrees = (self.subtree, self.reclaimed) if self.reclaimed else (self.subtree,)
         self.hierarchies = self._hierarchies()
         #: levels of the subtree (never removed here) this process made or checked, per
         #: hierarchy: not stat-ed and read back again for every container (issue 23)
@@ -141,10 +153,10 @@ class WorkloadCgroups:
 
     # -- paths ------------------------------------------------------------------------
     def check(self, rel: str) -> str:
-        """``rel`` normalised; refuses anything not strictly below the subtree."""
+        """``rel`` normalised; refuses anything not strictly below one of the subtrees."""
         rel = safe_rel(rel)
-        if not rel.startswith(self.subtree + "/"):
-            raise CgroupError(f"cgroup {rel} is outside the workload subtree {self.subtree}")
+        if not rel.startswith(self.subtree + "/") and not (self.reclaimed and rel.startswith(self.reclaimed + "/")):
+            raise CgroupError(f"cgroup {rel} is outside the workload subtree {' and '.join(self.subtrees)}")
         return rel
 
     def owns(self, rel: str) -> bool:
@@ -154,9 +166,25 @@ class WorkloadCgroups:
             return False
         return True
 
-    def path(self, pod: str, container: str | None = None) -> str:
-        rel = f"{self.subtree}/{pod}" + (f"/{container}" if container else "")
+    def path(self, pod: str, container: str | None = None, reclaimed: bool = False) -> str:
+        """The pod's (or its container's) cgroup; a reclaimed pod's is in the reclaimed subtree, if any."""
+        base = self.reclaimed if reclaimed and self.reclaimed else self.subtree
+        rel = f"{base}/{pod}" + (f"/{container}" if container else "")
         return self.check(rel)
+
+    def pod_paths(self, pod: str) -> list[str]:
+        """The pod's cgroup in each subtree: where to look for a pod whose class is not known
+        (an orphan's, at restore) or was made by a runtime configured otherwise."""
+        return [self.check(f"{base}/{pod}") for base in self.subtrees]
+
+    def find_pod(self, pod: str, reclaimed: bool) -> str:
+        """``path(pod, reclaimed=...)``, unless only the other subtree holds the pod: a restored
+        pod made before the reclaimed subtree was configured (or unset) is found where it is."""
+        want = self.path(pod, reclaimed=reclaimed)
+        if len(self.subtrees) == 1 or self.exists(want):
+            return want
+        other = next(p for p in self.pod_paths(pod) if p != want)
+        return other if self.exists(other) else want
 
     def _dir(self, h: Hierarchy, rel: str) -> Path:
         return h.root / self.check(rel).lstrip("/")
@@ -185,7 +213,8 @@ class WorkloadCgroups:
         parts = rel.strip("/").split("/")[:-1]
         cur = str(h.root)
         v2 = h.v2 and self._v2_wanted(needs)
-        subtree = _join(cur, self.subtree)
+        idle = _join(cur, self.reclaimed) if self.reclaimed and rel.startswith(self.reclaimed + "/") else ""
+        subtree = idle or _join(cur, self.subtree)
         for p in parts:
             nxt = _join(cur, "/" + p)
             if not v2 and nxt in self._levels_ok:
@@ -199,11 +228,28 @@ class WorkloadCgroups:
                 _inherit_cpuset(cur, nxt, only_empty=not made)
             if v2:
                 self._enable_v2(Path(cur), needs)
+            if nxt == idle:
+                self._idle_subtree(h, nxt)
             if len(nxt) <= len(subtree):  # the subtree or above it: stays while this process runs
                 self._levels_ok.add(nxt)
             cur = nxt
         if v2:
             self._enable_v2(Path(cur), needs)
+
+    def _idle_subtree(self, h: Hierarchy, d: str) -> None:
+        """``cpu.idle`` 1 on the reclaimed subtree (where this hierarchy has the cpu controller):
+        written when the runtime makes it, or first uses one left from before."""
+        if "cpu" not in self._controllers_of(h):
+            return
+        f = d + "/cpu.idle"
+        if not os.path.exists(f):
+            raise CgroupSetupError("this kernel has no cpu.idle (needed for a reclaimed pod)")
+        if not _same(_read(f), "1"):
+            try:
+                with open(f, "w") as out:
+                    out.write("1")
+            except OSError as e:
+                raise CgroupSetupError(f"cannot write '1' to {f}: {e.strerror or e}") from None
 
     def _hybrid_v2(self) -> tuple[str, ...]:
         """On hybrid, the controllers written through the v2 tree (none mounted in v1)."""
@@ -287,9 +333,10 @@ class WorkloadCgroups:
         """``cpu.idle`` on the container's parent, the pod's cgroup, too. Idleness counts
         among siblings, and a container is its pod's only child: written on the container
         alone it made nothing idle, and a reclaimed pod's cgroup competed with a shared
-        pod's at full weight (issue 26). The subtree itself is never marked."""
+        pod's at full weight (issue 26). The runtime subtree is never marked (the reclaimed
+        subtree is, by ``_idle_subtree``)."""
         parent = os.path.dirname(rel.rstrip("/"))
-        if parent in ("", "/", self.subtree) or "cpu" not in self._controllers_of(h):
+        if parent in ("", "/", *self.subtrees) or "cpu" not in self._controllers_of(h):
             return
         f = self._dir(h, parent) / "cpu.idle"
         if f.exists() and not _same(_read(f), "1"):
@@ -440,8 +487,14 @@ class WorkloadCgroups:
         return left
 
     def remove_pod_dir(self, pod: str) -> None:
-        """The pod's directory once its containers' are gone (ignored while any remains)."""
-        rel = self.path(pod)
+        """The pod's directory, in every subtree, once its containers' are gone (ignored while any remains)."""
+        for rel in self.pod_paths(pod):
+            self.remove_dir(rel)
+
+    def remove_dir(self, rel: str) -> None:
+        """One cgroup without children (a pod's, once its containers' are gone) in every
+        hierarchy; ignored where it is gone or not empty."""
+        rel = self.check(rel)
         for h in self.hierarchies:
             try:
                 os.rmdir(self._sdir(h, rel))
@@ -449,25 +502,27 @@ class WorkloadCgroups:
                 pass
 
     def pod_dirs(self) -> set[str]:
-        """Names of the pod directories present under the subtree, any hierarchy."""
+        """Names of the pod directories present under the subtrees, any hierarchy."""
         out: set[str] = set()
         for h in self.hierarchies:
-            base = h.root / self.subtree.lstrip("/")
-            try:
-                out.update(p.name for p in base.iterdir() if p.is_dir())
-            except OSError:
-                pass
+            for subtree in self.subtrees:
+                base = h.root / subtree.lstrip("/")
+                try:
+                    out.update(p.name for p in base.iterdir() if p.is_dir())
+                except OSError:
+                    pass
         return out
 
-    def container_dirs(self, pod: str) -> set[str]:
+    def container_paths(self, pod: str) -> list[str]:
+        """The cgroups of the pod's containers present now, in whichever subtree, any hierarchy."""
         out: set[str] = set()
-        for h in self.hierarchies:
-            base = self._dir(h, self.path(pod))
-            try:
-                out.update(p.name for p in base.iterdir() if p.is_dir())
-            except OSError:
-                pass
-        return out
+        for rel in self.pod_paths(pod):
+            for h in self.hierarchies:
+                try:
+                    out.update(f"{rel}/{p.name}" for p in self._dir(h, rel).iterdir() if p.is_dir())
+                except OSError:
+                    pass
+        return sorted(out)
 
     def root_mems(self) -> str:
         """The memory nodes a workload may use when not NUMA-bound: the root cpuset's."""

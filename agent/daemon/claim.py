@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups.config import CGROUPS_SECTION
+from agent.cgroups.paths import nested_subtrees
 from agent.cpu.config import CPU_SECTION
 from agent.daemonconfig import DAEMON_SECTION
 from agent.cpuset import CPUSet, CPUSetError
@@ -127,8 +128,7 @@ def managed_claim(config: Any, topology: Topology, pid: int) -> Claim:
 
 def _nested(a: str, b: str) -> bool:
     """Whether one subtree is the other or lies inside it (``/a`` and ``/a/b``; not ``/a`` and ``/ab``)."""
-    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
-    return a.startswith(b) or b.startswith(a)
+    return nested_subtrees(a, b)
 
 
 def find_conflict(mine: Claim, others: Iterable[Claim]) -> str | None:

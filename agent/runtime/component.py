@@ -121,7 +121,8 @@ class RuntimeComponent:
         try:
             layout = detect(cg.root)
             bpf = self.cfg.devices_bpf == "always" or (self.cfg.devices_bpf == "auto" and layout.mode == "v2")
-            cgroups = WorkloadCgroups(layout, cg.runtime_subtree, DevicePrograms() if bpf else None)
+            cgroups = WorkloadCgroups(layout, cg.runtime_subtree, DevicePrograms() if bpf else None,
+                                      reclaimed_subtree=cg.reclaimed_subtree())
         except (CgroupError, ValueError) as e:
             raise RuntimeError(f"workload runtime cannot start: {e}") from None
         prepare_dirs(ctx.root_dir)
@@ -142,7 +143,8 @@ class RuntimeComponent:
         pods = list(registry.admitted()) if registry is not None else []
         await self.runtime.restore(pods)
         log.info(
-            "runtime started", subtree=cgroups.subtree, hierarchy=cgroups.layout.mode, shim=self.runtime.shim[-1],
+            "runtime started", subtree=cgroups.subtree, reclaimed_subtree=cgroups.reclaimed or "-",
+            hierarchy=cgroups.layout.mode, shim=self.runtime.shim[-1],
             restored=len(pods), stop_workloads_on_exit=self.cfg.stop_workloads_on_exit,
         )
 

@@ -41,7 +41,15 @@ from agent.runtime.logdir import log_dir, prepare_log_file
 from agent.runtime.lifecycle import app_phase, exit_reason, remaining_grace, should_restart, should_restart_init
 from agent.runtime.plan import DevNum, LaunchPlan, PlanError, device_number, plan_container
 from agent.runtime.state import STATE_DIR, ExitInfo, PodFiles, PodRecord
-from agent.contracts.pods import AdmittedPod, ContainerSpec, ContainerState, ContainerStatus, PodPhase, PodStatus
+from agent.contracts.pods import (
+    QOS_RECLAIMED,
+    AdmittedPod,
+    ContainerSpec,
+    ContainerState,
+    ContainerStatus,
+    PodPhase,
+    PodStatus,
+)
 
 __all__ = ["WorkloadRuntime", "pod_dir_name", "log_dir"]
 
@@ -157,7 +165,7 @@ class WorkloadRuntime:
         p = self._pods.get(uid)
         if p is None:
             return None
-        rel = self.cgroups.path(pod_dir_name(uid))
+        rel = _pod_rel(p)
         return PodProcesses(cgroup=rel, cgroup_dirs=tuple(self.cgroups.dirs(rel)), containers={
             name: ContainerProcesses(ctr.rel, tuple(sorted(self.cgroups.pids(ctr.rel)))
                                      if self.cgroups.exists(ctr.rel) else ())
@@ -189,7 +197,7 @@ class WorkloadRuntime:
                 continue
             files = PodFiles(self.state_root, pod.uid)
             rec = files.load() or PodRecord(pod.uid, pod.spec.key)
-            p = self._new_pod(pod, rec)
+            p = self._new_pod(pod, rec, restoring=True)
             self._pods[pod.uid] = p
             resume: dict[str, Started | ExitInfo] = {}
             for c in pod.spec.all_containers():
@@ -259,9 +267,13 @@ class WorkloadRuntime:
         self._pods.clear()
 
     # -- pods ---------------------------------------------------------------------------
-    def _new_pod(self, pod: AdmittedPod, rec: PodRecord) -> _Pod:
+    def _new_pod(self, pod: AdmittedPod, rec: PodRecord, restoring: bool = False) -> _Pod:
+        """``restoring``: the pod's cgroup is looked for in both subtrees (one a runtime
+        configured otherwise made); a new pod's is where its class goes."""
         ctrs = {}
         pdir = pod_dir_name(pod.uid)
+        reclaimed = pod.qos == QOS_RECLAIMED
+        prel = self.cgroups.find_pod(pdir, reclaimed) if restoring else self.cgroups.path(pdir, reclaimed=reclaimed)
         for c in pod.spec.all_containers():
             r = rec.container(c.name)
             if r.done:  # a completed init container (pod.json says so after a restart) stays Completed
@@ -270,7 +282,7 @@ class WorkloadRuntime:
             else:
                 status = ContainerStatus(c.name, reason="ContainerCreating" if c.kind == "app" else "PodInitializing",
                                          restart_count=r.restarts, exit_code=r.last_exit_code)
-            ctrs[c.name] = _Ctr(c, self.cgroups.path(pdir, c.name), status)
+            ctrs[c.name] = _Ctr(c, self.cgroups.check(f"{prel}/{c.name}"), status)
         return _Pod(pod, PodFiles(self.state_root, pod.uid), rec, ctrs)
 
     async def _wait_first(self, p: _Pod) -> None:
@@ -645,7 +657,7 @@ class WorkloadRuntime:
         # after the report: a crash in between leaves an orphan that restore() removes
         targets = [t for rec in p.record.containers.values() for t in rec.created]
 
-        self.cgroups.remove_pod_dir(pod_dir_name(p.uid))
+        self.cgroups.remove_dir(_pod_rel(p))
         _remove_targets(targets)
         p.files.remove()
         self._pods.pop(p.uid, None)
@@ -675,8 +687,8 @@ class WorkloadRuntime:
                 pdir = pod_dir_name(uid)
             except PlanError:
                 continue
-            for c in self.cgroups.container_dirs(pdir):
-                await self._teardown(self.cgroups.path(pdir, c))
+            for rel in self.cgroups.container_paths(pdir):  # in whichever subtree: its class is not known
+                await self._teardown(rel)
             self.cgroups.remove_pod_dir(pdir)
             PodFiles(self.state_root, uid).remove()
 
@@ -700,6 +712,11 @@ class WorkloadRuntime:
         # inline: one small write and a rename, no fsync (see agent.runtime.state)
         if not p.finished:
             p.files.write(PodFiles.encode(p.record))
+
+
+def _pod_rel(p: _Pod) -> str:
+    """The pod's cgroup, in whichever subtree its containers' are (a pod has at least one)."""
+    return os.path.dirname(next(iter(p.ctrs.values())).rel)
 
 
 def _exit_message(info: ExitInfo, oom: bool, spec: ContainerSpec) -> str:

@@ -28,6 +28,7 @@ import pytest
 
 from agent.api.admission.v1 import api_pb2 as pb
 from agent.api.admission.v1 import api_pb2_grpc as pb_grpc
+from agent.cgroups.config import derived_reclaimed_subtree
 from agent.config import section_defaults
 from agent.runtime.state import PodFiles
 from agent.workloads.component import socket_path_for
@@ -51,8 +52,9 @@ POLITE = "trap 'exit 0' TERM; while :; do sleep 0.05; done"
 STUBBORN = "trap '' TERM; while :; do sleep 0.05; done"
 
 
-def _manifest(name: str, script: str, grace: int = 5) -> bytes:
-    return (f"metadata: {{name: {name}}}\n"
+def _manifest(name: str, script: str, grace: int = 5, qos: str = "") -> bytes:
+    ann = f", annotations: {{katalyst.kubewharf.io/qos_level: {qos}}}" if qos else ""
+    return (f"metadata: {{name: {name}{ann}}}\n"
             f"spec:\n  restartPolicy: Never\n  terminationGracePeriodSeconds: {grace}\n"
             f"  containers:\n  - name: main\n    command: [sh, -c, \"{script}\"]\n"
             f"    resources: {{requests: {{cpu: 100m}}}}\n").encode()
@@ -71,8 +73,8 @@ class Client:
     def close(self) -> None:
         self.channel.close()
 
-    def admit(self, name: str, script: str, grace: int = 5) -> pb.Pod:
-        return self.stub.Admit(pb.AdmitRequest(manifest=_manifest(name, script, grace)), timeout=CALL_S).pod
+    def admit(self, name: str, script: str, grace: int = 5, qos: str = "") -> pb.Pod:
+        return self.stub.Admit(pb.AdmitRequest(manifest=_manifest(name, script, grace, qos)), timeout=CALL_S).pod
 
     def pods(self) -> dict[str, pb.Pod]:
         return {p.name: p for p in self.stub.List(pb.ListRequest(), timeout=CALL_S).pods}
@@ -162,15 +164,16 @@ class Node:
                 raise AssertionError(f"stuck: {what}; pods now {seen}; the daemon said:\n{said}")
             time.sleep(0.05)
 
-    def running(self, name: str) -> pb.Pod:
-        """Running with the pid of a live process that is in the pod's cgroup."""
+    def running(self, name: str, subtree: str | None = None) -> pb.Pod:
+        """Running with the pid of a live process that is in the pod's cgroup (under ``subtree``,
+        default the runtime subtree)."""
 
         def check(pods):
             p = pods.get(name)
             if p is None or p.phase != "Running" or not p.containers or not p.containers[0].pid:
                 return None
             pid = p.containers[0].pid
-            return p if _live(pid) and f"{self.subtree}/pod{p.uid}/main" in _cgroup_of(pid) else None
+            return p if _live(pid) and f"{subtree or self.subtree}/pod{p.uid}/main" in _cgroup_of(pid) else None
 
         pod = self.settle(f"{name} Running with its pid", check)
         assert pod is not None
@@ -208,6 +211,27 @@ def test_kill9_after_an_acknowledged_admit_ends_running_with_its_pid(node):
         COUNTS["kill9 pods: admits whose workload the restore re-attached"] += any(
             "running=main" in line for line in restored)
         node.client.remove(name)  # keep the two cores for the next trial
+
+
+def test_kill9_finds_a_reclaimed_pod_in_the_reclaimed_subtree(node):
+    """Reclaimed pods live in their own idle subtree (``<subtree>-reclaimed`` here, derived from
+    the test's): after a kill -9 the restarted daemon re-attaches the pod there, with the same
+    process, and its removal leaves nothing running in either subtree."""
+    reclaimed = derived_reclaimed_subtree(node.subtree)
+    for i, delay in enumerate(_delays(REMOVE_TRIALS)):
+        name = f"rec{i}"
+        node.client.admit(name, POLITE, qos="reclaimed_cores")
+        before = node.running(name, reclaimed)
+        time.sleep(delay)
+        node.kill_and_restart()
+        after = node.running(name, reclaimed)
+        assert after.containers[0].pid == before.containers[0].pid, (before, after)
+        assert _roots(_pod_processes(reclaimed, after.uid)) == [after.containers[0].pid]
+        assert _pod_processes(node.subtree, after.uid) == []
+        node.client.remove(name)
+        node.settle(f"{name} removed", lambda pods, n=name: n not in pods)
+        assert _pod_processes(reclaimed, after.uid) == []
+        COUNTS["kill9 pods: reclaimed pods re-attached in their subtree"] += 1
 
 
 def test_kill9_after_an_acknowledged_stop_or_remove_ends_stopped_or_removed(node):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.cgroups.config import derived_reclaimed_subtree
 from agent.cgroups.detect import detect
 from agent.cgroups.workload import WorkloadCgroups
 from agent.cpuset import CPUSet
@@ -95,23 +96,27 @@ class Env:
     def __init__(self, root: Path, subtree: str, cfg: RuntimeConfig) -> None:
         self.root = root
         self.subtree = subtree
+        #: reclaimed pods' subtree, derived as the daemon derives it: test-owned too
+        self.reclaimed = derived_reclaimed_subtree(subtree)
         self.cfg = cfg
         self.layout = detect("/sys/fs/cgroup")
-        self.cgroups = WorkloadCgroups(self.layout, subtree)
+        self.cgroups = WorkloadCgroups(self.layout, subtree, reclaimed_subtree=self.reclaimed)
         self.sink = Sink()
 
     def runtime(self, cfg: RuntimeConfig | None = None, **kw) -> WorkloadRuntime:
-        return WorkloadRuntime(cfg or self.cfg, WorkloadCgroups(self.layout, self.subtree), self.root,
-                               lambda: self.sink, **kw)
+        return WorkloadRuntime(cfg or self.cfg, WorkloadCgroups(self.layout, self.subtree,
+                                                                reclaimed_subtree=self.reclaimed),
+                               self.root, lambda: self.sink, **kw)
 
     def dirs(self) -> list[Path]:
-        """Every directory left under the test subtree, in any hierarchy."""
+        """Every directory left under the test's subtrees, in any hierarchy."""
         out = []
         for h in self.cgroups.hierarchies:
-            base = h.root / self.subtree.lstrip("/")
-            for p, _d, _f in os.walk(base):
-                if Path(p) != base:
-                    out.append(Path(p))
+            for subtree in (self.subtree, self.reclaimed):
+                base = h.root / subtree.lstrip("/")
+                for p, _d, _f in os.walk(base):
+                    if Path(p) != base:
+                        out.append(Path(p))
         return out
 
 
@@ -124,14 +129,14 @@ def env(tmp_path):
     yield e
     # kill and remove whatever a failing test left
     for h in e.cgroups.hierarchies:
-        base = h.root / subtree.lstrip("/")
-        if not base.exists():
-            continue
-        for p, _d, _f in sorted(os.walk(base), key=lambda t: -len(t[0])):
-            try:
-                for pid in Path(p, "cgroup.procs").read_text().split():
-                    os.kill(int(pid), 9)
-            except OSError:
-                pass
-        rmdir_cgroup_tree(base, tries=100, pause_s=0.02)
+        for base in (h.root / subtree.lstrip("/"), h.root / e.reclaimed.lstrip("/")):
+            if not base.exists():
+                continue
+            for p, _d, _f in sorted(os.walk(base), key=lambda t: -len(t[0])):
+                try:
+                    for pid in Path(p, "cgroup.procs").read_text().split():
+                        os.kill(int(pid), 9)
+                except OSError:
+                    pass
+            rmdir_cgroup_tree(base, tries=100, pause_s=0.02)
     shutil.rmtree(tmp_path / "root", ignore_errors=True)

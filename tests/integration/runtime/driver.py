@@ -4,7 +4,7 @@
 before returning, as the registry persists before it answers); admitted pods
 to ROOT/admitted/<uid>.pkl (removed once their terminal status is recorded:
 what admission's registry would still hold). MODE ``steady`` starts three pods
-and waits; ``churn`` launches and stops pods in a loop until killed; ``slowstop``
+and waits; ``reclaimed`` starts a reclaimed and a shared pod and waits; ``churn`` launches and stops pods in a loop until killed; ``slowstop``
 starts a pod that ignores SIGTERM and stops it with a grace period.
 """
 
@@ -19,8 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
+from agent.cgroups.config import derived_reclaimed_subtree  # noqa: E402
 from agent.cgroups.detect import detect  # noqa: E402
 from agent.cgroups.workload import WorkloadCgroups  # noqa: E402
+from agent.contracts.pods import QOS_RECLAIMED  # noqa: E402
 from agent.runtime.runtime import WorkloadRuntime  # noqa: E402
 from tests.integration.runtime.conftest import FAST, make_pod  # noqa: E402
 
@@ -50,7 +52,8 @@ class FileSink:
 
 async def main(root: Path, subtree: str, mode: str) -> None:
     sink = FileSink(root)
-    rt = WorkloadRuntime(FAST, WorkloadCgroups(detect(), subtree), root, lambda: sink)
+    cgroups = WorkloadCgroups(detect(), subtree, reclaimed_subtree=derived_reclaimed_subtree(subtree))
+    rt = WorkloadRuntime(FAST, cgroups, root, lambda: sink)
     if mode == "steady":
         pods = [
             make_pod("runner", ["sleep", "300"], restart="Always"),
@@ -62,6 +65,13 @@ async def main(root: Path, subtree: str, mode: str) -> None:
             await rt.run(p)
         while not (root / "polite").exists():  # its trap is set
             await asyncio.sleep(0.02)
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+    if mode == "reclaimed":
+        # a reclaimed pod (its cgroups in the reclaimed subtree) and a shared one
+        for p in (make_pod("hog", ["sleep", "300"], qos=QOS_RECLAIMED), make_pod("ls", ["sleep", "300"])):
+            sink.admit(p)
+            await rt.run(p)
         print("ready", flush=True)
         await asyncio.Event().wait()
     if mode == "slowstop":

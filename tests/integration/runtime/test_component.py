@@ -103,7 +103,7 @@ def test_eviction_action_evicts_only_the_runtimes_pods(env, tmp_path):
         action = RuntimeEviction(rt, loop)
         ev = Eviction(pod.uid, "default", "hog", ("main",), "0-1", "cpu_pressure_soft", "runqueue_delay",
                       time.time(), {"pool_pressure": 0.9, "threshold": 0.5})
-        own = f"{env.subtree}/pod{pod.uid}/main"
+        own = f"{env.reclaimed}/pod{pod.uid}/main"  # a reclaimed pod: the reclaimed subtree
         results = {}
 
         def from_tick_thread():

@@ -107,12 +107,12 @@ def test_reclaimed_gets_cpu_idle_and_shared_gets_shares_and_quota(env):
         shr = make_pod("shr", ["sleep", "30"], cpu_request=500, cpu_limit=1500, memory=64 << 20)
         await rt.run(rec)
         await rt.run(shr)
-        rrel = f"{env.subtree}/pod{rec.uid}/main"
+        rrel = f"{env.reclaimed}/pod{rec.uid}/main"
         srel = f"{env.subtree}/pod{shr.uid}/main"
         assert env.cgroups.read(rrel, "cpu.idle") == "1"
         # and its pod's cgroup: idleness counts among siblings, and the container is its pod's
         # only child; the pod's cgroup is what competes with a shared pod's (issue 26)
-        assert env.cgroups.read(f"{env.subtree}/pod{rec.uid}", "cpu.idle") == "1"
+        assert env.cgroups.read(f"{env.reclaimed}/pod{rec.uid}", "cpu.idle") == "1"
         assert env.cgroups.read(f"{env.subtree}/pod{shr.uid}", "cpu.idle") == "0"
         assert env.cgroups.read(srel, "cpu.idle") == "0"
         assert env.cgroups.read(srel, "cpu.shares") == "512"

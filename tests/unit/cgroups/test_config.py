@@ -74,6 +74,42 @@ def test_an_override_with_the_old_key_lands_in_cgroups() -> None:
 
 def test_workload_roots_add_the_runtime_subtree_once() -> None:
     cfg = loads('[cgroups]\nruntime_subtree = "/jobs.slice/"\nworkload_roots = ["/kubepods"]\n')
-    assert workload_roots(cfg) == ("/kubepods", "/jobs.slice")
+    assert workload_roots(cfg) == ("/kubepods", "/jobs.slice", "/jobs-reclaimed.slice")
     assert workload_roots(loads('[runtime]\nenabled = false\n[cgroups]\nruntime_subtree = "/x"\n')) == (
         "/hwagent.slice", "/kubepods", "/kubepods.slice")
+
+
+def test_the_reclaimed_subtree_defaults_to_a_sibling_of_the_runtime_subtree() -> None:
+    """Unset: derived from runtime_subtree, so a config that moves the runtime (every test's
+    own subtree) moves its reclaimed pods too and never makes the real /hwagent-reclaimed.slice."""
+    assert CgroupsConfig().reclaimed_subtree() == "/hwagent-reclaimed.slice"
+    assert CgroupsConfig(runtime_subtree="/hwagent-test-1-ab").reclaimed_subtree() == "/hwagent-test-1-ab-reclaimed"
+    assert CgroupsConfig(runtime_subtree="/t/pods/").reclaimed_subtree() == "/t/pods-reclaimed"
+    assert loads('[runtime]\ncgroup_subtree = "/x.slice"\n').sections["cgroups"].reclaimed_subtree() == (
+        "/x-reclaimed.slice")
+    cfg = loads('[cgroups]\nruntime_reclaimed_subtree = "/idle.slice/"\n')
+    assert cfg.sections["cgroups"].reclaimed_subtree() == "/idle.slice"
+    assert loads('[cgroups]\nruntime_reclaimed_subtree = ""\n').sections["cgroups"].reclaimed_subtree() == ""
+
+
+@pytest.mark.parametrize("value, why", [
+    ("idle.slice", "must be an absolute path"),
+    ("/", "cannot be the cgroup root"),
+    ("/hwagent.slice/idle", "overlaps runtime_subtree"),
+    ("/hwagent.slice", "overlaps runtime_subtree"),
+])
+def test_a_bad_reclaimed_subtree_is_refused(value: str, why: str) -> None:
+    with pytest.raises(ConfigError, match=f"cgroups.runtime_reclaimed_subtree: .*{why}"):
+        loads(f'[cgroups]\nruntime_reclaimed_subtree = "{value}"\n')
+    with pytest.raises(ConfigError, match="overlaps runtime_subtree"):
+        loads('[cgroups]\nruntime_subtree = "/a/b"\nruntime_reclaimed_subtree = "/a"\n')
+
+
+def test_workload_roots_add_the_reclaimed_subtree() -> None:
+    """Reclaimed pods' cgroups are workload cgroups: the CPU enforcer binds them, the pressure
+    engine maps and evicts them."""
+    cfg = loads('[cgroups]\nruntime_subtree = "/jobs.slice"\nworkload_roots = ["/kubepods"]\n')
+    assert workload_roots(cfg) == ("/kubepods", "/jobs.slice", "/jobs-reclaimed.slice")
+    off = loads('[cgroups]\nruntime_subtree = "/jobs.slice"\nruntime_reclaimed_subtree = ""\n'
+                'workload_roots = ["/kubepods"]\n')
+    assert workload_roots(off) == ("/kubepods", "/jobs.slice")

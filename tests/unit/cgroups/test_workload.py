@@ -163,3 +163,59 @@ def test_a_subtree_removed_behind_the_runtime_s_back_is_made_again(tmp_path):
     assert len(procs) == 6
     assert (root / "cpuset/hwagent.slice/pods/cpuset.cpus").read_text() == "0-3"
     assert (root / "cpuset/hwagent.slice/pods/podu2/main/cpuset.cpus").read_text() == "2-3"
+
+
+def test_reclaimed_pods_live_under_their_own_subtree_and_both_are_owned(tmp_path):
+    """Issue 26: reclaimed pods sit under a top-level sibling of the runtime subtree, so the
+    idleness of their CPU time reaches the root; every path check, listing and removal knows both."""
+    cg = WorkloadCgroups(detect(v2_tree(tmp_path / "cg")), "/hwagent.slice",
+                         reclaimed_subtree="/hwagent-reclaimed.slice")
+    assert cg.path("podu1", "main") == "/hwagent.slice/podu1/main"
+    assert cg.path("podu1", "main", reclaimed=True) == "/hwagent-reclaimed.slice/podu1/main"
+    assert cg.path("podu1", reclaimed=True) == "/hwagent-reclaimed.slice/podu1"
+    for rel in ("/hwagent.slice/podu1/main", "/hwagent-reclaimed.slice/podu1/main"):
+        assert cg.owns(rel)
+    for bad in ("/hwagent-reclaimed.slice", "/hwagent-reclaimed.slicex/p/c", "/hwagent-reclaimed.slice/../x/y"):
+        assert not cg.owns(bad)
+    root = tmp_path / "cg"
+    (root / "hwagent.slice/podu1/main").mkdir(parents=True)
+    (root / "hwagent-reclaimed.slice/podu2/main").mkdir(parents=True)
+    assert cg.pod_dirs() == {"podu1", "podu2"}
+    assert cg.container_paths("podu2") == ["/hwagent-reclaimed.slice/podu2/main"]
+    assert cg.container_paths("podu1") == ["/hwagent.slice/podu1/main"]
+    (root / "hwagent-reclaimed.slice/podu2/main").rmdir()
+    cg.remove_pod_dir("podu2")
+    assert not (root / "hwagent-reclaimed.slice/podu2").exists()
+    # without a reclaimed subtree, reclaimed pods stay in the runtime subtree (as before)
+    flat = WorkloadCgroups(detect(root), "/hwagent.slice")
+    assert flat.path("podu1", "main", reclaimed=True) == "/hwagent.slice/podu1/main"
+
+
+def test_a_reclaimed_subtree_inside_or_around_the_runtime_subtree_is_refused(tmp_path):
+    layout = detect(v2_tree(tmp_path / "cg"))
+    for bad in ("/hwagent.slice/rec", "/", "/hwagent.slice"):
+        with pytest.raises(CgroupError, match="reclaimed"):
+            WorkloadCgroups(layout, "/hwagent.slice", reclaimed_subtree=bad)
+    with pytest.raises(CgroupError, match="reclaimed"):
+        WorkloadCgroups(layout, "/a/b", reclaimed_subtree="/a")
+
+
+def test_the_reclaimed_subtree_is_made_idle_and_the_runtime_subtree_is_not(tmp_path):
+    """cpu.idle=1 on the reclaimed subtree itself (v1 cpu hierarchy): only there does the hogs'
+    idleness compete at the root with the rest of the machine. A kernel without cpu.idle: the
+    reclaimed pod's usual error."""
+    root = _v1_tree(tmp_path / "cg")
+    for name in ("hwagent.slice", "hwagent-reclaimed.slice"):
+        (root / "cpu" / name).mkdir()
+        (root / "cpu" / name / "cpu.idle").write_text("0\n")
+    cg = WorkloadCgroups(detect(root), "/hwagent.slice", reclaimed_subtree="/hwagent-reclaimed.slice")
+    cg.create(cg.path("podu1", "main"), lim())
+    cg.create(cg.path("podu2", "main", reclaimed=True), lim())
+    assert (root / "cpu/hwagent-reclaimed.slice/cpu.idle").read_text().strip() == "1"
+    assert (root / "cpu/hwagent.slice/cpu.idle").read_text().strip() == "0"
+    assert (root / "cpuset/hwagent-reclaimed.slice/podu2/main/cpuset.cpus").read_text() == "2-3"
+    bare = _v1_tree(tmp_path / "cg2")
+    cg2 = WorkloadCgroups(detect(bare), "/hwagent.slice", reclaimed_subtree="/hwagent-reclaimed.slice")
+    with pytest.raises(CgroupSetupError, match="no cpu.idle"):
+        cg2.create(cg2.path("podu2", "main", reclaimed=True), lim())
+    cg2.create(cg2.path("podu1", "main"), lim())  # a shared pod does not need it
