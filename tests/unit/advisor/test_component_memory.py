@@ -166,3 +166,19 @@ def test_inert_on_cgroup_v1_with_a_reason(env, monkeypatch):
         await c.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_crashed_runs_highs_are_put_back_by_the_next_start_with_the_option_off(env):
+    async def scenario():
+        c = await started(env, **MEM)
+        await ticks(env, c, 4, stall=0.3)
+        assert env.high("hog0") != "max" and env.high("hog2") != str(1000 * MiB)
+        saved = json.loads((env.tmp / "root" / "advisor" / "state.json").read_text())
+        assert saved["memory_originals"][f"{SUBTREE}/podhog2"] == 1000 * MiB
+        # no stop(): the daemon was killed; the next one starts with memory_high off
+        c2 = await started(env, **{**MEM, "memory_high": False})
+        await ticks(env, c2, 1, stall=0.3)
+        assert [env.high(u) for u in HOGS] == ["max", "max", str(1000 * MiB)]
+        await c2.stop()
+
+    asyncio.run(scenario())
