@@ -10,6 +10,9 @@ the runtime launching real pods in a bench-owned cgroup subtree, the run-queue p
 - ``off``: the LS pod beside ``--hogs`` reclaimed hogs, ``[advisor]`` off (static pools,
   pressure evicts on its own thresholds: today's behaviour);
 - ``on``: the same with ``[advisor] enabled = true``.
+- ``off-nested``, ``on-nested`` (``--configs``): the same with the hogs in the runtime subtree
+  beside the LS pod (``[cgroups] runtime_reclaimed_subtree = ""``), the layout before the
+  reclaimed pods got their own idle subtree (issue 26, round 3).
 
 The LS workload is a periodic timer loop (a shared pod, 100m): it sleeps to the next
 ``PERIOD_MS`` deadline and records how late it woke (its own wake-up lateness). The hogs
@@ -45,6 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agent.cgroups.config import derived_reclaimed_subtree  # noqa: E402
 from tests.cgroup_support import kill_and_remove_subtree  # noqa: E402
 
 PY = sys.executable
@@ -124,7 +128,12 @@ def lines(path: Path) -> list[dict]:
 
 
 def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
+    """One configuration: ``floor``, ``off`` or ``on``; ``-nested`` after it puts the hogs in the
+    runtime subtree beside the LS pod (``runtime_reclaimed_subtree = ""``, the layout before
+    issue 26's round 3) instead of the reclaimed subtree."""
     subtree = f"/hwagent-bench-{uuid.uuid4().hex[:6]}"
+    mode, _, layout = config.partition("-")
+    nested = layout == "nested"
     root = tmp / config / "root"
     root.parent.mkdir(parents=True)
     cfg = root.parent / "hwagent.toml"
@@ -132,8 +141,9 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
                    + ("runqlat = false\n" if args.no_bpf else "")
                    + "[cpu]\ntransition_period_s = 3.0\n[devices]\nenabled = false\n"
                    f"[runtime]\ncgroup_subtree = \"{subtree}\"\n"
+                   + ("[cgroups]\nruntime_reclaimed_subtree = \"\"\n" if nested else "")
                    + (f"[advisor]\nenabled = true\nhold_record_s = 0.0\ntarget_us = {args.target}\n"
-                      if config in ("on", "floor") else ""))
+                      if mode in ("on", "floor") else ""))
     err = open(root.parent / "stderr.log", "w")
     d = subprocess.Popen([HWAGENT, "run", "--root-dir", str(root), "--config", str(cfg), "--metrics-address",
                           "127.0.0.1:0", "--mode", "standalone", "--lock-dir", str(root.parent / "locks")],
@@ -145,7 +155,7 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
         r = cli(root, "launch", "--name", "ls", "--qos", "shared", "--cpu-request", "100m", "--",
                 "/usr/bin/python3", "-c", LS, str(samples))
         assert r.returncode == 0, r.stderr
-        hogs = [] if config == "floor" else [f"hog{i}" for i in range(args.hogs)]
+        hogs = [] if mode == "floor" else [f"hog{i}" for i in range(args.hogs)]
         for h in hogs:
             r = cli(root, "launch", "--name", h, "--qos", "reclaimed", "--cpu-request", "100m", "--", "sh", "-c", HOG)
             assert r.returncode == 0, r.stderr
@@ -156,7 +166,9 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
         t0, w0 = time.monotonic(), time.time()
         ps = pods(root)
         uids = {n: ps[n]["uid"] for n in want if n in ps}
-        u0 = {n: usage_s(subtree, u) for n, u in uids.items()}
+        # the hogs are reclaimed pods: in the runtime's reclaimed subtree, derived from the bench's
+        where = {n: subtree if n == "ls" or nested else derived_reclaimed_subtree(subtree) for n in uids}
+        u0 = {n: usage_s(where[n], u) for n, u in uids.items()}
         d0, i0 = proc_cpu_s(d.pid), idle_s()
         tracer = start_attrib(subtree, uids, d.pid) if args.attrib else None
         try:
@@ -168,7 +180,7 @@ def one(config: str, args: argparse.Namespace, tmp: Path) -> dict:
         dt = time.monotonic() - t0
         attrib = stop_attrib(tracer, args.attrib) if tracer else None
         w1 = time.time()
-        u1 = {n: usage_s(subtree, u) for n, u in uids.items()}
+        u1 = {n: usage_s(where[n], u) for n, u in uids.items()}
         d1, i1 = proc_cpu_s(d.pid), idle_s()
         load = Path("/proc/loadavg").read_text().split()[:3]
         ps = pods(root)
@@ -223,7 +235,7 @@ def start_attrib(subtree: str, uids: dict[str, str], daemon_pid: int):
     def rules(tid: int, cg: str) -> str | None:
         if tid in daemon or tid == daemon_pid:
             return "daemon"
-        if cg.startswith(subtree):
+        if cg.startswith((subtree + "/", derived_reclaimed_subtree(subtree) + "/")):
             for u, cls in by_uid.items():
                 if f"/pod{u}" in cg:
                     return cls
