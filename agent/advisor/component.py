@@ -175,7 +175,7 @@ class AdvisorComponent:
         if self.fs is not None:
             self.memory_inert = memory_high_supported(self.fs.layout)
         if self.cfg.memory_high and self.memory_inert is not None:
-            log.warning("advisor memory_high inert", reason=self.memory_inert)
+            log.warning("advisor memory high inert", reason=self.memory_inert)
         self.root = ctx.root_dir
         ctx.path("advisor").mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
@@ -220,7 +220,7 @@ class AdvisorComponent:
         m.TARGET_SECONDS.set(self.tuning.target_us / 1e6)
         log.info("advisor reconfigured", target_us=self.tuning.target_us, memory_high=cfg.memory_high)
         if cfg.memory_high and self.memory_inert is not None:
-            log.warning("advisor memory_high inert", reason=self.memory_inert)
+            log.warning("advisor memory high inert", reason=self.memory_inert)
 
     def healthy(self) -> bool:
         return self._task is not None and not self._task.done() and not self._failed

@@ -64,7 +64,7 @@ class MemoryHigh:
                 self.originals.pop(rel, None)
                 self.applied.pop(rel, None)
             except (OSError, ValueError) as e:
-                log.warning("memory.high write failed", path=rel, error=str(e))
+                log.warning("memory high write failed", path=rel, error=str(e))
         return written
 
     def _restore(self, rel: str, written: list[str]) -> None:
@@ -76,7 +76,7 @@ class MemoryHigh:
         except CgroupVanished:
             pass
         except OSError as e:
-            log.warning("memory.high restore failed", path=rel, error=e.strerror)
+            log.warning("memory high restore failed", path=rel, error=e.strerror)
 
     def release(self) -> list[str]:
         """Every cgroup back to its own memory.high (the advisor stops or the option is off)."""
