@@ -59,6 +59,20 @@ def test_what_a_daemon_manages():
     assert managed_claim(load(None).replace("cpu", enabled=False), topo, 7).cpus == CPUSet()
 
 
+def test_a_daemon_claims_its_reclaimed_pods_subtree_too():
+    """Reclaimed pods' cgroups live in their own subtree (issue 26): a second daemon whose
+    runtime subtree is, or lies in, the first's reclaimed subtree is refused."""
+    from agent.config import loads
+
+    topo = synthetic(sockets=1, numa_per_socket=1, cores_per_numa=4)
+    mine = managed_claim(loads('[cpu]\nenabled = false\n[cgroups]\nruntime_subtree = "/jobs.slice"\n'), topo, 7)
+    assert "/jobs-reclaimed.slice" in mine.subtrees
+    other = managed_claim(loads('[cpu]\nenabled = false\n[cgroups]\nworkload_roots = []\n'
+                                'runtime_subtree = "/jobs-reclaimed.slice/b"\n'), topo, 8)
+    why = find_conflict(other, [mine])
+    assert why is not None and "cgroup subtree /jobs-reclaimed.slice " in why, why
+
+
 def claim_files(d) -> list[str]:
     return sorted(p.name for p in d.glob("*.lock") if not p.name.startswith("."))  # not the dir's own lock
 
