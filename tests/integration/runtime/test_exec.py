@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from agent.cgroups.config import derived_reclaimed_subtree
 from tests.integration.runtime.test_end_to_end import BUDGET_S, HWAGENT
 
 from tests.integration.runtime.test_end_to_end import until
@@ -55,6 +56,22 @@ def test_exec_joins_the_containers_cgroups_cpus_and_exit_status(job):  # noqa: F
     e = job.cli("exec", "ex", "--", "sh", "-c", "echo out; echo err >&2; exit 7")
     assert e.returncode == 7 and e.stdout == "out\n" and e.stderr == "err\n", e
     job.cli("stop", "ex", "--grace", "0")
+
+
+def test_a_reclaimed_pod_is_described_and_exec_joins_it_in_the_reclaimed_subtree(job):  # noqa: F811
+    """Issue 26: a reclaimed pod's cgroups are in the runtime's reclaimed subtree (derived from
+    the job's runtime subtree); describe names them there and exec joins them there."""
+    r = job.cli("launch", "--name", "exrec", "--qos", "reclaimed", "--cpu-request", "100m", "--", "sleep", "600")
+    assert r.returncode == 0, r.stderr
+    _running(job, "exrec")
+    p = until(lambda: (q := _described(job, "exrec")) and q["containers"][0]["pids"] and q, "the container's pid")
+    reclaimed = derived_reclaimed_subtree(job.subtree)
+    assert p["cgroup"] == f"{reclaimed}/pod{p['uid']}" and p["containers"][0]["cgroup"] == f"{p['cgroup']}/main"
+    assert p["cgroup_dirs"] and all(d.endswith(p["cgroup"]) for d in p["cgroup_dirs"]), p["cgroup_dirs"]
+    e = job.cli("exec", "exrec", "--", "cat", "/proc/self/cgroup")
+    assert e.returncode == 0, e.stderr
+    assert any(":cpu" in line and line.endswith(f"{reclaimed}/pod{p['uid']}/main") for line in e.stdout.splitlines()), e.stdout
+    job.cli("stop", "exrec", "--grace", "0")
 
 
 def test_exec_refusals_say_what_to_do(job):  # noqa: F811

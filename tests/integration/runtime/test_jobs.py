@@ -29,6 +29,7 @@ class Job:
     """A daemon with the runtime on, over a test-owned cgroup subtree, shared by this module's tests."""
 
     def __init__(self, base: Path, subtree: str) -> None:
+        self.subtree = subtree
         self.cfg = base / "hwagent.toml"
         # a resource rule only this file defines (devices off: the daemon serves nothing from it)
         # lets a command that reads the config show where it got it (test_without_config_...)
