@@ -219,3 +219,17 @@ def test_the_reclaimed_subtree_is_made_idle_and_the_runtime_subtree_is_not(tmp_p
     with pytest.raises(CgroupSetupError, match="no cpu.idle"):
         cg2.create(cg2.path("podu2", "main", reclaimed=True), lim())
     cg2.create(cg2.path("podu1", "main"), lim())  # a shared pod does not need it
+
+
+def test_a_restored_pod_is_found_in_whichever_subtree_holds_it(tmp_path):
+    """A reclaimed pod started before the reclaimed subtree was configured (or after it was
+    unset) still lives where it was made: restore finds it there, not an empty new place."""
+    root = v2_tree(tmp_path / "cg")
+    cg = WorkloadCgroups(detect(root), "/hwagent.slice", reclaimed_subtree="/hwagent-reclaimed.slice")
+    assert cg.find_pod("podu1", reclaimed=True) == "/hwagent-reclaimed.slice/podu1"  # nowhere yet: its own place
+    (root / "hwagent.slice/podu1/main").mkdir(parents=True)
+    assert cg.find_pod("podu1", reclaimed=True) == "/hwagent.slice/podu1"
+    (root / "hwagent-reclaimed.slice/podu2/main").mkdir(parents=True)
+    assert cg.find_pod("podu2", reclaimed=False) == "/hwagent-reclaimed.slice/podu2"
+    (root / "hwagent.slice/podu2").mkdir()
+    assert cg.find_pod("podu2", reclaimed=False) == "/hwagent.slice/podu2"  # both: its class decides
