@@ -58,11 +58,12 @@ def _pool(root, state: dict | None, decisions: list[dict]) -> list[str]:
                                            "delay the shared pods have without reclaimed pods, if higher)")
     out.append(f"target: run-queue delay p99 <= {last.get('target_us'):.0f}us{why_target}; last interval p99 "
                f"{'-' if p99 is None else f'{p99:.0f}us'}, shared pods used {inp.get('shared_usage')} cpus")
-    reclaimed = last.get("reclaimed_pods") or []
+    # state.json's last decision keeps the inputs' count, not the names the decisions log has
+    n_reclaimed = inp.get("reclaimed", len(last.get("reclaimed_pods") or []))
     if q is None:
-        out.append(f"reclaimed pods ({len(reclaimed)}): not suppressed; reclaim pool {lim.get('reclaim_cpus')} cpus")
+        out.append(f"reclaimed pods ({n_reclaimed}): not suppressed; reclaim pool {lim.get('reclaim_cpus')} cpus")
     else:
-        out.append(f"reclaimed pods ({len(reclaimed)}): suppressed, held together to {q} cpus (a CFS quota on "
+        out.append(f"reclaimed pods ({n_reclaimed}): suppressed, held together to {q} cpus (a CFS quota on "
                    f"their pod cgroups, on top of cpu.idle)")
     if state is not None and "headroom_cpus" in state:
         out.append(f"headroom for reclaimed pods: {state['headroom_cpus']} cpus")

@@ -108,11 +108,15 @@ def test_advisor_on_suppresses_the_hogs_and_keeps_the_shared_pod(tmp_path, subtr
         assert held["inputs"]["shared_p99_us"] > held["target_us"]
         r = cli(root, "explain", "pool")
         assert r.returncode == 0 and "shared pool:" in r.stdout and "suppress" in r.stdout, r
+        assert "reclaimed pods (3)" in r.stdout, r.stdout
         r = cli(root, "explain", "hog0")
         assert r.returncode == 0 and "suppressed from" in r.stdout, r
         assert d.stop() == 0
         # a clean stop lifts the quotas it set (nobody would watch them)
-        for q in Path("/sys/fs/cgroup/cpu", subtree.lstrip("/")).glob("pod*/cpu.cfs_quota_us"):
+        # (the hogs' pod cgroups are in the reclaimed pods' subtree, a sibling named after the runtime's)
+        quotas = list(Path("/sys/fs/cgroup/cpu", subtree.lstrip("/") + "-reclaimed").glob("pod*/cpu.cfs_quota_us"))
+        assert len(quotas) == 3, quotas
+        for q in quotas:
             assert q.read_text().strip() == "-1", q
     finally:
         d.cleanup()
