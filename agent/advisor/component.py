@@ -135,7 +135,7 @@ class AdvisorComponent:
         p99 = d.sample.shared_p99_us
         return (f"shared pool {d.shared_size} cpus (min {d.limits.shared_min}, max {d.limits.shared_max}), {q}, "
                 f"headroom {self.headroom():g} cpus; p99 {'-' if p99 is None else f'{p99:.0f}us'} "
-                f"(target {self.tuning.target_us:g}us); last: {d.action}{self._memory_summary()}")
+                f"(target {d.target_us:.0f}us); last: {d.action}{self._memory_summary()}")
 
     def _memory_summary(self) -> str:
         if not self.cfg.memory_high:

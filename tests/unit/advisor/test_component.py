@@ -6,6 +6,7 @@ and the eviction gate."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 
@@ -129,6 +130,12 @@ def test_decisions_applied_recorded_and_kept_across_a_restart(env):
         assert [r["action"] for r in recs if r["action"] != "hold"] == [a for a in actions if a != "hold"]
         assert len(recs[-1]["reclaimed_pods"]) == 3 and len(recs[-1]["shared_pods"]) == 1
         assert "headroom" in c.summary()
+        # status names the target in effect, the one the decision was taken against (explain's)
+        assert f"(target {ds[-1].target_us:.0f}us)" in c.summary()
+        learned = c.last
+        c.last = dataclasses.replace(learned, target_us=1234.0)  # a learned floor raised it
+        assert "(target 1234us)" in c.summary()
+        c.last = learned
         await c.stop()
         # stopped: nobody watches, so the quotas are lifted; the state stays on disk
         assert {env.quota(f"hog{i}") for i in range(3)} == {"max 100000"}
