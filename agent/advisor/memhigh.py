@@ -15,14 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from agent.advisor.ownvalue import OwnValueWriter
 from agent.cgroups.detect import CgroupLayout
-from agent.cgroups.fs import CgroupFS, CgroupVanished
-from agent.eventlog import get_logger
+from agent.cgroups.fs import CgroupFS
 
 __all__ = ["MemoryHigh", "memory_high_supported"]
-
-log = get_logger("hwagent.advisor")
-
 
 def memory_high_supported(layout: CgroupLayout) -> str | None:
     """None when ``memory.high`` can be written on this host, else why not (for the log and docs)."""
@@ -35,49 +32,24 @@ def memory_high_supported(layout: CgroupLayout) -> str | None:
     return None
 
 
-class MemoryHigh:
-    """Writes planned highs, remembering each cgroup's value before its first write."""
+class MemoryHigh(OwnValueWriter[int | None, int]):
+    """Writes planned highs (bytes), keeping each cgroup's own ``memory.high`` (None: max)."""
+
+    knob = "memory.high"
+    unset = None
 
     def __init__(self, fs: CgroupFS, originals: Mapping[str, int | None] | None = None) -> None:
+        super().__init__(originals)
         self.fs = fs
-        #: pod cgroup -> memory.high (bytes, None: max) before the advisor wrote it
-        self.originals: dict[str, int | None] = dict(originals or {})
-        #: pod cgroup -> the high written
-        self.applied: dict[str, int] = {}
 
-    def apply(self, plan: Mapping[str, int]) -> list[str]:
-        """Make ``plan`` true; cgroups it no longer names get their own value back. The cgroups
-        written. Runs in a worker thread (file I/O); touches only this object."""
-        written: list[str] = []
-        for rel in sorted(set(self.originals) - set(plan)):
-            self._restore(rel, written)
-        for rel, want in sorted(plan.items()):
-            try:
-                if rel not in self.originals:
-                    self.originals[rel] = self.fs.read_memory_high(rel)
-                own = self.originals[rel]
-                value = want if own is None else min(want, own)
-                if self.fs.write_memory_high(rel, value):
-                    written.append(rel)
-                self.applied[rel] = value
-            except CgroupVanished:
-                self.originals.pop(rel, None)
-                self.applied.pop(rel, None)
-            except (OSError, ValueError) as e:
-                log.warning("memory high write failed", path=rel, error=str(e))
-        return written
+    def _read(self, rel: str) -> int | None:
+        return self.fs.read_memory_high(rel)
 
-    def _restore(self, rel: str, written: list[str]) -> None:
-        own = self.originals.pop(rel, None)
-        self.applied.pop(rel, None)
-        try:
-            if self.fs.write_memory_high(rel, own):
-                written.append(rel)
-        except CgroupVanished:
-            pass
-        except OSError as e:
-            log.warning("memory high restore failed", path=rel, error=e.strerror)
+    def _bounded(self, want: int, own: int | None) -> int:
+        return want if own is None else min(want, own)
 
-    def release(self) -> list[str]:
-        """Every cgroup back to its own memory.high (the advisor stops or the option is off)."""
-        return self.apply({})
+    def _write(self, rel: str, value: int) -> bool:
+        return self.fs.write_memory_high(rel, value)
+
+    def _put_back(self, rel: str, own: int | None) -> bool:
+        return self.fs.write_memory_high(rel, own)

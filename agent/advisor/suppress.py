@@ -14,12 +14,10 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Mapping
 
-from agent.cgroups.fs import CgroupFS, CgroupVanished
-from agent.eventlog import get_logger
+from agent.advisor.ownvalue import OwnValueWriter
+from agent.cgroups.fs import CgroupFS
 
 __all__ = ["PERIOD_US", "pod_cgroups", "plan_quotas", "Suppressor"]
-
-log = get_logger("hwagent.advisor")
 
 PERIOD_US = 100_000
 MIN_QUOTA_US = 1000
@@ -38,53 +36,27 @@ def plan_quotas(pods: list[str], quota_cpus: float | None) -> dict[str, int | No
     return dict.fromkeys(pods, each)
 
 
-class Suppressor:
-    """Writes planned quotas, remembering each cgroup's value before its first write."""
+class Suppressor(OwnValueWriter[tuple[int | None, int], int]):
+    """Writes planned quotas (µs per ``PERIOD_US``), keeping each cgroup's own quota and period."""
+
+    knob = "cpu quota"
+    unset = (None, PERIOD_US)
 
     def __init__(self, fs: CgroupFS, originals: Mapping[str, tuple[int | None, int]] | None = None) -> None:
+        # state.json gives the pairs back as lists
+        super().__init__({k: (v[0], int(v[1])) for k, v in (originals or {}).items()})
         self.fs = fs
-        #: pod cgroup -> (quota µs or None: unlimited, period µs) before the advisor wrote it
-        self.originals: dict[str, tuple[int | None, int]] = {k: (v[0], int(v[1])) for k, v in (originals or {}).items()}
-        self.applied: dict[str, int | None] = {}
 
-    def apply(self, plan: Mapping[str, int | None]) -> list[str]:
-        """Make ``plan`` true; cgroups it no longer names get their original back. The
-        cgroups written. Runs in a worker thread (file I/O); touches only this object."""
-        written: list[str] = []
-        for rel in sorted(set(self.originals) - set(plan)):
-            self._restore(rel, written)
-        for rel, quota in sorted(plan.items()):
-            try:
-                if quota is None:
-                    if rel in self.originals:
-                        self._restore(rel, written)
-                    continue
-                if rel not in self.originals:
-                    self.originals[rel] = self.fs.read_cpu_quota(rel)
-                own, own_period = self.originals[rel]
-                # never looser than the pod's own limit (scaled to this period)
-                want = quota if own is None else min(quota, own * PERIOD_US // max(1, own_period))
-                if self.fs.write_cpu_quota(rel, max(MIN_QUOTA_US, want), PERIOD_US):
-                    written.append(rel)
-                self.applied[rel] = want
-            except CgroupVanished:
-                self.originals.pop(rel, None)
-                self.applied.pop(rel, None)
-            except OSError as e:
-                log.warning("cpu quota write failed", path=rel, error=e.strerror)
-        return written
+    def _read(self, rel: str) -> tuple[int | None, int]:
+        return self.fs.read_cpu_quota(rel)
 
-    def _restore(self, rel: str, written: list[str]) -> None:
-        own, period = self.originals.pop(rel, (None, PERIOD_US))
-        self.applied.pop(rel, None)
-        try:
-            if self.fs.write_cpu_quota(rel, own, period):
-                written.append(rel)
-        except CgroupVanished:
-            pass
-        except OSError as e:
-            log.warning("cpu quota restore failed", path=rel, error=e.strerror)
+    def _bounded(self, want: int, own: tuple[int | None, int]) -> int:
+        quota, period = own
+        # never looser than the pod's own limit (scaled to this period)
+        return want if quota is None else min(want, quota * PERIOD_US // max(1, period))
 
-    def release(self) -> list[str]:
-        """Every cgroup back to its own quota (the advisor stops: nobody would lift it)."""
-        return self.apply({})
+    def _write(self, rel: str, value: int) -> bool:
+        return self.fs.write_cpu_quota(rel, max(MIN_QUOTA_US, value), PERIOD_US)
+
+    def _put_back(self, rel: str, own: tuple[int | None, int]) -> bool:
+        return self.fs.write_cpu_quota(rel, own[0], own[1])
