@@ -13,7 +13,8 @@ logged, counted in ``hwagent_cgroups_vanished_total``, and skipped.
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,18 @@ class CgroupFS:
         log.info("cgroup vanished", controller=controller, path=rel, during=what)
         return CgroupVanished(rel)
 
+    @contextmanager
+    def _writing(self, controller: str, rel: str, what: str) -> Iterator[None]:
+        """Around a cgroup file write: a cgroup gone meanwhile is ``CgroupVanished``; any other
+        failure is counted (``WRITE_ERRORS``) and raised as it was."""
+        try:
+            yield
+        except OSError as e:
+            if e.errno in _GONE:
+                raise self._vanished(controller, rel, what) from None
+            WRITE_ERRORS.labels(controller).inc()
+            raise
+
     def exists(self, rel: str) -> bool:
         return self._dir(self.cpuset_root, rel).is_dir()
 
@@ -116,17 +129,12 @@ class CgroupFS:
             raise
 
     def _write(self, rel: str, key: str, value: CPUSet) -> None:
-        try:
+        with self._writing("cpuset", rel, f"write {key}"):
             if self.cpuset_v2:
                 (self._dir(self.cpuset_root, rel) / f"cpuset.{key}").write_text(str(value))
             else:
                 ctrl = self._node(rel).controller
                 setattr(ctrl, key, set(value))  # cgroupspy formats the list
-        except OSError as e:
-            if e.errno in _GONE:
-                raise self._vanished("cpuset", rel, f"write {key}") from None
-            WRITE_ERRORS.labels("cpuset").inc()
-            raise
 
     def write_mems(self, rel: str, mems: CPUSet) -> None:
         self._write(rel, "mems", mems)
@@ -255,13 +263,8 @@ class CgroupFS:
             raise FileNotFoundError(errno.ENOENT, "kernel has no cpu.idle", str(self.cpu_idle_path(rel)))
         if cur == value:
             return False
-        try:
+        with self._writing("cpu", rel, "write cpu.idle"):
             self.cpu_idle_path(rel).write_text(str(value))
-        except OSError as e:
-            if e.errno in _GONE:
-                raise self._vanished("cpu", rel, "write cpu.idle") from None
-            WRITE_ERRORS.labels("cpu").inc()
-            raise
         return True
 
     # -- CPU quota and usage (the advisor's suppression) ------------------------------
@@ -288,7 +291,7 @@ class CgroupFS:
         if (cur_q, cur_p) == (quota_us, period):
             return False
         d = self._dir(self.cpu_root, rel)
-        try:
+        with self._writing("cpu", rel, "write the cpu quota"):
             if self.cpu_v2:
                 (d / "cpu.max").write_text(f"{'max' if quota_us is None else quota_us} {period}")
             else:
@@ -297,11 +300,6 @@ class CgroupFS:
                         (d / "cpu.cfs_quota_us").write_text("-1")
                     (d / "cpu.cfs_period_us").write_text(str(period))
                 (d / "cpu.cfs_quota_us").write_text("-1" if quota_us is None else str(quota_us))
-        except OSError as e:
-            if e.errno in _GONE:
-                raise self._vanished("cpu", rel, "write the cpu quota") from None
-            WRITE_ERRORS.labels("cpu").inc()
-            raise
         return True
 
     def read_cpu_usage_ns(self, rel: str) -> int:
@@ -342,11 +340,6 @@ class CgroupFS:
             raise ValueError(f"memory.high must be >= 0, got {value}")
         if self.read_memory_high(rel) == value:
             return False
-        try:
+        with self._writing("memory", rel, "write memory.high"):
             (self._dir(self.memory_root, rel) / "memory.high").write_text("max" if value is None else str(value))
-        except OSError as e:
-            if e.errno in _GONE:
-                raise self._vanished("memory", rel, "write memory.high") from None
-            WRITE_ERRORS.labels("memory").inc()
-            raise
         return True
