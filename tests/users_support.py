@@ -75,17 +75,23 @@ def _run(*argv: str) -> None:
     subprocess.run(argv, check=True, capture_output=True, timeout=60)
 
 
-@pytest.fixture(scope="module")
-def box() -> Iterator[Box]:
+def open_box(members: tuple[str, ...] = USERS, outsiders: tuple[str, ...] = (),
+             config: dict[str, dict[str, str]] | None = None,
+             group: str = GROUP, daemon_args: tuple[str, ...] = (), nofile: int | None = None) -> Iterator[Box]:
+    """A daemon with real users: ``members`` in ``group`` (created when the machine has none),
+    ``outsiders`` in no group of ours, ``config`` merged into the daemon's TOML (section ->
+    key -> a TOML literal, e.g. ``{"pressure": {"enabled": "true"}}``). Users this
+    made are removed with their homes afterwards, and so is the group; a user that already
+    existed is left as it was (only added to the group)."""
     if os.geteuid() != 0:
         pytest.skip("needs root (useradd, a daemon)")
     if shutil.which("useradd") is None or shutil.which("runuser") is None:
         pytest.skip("needs useradd and runuser")
     made_group = False
     try:
-        grp.getgrnam(GROUP)
+        grp.getgrnam(group)
     except KeyError:
-        _run("groupadd", "--system", GROUP)
+        _run("groupadd", "--system", group)
         made_group = True
     made_users = []
     base = Path(tempfile.mkdtemp(prefix="hwusers-"))
@@ -93,17 +99,22 @@ def box() -> Iterator[Box]:
     subtree = f"/hwagent-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     daemon = None
     try:
-        for u in USERS:
-            with_home = subprocess.run(["getent", "passwd", u], capture_output=True).returncode != 0
-            if with_home:
-                _run("useradd", "-m", "-G", GROUP, u)
+        for u in (*members, *outsiders):
+            if subprocess.run(["getent", "passwd", u], capture_output=True).returncode != 0:
+                _run("useradd", "-m", *(("-G", group) if u in members else ()), u)
                 made_users.append(u)
-            else:
-                _run("usermod", "-a", "-G", GROUP, u)
+            elif u in members:
+                _run("usermod", "-a", "-G", group, u)
         cfg = base / "hwagent.toml"
-        cfg.write_text(f'[pressure]\nenabled = false\n[devices]\nenabled = false\n'
-                       f'[runtime]\ncgroup_subtree = "{subtree}"\n[workloads]\nsocket_group = "{GROUP}"\n')
-        daemon = Daemon(base / "d", "--config", str(cfg), "--root-dir", str(base / "root"))
+        sections: dict[str, dict[str, str]] = {
+            "pressure": {"enabled": "false"}, "devices": {"enabled": "false"},
+            "runtime": {"cgroup_subtree": f'"{subtree}"'}, "workloads": {"socket_group": f'"{group}"'}}
+        for name, keys in (config or {}).items():
+            sections.setdefault(name, {}).update(keys)
+        cfg.write_text("".join(f"[{name}]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items())
+                               for name, keys in sections.items()))
+        daemon = Daemon(base / "d", "--config", str(cfg), "--root-dir", str(base / "root"), *daemon_args,
+                        nofile=nofile)
         until(lambda: "hwagent ready" in daemon.log(), "the daemon to be ready", daemon)
         yield Box(base / "root", daemon)
         assert daemon.stop() == 0, daemon.log()
@@ -114,8 +125,13 @@ def box() -> Iterator[Box]:
         for u in made_users:
             subprocess.run(["userdel", "-r", u], capture_output=True)
         if made_group:
-            subprocess.run(["groupdel", GROUP], capture_output=True)
+            subprocess.run(["groupdel", group], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def box() -> Iterator[Box]:
+    yield from open_box()
 
 
 def _remove_subtree(name: str) -> None:
