@@ -390,15 +390,23 @@ class WorkloadCgroups:
                     except OSError as e:
                         raise CgroupSetupError(f"cannot write {value!r} to {d / name}: {e.strerror or e}") from None
 
-    def reapply(self, rel: str, limits: CgroupLimits) -> list[str]:
+    def reapply(self, rel: str, limits: CgroupLimits, devices: bool = False) -> list[str]:
         """Re-write limits that drifted (cpuset files excluded: the CPU policy keeps
-        those current for bound cgroups). Returns the files rewritten."""
+        those current for bound cgroups). Returns the files rewritten. ``devices``: the
+        device rules may have changed since the cgroup was made: on v2 the device program
+        for ``limits`` is attached again, replacing the one there (v1's devices lines are
+        written on every reapply)."""
         rel = self.check(rel)
         changed: list[str] = []
         for h in self.hierarchies:
             d = self._sdir(h, rel)
             if os.path.isdir(d):
                 changed += self._write_limits(h, d, limits, only_drift=True, skip=("cpuset",))
+                if devices and h.v2 and self.device_programs is not None:
+                    try:
+                        self.device_programs.attach(Path(d), limits)
+                    except DeviceProgramError as e:
+                        raise CgroupSetupError(str(e)) from None
         return changed
 
     # -- processes ----------------------------------------------------------------------

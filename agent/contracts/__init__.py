@@ -24,7 +24,7 @@ publishing after that raises. The contracts and who uses them:
                                                                   (kubelet mode)
     DeviceAllocator     devicemanager (DEVICE_MANAGER)            admission
     DeviceHealth        devices (DEVICE_HEALTH)                   pressure, eviction plugin
-    DevicePlugins       devices (DEVICE_PLUGINS)                  status
+    DevicePlugins       devices (DEVICE_PLUGINS)                  status, runtime (managed devices)
     ActivePods          workloads (ACTIVE_PODS)                   device manager and CPU policy and
                                                                   pod-resources (deferred)
     PodDirectorySource  kubelet-pods (POD_DIRECTORY)              pressure, eviction plugin, status
@@ -315,6 +315,10 @@ class DevicePlugins(Protocol):
     def dra_states(self) -> Sequence[PluginState]:
         """The resources offered through DRA (no plugin serves them; no socket, not registered) with
         their devices' health, by resource: the DRA health stream's source."""
+
+    def device_nodes(self) -> Sequence[str]:
+        """Host paths of the nodes of every device the rules offer (any API, healthy or not): the
+        runtime's managed devices, denied to every container that was not given them."""
 
 
 # --- pods ------------------------------------------------------------------------------------

@@ -91,6 +91,10 @@ class PodClaims(Protocol):
     def pod_claims(self, pod_uid: str) -> Mapping[str, tuple[ClaimRef, tuple[PreparedDevice, ...]]]:
         """The claims reserved for a pod now (ResourceClaim name -> its ref and prepared devices)."""
 
+    def device_nodes(self) -> Sequence[str]:
+        """Host paths of the nodes of every device the driver offers (a claim may give any of them
+        to a pod): the runtime denies each to every container that does not hold it."""
+
     def device_numa(self, device: str) -> tuple[int, ...]:
         """The NUMA nodes of one of the driver's devices (by its name in allocation results), as
         the views show a claim's devices; () when it has no locality or is not the driver's."""

@@ -23,7 +23,7 @@ from agent.contracts.plugins import PluginDeviceState, PluginState
 from agent.devices.config import DevicesConfig, ResourceRule
 from agent.devices.hotplug import HotplugMonitor, UEvent
 from agent.devices.model import Device, Inventory
-from agent.devices.rules import Assignment, assign, effective_rules, offered_through
+from agent.devices.rules import Assignment, assign, effective_rules, offered_nodes, offered_through
 from agent.devices.sysfs import PCI_ADDRESS, read_device
 from agent.devices.udev import discover
 from agent.deviceplugin.health import HealthBoard
@@ -131,6 +131,11 @@ class DevicePluginsComponent:
         return [PluginState(r, Path(), tuple(PluginDeviceState(d.id, d.healthy, d.reason, d.device.numa_node)
                                              for d in sorted(self._snapshot(r), key=lambda d: d.id)))
                 for r in sorted(self.dra_resources & self.assignment.members.keys())] if self._started else []
+
+    def device_nodes(self) -> tuple[str, ...]:
+        """The nodes of every device the rules offer, through a plugin or DRA (``DevicePlugins``):
+        the runtime denies each to every container not given it."""
+        return offered_nodes(self.inventory, self.rules.values(), self.assignment) if self._started else ()
 
     # -- plugins ------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from agent.devices.config import DevicesConfig, MountRule, ResourceRule
 from agent.devices.model import Device, Inventory
 
 __all__ = [
+    "offered_nodes",
     "DEFAULT_RULES",
     "effective_rules",
     "offered_through",
@@ -260,3 +261,19 @@ def grant(rule: ResourceRule, devs: Iterable[Device]) -> ContainerGrant:
         devices=tuple(NodeGrant(p, p, rule.permissions) for p in nodes),
         envs=envs, mounts=mounts, annotations=annotations, cdi_devices=cdi,
     )
+
+
+def offered_nodes(inventory: Inventory, rules: Iterable[ResourceRule], assignment: Assignment) -> tuple[str, ...]:
+    """Host paths of the device nodes of every device the rules place in a resource, through any
+    API (device plugin or DRA), healthy or not, with the rules' ``extra_dev_nodes``: what hwagent
+    hands out, so what the runtime denies to every container that was not given it (the
+    ``managed`` device policy, docs/runtime.md). A device no pod holds yet is in it too: a pod
+    started before another is given the device must not be able to open it, and keep it open."""
+    by_name = {r.name: r for r in rules}
+    out: dict[str, None] = {}
+    for resource, ids in assignment.members.items():
+        rule = by_name.get(resource)
+        devs = [d for i in ids if (d := inventory.get(i)) is not None]
+        if rule is not None and devs:
+            out.update((n.host_path, None) for n in grant(rule, devs).devices)
+    return tuple(out)

@@ -60,7 +60,7 @@ class DraComponent:
         return node
 
     def _read_node_devices(self) -> Any:
-        from agent.devices.rules import assign, effective_rules, offered_through
+        from agent.devices.rules import assign, effective_rules, offered_nodes, offered_through
         from agent.devices.sysfs import read_inventory
         from agent.dra.catalog import catalog
         from agent.dra.driver import NodeDevices
@@ -75,7 +75,7 @@ class DraComponent:
         a = assign(inv, rules).restricted_to(offered_through(rules, "dra"))
         node, sizes = local_node_name(), block_sizes(inv)
         return NodeDevices(inv, {r.name: r for r in rules}, catalog(inv, a, node, self.cfg.driver_name, sizes),
-                           build_slices(inv, a, node, self.cfg.driver_name, sizes))
+                           build_slices(inv, a, node, self.cfg.driver_name, sizes), offered_nodes(inv, rules, a))
 
     async def start(self, ctx: DaemonContext) -> None:
         from agent.dra.driver import DraDriver
@@ -92,10 +92,18 @@ class DraComponent:
         done = await asyncio.to_thread(self.driver.restore)
         ctx.publish(DRA_DRIVER, self.driver)
         if ctx.mode == "standalone":
-            self.pod_claims = PodClaimService(self.driver, ClaimFiles(ctx.root_dir), self.node_devices)
+            self.pod_claims = PodClaimService(self.driver, ClaimFiles(ctx.root_dir), self.node_devices,
+                                              offers=self._offers_devices())
             ctx.publish(DRA_POD_CLAIMS, self.pod_claims)
         log.info("dra driver started", driver=self.cfg.driver_name, cdi_dir=self.cfg.cdi_dir,
                  prepared=len(self.driver.prepared()), restored=len(done))
+
+    def _offers_devices(self) -> bool:
+        """Whether any rule offers devices through DRA (without one, nothing to read from sysfs)."""
+        from agent.devices.rules import effective_rules, offered_through
+
+        assert self._ctx is not None
+        return bool(offered_through(effective_rules(self._ctx.config[DEVICES_SECTION]), "dra"))
 
     def api_mode(self, ctx: DaemonContext) -> bool:
         """With an API server: kubelet mode and ``[dra] kubeconfig`` set (standalone mode allocates

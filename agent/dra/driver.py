@@ -59,6 +59,8 @@ class NodeDevices:
     devices: Sequence[DraDevice]
     #: the node's ResourceSlices of the same reading (published with an API server)
     slices: Sequence[Mapping[str, Any]] = ()
+    #: host paths of the device nodes of every device offered through DRA, healthy or not
+    nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -47,11 +47,14 @@ def _held(files: DraFiles, driver: str, extra: Mapping[DeviceKey, str]) -> dict[
 class PodClaimService:
     """``PodClaims`` over the ``<root>/dra`` files and a ``DraDriver``."""
 
-    def __init__(self, driver: DraDriver, files: ClaimFiles, node: Callable[[], NodeDevices]) -> None:
+    def __init__(self, driver: DraDriver, files: ClaimFiles, node: Callable[[], NodeDevices], *,
+                 offers: bool = True) -> None:
+        """``offers``: whether any rule offers devices through DRA (else ``device_nodes`` reads nothing)."""
         self.driver = driver
         self.driver_name = driver.driver
         self.files = files
         self._node = node
+        self._offers = offers
         self._lock = asyncio.Lock()
 
     def pod_claims(self, pod_uid: str) -> Mapping[str, tuple[ClaimRef, tuple[PreparedDevice, ...]]]:
@@ -68,6 +71,10 @@ class PodClaimService:
                 ref, devs = prepared.get(c.uid, (ClaimRef(c.namespace, c.name, c.uid), ()))
                 out[c.name] = (ref, devs)
         return out
+
+    def device_nodes(self) -> tuple[str, ...]:
+        """The nodes of every device offered through DRA (the node's reading, at most a second old)."""
+        return self._node().nodes if self._offers else ()
 
     def device_numa(self, device: str) -> tuple[int, ...]:
         """From the node's devices (read again at most once a second by the component), so that

@@ -34,8 +34,10 @@ from agent.cgroups.detect import CgroupError, detect
 from agent.cgroups.devbpf import DevicePrograms
 from agent.cgroups.workload import WorkloadCgroups
 from agent.contracts import DaemonContext
-from agent.contracts import CPU_POLICY, EVICTOR, RUNTIME, WORKLOADS
+from agent.contracts import CPU_POLICY, DEVICE_PLUGINS, EVICTOR, RUNTIME, WORKLOADS
+from agent.contracts.dra import DRA_POD_CLAIMS
 from agent.eventlog import get_logger
+from agent.runtime.cdi import CDIError, resolve
 from agent.runtime.config import RUNTIME_SECTION, RuntimeConfig
 from agent.runtime.eviction import RuntimeEviction
 from agent.runtime.logdir import LOGS, LOGS_MODE
@@ -149,16 +151,27 @@ class RuntimeComponent:
         )
 
     def _managed_devices(self) -> list[str]:
-        """Device nodes hwagent hands out: every node granted to any admitted pod
-        (plus the ``managed_devices`` globs of the config, added by the runtime)."""
+        """Device nodes hwagent hands out (plus the ``managed_devices`` globs of the config, added by
+        the runtime): every node of every device the rules offer, through a device plugin or DRA
+        (held or not), and every node granted to an admitted pod, the nodes of its CDI names
+        included (a claim's devices, a plugin that answers with CDI names). A claim's nodes come
+        through CDI: before they were counted, a claimed device was open to every other pod."""
         assert self._ctx is not None
-        registry: Any = self._ctx.lookup(WORKLOADS)
-        if registry is None:
-            return []
         out: list[str] = []
-        for pod in registry.admitted():
+        for offer in (self._ctx.lookup(DEVICE_PLUGINS), self._ctx.lookup(DRA_POD_CLAIMS)):
+            if offer is not None:
+                out += offer.device_nodes()
+        registry: Any = self._ctx.lookup(WORKLOADS)
+        for pod in registry.admitted() if registry is not None else ():
+            cdi: list[str] = []
             for a in pod.assignments.values():
                 out += [d.host_path for d in a.grant.devices]
+                cdi += a.grant.cdi_devices
+            if cdi:
+                try:
+                    out += [d.host_path for d in resolve(dict.fromkeys(cdi), self.cfg.cdi_spec_dirs).devices]
+                except CDIError:
+                    pass  # such a pod cannot start (its plan resolves the same names and fails)
         return out
 
     async def stop(self) -> None:

@@ -134,6 +134,9 @@ class WorkloadRuntime:
         self.all_mems = CPUSet.parse(cgroups.root_mems())
         self._pods: dict[str, _Pod] = {}
         self._bg: set[asyncio.Task[Any]] = set()
+        #: the managed devices the running containers' device rules were last written for (None:
+        #: not since start); a device that joins the set is denied to them too (``_confine``)
+        self._confined: frozenset[DevNum] | None = None
 
     # -- PodRuntime ---------------------------------------------------------------------
     def owns_cgroup(self, rel_path: str) -> bool:
@@ -235,6 +238,8 @@ class WorkloadRuntime:
             if rec.stopping is not None:
                 self._stop_soon(p, remaining_grace(rec.stop_deadline, rec.stop_grace_s, self.clock()),
                                 *rec.stopping)
+        # the set may have grown while no daemon ran (a device, a claim, an upgrade that counts more)
+        await self._confine(self._managed())
 
     async def _reattached(self, p: _Pod) -> None:
         """A restored pod with live containers says so: Running (with their pids) once its
@@ -426,17 +431,48 @@ class WorkloadRuntime:
                 out.append(num)
         return out
 
-    def _plan(self, p: _Pod, ctr: _Ctr) -> LaunchPlan:
+    def _plan(self, p: _Pod, ctr: _Ctr, managed: list[DevNum] | None = None) -> LaunchPlan:
         assignment = p.pod.assignments.get(ctr.spec.name)
         if assignment is None:
             raise PlanError(f"container {ctr.spec.name} has no assignment from admission")
-        return plan_container(p.pod, ctr.spec, assignment, self.cfg, all_mems=self.all_mems, managed=self._managed(),
+        return plan_container(p.pod, ctr.spec, assignment, self.cfg, all_mems=self.all_mems,
+                              managed=self._managed() if managed is None else managed,
                               node_memory=self.node_memory, hugepage_sizes=self._hugepage_sizes())
+
+    async def _confine(self, managed: list[DevNum], starting: _Ctr | None = None) -> None:
+        """Deny a device that joined the managed set to the containers already running: one
+        plugged in, a ``managed_devices`` glob that matches more, a held node no rule offers
+        (an outside plugin's CDI names). Their rules were written for the set of their start,
+        and without this a pod that started first could open the device another pod is given
+        now. A container that holds the device keeps it (its plan grants it). ``strict`` denies
+        everything not granted anyway. A descriptor opened before stays open: the kernel asks
+        the devices cgroup at open only."""
+        now = frozenset(managed)
+        if self._confined is not None and now <= self._confined:
+            return
+        self._confined = now
+        if self.cfg.device_policy == "strict":
+            return
+        for p in list(self._pods.values()):
+            for ctr in p.ctrs.values():
+                if ctr is starting or ctr.started is None or ctr.status.state != ContainerState.RUNNING:
+                    continue
+                try:
+                    limits = self._plan(p, ctr, managed).limits
+                    progs = self.cgroups.device_programs
+                    if progs is not None and not progs.ready(limits):
+                        await asyncio.get_running_loop().run_in_executor(None, progs.prepare, limits)
+                    self.cgroups.reapply(ctr.rel, limits, devices=True)
+                except (PlanError, CgroupSetupError, DeviceProgramError, OSError) as e:
+                    log.warning("device rules of a running container not updated", pod=p.pod.spec.key,
+                                container=ctr.spec.name, error=e)
 
     async def _start(self, p: _Pod, ctr: _Ctr) -> Started:
         name = ctr.spec.name
         try:
-            plan = self._plan(p, ctr)
+            managed = self._managed()
+            await self._confine(managed, ctr)
+            plan = self._plan(p, ctr, managed)
             progs = self.cgroups.device_programs
             if progs is not None and not progs.ready(plan.limits):
                 # the first pod with these device rules: compile off the loop (bcc, ~0.5 s)

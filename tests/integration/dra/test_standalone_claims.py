@@ -79,8 +79,8 @@ def test_pod_with_a_claim_gets_exactly_its_loop_device(tmp_path, loops, subtree)
         "[[devices.resources]]\nname = \"example.com/scratch\"\n"
         f"block_name = {json.dumps(names)}\nenv = {{ SCRATCH = \"{{dev_nodes}}\" }}\napi = \"dra\"\n"
         f"[dra]\ncdi_dir = \"{cdi}\"\n"
-        f"[runtime]\ncgroup_subtree = \"{subtree}\"\ncdi_spec_dirs = [\"{cdi}\"]\n"
-        f"managed_devices = {json.dumps(loops)}\n")
+        # no managed_devices glob: the devices a DRA rule offers are managed by themselves (issue 32)
+        f"[runtime]\ncgroup_subtree = \"{subtree}\"\ncdi_spec_dirs = [\"{cdi}\"]\n")
     root = tmp_path / "root"
     (root / "dra").mkdir(parents=True)
     (root / "dra" / "class.yaml").write_text(

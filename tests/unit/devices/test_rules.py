@@ -8,7 +8,7 @@ import pytest
 from agent.config import ConfigError, loads
 from agent.devices.config import DevicesConfig, MountRule, ResourceRule
 from agent.devices.names import extended_resource_name_error, is_extended_resource_name
-from agent.devices.rules import (DEFAULT_RULES, RuleConflictError, assign, effective_rules, grant,
+from agent.devices.rules import (DEFAULT_RULES, RuleConflictError, assign, effective_rules, grant, offered_nodes,
                                  identity_matches)
 from agent.devices.sysfs import read_inventory
 from tests.unit.devices.fakesysfs import FakeSysfs
@@ -188,3 +188,23 @@ def test_grant_contents(fs):
     assert g.envs["DISKS"] == "loop3" and g.envs["NUMA"] == "" and g.envs["R"] == "example.com/scratch"
     assert g.annotations == {"example.com/nodes": "/dev/loop3,/dev/fuse"}
     assert g.mounts == (MountRule("/srv/x", "/srv/x", True),)
+
+
+def test_offered_nodes_are_every_device_of_every_rule_through_either_api_held_or_not(fs):
+    """The runtime's managed devices (issue 32 item 8): a DRA rule's devices count as much as a
+    device plugin's, an Unhealthy member still counts (a pod may hold it), extra nodes count, and a
+    device no rule offers does not."""
+    rules = DEFAULT_RULES + (ResourceRule(name="example.com/scratch", block_name=("loop*",), api="dra",
+                                          extra_dev_nodes=("/dev/fuse",)),)
+    first = assign(read_inventory(fs.root), rules)
+    fs.unbind("0000:3b:00.2")
+    inv = read_inventory(fs.root)
+    a = assign(inv, rules, first.owner_map())
+    assert "0000:3b:00.2" in a.unhealthy
+    nodes = offered_nodes(inv, rules, a)
+    # the unbound function has no vfio group node left to list; its sibling's and the container node count
+    assert {"/dev/loop3", "/dev/fuse", "/dev/vfio/32", "/dev/vfio/vfio",
+            "/dev/dri/renderD128", "/dev/dri/renderD129"} <= set(nodes), nodes
+    assert len(nodes) == len(set(nodes))
+    assert offered_nodes(inv, rules, a.restricted_to(["example.com/scratch"])) == ("/dev/loop3", "/dev/fuse")
+    assert offered_nodes(inv, (), a) == ()

@@ -82,8 +82,7 @@ cdi_dir = "{self.base / 'cdi'}"
 [runtime]
 cgroup_subtree = "{SUBTREE}"
 cdi_spec_dirs = ["{self.base / 'cdi'}"]
-# every virtio disk is hwagent's to hand out: one not granted must be unreachable
-managed_devices = ["/dev/vd*"]
+# no managed_devices glob: the disks the DRA rule offers are managed by themselves (issue 32)
 """)
         (self.root / "dra").mkdir(parents=True)
         write_atomic(self.root / "dra" / "class.yaml", yaml.safe_dump({
