@@ -9,7 +9,10 @@ terminal settings are restored however the command ends; the exit status is the
 command's (128+N for signal N).
 
 The relay stays in the caller's cgroups: only the child (``setup`` then exec) joins
-the container, so the relay's CPU and memory are not the container's.
+the container, so the relay's CPU and memory are not the container's. The caller's
+terminal is never the command's: the child's session is new, its controlling terminal
+and its descriptors 0-2 are the pty's slave, and every other descriptor it inherited is
+closed before it runs anything of the pod's (agent.commands._execchild).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import struct
 import termios
 import tty
 
+from agent.commands._execchild import exit_status, start_command
+
 #: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,13 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["run_in_pty", "exit_status"]
 
 _CHUNK = 65536
-
-
-def exit_status(wait_status: int) -> int:
-    """A ``waitpid`` status as a shell reports it: the exit code, or 128+N for signal N."""
-    if os.WIFSIGNALED(wait_status):
-        return 128 + os.WTERMSIG(wait_status)
-    return os.WEXITSTATUS(wait_status)
 
 
 def _copy_winsize(src: int, dst: int) -> None:
@@ -52,25 +50,12 @@ def run_in_pty(setup: Callable[[], None], argv: list[str], env: dict[str, str], 
                stdout: int = 1) -> int:
     """Fork with a new pty; the child runs ``setup`` (join, enter, drop privileges, chdir) and
     execs ``argv`` with ``env``; this process relays until the command ends and answers its
-    exit status. ``setup`` raising in the child prints its message there and exits 126."""
+    exit status. ``setup`` failing in the child prints its message on the pty and ends it."""
     import pty
 
     pid, master = pty.fork()
-    if pid == 0:  # the child: its stdio is the pty's slave, it is the session leader
-        try:
-            # a fresh terminal session starts with every signal at its default and none blocked, as
-            # in a container: a caller from a script's background job has SIGINT and SIGQUIT ignored
-            from agent.runtime.shim import default_signals
-
-            default_signals()
-            setup()
-            os.execvpe(argv[0], argv, env)
-        except OSError as e:
-            os.write(2, f"hwagent exec: cannot run {argv[0]!r}: {e.strerror}\r\n".encode())
-            os._exit(127 if isinstance(e, FileNotFoundError) else 126)
-        except BaseException as e:  # noqa: BLE001 - the child must never return into the CLI
-            os.write(2, f"hwagent exec: {e}\r\n".encode())
-            os._exit(126)
+    if pid == 0:  # the child: its stdio is the pty's slave, it leads a new session whose terminal is that
+        start_command(setup, argv, env, eol="\r\n")  # nothing else of the caller's: agent.commands._execchild
     is_tty = os.isatty(stdin)
     saved = termios.tcgetattr(stdin) if is_tty else None
     if is_tty:

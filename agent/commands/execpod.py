@@ -5,13 +5,19 @@ cgroups (every hierarchy, so it gets the container's CPUs, memory nodes, devices
 and limits and is counted with it), enters the container's mount namespace when
 it has its own, and runs as the pod's user, in the container's working directory
 and with the container's environment (its main process's, as the runtime built it:
-the pod's env, the device grants', HOME/USER of its user), ``-e K=V`` on top; with
-this terminal's stdin, stdout and stderr, or with ``-t`` a pty of its own relayed
-to this terminal in raw mode (agent.commands._ptyrelay); its exit status is the
-command's. The daemon is only asked where the container is
-(``describe``'s answer, with its ownership rule: a non-root caller finds only its
-own pods); the CLI then moves itself and execs the command, so no stream passes
-through the daemon. Joining a cgroup writes ``cgroup.procs``, which takes root.
+the pod's env, the device grants', HOME/USER of its user), ``-e K=V`` on top. The
+command runs in a child, in a session of its own: its stdin, stdout and stderr are
+pipes this process relays to and from this terminal (agent.commands._piperelay), or
+with ``-t`` a pty of its own relayed in raw mode (agent.commands._ptyrelay); no
+process of the pod ever holds a descriptor of the caller's terminal, which a pod's
+user could otherwise push input into (TIOCSTI) for root's shell to run (issue 32).
+Its exit status is the command's. The container's environment is read here as
+root but is only data: it is the command's ``execve`` argument, after the drop to
+the pod's user, never this process's environment. The daemon is only asked where
+the container is (``describe``'s answer, with its ownership rule: a non-root caller
+finds only its own pods); the child then moves itself and execs the command, so no
+stream passes through the daemon. Joining a cgroup writes ``cgroup.procs``, which
+takes root.
 """
 
 from __future__ import annotations
@@ -99,8 +105,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               "or -c CONTAINER): it joins the container's cgroups (so its CPUs, memory nodes, "
                               "devices and limits), enters its mount namespace when it has its own and runs as "
                               "the pod's user, in the container's working directory with the container's "
-                              "environment (-e on top), with this terminal's stdin/stdout/stderr (-t: a "
-                              "terminal of its own); the exit status is CMD's. Joining cgroups takes root "
+                              "environment (-e on top), in a session of its own with its stdin/stdout/stderr "
+                              "relayed to and from this terminal through pipes (-t: a terminal of its own), "
+                              "so the pod never holds this terminal; the exit status is CMD's. Joining cgroups takes root "
                               "(sudo); a non-root caller finds only its own pods.")
     add_common(p)
     p.add_argument("name")
@@ -206,14 +213,12 @@ def run(args: argparse.Namespace) -> int:
         _become(target.user)
         _chdir(workdir, target)
 
+    # the command runs in a child; this process keeps the caller's terminal, outside the pod, and
+    # relays: the pod gets a pty of its own (-t) or pipes, never a descriptor of the caller's terminal
     if args.tty:
         from agent.commands._ptyrelay import run_in_pty
 
         return run_in_pty(setup, argv, env)
-    setup()
-    try:
-        os.execvpe(argv[0], argv, env)
-    except OSError as e:
-        raise CommandError(f"cannot run {argv[0]!r} in container {target.container}: {e.strerror}",
-                           127 if isinstance(e, FileNotFoundError) else 126) from None
-    return 0  # not reached: execvpe replaced this process
+    from agent.commands._piperelay import run_with_pipes
+
+    return run_with_pipes(setup, argv, env)

@@ -1,0 +1,215 @@
+"""`exec` without ``-t``: the command's stdin, stdout and stderr are pipes this process relays,
+as ``docker exec`` does, so no process of the pod ever holds the caller's terminal.
+
+Handing the command the caller's descriptors (what exec did first) gave the pod's user
+root's terminal: a ``TIOCSTI`` from the pod pushed a line into it, which root's shell ran
+when exec returned (issue 32). Now the command starts in a session and process group of
+its own (``setsid``: no controlling terminal, /dev/tty cannot be opened) with pipes; this
+process, which keeps the caller's terminal and stays outside the pod's cgroups, copies
+the caller's stdin into the command's (and closes it at the caller's EOF) and the
+command's stdout and stderr out, bytes as they are. Signals the caller's terminal sends
+this process (Ctrl-C's SIGINT, Ctrl-\\'s SIGQUIT, a hangup) and SIGTERM go on to the
+command's process group, unless this process was started with them ignored. It returns
+when the command ends, with what the command had written by then: children it left
+running keep their pipes but are no longer relayed. A command killed by SIGINT, SIGTERM,
+SIGHUP or SIGPIPE kills this process with the same signal, as it did when the command
+was this process (a calling shell script stops on it); another signal N is 128+N.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import select
+import signal
+
+from agent.commands._execchild import exit_status, start_command
+
+#: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["run_with_pipes", "FORWARDED", "RERAISED"]
+
+_CHUNK = 65536
+#: the signals passed on to the command's process group
+FORWARDED = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+#: the command's death by one of these is this process's (their default action ends without a core)
+RERAISED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
+#: how often a background job looks again whether it may read the terminal (it would be stopped by SIGTTIN)
+_BACKGROUND_POLL_S = 0.5
+
+
+def run_with_pipes(setup: Callable[[], None], argv: list[str], env: dict[str, str],
+                   stdin: int = 0, stdout: int = 1, stderr: int = 2) -> int:
+    """Fork the command with pipes for its stdio; the child runs ``setup`` and execs ``argv``
+    with ``env`` (agent.commands._execchild); this process relays until the command ends and
+    answers its exit status (or dies of its signal, see the module's doc)."""
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    forwarded = [s for s in FORWARDED if signal.getsignal(s) is not signal.SIG_IGN]
+    # blocked across the fork: the child starts with none of this process's handlers running in it
+    # (it puts every signal at its default, then unblocks), and none is lost before ours are in place
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        _stdio_from(in_r, out_w, err_w)
+        start_command(setup, argv, env)
+    old_handlers = {}
+    try:
+        for sig in forwarded:
+            old_handlers[sig] = signal.signal(sig, lambda s, _f: _signal_group(pid, s))
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    for fd in (in_r, out_w, err_w):
+        os.close(fd)
+    try:
+        status = _relay(pid, stdin, in_w, {out_r: stdout, err_r: stderr})
+    finally:
+        for sig, old in old_handlers.items():
+            signal.signal(sig, old)
+    return _finish(status)
+
+
+def _stdio_from(in_r: int, out_w: int, err_w: int) -> None:
+    """Make the three pipe ends the child's 0, 1 and 2 (first moved above 2, so that an end that
+    is itself 0, 1 or 2 when the caller had one closed is not overwritten before it is placed)."""
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in (in_r, out_w, err_w)]
+    for target, fd in enumerate(high):
+        os.dup2(fd, target, inheritable=True)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass  # the command's group has ended
+
+
+def _finish(status: int) -> int:
+    """The command's wait status as this process's end."""
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) in RERAISED:
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+        os.kill(os.getpid(), sig)
+    return exit_status(status)
+
+
+def _may_read(fd: int) -> bool:
+    """Whether reading ``fd`` now is fine: not a terminal of which this process is a background
+    job (the read would stop it with SIGTTIN, where the command might never read at all)."""
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:  # not a terminal, or not this session's: reading it stops nothing
+        return True
+
+
+def _relay(pid: int, stdin: int, in_w: int, outputs: dict[int, int]) -> int:
+    """Copy ``stdin`` into the command's stdin pipe ``in_w`` and each output pipe to its
+    destination until the command ends; answers its wait status. The pipes are this side's
+    own ends, made non-blocking here (the caller's descriptors are left as they are)."""
+    for fd in (in_w, *outputs):
+        os.set_blocking(fd, False)
+    done = os.pidfd_open(pid)
+    pending = b""  # read from the caller's stdin, not yet taken by the command
+    reading = True  # the caller's stdin is still to be read
+    sink: int | None = in_w
+    try:
+        while True:
+            rlist = [done, *outputs]
+            background = False
+            if reading and not pending and sink is not None:
+                if _may_read(stdin):
+                    rlist.append(stdin)
+                else:
+                    background = True
+            wlist = [sink] if pending and sink is not None else []
+            try:
+                r, w, _ = select.select(rlist, wlist, [], _BACKGROUND_POLL_S if background else None)
+            except InterruptedError:  # pragma: no cover - Python retries select after a handler (PEP 475)
+                continue
+            for fd in [fd for fd in r if fd in outputs]:
+                _pass_on(fd, outputs)
+            if stdin in r and (data := _read_caller(stdin)) is not None:
+                pending, reading = data, bool(data)
+            if sink is not None and sink in w:
+                try:
+                    pending = pending[os.write(sink, pending):]
+                except BlockingIOError:
+                    pass
+                except OSError:  # EPIPE: the command closed its stdin; what is left of ours is dropped
+                    pending, reading = b"", False
+                    os.close(sink)
+                    sink = None
+            if sink is not None and not reading and not pending:
+                os.close(sink)  # the caller's EOF, passed on
+                sink = None
+            if done in r:
+                break
+        _, status = os.waitpid(pid, 0)
+        for fd in list(outputs):  # what the command wrote before it ended (no more: a child it left may go on)
+            _drain(fd, outputs)
+        return status
+    finally:
+        os.close(done)
+        for fd in (*outputs, *([sink] if sink is not None else [])):
+            os.close(fd)
+
+
+def _read_caller(stdin: int) -> bytes | None:
+    """A chunk of the caller's stdin; b"" at its end or when it cannot be read (closed, EIO);
+    None when there is nothing after all (a non-blocking stdin another reader emptied)."""
+    try:
+        return os.read(stdin, _CHUNK)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
+def _pass_on(fd: int, outputs: dict[int, int]) -> int | None:
+    """Copy one chunk of the command's output pipe ``fd`` to its destination: the bytes copied
+    (0: none there now), or None (and the pipe closed and forgotten) at its end or when the
+    destination cannot take it (a reader that went away: the command gets SIGPIPE on its next
+    write, as in a shell pipeline)."""
+    try:
+        data = os.read(fd, _CHUNK)
+    except BlockingIOError:
+        return 0
+    if data and _write_all(outputs[fd], data):
+        return len(data)
+    os.close(fd)
+    del outputs[fd]
+    return None
+
+
+def _drain(fd: int, outputs: dict[int, int]) -> None:
+    """Pass on what is in ``fd`` now: at most a pipe's capacity, so a child the command left
+    writing cannot keep this going."""
+    left = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+    while left > 0:
+        n = _pass_on(fd, outputs)
+        if not n:
+            return
+        left -= n
+
+
+def _write_all(fd: int, data: bytes) -> bool:
+    """Write all of ``data`` to the caller's ``fd`` (waiting where it is non-blocking); False
+    when it cannot take it (EPIPE, closed)."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            select.select([], [fd], [])
+        except OSError as e:
+            if e.errno == errno.EINTR:  # pragma: no cover - Python retries writes after a handler
+                continue
+            return False
+    return True
