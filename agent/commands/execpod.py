@@ -108,7 +108,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               "environment (-e on top), in a session of its own with its stdin/stdout/stderr "
                               "relayed to and from this terminal through pipes (-t: a terminal of its own), "
                               "so the pod never holds this terminal; the exit status is CMD's. Joining cgroups takes root "
-                              "(sudo); a non-root caller finds only its own pods.")
+                              "(sudo); a non-root caller finds only its own pods.",
+                              epilog="Without -t, CMD has no terminal: it runs in a session of its own with pipes, "
+                              "which this process (staying outside the pod) relays. Ctrl-C, Ctrl-\\, a hangup and "
+                              "SIGTERM are passed on to CMD's process group; what is typed here goes to CMD's "
+                              "stdin while exec is in the foreground, and the end of this stdin (Ctrl-D, the end "
+                              "of a pipe or file) closes CMD's. exec ends when CMD does (what a child it left "
+                              "running writes later is not shown); CMD killed by SIGINT, SIGTERM, SIGHUP or "
+                              "SIGPIPE ends exec with the same signal. Programs that need a terminal (/dev/tty, "
+                              "password prompts, line editing) need -t. Either way no process of the pod holds a "
+                              "descriptor of this terminal, so it cannot push input into it (TIOCSTI), and the "
+                              "container's environment is only CMD's, applied in its execve as the pod's user.")
     add_common(p)
     p.add_argument("name")
     p.add_argument("-c", "--container", default="", help="the container (default: the first app container)")
