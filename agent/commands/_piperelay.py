@@ -47,6 +47,7 @@ def run_with_pipes(setup: Callable[[], None], argv: list[str], env: dict[str, st
     """Fork the command with pipes for its stdio; the child runs ``setup`` and execs ``argv``
     with ``env`` (agent.commands._execchild); this process relays until the command ends and
     answers its exit status (or dies of its signal, see the module's doc)."""
+    _fill_closed(stdin, stdout, stderr)
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -73,6 +74,19 @@ def run_with_pipes(setup: Callable[[], None], argv: list[str], env: dict[str, st
         for sig, old in old_handlers.items():
             signal.signal(sig, old)
     return _finish(status)
+
+
+def _fill_closed(*fds: int) -> None:
+    """Open /dev/null on each of ``fds`` the caller left closed: the relay then reads an empty
+    stdin or drops output there, and no pipe of ours lands on a descriptor it relays."""
+    for fd in fds:
+        try:
+            fcntl.fcntl(fd, fcntl.F_GETFD)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
 
 
 def _stdio_from(in_r: int, out_w: int, err_w: int) -> None:
