@@ -11,7 +11,9 @@ nowhere is refused before anything is allocated.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_EVICTED, EXIT_LOST, EXIT_OOM, EXIT_REFUSED, EXIT_START_FAILED
@@ -54,9 +56,15 @@ def resolve_command(cmd: str, search_path: str | None, cwd: str) -> str:
     PATH. Raises CommandError (exit 1) when there is nothing executable there."""
     if "/" in cmd:
         path = os.path.normpath(os.path.join(cwd, cmd))
-        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            what = "is not executable" if os.path.exists(path) else "does not exist"
-            raise CommandError(f"command {cmd} ({path}) {what}; nothing was launched", EXIT_REFUSED)
+        try:
+            regular = stat.S_ISREG(os.stat(path).st_mode)
+        except OSError as e:
+            # as the caller's shell says it: behind a directory it cannot search, "Permission denied"
+            # whether or not the file is there
+            what = " does not exist" if e.errno in (errno.ENOENT, errno.ENOTDIR) else f": {e.strerror}"
+            raise CommandError(f"command {cmd} ({path}){what}; nothing was launched", EXIT_REFUSED) from None
+        if not (regular and os.access(path, os.X_OK)):
+            raise CommandError(f"command {cmd} ({path}) is not executable; nothing was launched", EXIT_REFUSED)
         return path
     found = _which(cmd, search_path if search_path is not None else os.defpath)
     if found is None:

@@ -9,6 +9,7 @@ command's module brings argparse, pathlib and safepath, which were ~17 ms of a s
 from __future__ import annotations
 
 import os
+import stat
 
 from agent.cli import CommandError
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
     from agent.rootpaths import StrPath
 
-__all__ = ["Tail", "copy_all", "open_log"]
+__all__ = ["Tail", "LogUnreadable", "copy_all", "open_log"]
 
 
 def copy_all(f: BinaryIO, out: BinaryIO) -> int:
@@ -32,15 +33,25 @@ def copy_all(f: BinaryIO, out: BinaryIO) -> int:
     return n
 
 
+class LogUnreadable(CommandError):
+    """The log is there but cannot be read as one (no regular file, a link): nothing to stream."""
+
+
 def open_log(path: StrPath) -> BinaryIO | None:
     """``path`` opened for reading without following a link; None when it is not there
-    (yet, or any more: a rotation in between)."""
+    (yet, or any more: a rotation in between). A log is a regular file: anything else in its
+    place (a FIFO the pod's user made in its own log directory, a device) is refused at once,
+    never waited on (``O_NONBLOCK``: a FIFO's open does not wait for a writer)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as e:
-        raise CommandError(f"cannot read {path}: {e.strerror} (a link is never followed)") from None
+        raise LogUnreadable(f"cannot read {path}: {e.strerror} (a link is never followed)") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise LogUnreadable(f"cannot read {path}: not a regular file (a log always is one)")
+    os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
 
 

@@ -94,20 +94,33 @@ class Interrupts:
 class LogPump:
     """Copy a log ``Tail`` to ``out`` each time ``pump`` is called (every ``POLL_S`` of a long
     poll's wait); ``finish`` copies what is left (what the shim wrote before the container ended).
-    An error writing ``out`` (a closed pipe) stops the copying, not the wait: ``finish`` raises it."""
+    An error writing ``out`` (a closed pipe) stops the copying, not the wait: ``finish`` raises it.
+    A log that is no regular file (``_tail.LogUnreadable``: its user put a FIFO there) is said once
+    on ``err`` and not streamed; the wait goes on to the job's exit status."""
 
-    def __init__(self, tail: Tail, out: BinaryIO) -> None:
-        self.tail, self.out = tail, out
+    def __init__(self, tail: Tail, out: BinaryIO, err: Any = None) -> None:
+        self.tail, self.out, self.err = tail, out, err
         self.error: BaseException | None = None
+        self.unreadable = False
 
     def pump(self) -> None:
-        if self.error is not None:
+        if self.error is not None or self.unreadable:
             return
         try:
-            self.tail.pump(self.out)
-            self.out.flush()
+            self._copy()
         except Exception as e:  # noqa: BLE001 - raised by finish(); a Ctrl-C's _Woken passes
             self.error = e
+
+    def _copy(self) -> None:
+        from agent.commands._tail import LogUnreadable
+
+        try:
+            self.tail.pump(self.out)
+        except LogUnreadable as e:
+            self.unreadable = True
+            print(f"hwagent: not streaming the output: {e}", file=self.err or sys.stderr, flush=True)
+            return
+        self.out.flush()
 
     def finish(self, drain: bool = True) -> None:
         """Copy what is left (``drain``) and raise the error that stopped the copying, if one did;
@@ -116,8 +129,8 @@ class LogPump:
             if drain:
                 if self.error is not None:
                     raise self.error
-                self.tail.pump(self.out)
-                self.out.flush()
+                if not self.unreadable:
+                    self._copy()
         finally:
             self.tail.close()
 
@@ -136,7 +149,7 @@ def wait_for(session: Session, namespace: str, name: str, uid: str, main: str | 
     out = out or sys.stdout.buffer
     err = err or sys.stderr
     ints = Interrupts()
-    pump = LogPump(tail, out) if tail is not None else None
+    pump = LogPump(tail, out, err) if tail is not None else None
     previous = signal.signal(signal.SIGINT, ints.handler)
     ended = False
     try:

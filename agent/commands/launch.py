@@ -15,7 +15,8 @@ import os
 import sys
 
 from agent.cli import CommandError
-from agent.commands._admission import COMMON_FLAGS, Session, container_line, dumps, format_pod_line, pod_path
+from agent.commands._admission import COMMON_FLAGS, EXIT_REFUSED, Session, container_line, dumps, format_pod_line, \
+    pod_path
 from agent.commands._flags import APPEND, SWITCH, Flag, add, parse
 from agent.commands._jsonc import dumps as json_dumps
 
@@ -267,26 +268,45 @@ def job_environment(args: argparse.Namespace, cwd: str, environ: dict[str, str])
 
     env: list[tuple[str, str]] = []
     for path in args.env_file:
+        from agent.commands._readfile import read_capped
+        from agent.limits import MAX_MANIFEST_BYTES  # (agent.limits: dataclasses; only when a file is read)
+
+        # a FIFO, a device or a file past a manifest's size is refused, never waited on or read whole
+        raw = read_capped(os.path.join(cwd, path), MAX_MANIFEST_BYTES, f"--env-file {path}")
         try:
-            with open(os.path.join(cwd, path)) as f:
-                text = f.read()
-        except OSError as e:
-            raise CommandError(f"--env-file {path}: {e.strerror or e}") from None
+            text = raw.decode()
+        except UnicodeDecodeError as e:
+            raise CommandError(f"--env-file {path}: not UTF-8 text (byte {e.start})") from None
         env += env_file_items(text, path, environ)
     env += env_items(args.env, environ)
     return env, os.path.normpath(os.path.join(cwd, args.workdir or "."))
 
 
-def read_manifest(path: str) -> bytes:
-    from agent.limits import MAX_MANIFEST_BYTES
+def check_workdir(workdir: str) -> None:
+    """The working directory as the caller's own ``cd`` finds it (the CLI runs as the caller):
+    "Permission denied" for one behind a directory it cannot search, whether or not it is there.
+    The daemon looks it up again as the pod's user (agent.workloads.runnable)."""
+    import errno
+    import stat
 
     try:
-        if path == "-":
-            return sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
-        with open(path, "rb") as f:
-            return f.read(MAX_MANIFEST_BYTES + 1)
+        err = 0 if stat.S_ISDIR(os.stat(workdir).st_mode) else errno.ENOTDIR
     except OSError as e:
-        raise CommandError(f"cannot read {path}: {e.strerror or e}") from None
+        err = e.errno or errno.ENOENT
+    if err in (errno.ENOENT, errno.ENOTDIR):
+        raise CommandError(f"--workdir {workdir} does not exist (or is not a directory); nothing was launched",
+                           EXIT_REFUSED)
+    if err:
+        raise CommandError(f"--workdir {workdir}: {os.strerror(err)}; nothing was launched", EXIT_REFUSED)
+
+
+def read_manifest(path: str) -> bytes:
+    """A manifest file (``-``: standard input), refused when it is no regular file or is over the
+    daemon's limit (``agent.limits.MAX_MANIFEST_BYTES``), before anything is sent."""
+    from agent.commands._readfile import read_capped
+    from agent.limits import MAX_MANIFEST_BYTES
+
+    return read_capped(path, MAX_MANIFEST_BYTES, f"the manifest {path}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -308,6 +328,8 @@ def run(args: argparse.Namespace) -> int:
 
         cwd = os.getcwd()
         env, workdir = job_environment(args, cwd, dict(os.environ))
+        if args.user is None:  # run as the caller: what it cannot enter is refused here, as its shell would
+            check_workdir(workdir)
         manifest = manifest_from_flags(args, lambda c: resolve_command(c, os.environ.get("PATH"), cwd), env, workdir)
         raw = json_dumps(manifest).encode()
         main, pod_name = args.container, manifest["metadata"]["name"]
