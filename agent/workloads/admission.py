@@ -66,6 +66,7 @@ from agent.workloads.providers import (
 )
 from agent.workloads.registry import ADMITTED, Registry
 from agent.workloads.users import ROOT, Caller, not_found, resolve_run_as
+from agent.workloads.asuser import LookupStuck, LookupUnavailable, as_user
 from agent.workloads.runnable import pod_unrunnable
 from agent.workloads.store import PodRecord
 
@@ -73,6 +74,8 @@ __all__ = ["Workloads", "AdmitResult", "ContainerDecision"]
 
 log = get_logger("hwagent.workloads")
 
+#: how long the lookup of a pod's paths as its user may take (a FUSE or NFS mount that hangs)
+LOOKUP_TIMEOUT_S = 5.0
 #: manifests up to this size are parsed on the loop (about a millisecond; larger ones
 #: cost ~5 ms per KiB in the pure-Python reader)
 INLINE_PARSE_BYTES = 4 << 10
@@ -209,10 +212,6 @@ class Workloads:
                         f"memory: container {c.name} requests {want} bytes, the node has {mem}",
                         reason="memory",
                     )
-        if self.runtime() is not None:  # it starts here: a missing directory or command fails now, not at start
-            why = pod_unrunnable(spec)
-            if why is not None:
-                raise AdmissionError("INVALID_ARGUMENT", why, reason="not_runnable")
 
     async def admit(self, spec: PodSpec) -> AdmitResult:
         # shielded: a caller that goes away (a cancelled RPC) does not interrupt an
@@ -235,8 +234,32 @@ class Workloads:
         self._hand_to_runtime(result.pod)
         return result
 
+    async def _check_runnable(self, spec: PodSpec) -> None:
+        """When it starts here (a runtime runs pods), a missing working directory or command is refused
+        now, not at start. Looked up as the pod's user (``agent.workloads.asuser``), so a path the user
+        cannot reach reads as the user's own shell says, and outside the lock: a filesystem that hangs
+        holds up this admission alone. Root's pods are looked up as root, as before."""
+        if self.runtime() is None:
+            return
+        user = spec.run_as
+        if user is None or user.uid in (None, 0):
+            why = pod_unrunnable(spec)
+        else:
+            try:
+                why = await as_user(user, lambda: pod_unrunnable(spec), LOOKUP_TIMEOUT_S)
+            except LookupUnavailable as e:
+                # the shim's chdir and execve, as the user, say it at start instead
+                log.warning("pod paths not looked up as its user", pod=spec.key, uid=user.uid, error=str(e))
+                return
+            except LookupStuck as e:
+                raise AdmissionError("FAILED_PRECONDITION", f"cannot check the pod's working directory and command: "
+                                     f"{e}", reason="not_runnable") from None
+        if why is not None:
+            raise AdmissionError("INVALID_ARGUMENT", why, reason="not_runnable")
+
     async def _admit(self, spec: PodSpec) -> AdmitResult:
         qos = self.qos_of(spec)
+        await self._check_runnable(spec)
         async with self._lock:
             self._check_new(spec)
             self.registry.reserve(spec.key, spec.uid)
@@ -412,6 +435,7 @@ class Workloads:
         the admission's own decision (``_decide``), with nothing allocated or written.
         Refusals other than RESOURCE_EXHAUSTED raise, as the admission would."""
         self.qos_of(spec)  # refuses bad QoS annotations as admit would
+        await self._check_runnable(spec)
         async with self._lock:  # the state an admission queued now would meet
             self._check_new(spec)
             try:

@@ -44,3 +44,29 @@ def test_the_pod_answer_names_the_first_container_that_cannot_start(tmp_path):
     why = pod_unrunnable(spec)
     assert why is not None and why.startswith("container setup:")
     assert pod_unrunnable(PodSpec("p", "default", "u", containers=(ContainerSpec("main", ("true",)),))) is None
+
+
+def test_a_path_the_lookup_cannot_reach_reads_permission_denied_never_does_not_exist():
+    """What the user's ``cd`` says behind a directory it cannot search (issue 32 item 5): the
+    lookups answer EACCES for a path that is there and for one that is not, and so does the message."""
+    import errno
+
+    def denied(path: str) -> int:
+        return errno.EACCES if path.startswith("/private") else 0
+
+    wd = unrunnable(ContainerSpec("main", ("/bin/true",), working_dir="/private/x"), is_dir=denied, is_exec=denied)
+    assert wd is not None and "workingDir /private/x: Permission denied" in wd and "does not exist" not in wd
+    cmd = unrunnable(ContainerSpec("main", ("/private/tool",)), is_dir=denied, is_exec=denied)
+    assert cmd is not None and "(/private/tool): Permission denied" in cmd and "does not exist" not in cmd
+    along = unrunnable(ContainerSpec("main", ("tool",), env=(EnvVar("PATH", "/private"),)), is_dir=denied,
+                       is_exec=denied)
+    assert along is not None and "is not found along PATH /private" in along
+
+
+def test_a_file_that_is_there_but_not_executable_keeps_its_message(tmp_path):
+    f = tmp_path / "data.txt"
+    f.write_text("x")
+    why = unrunnable(ContainerSpec("main", (str(f),)))
+    assert why is not None and "does not exist or is not executable" in why
+    why = unrunnable(ContainerSpec("main", (str(tmp_path),)))  # a directory is not a command
+    assert why is not None and "does not exist or is not executable" in why
