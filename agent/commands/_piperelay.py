@@ -38,8 +38,9 @@ _CHUNK = 65536
 FORWARDED = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 #: the command's death by one of these is this process's (their default action ends without a core)
 RERAISED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
-#: how often a background job looks again whether it may read the terminal (it would be stopped by SIGTTIN)
-_BACKGROUND_POLL_S = 0.5
+#: how often a background job looks again whether it may read the terminal (it would be stopped by
+#: SIGTTIN), and, on a kernel without pidfds, whether the command has ended
+_POLL_S = 0.5
 
 
 def run_with_pipes(setup: Callable[[], None], argv: list[str], env: dict[str, str],
@@ -123,56 +124,104 @@ def _may_read(fd: int) -> bool:
         return True
 
 
+class _Feed:
+    """The caller's stdin on its way into the command's stdin pipe ``sink``: one chunk at a time
+    (read only once the last one was taken, so a command that never reads holds nothing up), and
+    the caller's end passed on by closing the pipe."""
+
+    def __init__(self, stdin: int, sink: int) -> None:
+        self.stdin = stdin
+        self.sink: int | None = sink
+        self.pending = b""  # read from the caller's stdin, not yet taken by the command
+        self.reading = True  # the caller's stdin is still to be read
+
+    def wants_stdin(self) -> bool:
+        return self.reading and not self.pending and self.sink is not None
+
+    def wants_sink(self) -> list[int]:
+        return [self.sink] if self.pending and self.sink is not None else []
+
+    def read(self) -> None:
+        data = _read_caller(self.stdin)
+        if data is not None:
+            self.pending, self.reading = data, bool(data)
+        self._close_at_end()
+
+    def write(self) -> None:
+        assert self.sink is not None
+        try:
+            self.pending = self.pending[os.write(self.sink, self.pending):]
+        except BlockingIOError:
+            pass
+        except OSError:  # EPIPE: the command closed its stdin; what is left of ours is dropped
+            self.pending, self.reading = b"", False
+        self._close_at_end()
+
+    def _close_at_end(self) -> None:
+        if self.sink is not None and not self.reading and not self.pending:
+            os.close(self.sink)  # the caller's EOF, passed on
+            self.sink = None
+
+    def close(self) -> None:
+        if self.sink is not None:
+            os.close(self.sink)
+            self.sink = None
+
+
 def _relay(pid: int, stdin: int, in_w: int, outputs: dict[int, int]) -> int:
     """Copy ``stdin`` into the command's stdin pipe ``in_w`` and each output pipe to its
     destination until the command ends; answers its wait status. The pipes are this side's
     own ends, made non-blocking here (the caller's descriptors are left as they are)."""
     for fd in (in_w, *outputs):
         os.set_blocking(fd, False)
-    done = os.pidfd_open(pid)
-    pending = b""  # read from the caller's stdin, not yet taken by the command
-    reading = True  # the caller's stdin is still to be read
-    sink: int | None = in_w
+    done = _pidfd(pid)
+    feed = _Feed(stdin, in_w)
+    status: int | None = None
     try:
-        while True:
-            rlist = [done, *outputs]
-            background = False
-            if reading and not pending and sink is not None:
-                if _may_read(stdin):
-                    rlist.append(stdin)
-                else:
-                    background = True
-            wlist = [sink] if pending and sink is not None else []
+        while status is None:
+            rlist = [*outputs, *([done] if done is not None else [])]
+            if feed.wants_stdin() and _may_read(stdin):
+                rlist.append(stdin)
+            # a background job looks again later whether it may read; without a pidfd, whether the command ended
+            poll = feed.wants_stdin() and stdin not in rlist or done is None
             try:
-                r, w, _ = select.select(rlist, wlist, [], _BACKGROUND_POLL_S if background else None)
+                r, w, _ = select.select(rlist, feed.wants_sink(), [], _POLL_S if poll else None)
             except InterruptedError:  # pragma: no cover - Python retries select after a handler (PEP 475)
                 continue
             for fd in [fd for fd in r if fd in outputs]:
                 _pass_on(fd, outputs)
-            if stdin in r and (data := _read_caller(stdin)) is not None:
-                pending, reading = data, bool(data)
-            if sink is not None and sink in w:
-                try:
-                    pending = pending[os.write(sink, pending):]
-                except BlockingIOError:
-                    pass
-                except OSError:  # EPIPE: the command closed its stdin; what is left of ours is dropped
-                    pending, reading = b"", False
-                    os.close(sink)
-                    sink = None
-            if sink is not None and not reading and not pending:
-                os.close(sink)  # the caller's EOF, passed on
-                sink = None
+            if stdin in r:
+                feed.read()
+            if w:
+                feed.write()
             if done in r:
-                break
-        _, status = os.waitpid(pid, 0)
+                _, status = os.waitpid(pid, 0)
+            elif done is None:
+                status = _ended(pid)
         for fd in list(outputs):  # what the command wrote before it ended (no more: a child it left may go on)
             _drain(fd, outputs)
         return status
     finally:
-        os.close(done)
-        for fd in (*outputs, *([sink] if sink is not None else [])):
+        if done is not None:
+            os.close(done)
+        feed.close()
+        for fd in outputs:
             os.close(fd)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that turns readable when ``pid`` ends (Linux >= 5.3); None on an older
+    kernel, where the relay looks every _POLL_S instead."""
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        return None
+
+
+def _ended(pid: int) -> int | None:
+    """``pid``'s wait status if it has ended (reaped now), else None."""
+    got, status = os.waitpid(pid, os.WNOHANG)
+    return status if got else None
 
 
 def _read_caller(stdin: int) -> bytes | None:

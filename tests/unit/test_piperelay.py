@@ -20,6 +20,10 @@ _RELAY = ("import os, sys\n"
           "from agent.commands._piperelay import run_with_pipes\n"
           "for fd in map(int, filter(None, os.environ.pop('CLOSE_FDS', '').split(','))):\n"
           "    os.close(fd)\n"
+          "if os.environ.pop('NO_PIDFD', ''):  # a kernel before 5.3\n"
+          "    def no_pidfd(pid, flags=0):\n"
+          "        raise OSError(38, 'ENOSYS')\n"
+          "    os.pidfd_open = no_pidfd\n"
           "sys.exit(run_with_pipes(lambda: None, sys.argv[1:], dict(os.environ)))\n")
 
 
@@ -28,9 +32,10 @@ def _relay(*argv: str, stdin: bytes | None = b"", env: dict[str, str] | None = N
                           env={**os.environ, **(env or {})}, **kw)
 
 
-def test_output_stdin_and_exit_status_pass_through_byte_for_byte():
+@pytest.mark.parametrize("pidfd", [True, False])
+def test_output_stdin_and_exit_status_pass_through_byte_for_byte(pidfd):
     blob = bytes(range(256)) * 4096  # 1 MiB of every byte value: many pipe-fulls each way
-    r = _relay("sh", "-c", "cat; printf 'e\\0rr' >&2; exit 7", stdin=blob)
+    r = _relay("sh", "-c", "cat; printf 'e\\0rr' >&2; exit 7", stdin=blob, env={} if pidfd else {"NO_PIDFD": "1"})
     assert (r.returncode, r.stdout, r.stderr) == (7, blob, b"e\0rr"), (r.returncode, len(r.stdout), r.stderr)
 
 
