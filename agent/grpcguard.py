@@ -173,7 +173,8 @@ class Guard(grpc.aio.ServerInterceptor):
         await context.abort(grpc.StatusCode.INTERNAL, f"{method}: internal error in hwagent ({type(e).__name__})")
 
 
-def new_server(api: str) -> grpc.aio.Server:
-    """A grpc.aio server for ``api`` (a key of GRPC_MESSAGE_LIMITS), limits set and guarded."""
+def new_server(api: str, options: tuple[tuple[str, Any], ...] = ()) -> grpc.aio.Server:
+    """A grpc.aio server for ``api`` (a key of GRPC_MESSAGE_LIMITS), limits set and guarded;
+    ``options``: more channel arguments (the admission server's idle timeout)."""
     limits = GRPC_MESSAGE_LIMITS[api]
-    return grpc.aio.server(interceptors=[Guard(api)], options=limits.options())
+    return grpc.aio.server(interceptors=[Guard(api)], options=[*limits.options(), *options])

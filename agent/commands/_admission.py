@@ -139,28 +139,45 @@ class _Connection:
                  idle: Callable[[], None] | None = None, idle_s: float = 0.2) -> tuple[int, bytes]:
         """Send one request, answer (status, body). OSError and WireError as they come. ``idle``:
         called every ``idle_s`` while no answer has come (a long poll's wait: ``launch --wait``
-        streams the job's log from it, on this thread; what it raises comes out of here)."""
-        if self.sock is None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.settimeout(timeout)
-                sock.connect(str(self.path))
-            except BaseException:
-                sock.close()
+        streams the job's log from it, on this thread; what it raises comes out of here).
+
+        A kept-alive connection the daemon closed before answering (it closes one left idle past
+        ``[workloads] connection_idle_seconds``, say while `ps | less` waits on the reader) is
+        opened again and the request sent once more: the daemon never read it, as HTTP clients
+        assume of a keep-alive connection closed without a word."""
+        reused = self.sock is not None
+        try:
+            return self._exchange(method, target, body, timeout, idle, idle_s)
+        except _ClosedUnanswered:
+            self.close()
+            if not reused:
                 raise
-            self.sock = sock
+        return self._exchange(method, target, body, timeout, idle, idle_s)
+
+    def _exchange(self, method: str, target: str, body: bytes, timeout: float,
+                  idle: Callable[[], None] | None, idle_s: float) -> tuple[int, bytes]:
+        if self.sock is None:
+            self.sock = _connect(str(self.path), timeout)
         sock = self.sock
         sock.settimeout(timeout)
-        sock.sendall(wire.request_head(method, target, len(body)) + body)
+        try:
+            sock.sendall(wire.request_head(method, target, len(body)) + body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # it may have answered before it closed (a refusal, 429): read on; nothing there says it did not
         buf = b""
         if idle is not None:
             buf = self._first(sock, timeout, idle, idle_s)
         while (end := buf.find(wire.HEAD_END)) < 0:
             if len(buf) > wire.MAX_HEAD:
                 raise wire.WireError(502, f"the answer's head is larger than {wire.MAX_HEAD} bytes")
-            chunk = sock.recv(65536)
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
             if not chunk:
-                raise ConnectionResetError("the daemon closed the connection before it answered")
+                if not buf:
+                    raise _ClosedUnanswered("the daemon closed the connection before it answered")
+                raise ConnectionResetError("the daemon closed the connection inside its answer's head")
             buf += chunk
         lines = wire.split_head(buf[:end + 4])
         status = wire.status_of(lines[0])
@@ -194,10 +211,37 @@ class _Connection:
                     idle()
                     continue
                 if not chunk:
-                    raise ConnectionResetError("the daemon closed the connection before it answered")
+                    raise _ClosedUnanswered("the daemon closed the connection before it answered")
                 return chunk
         finally:
             sock.settimeout(timeout)
+
+
+class _ClosedUnanswered(ConnectionResetError):
+    """The daemon closed the connection before a byte of its answer: it did not take the request."""
+
+
+def _connect(path: str, timeout: float) -> socket.socket:
+    """A connection to the daemon's socket. EAGAIN (its listen backlog full for a moment: another
+    user floods the socket, and the daemon accepts and refuses what is over that user's cap) is
+    tried again until ``timeout``, with a short back-off; TimeoutError after."""
+    deadline = time.monotonic() + timeout
+    delay = 0.002
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(path)
+            return sock
+        except BlockingIOError:
+            sock.close()
+            if time.monotonic() + delay > deadline:
+                raise TimeoutError(f"{path}: the daemon's listen backlog stayed full for {timeout:g} s") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        except BaseException:
+            sock.close()
+            raise
 
 
 class Session:
@@ -240,6 +284,10 @@ class Session:
             raise daemon_down(self.path) from None
         except PermissionError:
             raise permission_denied(self.path) from None
+        except ConnectionResetError as e:  # connected, then hung up on: a running daemon, not an absent one
+            self._conn.close()
+            raise CommandError(f"the daemon closed the connection without an answer ({e}); check it with "
+                               "`hwagent status`", EXIT_NO_DAEMON) from None
         except (OSError, wire.WireError) as e:
             self._conn.close()
             raise error_for("UNAVAILABLE", f"{type(e).__name__}: {e}", self.path, self.name) from None

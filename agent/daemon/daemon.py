@@ -486,6 +486,9 @@ class Daemon:
                 watchdog = asyncio.create_task(_watchdog(notifier, interval), name="sd-watchdog")
 
             self.phase = "starting"
+            from agent.daemon.fdlimit import raise_nofile
+
+            raise_nofile()  # soft to hard: users' connections are lent from it (agent.workloads.connlimit)
             created = prepare_root(root)
             if created:
                 log.info("created root dir layout", root_dir=root, dirs_created=len(created))

@@ -41,7 +41,8 @@ from typing import Any
 from agent.api.admission.v1 import api_pb2 as pb
 from agent.eventlog import get_logger
 from agent.workloads.errors import AdmissionError
-from agent.workloads.http11 import MAX_HEAD, HttpError, Request, Response, serve_connection
+from agent.workloads.connlimit import ConnectionLimiter
+from agent.workloads.http11 import MAX_HEAD, READ_TIMEOUT_S, HttpError, Request, Response, render, serve_connection
 from agent.workloads.peerfront import PeerSocketServer
 from agent.workloads.podjson import admit_json, pod_json
 from agent.workloads.server import AdmissionServicer
@@ -183,8 +184,9 @@ class CliApi(PeerSocketServer):
     """Serve the CLI API on ``path`` (mode ``mode``, group ``gid`` when not None) over ``workloads``."""
 
     def __init__(self, path: Path, workloads: Any, manifest_errors: Callable[[], Sequence[tuple[str, str]]],
-                 *, max_body: int, mode: int = 0o600, gid: int | None = None) -> None:
-        super().__init__(path, mode=mode, gid=gid, limit=MAX_HEAD)
+                 *, max_body: int, mode: int = 0o600, gid: int | None = None,
+                 limiter: ConnectionLimiter | None = None, idle_s: float = READ_TIMEOUT_S) -> None:
+        super().__init__(path, mode=mode, gid=gid, limit=MAX_HEAD, limiter=limiter, cost=1, idle_s=idle_s)
         self.max_body = max_body
         # the caller is passed where the gRPC servicer gets its context: it is the caller
         self.servicer = AdmissionServicer(workloads, manifest_errors, caller_of=lambda caller: caller)
@@ -206,5 +208,9 @@ class CliApi(PeerSocketServer):
             log.exception("cli api failed", method=req.method, path="/".join(req.parts))
             return Response(500, {"code": "INTERNAL", "message": f"{type(e).__name__}: {e}"})
 
+    def refuse(self, writer: asyncio.StreamWriter, why: str) -> None:
+        """A connection over its caller's cap: ``429`` with the reason, then closed."""
+        writer.write(render(Response(429, {"code": "RESOURCE_EXHAUSTED", "message": why}), False))
+
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller) -> None:
-        await serve_connection(reader, writer, lambda req: self.handle(req, caller), self.max_body)
+        await serve_connection(reader, writer, lambda req: self.handle(req, caller), self.max_body, self.idle_s)

@@ -134,8 +134,13 @@ class WorkloadsComponent:
         self.socket_path = socket_path_for(self.cfg, ctx.root_dir)
         gid = socket_gid(self.cfg.socket_group)
         inner = ensure_dir(ctx.root_dir, INNER_SOCKET[:-1], mode=0o700) / INNER_SOCKET[-1]
-        front = PeerFront(self.socket_path, inner, mode=0o600 if gid is None else 0o660, gid=gid)
-        self._server = new_server("admission")
+        limiter = self._limiter()
+        idle_s = self.cfg.connection_idle_seconds
+        front = PeerFront(self.socket_path, inner, mode=0o600 if gid is None else 0o660, gid=gid, limiter=limiter,
+                          idle_s=idle_s)
+        # a channel with no call in progress is closed after the idle time too (the front closes
+        # one that never spoke); the client's channel reconnects at its next call
+        self._server = new_server("admission", options=(("grpc.max_connection_idle_ms", int(idle_s * 1000)),))
         servicer = AdmissionServicer(self.workloads, self.manifests.errors,
                                      caller_of=lambda context: front.caller(context.peer()))
         pb_grpc.add_AdmissionServicer_to_server(servicer, self._server)
@@ -146,7 +151,7 @@ class WorkloadsComponent:
         ctx.remove_on_exit(inner)
         # the CLI's socket before the admission socket: one that waits for admission.sock may run `hwagent ps`
         cli = CliApi(cli_socket(ctx.root_dir), self.workloads, self.manifests.errors, max_body=MAX_MANIFEST_BYTES,
-                     mode=front.mode, gid=gid)
+                     mode=front.mode, gid=gid, limiter=limiter, idle_s=idle_s)
         await cli.start()
         self._cli = cli
         ctx.remove_on_exit(cli.path)
@@ -157,6 +162,23 @@ class WorkloadsComponent:
             "workloads started", socket=self.socket_path, manifests=self.manifests.dir, pods=len(registry),
             policy=tm.policy, scope=tm.scope,
         )
+
+    def _limiter(self) -> Any:
+        """One count of users' connections for both sockets users reach (agent.workloads.connlimit),
+        sized from the descriptor limit the daemon runs with."""
+        import resource
+
+        from agent.workloads.connlimit import ConnectionLimiter, ConnectionPolicy, user_descriptor_budget
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        budget = user_descriptor_budget(soft, self.cfg.reserved_descriptors)
+        policy = ConnectionPolicy(self.cfg.max_connections_per_user, budget)
+        if budget < policy.per_user:
+            log.warning("users get few connections", descriptor_limit=soft, reserved=self.cfg.reserved_descriptors,
+                        user_descriptors=budget, note="raise LimitNOFILE or lower [workloads] reserved_descriptors")
+        log.info("connection limits", per_user=policy.per_user, user_descriptors=budget, descriptor_limit=soft,
+                 idle_seconds=self.cfg.connection_idle_seconds)
+        return ConnectionLimiter(policy)
 
     async def stop(self) -> None:
         if self._autoremove is not None:

@@ -26,6 +26,15 @@ class WorkloadsConfig:
     manifest_ignore_unknown_fields: bool = False
     #: a corrupt registry record is kept aside and skipped instead of stopping start
     accept_state_loss: bool = False
+    #: connections one non-root user may hold at once on admission.sock and cli.sock together
+    #: (agent.workloads.connlimit); root is never capped
+    max_connections_per_user: int = 64
+    #: a connection that sends no complete request for this long is closed (a request in
+    #: progress, such as `launch --wait`'s long poll, is not idle)
+    connection_idle_seconds: float = 5.0
+    #: descriptors kept for the daemon's own work and for root: users' connections together
+    #: hold at most the descriptor limit (RLIMIT_NOFILE, raised to its hard limit at start) less this
+    reserved_descriptors: int = 512
 
     def validate(self) -> None:
         for key in ("socket_path", "manifest_dir"):
@@ -34,6 +43,12 @@ class WorkloadsConfig:
                 raise ValueError(f"{key}: must be an absolute path, got {value!r}")
         if not 0.05 <= self.manifest_poll_seconds <= 3600:
             raise ValueError(f"manifest_poll_seconds: must be in [0.05, 3600], got {self.manifest_poll_seconds}")
+        if not 1 <= self.max_connections_per_user <= 65536:
+            raise ValueError(f"max_connections_per_user: must be in [1, 65536], got {self.max_connections_per_user}")
+        if not 0.1 <= self.connection_idle_seconds <= 3600:
+            raise ValueError(f"connection_idle_seconds: must be in [0.1, 3600], got {self.connection_idle_seconds}")
+        if not 64 <= self.reserved_descriptors <= 1 << 20:
+            raise ValueError(f"reserved_descriptors: must be in [64, 1048576], got {self.reserved_descriptors}")
 
 
 #: ``config[WORKLOADS_SECTION]``, the [workloads] section

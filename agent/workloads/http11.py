@@ -36,7 +36,9 @@ from agent.workloads.wire import MAX_HEAD, MAX_HEADERS, REASONS, TOKEN, WireErro
 __all__ = ["Request", "Response", "HttpError", "parse_head", "serve_connection", "render",
            "MAX_HEAD", "MAX_HEADERS", "REASONS"]
 
-#: how long a client may take to send a request's head or body, and an idle keep-alive may wait
+#: how long a client may take to send a complete request (head and body) after the connection
+#: opened or the last answer went out, unless ``serve_connection`` is given its own
+#: (``[workloads] connection_idle_seconds``); a request being answered (a long poll) is not idle
 READ_TIMEOUT_S = 60.0
 
 
@@ -134,13 +136,16 @@ async def _read_request(reader: asyncio.StreamReader, max_body: int) -> Request 
 
 
 async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                           handle: Callable[[Request], Awaitable[Response]], max_body: int) -> None:
-    """Answer requests on one connection until the client closes it, asks to, or sends one we refuse.
+                           handle: Callable[[Request], Awaitable[Response]], max_body: int,
+                           idle_s: float = READ_TIMEOUT_S) -> None:
+    """Answer requests on one connection until the client closes it, asks to, sends one we refuse,
+    or sends no complete request within ``idle_s`` (then it is closed without a word, as HTTP
+    servers close idle keep-alive connections: a client retries on a new one).
     ``reader`` must have been made with ``limit=MAX_HEAD``."""
     try:
         while True:
             try:
-                req = await asyncio.wait_for(_read_request(reader, max_body), READ_TIMEOUT_S)
+                req = await asyncio.wait_for(_read_request(reader, max_body), idle_s)
             except HttpError as e:
                 writer.write(render(Response(e.status, {"code": e.code, "message": e.message}), False))
                 await writer.drain()

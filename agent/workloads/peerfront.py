@@ -29,6 +29,7 @@ from pathlib import Path
 
 from agent.eventlog import get_logger
 from agent.unixsock import SUN_PATH_MAX
+from agent.workloads.connlimit import ConnectionLimiter
 from agent.workloads.users import Caller
 
 __all__ = ["PeerFront", "peer_caller", "bind_listening", "PEER_PREFIX"]
@@ -40,6 +41,11 @@ PEER_PREFIX = "hwagent-peer-"
 _SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)
 _MAX_GROUPS = 65536
 _CHUNK = 1 << 16
+#: the listen backlog of the sockets users reach; asyncio also accepts up to this many connections
+#: at each wake-up, before any is counted, so it bounds the descriptors a flood holds in passing (it
+#: comes out of [workloads] reserved_descriptors); a connect that finds it full gets EAGAIN, which
+#: the CLI retries (agent.commands._admission)
+BACKLOG = 128
 
 
 def peer_caller(sock: socket.socket) -> Caller:
@@ -89,16 +95,23 @@ class PeerSocketServer:
     """A unix socket that knows who is calling: bound by ``bind_listening``'s rules (path fits,
     mode and group set before any connection), each connection served with its caller's
     credentials (SO_PEERCRED), and every connection's task ended at ``close``. The admission
-    front and the CLI's HTTP API are two of these; ``serve`` is what each does with a connection."""
+    front and the CLI's HTTP API are two of these; ``serve`` is what each does with a connection.
 
-    def __init__(self, path: Path, *, mode: int = 0o600, gid: int | None = None, limit: int = _CHUNK) -> None:
+    With a ``limiter`` (``agent.workloads.connlimit``) each non-root connection is counted at
+    accept, before a byte is read, as ``cost`` descriptors; one over the caller's cap is answered
+    by ``refuse`` and closed at once. ``idle_s``: how long ``serve`` lets a connection sit without
+    a complete request (each server applies it to its own protocol)."""
+
+    def __init__(self, path: Path, *, mode: int = 0o600, gid: int | None = None, limit: int = _CHUNK,
+                 limiter: ConnectionLimiter | None = None, cost: int = 1, idle_s: float = 60.0) -> None:
         self.path, self.mode, self.gid, self._limit = Path(path), mode, gid, limit
+        self.limiter, self.cost, self.idle_s = limiter, cost, idle_s
         self._server: asyncio.AbstractServer | None = None
         self._conns: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         sock = bind_listening(self.path, self.mode, self.gid)
-        self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=self._limit)
+        self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=self._limit, backlog=BACKLOG)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -125,9 +138,23 @@ class PeerSocketServer:
                 log.warning("connection without credentials", socket=self.path, error=e)
                 writer.close()
                 return
-            await self.serve(reader, writer, caller)
+            if self.limiter is not None:
+                why = self.limiter.acquire(caller.uid, self.cost, self.path)
+                if why is not None:
+                    self.refuse(writer, why)
+                    writer.close()
+                    return
+            try:
+                await self.serve(reader, writer, caller)
+            finally:
+                if self.limiter is not None:
+                    self.limiter.release(caller.uid, self.cost)
         finally:
             self._conns.discard(task)
+
+    def refuse(self, writer: asyncio.StreamWriter, why: str) -> None:
+        """What a connection over its caller's cap is told before it is closed: nothing by default
+        (a protocol with a way to say it overrides this; writes only, never waits on the client)."""
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller) -> None:
         raise NotImplementedError
@@ -135,10 +162,17 @@ class PeerSocketServer:
 
 class PeerFront(PeerSocketServer):
     """Serve ``public`` (mode ``mode``, group ``gid`` when not None) in front of the
-    gRPC server listening on ``inner``."""
+    gRPC server listening on ``inner``.
 
-    def __init__(self, public: Path, inner: Path, *, mode: int = 0o600, gid: int | None = None) -> None:
-        super().__init__(public, mode=mode, gid=gid, limit=_CHUNK)
+    A connection costs three descriptors (the accepted one, the dial, the gRPC server's side of
+    it); one that sends nothing within ``idle_s`` of its accept is closed before the dial. An idle
+    channel after that (no call in progress) is the gRPC server's to close
+    (``grpc.max_connection_idle_ms``, set where the inner server is made); a client's channel
+    reconnects by itself at its next call."""
+
+    def __init__(self, public: Path, inner: Path, *, mode: int = 0o600, gid: int | None = None,
+                 limiter: ConnectionLimiter | None = None, idle_s: float = 60.0) -> None:
+        super().__init__(public, mode=mode, gid=gid, limit=_CHUNK, limiter=limiter, cost=3, idle_s=idle_s)
         self.public, self.inner = self.path, Path(inner)
         self._callers: dict[str, Caller] = {}
 
@@ -150,9 +184,16 @@ class PeerFront(PeerSocketServer):
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller) -> None:
         name = ""
         try:
+            try:
+                first = await asyncio.wait_for(reader.read(_CHUNK), self.idle_s)
+            except TimeoutError:
+                return  # silent since its accept: an idle hog, not a client (gRPC speaks first)
+            if not first:
+                return
             name, out = self._dial()
             self._callers[name] = caller
             r2, w2 = await asyncio.open_unix_connection(sock=out, limit=_CHUNK)
+            w2.write(first)
             try:
                 await asyncio.gather(_pump(reader, w2), _pump(r2, writer))
             finally:
