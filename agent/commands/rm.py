@@ -1,4 +1,4 @@
-"""`hwagent rm NAME...`: stop each pod if it runs, release its CPUs and devices, forget it."""
+"""`hwagent rm NAME...`: stop each pod if it runs, release its CPUs and devices, remove its logs, forget it."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from agent.commands._exitcodes import EXIT_NO_DAEMON
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("rm", help="remove admitted pods (releases their CPUs and devices)",
                               description="Remove pods: the runtime stops each first when it runs it, then its "
-                              "CPUs and devices are released and it is forgotten. With several names each is "
-                              "removed in turn; the exit status is the first failure's (the others still go).")
+                              "CPUs and devices are released, its logs are removed (as docker rm does) and it is "
+                              "forgotten. With several names each is removed in turn; the exit status is the "
+                              "first failure's (the others still go).")
     add_common(p)
     p.add_argument("names", nargs="+", metavar="NAME")
     p.add_argument("--namespace", default="default")

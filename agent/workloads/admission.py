@@ -28,6 +28,7 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from agent.contracts import CPUAllocator, Deferred, DeviceAllocator, MemoryAllocator, PodRuntime
 from agent.contracts.memory import MemoryBlock, MemoryRefused
@@ -64,13 +65,14 @@ from agent.workloads.providers import (
     memory_managed,
     memory_request,
 )
+from agent.workloads.quota import UserLimits, log_cap_refusal, pod_cap_refusal, user_name
 from agent.workloads.registry import ADMITTED, Registry
 from agent.workloads.users import ROOT, Caller, not_found, resolve_run_as
 from agent.workloads.asuser import LookupStuck, LookupUnavailable, as_user
 from agent.workloads.runnable import pod_unrunnable
 from agent.workloads.store import PodRecord
 
-__all__ = ["Workloads", "AdmitResult", "ContainerDecision"]
+__all__ = ["Workloads", "AdmitResult", "ContainerDecision", "PodLogs"]
 
 log = get_logger("hwagent.workloads")
 
@@ -81,6 +83,17 @@ LOOKUP_TIMEOUT_S = 5.0
 INLINE_PARSE_BYTES = 4 << 10
 
 _SHORT_QOS = {SHARED: QOS_SHARED, DEDICATED: QOS_DEDICATED, RECLAIMED: QOS_RECLAIMED, SYSTEM: QOS_SYSTEM}
+
+
+class PodLogs(Protocol):
+    """What the pods wrote (``agent.runtime.logdir.LogDirs``): a pod's logs live as long
+    as its record. Blocking; admission calls it from an executor."""
+
+    def remove(self, namespace: str, name: str) -> bool: ...
+
+    def size(self, namespace: str, name: str) -> int: ...
+
+    def exists(self, namespace: str, name: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -131,6 +144,11 @@ class Workloads:
     runtime_ref: Deferred[PodRuntime] = lambda: None
     machine_memory_bytes: int | None = None
     clock: Callable[[], float] = time.time
+    #: what one user other than root may hold (``agent.workloads.quota``)
+    limits: UserLimits = UserLimits()
+    #: the pods' log directories; None: not kept here (no runtime writes any)
+    logs: PodLogs | None = None
+    user_name: Callable[[int], str] = user_name
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
     _releasing: set[str] = field(default_factory=set, init=False)
@@ -180,7 +198,7 @@ class Workloads:
             raise
         for w in parsed.warnings:
             log.warning("manifest field ignored", pod=parsed.pod.key, warning=w)
-        result = await (self.dry_run(spec) if dry_run else self.admit(spec))
+        result = await (self.dry_run(spec, caller) if dry_run else self.admit(spec, caller))
         return AdmitResult(**{**result.__dict__, "warnings": parsed.warnings})
 
     def qos_of(self, spec: PodSpec) -> str:
@@ -213,17 +231,18 @@ class Workloads:
                         reason="memory",
                     )
 
-    async def admit(self, spec: PodSpec) -> AdmitResult:
+    async def admit(self, spec: PodSpec, caller: Caller = ROOT) -> AdmitResult:
+        """``caller``: who asked (its per-user limits apply unless it is root)."""
         # shielded: a caller that goes away (a cancelled RPC) does not interrupt an
         # admission half way; it completes (and reaches the runtime) or rolls back on its own
-        task = asyncio.ensure_future(self._admit_and_report(spec))
+        task = asyncio.ensure_future(self._admit_and_report(spec, caller))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even if nobody waits
         return await asyncio.shield(task)
 
-    async def _admit_and_report(self, spec: PodSpec) -> AdmitResult:
+    async def _admit_and_report(self, spec: PodSpec, caller: Caller) -> AdmitResult:
         t0 = time.perf_counter()
         try:
-            result = await self._admit(spec)
+            result = await self._admit(spec, caller)
         except AdmissionError as e:
             m.ADMISSIONS.labels("refused", e.code).inc()
             log.warning("admission refused", pod=spec.key, code=e.code, reason=e.message)
@@ -257,11 +276,12 @@ class Workloads:
         if why is not None:
             raise AdmissionError("INVALID_ARGUMENT", why, reason="not_runnable")
 
-    async def _admit(self, spec: PodSpec) -> AdmitResult:
+    async def _admit(self, spec: PodSpec, caller: Caller) -> AdmitResult:
         qos = self.qos_of(spec)
         await self._check_runnable(spec)
         async with self._lock:
             self._check_new(spec)
+            await self._check_limits(spec, caller)
             self.registry.reserve(spec.key, spec.uid)
             try:
                 decision = await self._decide(spec)
@@ -274,11 +294,58 @@ class Workloads:
                     if not isinstance(e, Exception):
                         raise
                     raise AdmissionError("INTERNAL", f"cannot persist the admission: {e}", "persist") from None
+                await self._clear_logs(spec)
             finally:
                 self.registry.unreserve(spec.key, spec.uid)
         self._publish()
         log.info("pod admitted", pod=spec.key, uid=spec.uid, qos=qos, containers=_describe_assignments(pod))
         return AdmitResult(pod=pod)
+
+    async def _check_limits(self, spec: PodSpec, caller: Caller) -> None:
+        """The caller's per-user limits (none for root): RESOURCE_EXHAUSTED naming the limit.
+        Under the admission lock, so two admissions cannot both take the last place."""
+        if caller.root:
+            return
+        owner = spec.owner_uid
+        why = pod_cap_refusal(self.user_name(owner), self.registry.pods_of(owner), self.limits.max_pods_per_user)
+        if why is None and self.limits.max_log_bytes_per_user and self.logs is not None:
+            names = [(r.pod.spec.namespace, r.pod.spec.name) for u in self.registry.uids_of(owner)
+                     if (r := self.registry.record(u)) is not None]  # on the loop, which owns the registry
+            held = await asyncio.get_running_loop().run_in_executor(None, self._log_bytes, names)
+            why = log_cap_refusal(self.user_name(owner), held, self.limits.max_log_bytes_per_user)
+        if why is not None:
+            raise AdmissionError("RESOURCE_EXHAUSTED", why, reason="user_limit")
+
+    def _log_bytes(self, names: list[tuple[str, str]]) -> int:
+        """The bytes in these pods' log directories (blocking: in an executor)."""
+        assert self.logs is not None
+        return sum(self.logs.size(ns, name) for ns, name in names)
+
+    async def _clear_logs(self, spec: PodSpec) -> None:
+        """A new pod starts with empty logs: a directory of an earlier pod of the same name
+        that its removal did not take (a crash in between, an older hwagent) goes first."""
+        logs = self.logs
+        if logs is None or not logs.exists(spec.namespace, spec.name):
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, logs.remove, spec.namespace, spec.name)
+        except OSError as e:
+            log.warning("earlier logs not removed", pod=spec.key, error=str(e))
+        else:
+            log.info("earlier logs removed", pod=spec.key)
+
+    async def _remove_logs(self, rec: PodRecord) -> None:
+        """What the pod wrote goes with it (as ``docker rm``). A failure is logged and the
+        removal goes on: the next pod of that name clears the directory first, and the
+        daemon's start removes log directories no record names."""
+        logs = self.logs
+        if logs is None:
+            return
+        spec = rec.pod.spec
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, logs.remove, spec.namespace, spec.name)
+        except OSError as e:
+            log.warning("pod logs not removed", pod=rec.key, error=str(e))
 
     def _check_new(self, spec: PodSpec) -> None:
         why = self.registry.taken(spec.key, spec.uid)
@@ -430,7 +497,7 @@ class Workloads:
 
     # --- dry run ------------------------------------------------------------------------
 
-    async def dry_run(self, spec: PodSpec) -> AdmitResult:
+    async def dry_run(self, spec: PodSpec, caller: Caller = ROOT) -> AdmitResult:
         """What admission would decide now, and where every container would go:
         the admission's own decision (``_decide``), with nothing allocated or written.
         Refusals other than RESOURCE_EXHAUSTED raise, as the admission would."""
@@ -439,11 +506,12 @@ class Workloads:
         async with self._lock:  # the state an admission queued now would meet
             self._check_new(spec)
             try:
+                await self._check_limits(spec, caller)
                 d = await self._decide(spec, count=False)
             except AdmissionError as e:
                 if e.code != "RESOURCE_EXHAUSTED":
                     raise
-                free = self._refusal_free(spec, e.reason)
+                free = "" if e.reason == "user_limit" else self._refusal_free(spec, e.reason)
                 reason = e.message.removesuffix(f"; {free}")
                 m.ADMISSIONS.labels("dry_run", e.code).inc()
                 return AdmitResult(pod=None, dry_run=True, would_admit=False, reason=reason, free=free, spec=spec)
@@ -601,6 +669,7 @@ class Workloads:
             if rt is not None and not rec.status.phase.terminal:
                 await rt.stop(uid, None, "Removed")
             await self.release(uid, why="removed")
+            await self._remove_logs(rec)
             last = self.registry.record(uid) or rec
             gone = await self.registry.delete(uid)
         finally:

@@ -13,8 +13,10 @@ learns each caller from the kernel and forwards to the gRPC server on
 ``<root>/workloads/api.sock`` (root-only), so the servicer knows who calls
 (``agent.workloads.users``). The same API is served to the CLI as HTTP/JSON on
 ``<root>/cli.sock`` (``agent.workloads.cliapi``), with the same mode and group.
-Pods that asked for it (``launch --rm`` without ``--wait``) are removed once they end
-(``agent.workloads.autoremove``).
+Pods that asked for it (``launch --rm`` without ``--wait``) are removed once they end,
+and ended pods past the retention rule (``[workloads] ended_pods_*``) oldest first
+(``agent.workloads.autoremove``); a removal takes the pod's log directory with it, and
+log directories no record names are removed at start.
 
 Publishes ``WORKLOADS`` (``WorkloadRegistry``) and ``ACTIVE_PODS``. Looks up
 ``CPU_POLICY``, ``DEVICE_MANAGER`` and ``MEMORY_MANAGER`` at start (all started before it, see
@@ -68,6 +70,21 @@ def manifest_dir_for(cfg: WorkloadsConfig, root_dir: Path) -> Path:
     return Path(cfg.manifest_dir) if cfg.manifest_dir else Path(root_dir) / "manifests"
 
 
+def _remove_orphan_logs(root_dir: Path, records: list[Any]) -> None:
+    """Log directories no record names: left by a removal a crash interrupted, or by an
+    older hwagent, whose ``rm`` kept them (blocking: in an executor)."""
+    from agent.runtime.logdir import LogDirs, log_dir_name
+
+    keep = {log_dir_name(r.pod.spec.namespace, r.pod.spec.name) for r in records}
+    try:
+        gone = LogDirs(root_dir).remove_orphans(keep)
+    except OSError as e:
+        log.warning("orphan log directories not removed", error=str(e))
+        return
+    if gone:
+        log.info("orphan log directories removed", count=len(gone))
+
+
 class WorkloadsComponent:
     name = "workloads"
 
@@ -97,6 +114,8 @@ class WorkloadsComponent:
         from agent.workloads.peerfront import PeerFront
         from agent.workloads.server import AdmissionServicer
         from agent.workloads.store import PodFileStore, RegistryStateError
+        from agent.workloads.quota import UserLimits
+        from agent.runtime.logdir import LogDirs
 
         self._ctx = ctx
         store = PodFileStore(ctx.root_dir.joinpath(*STATE_DIR), root_dir=ctx.root_dir)
@@ -116,14 +135,21 @@ class WorkloadsComponent:
         self.workloads = Workloads(
             registry, tm, topo.numa_ids, cpu_policy=ctx.lookup(CPU_POLICY), device_manager=ctx.lookup(DEVICE_MANAGER),
             memory_manager=ctx.lookup(MEMORY_MANAGER), pod_claims=ctx.lookup(DRA_POD_CLAIMS), runtime_ref=ctx.deferred(RUNTIME), machine_memory_bytes=memory,
+            limits=UserLimits(self.cfg.max_pods_per_user, self.cfg.max_log_bytes_per_user),
+            logs=LogDirs(ctx.root_dir),
         )
         ctx.publish(WORKLOADS, self.workloads)
         ctx.publish(ACTIVE_PODS, self.workloads)
         await self.workloads.reconcile_after_restore()
+        await loop.run_in_executor(None, _remove_orphan_logs, ctx.root_dir, registry.records())
         from agent.workloads.autoremove import AutoRemover
+        from agent.workloads.retention import RetentionRule
 
-        # pods launched with --rm (no --wait) are removed when they end, those that ended while down now
-        self._autoremove = AutoRemover(self.workloads)
+        # pods launched with --rm (no --wait) are removed when they end, those that ended while down now,
+        # and ended pods past the retention rule
+        c = self.cfg
+        self._autoremove = AutoRemover(self.workloads, RetentionRule(
+            c.ended_pods_per_user, c.ended_pods_total, c.ended_pods_max_age_s, c.ended_pods_log_bytes))
         self._autoremove.start()
 
         self.manifests = ManifestDir(

@@ -7,7 +7,7 @@ The mapping (docs/admission.md):
 | INVALID_ARGUMENT | the manifest is malformed or invalid (the field is named), bad QoS annotations |
 | ALREADY_EXISTS | a pod with that namespace/name (or UID) is already admitted or being admitted |
 | NOT_FOUND | Get/Remove/Stop of a pod that is not in the registry |
-| RESOURCE_EXHAUSTED | the request cannot be met on this node now or ever: more CPUs or memory than exist, a device nobody registered or not enough free, a NUMA alignment the policy cannot satisfy |
+| RESOURCE_EXHAUSTED | the request cannot be met on this node now or ever: more CPUs or memory than exist, a device nobody registered or not enough free, a NUMA alignment the policy cannot satisfy; a user at its pod or log-bytes cap (``agent.workloads.quota``) |
 | FAILED_PRECONDITION | the node is not ready for it (reclaim pool not ready, no runtime to stop a pod) |
 | UNAVAILABLE | a device plugin failed or went away during the admission (retry) |
 | ABORTED | the admission raced with a change it could not survive (retry) |

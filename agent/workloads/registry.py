@@ -65,6 +65,10 @@ class Registry:
         #: every record's (namespace, name), sorted: a List page is a bisect and a slice
         #: of it, not a sort of every record (issue 24)
         self._order: list[tuple[str, str]] = []
+        #: every record's owner (the user it runs as), and how many records per owner: the
+        #: per-user pod cap asks at each admission (``pods_of``), so kept per change too
+        self._owner: dict[str, int] = {}
+        self._owner_counts: dict[int, int] = {}
 
     # --- start ----------------------------------------------------------------------
 
@@ -75,6 +79,7 @@ class Registry:
 
     def _set(self, uid: str, rec: PodRecord | None) -> None:
         """Put (or, with None, drop) a record, keeping the live set, counts and order."""
+        self._count_owner(uid, rec)
         old = self._records.pop(uid, None) if rec is None else self._records.get(uid)
         if rec is not None:
             self._records[uid] = rec
@@ -98,7 +103,29 @@ class Registry:
             self._qos_counts[q] = self._qos_counts.get(q, 0) + 1
         self._active = None
 
+    def _count_owner(self, uid: str, rec: PodRecord | None) -> None:
+        was = self._owner.pop(uid, None)
+        if was is not None:
+            n = self._owner_counts[was] - 1
+            if n:
+                self._owner_counts[was] = n
+            else:
+                del self._owner_counts[was]
+        if rec is not None:
+            owner = rec.pod.spec.owner_uid
+            self._owner[uid] = owner
+            self._owner_counts[owner] = self._owner_counts.get(owner, 0) + 1
+
     # --- reading (the WorkloadRegistry / ActivePods side) -----------------------------
+
+    def pods_of(self, owner: int) -> int:
+        """How many records (pods in any state, until removed) belong to user ``owner``."""
+        return self._owner_counts.get(owner, 0)
+
+    def uids_of(self, owner: int) -> list[str]:
+        """The UIDs of user ``owner``'s records (a pass over every record: only for the
+        per-user log cap, whose own cost is a walk of those pods' directories)."""
+        return [uid for uid, o in self._owner.items() if o == owner]
 
     def active_pod_uids(self) -> frozenset[str]:
         """Pods not terminated, and those being admitted. The answer is a frozen copy

@@ -61,15 +61,23 @@ def test_a_link_in_its_own_log_dir_reaches_nothing_of_another_user(box):  # noqa
         f.write("keep\n")
     os.chown(target, pwd.getpwnam("hwtest2").pw_uid, pwd.getpwnam("hwtest2").pw_gid)
     os.chmod(target, 0o600)
-    # hwtest1 owns its pod's log directory (it stays after rm): it plants a link where the log goes
-    r = box.cli("hwtest1", "launch", "--name", "linker", "--", "true")
-    assert r.returncode == 0, r.stderr
-    until(lambda: (q := box.pod("linker")) and q["phase"] == "Succeeded", "linker to end")
-    assert box.cli("hwtest1", "rm", "linker").returncode == 0
+    # hwtest1 owns its pod's log directory (rm takes it, issue 32): while an init container waits,
+    # hwtest1 plants a link where the app container's log goes
     link = box.root / "logs" / "default_linker" / "main.log"
-    for argv in (["rm", str(link)], ["ln", "-s", target, str(link)]):
-        subprocess.run(["runuser", "-u", "hwtest1", "--", *argv], check=True, timeout=60)
-    r = box.cli("hwtest1", "launch", "--name", "linker", "--", "sh", "-c", "echo overwritten")
+    wait = f"i=0; while [ ! -L {link} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"
+    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "linker"},
+                "spec": {"restartPolicy": "Never", "initContainers": [
+                    {"name": "wait", "command": ["/bin/sh", "-c", wait], "workingDir": "/"}],
+                    "containers": [{"name": "main", "command": ["/bin/sh", "-c", "echo overwritten"],
+                                    "workingDir": "/"}]}}
+    path = os.path.join(pwd.getpwnam("hwtest1").pw_dir, "linker.json")
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+    os.chmod(path, 0o644)
+    r = box.cli("hwtest1", "admit", path)
+    assert r.returncode == 0, r.stderr
+    until(lambda: link.parent.is_dir(), "linker's log directory")
+    subprocess.run(["runuser", "-u", "hwtest1", "--", "ln", "-s", target, str(link)], check=True, timeout=60)
     p = until(lambda: (q := box.pod("linker")) and q["phase"] in ("Failed", "Succeeded") and q, "linker to end")
     assert p["phase"] == "Failed" and "symbolic link" in p["message"], p
     with open(target) as f:
