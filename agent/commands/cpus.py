@@ -23,7 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "cpus",
         help="show CPU pools and allocations per NUMA node",
-        description="Show the CPU policy's pools and container cpusets per NUMA node.",
+        description="Show the CPU policy's pools and container cpusets per NUMA node. Root only (it "
+        "names every user's pods): another user is told so, exit 5.",
     )
     p.add_argument("--config", metavar="FILE", help="TOML config file (for root_dir and sysfs_root)")
     p.add_argument("--root-dir", metavar="DIR", help="hwagent root dir holding cpu/cpu_plugin_state.json")
@@ -89,10 +90,13 @@ def _live(root_dir: Path) -> dict | None:
     """The running daemon's CPU view, or None when no daemon (or no CPU policy in it) answers."""
     import grpc
 
-    from agent.status.client import DaemonNotRunning, get_view
+    from agent.commands._exitcodes import EXIT_NO_DAEMON
+    from agent.status.client import DaemonNotRunning, NotAllowed, get_view
 
     try:
         return get_view(root_dir, "cpus")
+    except NotAllowed as e:  # the checkpoint is root's too: no fallback to it
+        raise CommandError(e.message("cpus"), EXIT_NO_DAEMON) from None
     except DaemonNotRunning:
         return None
     except grpc.RpcError as e:

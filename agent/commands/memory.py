@@ -22,7 +22,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="show memory and hugepages per NUMA node",
         description="Show the memory manager's accounting per NUMA node and memory resource (memory, "
         "hugepages-<size>): total, reserved, allocatable, allocated, free; and the memory blocks of each "
-        "container it placed, with their nodes. Asks the running daemon.",
+        "container it placed, with their nodes. Asks the running daemon (root only: it names every user's "
+        "pods; another user is told so, exit 5).",
     )
     p.add_argument("--config", metavar="FILE", help="TOML config file (for [daemon] root_dir)")
     p.add_argument("--root-dir", metavar="DIR", help="hwagent root dir holding status.sock")
@@ -34,11 +35,14 @@ def run(args: argparse.Namespace) -> int:
     import grpc
 
     from agent.commands._config import daemon_root
-    from agent.status.client import DaemonNotRunning, get_view
+    from agent.commands._exitcodes import EXIT_NO_DAEMON
+    from agent.status.client import DaemonNotRunning, NotAllowed, get_view
 
     root = daemon_root(args)
     try:
         view = get_view(root, "memory")
+    except NotAllowed as e:
+        raise CommandError(e.message("memory"), EXIT_NO_DAEMON) from None
     except DaemonNotRunning as e:
         raise CommandError(f"no running daemon to ask ({e}); start hwagent run, or point --root-dir at its root") from None
     except grpc.RpcError as e:

@@ -27,7 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="show device-plugin resources, endpoints, health and allocations",
         description="Show what hwagent's device-plugin host knows: per resource the capacity, "
         "allocatable count, endpoints (connected/stopped), each device's health and NUMA nodes, "
-        "and the containers holding devices.",
+        "and the containers holding devices. Root only (it names every user's pods): another user is "
+        "told so, exit 5.",
     )
     p.add_argument("--config", metavar="FILE", help="TOML config file (default: embedded defaults)")
     p.add_argument("--root-dir", metavar="DIR", help="hwagent's root dir (overrides the config)")
@@ -80,11 +81,14 @@ def _live(args: argparse.Namespace) -> tuple[dict | None, str]:
     """The live daemon's view, or (None, why not)."""
     import grpc
 
-    from agent.status.client import DaemonNotRunning, get_view
+    from agent.commands._exitcodes import EXIT_NO_DAEMON
+    from agent.status.client import DaemonNotRunning, NotAllowed, get_view
 
     root = root_dir(args, load_config(args))
     try:
         return get_view(root, "resources"), ""
+    except NotAllowed as e:  # the checkpoint is root's too: no fallback to it
+        raise CommandError(e.message("resources"), EXIT_NO_DAEMON) from None
     except DaemonNotRunning as e:
         return None, str(e)
     except grpc.RpcError as e:

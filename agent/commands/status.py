@@ -1,7 +1,9 @@
 """`hwagent status`: what the running daemon is doing, in one screen (or JSON).
 
 Asks the daemon over ``<root>/status.sock``; exits 1 with the reason when no
-daemon answers (there is no checkpoint of "what it is doing").
+daemon answers (there is no checkpoint of "what it is doing"). The socket is
+root's: anyone else is told so, and what to run instead (exit 5), never that the
+daemon is not running (``agent.status.client.NotAllowed``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "status",
         help="ask the running daemon what it is doing",
         description="Mode and why, each component's health, probe modes, resources, pods known and "
-        "the last evictions, from the running daemon (over <root>/status.sock).",
+        "the last evictions, from the running daemon (over <root>/status.sock). Root only: the status "
+        "names every user's pods; another user is told so (exit 5), and `hwagent ps` shows a member of "
+        "the socket group its own pods.",
     )
     p.add_argument("--config", metavar="FILE", help="TOML config file (for root_dir)")
     p.add_argument("--root-dir", metavar="DIR", help="hwagent's root dir (overrides the config)")
@@ -73,11 +77,14 @@ def root_dir_of(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     import grpc
 
-    from agent.status.client import DaemonNotRunning, get_status
+    from agent.commands._exitcodes import EXIT_NO_DAEMON
+    from agent.status.client import DaemonNotRunning, NotAllowed, get_status
 
     root = root_dir_of(args)
     try:
         resp = get_status(root)
+    except NotAllowed as e:
+        raise CommandError(e.message("status"), EXIT_NO_DAEMON) from None
     except DaemonNotRunning as e:
         raise CommandError(f"hwagent is not running with root dir {root}: {e}") from None
     except grpc.RpcError as e:
