@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ["run_with_pipes", "FORWARDED", "RERAISED"]
 
-_CHUNK = 65536
+#: one read (and the size asked for the command's stdin and stdout pipes): 1 MiB relays 1 GiB of
+#: output in ~1.1-1.3 s where 64 KiB took ~1.5-2.0 s (this 2-core machine, load 5; direct: 0.6-0.8 s)
+_CHUNK = 1 << 20
 #: the signals passed on to the command's process group
 FORWARDED = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 #: the command's death by one of these is this process's (their default action ends without a core)
@@ -52,6 +54,11 @@ def run_with_pipes(setup: Callable[[], None], argv: list[str], env: dict[str, st
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    for fd in (in_w, out_w):
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _CHUNK)
+        except OSError:
+            pass
     forwarded = [s for s in FORWARDED if signal.getsignal(s) is not signal.SIG_IGN]
     # blocked across the fork: the child starts with none of this process's handlers running in it
     # (it puts every signal at its default, then unblocks), and none is lost before ours are in place
