@@ -18,7 +18,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               "container the NUMA affinity, CPUs, memory nodes and devices it would get, and what is "
                               "free per NUMA node; the exit status is 1 when it would be refused.")
     add_common(p)
-    p.add_argument("file", nargs="?", metavar="FILE", help="the Pod manifest (YAML or JSON; - for stdin)")
+    p.add_argument("file", nargs="?", metavar="FILE",
+                   help="the Pod manifest (YAML or JSON; - for stdin): a regular file of at most 1 MiB")
     p.add_argument("-f", "--file", dest="file_flag", metavar="FILE", help="the same, as `hwagent launch -f` takes it")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--ignore-unknown-fields", action="store_true")

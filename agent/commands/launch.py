@@ -74,7 +74,8 @@ def cpu_count(text: str) -> str:
 #: the usual argument lists with them (agent.commands._flags, fast_args)
 FLAGS: tuple[Flag, ...] = (
     *COMMON_FLAGS,
-    Flag("-f", "--file", metavar="FILE", help="a Pod manifest (YAML or JSON; - for stdin)"),
+    Flag("-f", "--file", metavar="FILE",
+         help="a Pod manifest (YAML or JSON; - for stdin): a regular file of at most 1 MiB"),
     Flag("--name", help="pod name (DNS-1123 subdomain)"),
     Flag("--namespace", default="default"),
     Flag("--container", default="main", help="container name (default: main)"),
@@ -101,10 +102,10 @@ FLAGS: tuple[Flag, ...] = (
     Flag("-e", "--env", metavar="NAME=VALUE", kind=APPEND,
          help="set an environment variable in the job (repeatable; NAME alone takes your value)"),
     Flag("--env-file", metavar="FILE", kind=APPEND,
-         help="read NAME=VALUE lines from FILE (# comments; repeatable; --env wins)"),
+         help="read NAME=VALUE lines from FILE, a regular file (# comments; repeatable; --env wins)"),
     Flag("-w", "--workdir", metavar="DIR",
          help="the job's working directory (default: your current directory, as srun); "
-         "a missing one is refused at admission"),
+         "one the job's user cannot enter or that is missing is refused, as that user's cd would"),
     Flag("--wait", kind=SWITCH,
          help="wait for the pod to end, stream its main container's output (stdout and stderr, "
          "as its log has them) and exit with its exit status; Ctrl-C shows its state, a second "

@@ -131,21 +131,29 @@ def test_the_daemon_answers_413_with_its_limit_to_an_oversized_body(box):
     assert str(MAX_MANIFEST_BYTES) in r.stdout, r.stdout
 
 
-def test_launch_wait_with_a_fifo_for_its_log_still_ends_with_the_jobs_status(box):
-    """alice owns her pod's log directory: a FIFO where main.log goes neither hangs nor crashes her
-    own ``launch --wait`` (it used to end in ``OSError: Illegal seek``), nor root's ``logs``."""
-    r = alice_cli(box, "launch", "--wait", "--rm", "--name", "fifolog", "--", "/bin/true")
-    assert r.returncode == 0, r.stderr
-    log = box.root / "logs" / "default_fifolog" / "main.log"
-    assert as_user(ALICE, "rm", "-f", str(log)).returncode == 0
-    assert as_user(ALICE, "mkfifo", str(log)).returncode == 0
-    r = alice_cli(box, "launch", "--wait", "--rm", "--name", "fifolog", "--", "sh", "-c", "exit 3")
-    assert r.returncode != 137, f"the CLI hung: {r.stderr}"
-    assert "Traceback" not in r.stderr and "Illegal seek" not in r.stderr, r.stderr
-    assert "not a regular file" in r.stderr or r.returncode == 3, (r.returncode, r.stderr)
-    until(lambda: box.pod("fifolog", ALICE) is None or box.cli(ALICE, "rm", "fifolog").returncode == 0,
-          "fifolog to go")
-    r = subprocess.run(["timeout", "-s", "KILL", str(CLI_TIMEOUT_S), str(HWAGENT), "logs", "--root-dir",
-                        str(box.root), "fifolog"], capture_output=True, text=True, timeout=CLI_TIMEOUT_S + 30)
-    assert r.returncode != 137, "root's hwagent logs hung on alice's FIFO"
-    assert "Traceback" not in r.stderr, r.stderr
+def test_a_fifo_in_place_of_a_running_pods_log_hangs_no_reader(box):
+    """alice owns her pod's log directory: she swaps main.log for a FIFO while her job runs. Her own
+    ``launch --wait`` (which follows the log across rotations) and root's ``hwagent logs`` used to
+    open it and wait forever for a writer (or end in ``OSError: Illegal seek``); now each says it is
+    not a regular file, and the wait still ends with the job's exit status."""
+    argv = ["runuser", "-u", ALICE, "--", "timeout", "-s", "KILL", str(CLI_TIMEOUT_S), str(HWAGENT), "launch",
+            "--root-dir", str(box.root), "--wait", "--name", "fifolog", "--", "sh", "-c", "echo one; sleep 4; exit 3"]
+    waiter = subprocess.Popen(argv, cwd=str(home(ALICE)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        log = box.root / "logs" / "default_fifolog" / "main.log"
+        until(lambda: log.exists() and log.stat().st_size > 0, "the job's log")
+        assert as_user(ALICE, "sh", "-c", f"rm -f {log} && mkfifo {log}").returncode == 0
+        r = subprocess.run(["timeout", "-s", "KILL", str(CLI_TIMEOUT_S), str(HWAGENT), "logs", "--root-dir",
+                            str(box.root), "fifolog"], capture_output=True, text=True, timeout=CLI_TIMEOUT_S + 30)
+        assert r.returncode != 137, "root's hwagent logs hung on alice's FIFO"
+        assert r.returncode != 0 and "not a regular file" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        _, err = waiter.communicate(timeout=CLI_TIMEOUT_S + 30)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait()
+    assert waiter.returncode != 137, f"alice's launch --wait hung: {err}"
+    assert "Traceback" not in err and "Illegal seek" not in err, err
+    assert waiter.returncode == 3, (waiter.returncode, err)
+    assert "not a regular file" in err, err
+    box.cli(ALICE, "rm", "fifolog")
