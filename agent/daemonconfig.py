@@ -64,6 +64,11 @@ class DaemonConfig:
     kubelet_root_dir: str = "/var/lib/kubelet"
     #: HOST:PORT of the /metrics and /healthz endpoint; port 0 picks a free port
     metrics_address: str = DEFAULT_METRICS_ADDRESS
+    #: serve the series that name pods (namespace/pod/container labels): who runs what. Off by
+    #: default: the endpoint asks for no credentials and any local user reaches loopback (the
+    #: kubelet serves pod names only behind authn/authz); turn on where the port is closed to
+    #: all but the scraper (docs/metrics.md, "Who can read it")
+    metrics_pod_labels: bool = False
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     sysfs_root: str = "/sys"
     procfs_root: str = "/proc"

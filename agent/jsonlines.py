@@ -16,7 +16,10 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-__all__ = ["parse_records", "read_tail"]
+__all__ = ["PRIVATE_MODE", "append_record", "parse_records", "read_tail"]
+
+#: the records name users' pods: root's alone (issue 32 item 7; the umask made them 0644)
+PRIVATE_MODE = 0o600
 
 
 def parse_records(text: str) -> list[dict[str, Any]]:
@@ -44,3 +47,12 @@ def read_tail(path: str | Path, keep: int, max_bytes: int) -> list[dict[str, Any
     if size > max_bytes:
         data = data.partition(b"\n")[2]  # the first line read is cut
     return parse_records(data.decode(errors="replace"))[-keep:]
+
+
+def append_record(path: str | Path, rec: dict[str, Any]) -> None:
+    """Append one record as a line, creating the file ``PRIVATE_MODE`` (never through a link)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, PRIVATE_MODE)
+    try:
+        os.write(fd, (json.dumps(rec, sort_keys=True) + "\n").encode())
+    finally:
+        os.close(fd)

@@ -70,7 +70,14 @@ def open_dir(root: str | os.PathLike[str], rel: str | os.PathLike[str] | Sequenc
     parts = rel_parts(rel)
     if create and not os.path.isdir(root):
         os.makedirs(root, 0o755, exist_ok=True)  # as the daemon makes it; normally prepare_root did
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except PermissionError:
+        # a root dir others may pass but not list (0711, agent.daemon.rootmodes): a user walks
+        # through it to what is theirs, as through <root>/logs
+        if not parts or create or tighten:
+            raise
+        fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     # the path walked so far is only for a refusal's message: made then, not per component
     # (the registry and the runtime walk in a few times per pod; issue 23)
     def path() -> Path:

@@ -177,7 +177,7 @@ class AdvisorComponent:
         if self.cfg.memory_high and self.memory_inert is not None:
             log.warning("advisor memory high inert", reason=self.memory_inert)
         self.root = ctx.root_dir
-        ctx.path("advisor").mkdir(parents=True, exist_ok=True)
+        ctx.path("advisor").mkdir(mode=0o700, parents=True, exist_ok=True)  # root's (agent.daemon.rootmodes)
         loop = asyncio.get_running_loop()
         self.log = await loop.run_in_executor(None, DecisionLog, ctx.root_dir, self.cfg.decisions_keep)
         saved = read_state(ctx.root_dir) or {}

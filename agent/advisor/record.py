@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from agent.jsonlines import read_tail
+from agent.jsonlines import PRIVATE_MODE, append_record, read_tail
 
 #: typing is not imported at run time (the CLI's start-up cost, as agent.commands._admission); mypy reads it
 TYPE_CHECKING = False
@@ -62,7 +62,9 @@ def write_state(root: str | Path, doc: dict[str, Any]) -> None:
     """Atomically: a crash leaves the old state or the new one, never half of one."""
     d = advisor_dir(root)
     tmp = d / (STATE + ".tmp")
-    with open(tmp, "w") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, PRIVATE_MODE)
+    with open(fd, "w") as f:
+        os.fchmod(fd, PRIVATE_MODE)  # a temp left 0644 by an earlier version keeps its mode through O_TRUNC
         json.dump(doc, f, sort_keys=True)
         f.flush()
         os.fsync(f.fileno())
@@ -86,8 +88,7 @@ class DecisionLog:
         if self.lines >= self.keep:
             os.replace(self.path, self.path.with_name(DECISIONS + ".1"))
             self.lines = 0
-        with open(self.path, "a") as f:
-            f.write(json.dumps(rec, sort_keys=True) + "\n")
+        append_record(self.path, rec)
         self.lines += 1
 
 

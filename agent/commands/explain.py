@@ -3,6 +3,11 @@
 Reads what the advisor recorded under ``<root>/advisor/`` (its state and its decisions
 log) and the pressure engine's ``<root>/pressure/evictions.jsonl``; needs no running
 daemon, so it also explains what happened before a restart.
+
+Root's only: the records name every user's pods (which were squeezed, which evicted), so
+they are root's files (``agent.daemon.rootmodes``), and anyone else is told so, with what to
+do, rather than "the advisor has recorded nothing" (issue 32 item 7). A member's own pods are
+explained by ``hwagent describe``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Explain the advisor's decisions from <root>/advisor/ (its state and decisions.jsonl) and "
         "<root>/pressure/evictions.jsonl: with `pool` (the default) the shared pool's size, the reclaimed pods' "
         "quota, the headroom left to them and the recent changes with their reasons; with a pod name, whether "
-        "the pod was suppressed or evicted, and the decisions that led to it.")
+        "the pod was suppressed or evicted, and the decisions that led to it. Root only: the records name every "
+        "user's pods, so they are root's files; anyone else is refused with a permission message (a member's "
+        "own pods: `hwagent describe NAME`).")
     add_common(p)
     p.add_argument("target", nargs="?", default="pool", help="`pool` (default) or a pod name")
     p.add_argument("--namespace", default="default")
@@ -155,11 +162,32 @@ def _pod_memory(who: str, decisions: list[dict]) -> list[str]:
         changes[-RECENT:]
 
 
+#: where the records live, under the root dir
+RECORD_DIRS = ("advisor", "pressure")
+
+
+def refusal(root) -> str | None:
+    """The permission message when the caller cannot pass the root dir or read a records
+    directory that exists, else None (root, or nothing recorded yet)."""
+    import os
+
+    blocked = os.path.isdir(root) and not os.access(root, os.X_OK)
+    for name in RECORD_DIRS:
+        d = root / name
+        if blocked or (os.path.lexists(d) and not os.access(d, os.R_OK | os.X_OK)):
+            return (f"permission denied: explain reads {d}, which only root may read (it names every user's "
+                    "pods); run it as root (sudo hwagent explain), or see your own pods with `hwagent describe NAME`")
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from agent.advisor.record import read_decisions, read_state
     from agent.commands._config import daemon_root
 
     root = daemon_root(args)
+    refused = refusal(root)
+    if refused is not None:
+        raise CommandError(refused, 1)
     decisions = read_decisions(root)
     if args.target == "pool":
         state = read_state(root)

@@ -41,6 +41,7 @@ from agent.daemon.metrics_http import HealthReport, MetricsServer
 from agent.daemon.reload import DAEMON_LIVE_SETTINGS, plan_reload
 from agent.daemon.sdnotify import Notifier, watchdog_interval
 from agent.eventlog import get_logger
+from agent.daemon import rootmodes as root_modes
 from agent.safepath import open_dir
 from agent.tasks import cancel_and_wait
 from agent.topology.model import Topology
@@ -134,9 +135,10 @@ def off_before_import(spec: str, mode: str, config: Config) -> str | None:
 #: cpu/ holds the CPU policy's state (the device manager's checkpoint is in device-plugins/, as the kubelet's).
 ROOT_LAYOUT: tuple[str, ...] = ("device-plugins", "plugins_registry", "pod-resources", "cpu")
 
-#: the root dir itself may be read by monitoring agents; the subdirs hold
-#: sockets that grant control of the node, so only root and its group enter.
-ROOT_MODE = 0o755
+#: the root dir is passed by anyone and listed by root only (agent.daemon.rootmodes: who may
+#: read what); the subdirs hold sockets that grant control of the node, so only root and its
+#: group enter.
+ROOT_MODE = root_modes.ROOT_MODE
 SUBDIR_MODE = 0o750
 
 PID_FILE = "hwagent.pid"
@@ -216,6 +218,8 @@ def prepare_root(root: Path, layout: Iterable[str] = ROOT_LAYOUT) -> list[Path]:
     a root dir anyone can write to is refused: a stranger could plant a socket
     where device plugins would register. A layout directory that is a symbolic
     link (or not a directory) is refused too, never followed (agent.safepath).
+    Then root's state is closed to others, in a root dir an earlier version made too
+    (``agent.daemon.rootmodes``: modes only narrow).
     """
     created: list[Path] = []
     for path, mode in [(root, ROOT_MODE), *((root / d, SUBDIR_MODE) for d in layout)]:
@@ -239,6 +243,12 @@ def prepare_root(root: Path, layout: Iterable[str] = ROOT_LAYOUT) -> list[Path]:
             os.close(open_dir(root, d, tighten=False))
         except OSError as e:
             raise DaemonError(e.strerror or str(e)) from None
+    try:
+        narrowed = root_modes.tighten_root(root)
+    except OSError as e:
+        raise DaemonError(f"cannot close {e.filename or root} to other users: {e.strerror or e}") from None
+    if narrowed:
+        log.info("root dir modes narrowed", root_dir=root, changed=len(narrowed), paths=",".join(narrowed[:10]))
     return created
 
 

@@ -92,6 +92,12 @@ class DraComponent:
         done = await asyncio.to_thread(self.driver.restore)
         ctx.publish(DRA_DRIVER, self.driver)
         if ctx.mode == "standalone":
+            from agent.dra.files import DRA_DIR
+            from agent.safepath import ensure_dir
+
+            # root's: the claim files name pods and their devices; operators drop files into a
+            # private directory, never one others list (issue 32 item 7; modes only narrow)
+            ensure_dir(ctx.root_dir, DRA_DIR, mode=0o700)
             self.pod_claims = PodClaimService(self.driver, ClaimFiles(ctx.root_dir), self.node_devices,
                                               offers=self._offers_devices())
             ctx.publish(DRA_POD_CLAIMS, self.pod_claims)

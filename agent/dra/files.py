@@ -91,9 +91,14 @@ class ClaimFiles:
         return files
 
     def _read(self, dfd: int, name: str) -> bytes:
+        """The file's bytes; a file others may read (an operator's umask) is narrowed to its
+        owner's first: claims name pods and their devices (issue 32 item 7)."""
         fd = open_file(dfd, name, os.O_RDONLY, where=self.dir, root=self.root)
         try:
-            if os.fstat(fd).st_size > MAX_FILE_BYTES:
+            st = os.fstat(fd)
+            if st.st_mode & 0o077:
+                os.fchmod(fd, st.st_mode & 0o600)
+            if st.st_size > MAX_FILE_BYTES:
                 raise ClaimError(f"{self.dir / name} is larger than {MAX_FILE_BYTES} bytes")
             data = os.read(fd, MAX_FILE_BYTES + 1)
         finally:
@@ -160,4 +165,4 @@ class ClaimFiles:
 
             payload = yaml.safe_dump(doc, sort_keys=False).encode()
         os.close(open_dir(self.root, DRA_DIR, tighten=False))  # refuses a linked dra/ before writing through it
-        write_atomic(self.dir / name, payload, mode=0o644)
+        write_atomic(self.dir / name, payload, mode=0o600)  # root's: claims name pods (issue 32 item 7)

@@ -84,8 +84,7 @@ class EvictionRecord:
         self.recent.append(rec)
         if self.path is not None:
             try:
-                with open(self.path, "a") as f:
-                    f.write(json.dumps(rec, sort_keys=True) + "\n")
+                jsonlines.append_record(self.path, rec)
             except OSError as e:
                 log.error("eviction record write failed", path=self.path, error=e.strerror)
         return rec

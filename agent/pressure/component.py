@@ -77,7 +77,7 @@ class PressureComponent:
             gate=ctx.deferred(EVICTION_GATE),
         )
         ctx.publish(PRESSURE, self.engine)
-        self._collector = PressureCollector(self.engine, lambda: self.state)
+        self._collector = PressureCollector(self.engine, lambda: self.state, pod_labels=dcfg.metrics_pod_labels)
         REGISTRY.register(self._collector)
         self.state = "loading"
         self._task = asyncio.create_task(self._load_then_run(), name="pressure")

@@ -90,18 +90,23 @@ def _hist(fam: HistogramMetricFamily, labels: list[str], h: Histogram) -> None:
 
 
 class PressureCollector:
-    def __init__(self, engine: Any, state: Callable[[], str] | None = None) -> None:
+    def __init__(self, engine: Any, state: Callable[[], str] | None = None, *, pod_labels: bool = True) -> None:
+        """``pod_labels``: serve the series labelled with pods (``[daemon] metrics_pod_labels``);
+        without, those families are served empty (their names stay: a dashboard finds no series,
+        not an unknown metric)."""
         self.engine = engine
         #: the component's set-up state ("loading", "running", "failed"); None outside the daemon
         self.state = state
+        self.pod_labels = pod_labels
 
-    @staticmethod
-    def _held_health(e: Any) -> GaugeMetricFamily:
+    def _held_health(self, e: Any) -> GaugeMetricFamily:
         """Device health with the pod holding the device (kubelet mode: from pod-resources)."""
         fam = GaugeMetricFamily(f"{NS}_held_device_healthy",
                                 "Health of a device a pod holds, naming the pod (1 healthy, 0 not)",
                                 labels=["kind", "device", "resource", "device_id", "namespace", "pod", "container"])
         board, pods = getattr(e, "device_health", None), getattr(e, "pod_directory", None)
+        if not self.pod_labels:
+            return fam
         targets = getattr(board, "targets", None)
         if targets is None or pods is None:
             return fam
@@ -144,8 +149,11 @@ class PressureCollector:
             "Time threads spent runnable waiting for a CPU, per cgroup (top N by total, rest in other)",
             labels=["cgroup"],
         )
+        # without pod labels every cgroup stays in the per-cgroup family, named by its path (pod
+        # UIDs, not names), and the per-container family is empty
+        containers = getattr(e, "containers", ()) if self.pod_labels else ()
         per_container, rest = container_series(
-            e.last_runqueue, getattr(e, "containers", ()), cfg.max_container_series, getattr(e, "mounts", {}))
+            e.last_runqueue, containers, cfg.max_container_series, getattr(e, "mounts", {}))
         for path, h in sorted(top_n(rest, cfg.top_cgroups).items()):
             _hist(rq, [path], h)
         yield rq

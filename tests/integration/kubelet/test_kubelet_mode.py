@@ -104,6 +104,7 @@ def test_pod_labels_and_eviction_plugin_under_pressure(setup):
         tree.spawn([dirs[p]], SLEEPER)
     regdir = kroot / "plugin-socks"
     cfg = (section_defaults()
+           .replace("daemon", metrics_pod_labels=True)  # the per-container series this test reads
            .replace("pressure", interval_s=0.5, window_s=2.0, soft_threshold=0.2, hard_threshold=0.4,
                     met_fraction=0.75, psi_confirm=0.0, cooldown_s=300.0, blockio=False, netdev=False,
                     iommu=False, thermal=False, irq=False, max_container_series=10)

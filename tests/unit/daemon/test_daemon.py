@@ -278,7 +278,7 @@ def test_prepare_root_layout_and_modes(tmp_path):
     finally:
         os.umask(old)
     assert created[0] == root and len(created) == 1 + len(ROOT_LAYOUT)
-    assert stat.S_IMODE(root.stat().st_mode) == 0o755
+    assert stat.S_IMODE(root.stat().st_mode) == 0o711  # passed by all, listed by root (issue 32 item 7)
     for d in ROOT_LAYOUT:
         assert stat.S_IMODE((root / d).stat().st_mode) == 0o750
     # idempotent, and an operator's chosen mode is kept
