@@ -162,12 +162,19 @@ class RuntimeComponent:
             if offer is not None:
                 out += offer.device_nodes()
         registry: Any = self._ctx.lookup(WORKLOADS)
+        per_pod: list[list[str]] = []
         for pod in registry.admitted() if registry is not None else ():
             cdi: list[str] = []
             for a in pod.assignments.values():
                 out += [d.host_path for d in a.grant.devices]
                 cdi += a.grant.cdi_devices
             if cdi:
+                per_pod.append(cdi)
+        try:  # the spec directories read once for every pod's names
+            out += [d.host_path for d in resolve(dict.fromkeys(n for c in per_pod for n in c),
+                                                 self.cfg.cdi_spec_dirs).devices]
+        except CDIError:
+            for cdi in per_pod:  # one pod's unknown name must not hide the others' nodes
                 try:
                     out += [d.host_path for d in resolve(dict.fromkeys(cdi), self.cfg.cdi_spec_dirs).devices]
                 except CDIError:
