@@ -208,9 +208,9 @@ class CliApi(PeerSocketServer):
             log.exception("cli api failed", method=req.method, path="/".join(req.parts))
             return Response(500, {"code": "INTERNAL", "message": f"{type(e).__name__}: {e}"})
 
-    def refuse(self, writer: asyncio.StreamWriter, why: str) -> None:
-        """A connection over its caller's cap: ``429`` with the reason, then closed."""
-        writer.write(render(Response(429, {"code": "RESOURCE_EXHAUSTED", "message": why}), False))
+    def refusal(self, why: str) -> bytes:
+        """A connection over its caller's cap is answered ``429`` with the reason, then closed."""
+        return render(Response(429, {"code": "RESOURCE_EXHAUSTED", "message": why}), False)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller) -> None:
         await serve_connection(reader, writer, lambda req: self.handle(req, caller), self.max_body, self.idle_s)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import secrets
 import socket
@@ -32,7 +33,7 @@ from agent.unixsock import SUN_PATH_MAX
 from agent.workloads.connlimit import ConnectionLimiter
 from agent.workloads.users import Caller
 
-__all__ = ["PeerFront", "peer_caller", "bind_listening", "PEER_PREFIX"]
+__all__ = ["PeerFront", "PeerSocketServer", "peer_caller", "peer_ids", "bind_listening", "PEER_PREFIX", "BACKLOG"]
 
 log = get_logger("hwagent.workloads")
 
@@ -41,16 +42,20 @@ PEER_PREFIX = "hwagent-peer-"
 _SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)
 _MAX_GROUPS = 65536
 _CHUNK = 1 << 16
-#: the listen backlog of the sockets users reach; asyncio also accepts up to this many connections
-#: at each wake-up, before any is counted, so it bounds the descriptors a flood holds in passing (it
-#: comes out of [workloads] reserved_descriptors); a connect that finds it full gets EAGAIN, which
-#: the CLI retries (agent.commands._admission)
+#: the listen backlog of the sockets users reach, and the most connections accepted in one turn of
+#: the loop; a connect that finds it full gets EAGAIN, which the CLI retries (agent.commands._admission)
 BACKLOG = 128
 
 
-def peer_caller(sock: socket.socket) -> Caller:
-    """The credentials the kernel recorded for the process that connected ``sock``."""
+def peer_ids(sock: socket.socket) -> tuple[int, int, int]:
+    """The pid, uid and gid the kernel recorded for the process that connected ``sock`` (SO_PEERCRED)."""
     pid, uid, gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return pid, uid, gid
+
+
+def peer_caller(sock: socket.socket) -> Caller:
+    """The credentials the kernel recorded for the process that connected ``sock``, its groups too."""
+    pid, uid, gid = peer_ids(sock)
     groups: tuple[int, ...] = ()
     size = 64 * 4
     while size <= _MAX_GROUPS * 4:
@@ -98,25 +103,41 @@ class PeerSocketServer:
     front and the CLI's HTTP API are two of these; ``serve`` is what each does with a connection.
 
     With a ``limiter`` (``agent.workloads.connlimit``) each non-root connection is counted at
-    accept, before a byte is read, as ``cost`` descriptors; one over the caller's cap is answered
-    by ``refuse`` and closed at once. ``idle_s``: how long ``serve`` lets a connection sit without
-    a complete request (each server applies it to its own protocol)."""
+    accept, before a byte is read, as ``cost`` descriptors; one over the caller's cap is sent
+    ``refusal(why)`` and closed at once. The accepting is this class's own (a reader on the
+    listening socket), not asyncio's server: a refused connection costs an accept, one
+    getsockopt, one send and a close, with no transport, stream or task made for it, so a user
+    hammering at the cap costs the daemon little and root's connection is reached in the same
+    turn of the loop. ``idle_s``: how long ``serve`` lets a connection sit without a complete
+    request (each server applies it to its own protocol)."""
 
     def __init__(self, path: Path, *, mode: int = 0o600, gid: int | None = None, limit: int = _CHUNK,
                  limiter: ConnectionLimiter | None = None, cost: int = 1, idle_s: float = 60.0) -> None:
         self.path, self.mode, self.gid, self._limit = Path(path), mode, gid, limit
         self.limiter, self.cost, self.idle_s = limiter, cost, idle_s
-        self._server: asyncio.AbstractServer | None = None
+        self._sock: socket.socket | None = None
+        self._paused: asyncio.TimerHandle | None = None
         self._conns: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         sock = bind_listening(self.path, self.mode, self.gid)
-        self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=self._limit, backlog=BACKLOG)
+        try:
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+            asyncio.get_running_loop().add_reader(sock.fileno(), self._accept_ready)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        if self._paused is not None:
+            self._paused.cancel()
+            self._paused = None
+        if self._sock is not None:
+            asyncio.get_running_loop().remove_reader(self._sock.fileno())
+            self._sock.close()
+            self._sock = None
         for t in list(self._conns):
             t.cancel()
         await asyncio.gather(*self._conns, return_exceptions=True)
@@ -125,36 +146,76 @@ class PeerSocketServer:
 
     @property
     def serving(self) -> bool:
-        return self._server is not None and self._server.is_serving() and self.path.is_socket()
+        return self._sock is not None and self.path.is_socket()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _accept_ready(self) -> None:
+        """Accept what waits (at most a backlog's worth per turn of the loop, so the loop's other
+        work is not starved by a flood); refuse at once what is over a cap."""
+        assert self._sock is not None
+        for _ in range(BACKLOG):
+            try:
+                conn, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # out of descriptors all the same (the reserve spent by the daemon's own work):
+                    # stop accepting for a moment rather than spin on a readable socket
+                    log.warning("accept failed", socket=self.path, error=e, note="accepting again in 0.1 s")
+                    self._pause()
+                return
+            self._take(conn)
+
+    def _pause(self) -> None:
+        assert self._sock is not None
+        loop = asyncio.get_running_loop()
+        fd = self._sock.fileno()
+        loop.remove_reader(fd)
+
+        def resume() -> None:
+            self._paused = None
+            if self._sock is not None:
+                loop.add_reader(self._sock.fileno(), self._accept_ready)
+
+        self._paused = loop.call_later(0.1, resume)
+
+    def _take(self, conn: socket.socket) -> None:
+        try:
+            conn.setblocking(False)
+            _, uid, _ = peer_ids(conn)
+        except OSError as e:
+            log.warning("connection without credentials", socket=self.path, error=e)
+            conn.close()
+            return
+        if self.limiter is not None:
+            why = self.limiter.acquire(uid, self.cost, self.path)
+            if why is not None:
+                with contextlib.suppress(OSError):
+                    conn.send(self.refusal(why))  # a few hundred bytes into an empty socket buffer
+                conn.close()
+                return
+        task = asyncio.get_running_loop().create_task(self._serve_counted(conn, uid))
         self._conns.add(task)
+        task.add_done_callback(self._conns.discard)
+
+    async def _serve_counted(self, conn: socket.socket, uid: int) -> None:
         try:
             try:
-                caller = peer_caller(writer.get_extra_info("socket"))
+                caller = peer_caller(conn)
+                reader, writer = await asyncio.open_unix_connection(sock=conn, limit=self._limit)
             except OSError as e:
                 log.warning("connection without credentials", socket=self.path, error=e)
-                writer.close()
+                conn.close()
                 return
-            if self.limiter is not None:
-                why = self.limiter.acquire(caller.uid, self.cost, self.path)
-                if why is not None:
-                    self.refuse(writer, why)
-                    writer.close()
-                    return
-            try:
-                await self.serve(reader, writer, caller)
-            finally:
-                if self.limiter is not None:
-                    self.limiter.release(caller.uid, self.cost)
+            await self.serve(reader, writer, caller)
         finally:
-            self._conns.discard(task)
+            if self.limiter is not None:
+                self.limiter.release(uid, self.cost)
 
-    def refuse(self, writer: asyncio.StreamWriter, why: str) -> None:
-        """What a connection over its caller's cap is told before it is closed: nothing by default
-        (a protocol with a way to say it overrides this; writes only, never waits on the client)."""
+    def refusal(self, why: str) -> bytes:
+        """What a connection over its caller's cap is sent before it is closed: nothing by default
+        (a protocol with a way to say it overrides this)."""
+        return b""
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, caller: Caller) -> None:
         raise NotImplementedError

@@ -162,7 +162,9 @@ def test_a_member_holding_connections_does_not_starve_root_or_the_daemon(box):
         assert "connections" in report["answers"]["sample"] and str(PER_USER) in report["answers"]["sample"], report
     finally:
         attacker.release()
-    assert "Too many open files" not in box.daemon.log()
+    log = box.daemon.log()
+    assert "Too many open files" not in log
+    assert log.count('msg="connections refused"') == 1, log  # thousands refused, one line (per user per minute)
     # released: alice is served again
     until(lambda: box.cli(ALICE, "ps").returncode == 0, "alice's ps after the release", box.daemon)
 
@@ -191,3 +193,17 @@ def test_a_long_poll_is_not_idle(box):
     r = box.cli(ALICE, "launch", "--wait", "--rm", "--", "sleep", str(IDLE_S * 2))
     assert r.returncode == 0, r.stderr
     assert time.monotonic() - t0 >= IDLE_S * 2
+
+
+def test_the_cap_counts_the_admission_socket_too(box):
+    """alice at her cap on cli.sock is refused on admission.sock (the gRPC API) as well: closed at
+    once, before the daemon dials its gRPC server for her."""
+    attacker = Attacker(box.root / "cli.sock", PER_USER)
+    try:
+        assert attacker.report["held"] == PER_USER, attacker.report
+        probe = ("import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(2); "
+                 "print(repr(s.recv(10)))")
+        r = as_user(ALICE, sys.executable, "-c", probe, str(box.root / "admission.sock"))
+        assert r.returncode == 0 and r.stdout.strip() == "b''", (r.stdout, r.stderr)  # closed, not a timeout
+    finally:
+        attacker.release()
