@@ -94,7 +94,7 @@ def build_in_child(req: BuildRequest, timeout_s: float = 600.0) -> BuildResult:
     log = err.decode(errors="replace")
     ours.setblocking(False)
     try:
-        msg, fds, _flags, _addr = socket.recv_fds(ours, _MAX_MSG, _MAX_FDS)
+        msg, fds = _recv_fds_cloexec(ours)
     except BlockingIOError:
         msg, fds = b"", []
     finally:
@@ -113,6 +113,22 @@ def build_in_child(req: BuildRequest, timeout_s: float = 600.0) -> BuildResult:
         res.maps[name] = (fds[idx], kdesc, ldesc)
     res.child_s = time.perf_counter() - t0
     return res
+
+
+def _recv_fds_cloexec(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """The message and the descriptors it carries, close-on-exec as they arrive: a descriptor
+    passed over a socket is inheritable unless asked, and every process the daemon starts (the
+    shims) would hold the probes' programs and maps. (``socket.recv_fds`` drops its ``flags``
+    before Python 3.12, so ``recvmsg`` itself.)"""
+    import array
+
+    fds = array.array("i")
+    msg, ancdata, _flags, _addr = sock.recvmsg(_MAX_MSG, socket.CMSG_LEN(_MAX_FDS * fds.itemsize),
+                                               socket.MSG_CMSG_CLOEXEC)
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    return msg, list(fds)
 
 
 def _child_env() -> dict[str, str]:
