@@ -32,7 +32,8 @@ class RuntimeConfig:
     devices_bpf: Literal["auto", "always", "never"] = "auto"
     #: device nodes (globs under /dev) hwagent treats as managed besides those its device plugins hand out
     managed_devices: tuple[str, ...] = ()
-    #: the exec shim; empty = hwagent-shim next to the Python interpreter, else the Python fallback
+    #: the exec shim; empty = hwagent-shim next to the Python interpreter, else the Python fallback;
+    #: "python" = the Python fallback (agent/runtime/shim.py) whatever is built
     shim: str = ""
     #: CDI spec directories, searched in order (a later directory's spec wins on a name clash)
     cdi_spec_dirs: tuple[str, ...] = ("/etc/cdi", "/var/run/cdi")

@@ -2,6 +2,11 @@
 
 The shim is spawned with ``posix_spawn`` (no fork of the daemon's address
 space), in its own session; its handshake comes back on a pipe dup'ed to fd 3.
+It runs as root on a user's behalf, so it starts with a fixed environment of
+hwagent's own (``SHIM_ENV``): the workload's environment is data, written to a
+memfd handed over as fd 4, which the shim applies only in the workload's final
+exec, after the drop to the user (a loader variable of the job, ``LD_PRELOAD``
+and the like, never reaches a root process).
 Exits are noticed through a pidfd of the shim (readable when it exits), which
 works the same for a shim the daemon spawned (then also reaped here) and for
 one it re-attached to after a restart.
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import shutil
 import sys
@@ -21,9 +27,13 @@ from pathlib import Path
 from agent.contracts.pods import RunAs
 from agent.runtime.state import ContainerFiles, ExitInfo
 
-__all__ = ["LaunchError", "Started", "shim_command", "spawn", "attach", "wait_exit", "shim_alive"]
+__all__ = ["LaunchError", "Started", "shim_command", "python_shim_command", "spawn", "attach", "wait_exit", "shim_alive"]
 
 HANDSHAKE_FD = 3
+#: the workload's environment, "NAME=VALUE\0" entries (shim -e)
+ENV_FD = 4
+#: the shim's own environment, whatever the job's: nothing a loader or an interpreter acts on
+SHIM_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"}
 
 
 class LaunchError(Exception):
@@ -44,9 +54,15 @@ class Started:
     child: bool = True
 
 
+#: ``[runtime] shim`` naming the Python fallback itself (agent/runtime/shim.py)
+PYTHON_SHIM = "python"
+
+
 def shim_command(configured: str = "") -> list[str]:
-    """The shim's argv prefix: the configured one, the C shim built by
-    scripts/setup.sh next to the interpreter or on PATH, else the Python fallback."""
+    """The shim's argv prefix: the configured one (``python``: the Python fallback), the C
+    shim built by scripts/setup.sh next to the interpreter or on PATH, else the Python fallback."""
+    if configured == PYTHON_SHIM:
+        return python_shim_command()
     if configured:
         return [configured]
     beside = Path(sys.executable).parent / "hwagent-shim"
@@ -55,7 +71,13 @@ def shim_command(configured: str = "") -> list[str]:
     found = shutil.which("hwagent-shim")
     if found:
         return [found]
-    return [sys.executable, "-S", str(Path(__file__).with_name("shim.py"))]
+    return python_shim_command()
+
+
+def python_shim_command() -> list[str]:
+    """The Python fallback shim's argv prefix: isolated (-I: no PYTHON* variable, no user site,
+    not the working directory on the path) and without site (-S: a shorter start)."""
+    return [sys.executable, "-I", "-S", str(Path(__file__).with_name("shim.py"))]
 
 
 def _argv(shim: Sequence[str], files: ContainerFiles, log: Path, log_max: int, log_keep: int, cwd: str,
@@ -65,11 +87,52 @@ def _argv(shim: Sequence[str], files: ContainerFiles, log: Path, log_max: int, l
     if user is not None:
         # the workload's identity; the shim also writes the log with it (its fs uid/gid)
         out += ["-u", str(user.uid), str(user.gid), ",".join(map(str, user.groups)) or "-"]
+    out += ["-e", str(ENV_FD)]
     for p in procs:
         out += ["-p", p]
     for src, dst, ro in binds:
         out += ["-b", src, dst, "ro" if ro else "rw"]
     return out + ["--", *argv]
+
+
+def encode_env(env: Mapping[str, str]) -> bytes:
+    """The workload's environment as the shim reads it from ENV_FD: "NAME=VALUE\\0" each.
+    A name that is empty or holds '=' or NUL, or a value with NUL, cannot be an environment
+    entry: LaunchError (stage env), nothing started."""
+    out = bytearray()
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name or "\0" in value:
+            raise LaunchError("env", f"not a valid environment variable: {name!r}")
+        out += f"{name}={value}\0".encode(errors="surrogateescape")
+    return bytes(out)
+
+
+def _env_memfd(env: Mapping[str, str]) -> int:
+    """A memfd holding the encoded environment, read from its start (close-on-exec: only the
+    shim's copy at ENV_FD crosses the spawn), above the descriptors the spawn dup's onto."""
+    data = encode_env(env)
+    fd = os.memfd_create("hwagent-env", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+        return _above_targets(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _above_targets(fd: int) -> int:
+    """``fd`` itself, or a close-on-exec copy of it above HANDSHAKE_FD and ENV_FD: the spawn's
+    dup2 onto those must not overwrite a descriptor another dup2 of the same spawn still reads."""
+    floor = max(HANDSHAKE_FD, ENV_FD) + 1
+    if fd >= floor:
+        return fd
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor)
+    finally:
+        os.close(fd)
 
 
 async def _read_line(fd: int, timeout_s: float) -> str:
@@ -97,8 +160,11 @@ async def _read_line(fd: int, timeout_s: float) -> str:
 async def spawn(shim: Sequence[str], files: ContainerFiles, log: Path, *, log_max: int, log_keep: int,
                 cwd: str, procs: Sequence[str], binds: Sequence[tuple[str, str, bool]], argv: Sequence[str],
                 env: Mapping[str, str], timeout_s: float = 30.0, user: RunAs | None = None) -> Started:
-    r, w = os.pipe2(os.O_CLOEXEC)
+    envfd = _env_memfd(env)
+    r = w = -1
     try:
+        r, w0 = os.pipe2(os.O_CLOEXEC)
+        w = _above_targets(w0)
         args = _argv(shim, files, log, log_max, log_keep, cwd, procs, binds, argv, user)
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
@@ -106,13 +172,20 @@ async def spawn(shim: Sequence[str], files: ContainerFiles, log: Path, *, log_ma
             # the shim's own complaints (bad arguments, a Python fallback's traceback)
             (os.POSIX_SPAWN_OPEN, 2, str(files.path / "shim.err"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
             (os.POSIX_SPAWN_DUP2, w, HANDSHAKE_FD),
+            (os.POSIX_SPAWN_DUP2, envfd, ENV_FD),
         ]
         try:
-            shim_pid = os.posix_spawn(args[0], args, dict(env), file_actions=actions, setsid=True)
+            shim_pid = os.posix_spawn(args[0], args, SHIM_ENV, file_actions=actions, setsid=True)
         except OSError as e:
             raise LaunchError("shim", f"cannot start the shim {args[0]}: {e.strerror}") from None
+    except BaseException:
+        if r >= 0:
+            os.close(r)
+        raise
     finally:
-        os.close(w)
+        for fd in (w, envfd):
+            if fd >= 0:
+                os.close(fd)
     try:
         pidfd = os.pidfd_open(shim_pid)
         try:

@@ -28,11 +28,22 @@
  * log directory is the user's, and a link the user plants there reaches only
  * what the user could write anyway.
  *
+ * The shim runs as root on a user's behalf, so nothing of the user's reaches it
+ * before the drop: its own environment is the daemon's fixed one (PATH and LANG,
+ * set by the launcher; the dynamic loader of a root process would otherwise honour
+ * LD_PRELOAD, GCONV_PATH, GLIBC_TUNABLES, ... of the job). The workload's
+ * environment is data: "NAME=VALUE\0" entries read from ENV_FD (a memfd the
+ * daemon wrote) at the start, applied only in the child's final exec, after the
+ * drop to the user, so the command is looked up along the workload's PATH, as
+ * the user. The shim keeps no descriptor of the daemon's (it closes every one but
+ * the handshake and the environment at the start) and the workload starts with
+ * 0, 1 and 2 only (the rest is closed right before exec).
+ *
  * Usage (argv built by agent/runtime/launcher.py, the Python fallback
  * agent/runtime/shim.py takes the same):
  *   hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-u UID GID GROUPS|-]
- *                [-p CGROUP_PROCS]... [-b SRC DST ro|rw]... -- ARGV...
- * The environment of the shim is the workload's environment.
+ *                [-e ENV_FD] [-p CGROUP_PROCS]... [-b SRC DST ro|rw]... -- ARGV...
+ * Without -e the workload starts with an empty environment.
  * Handshake (one line on HANDSHAKE_FD, then closed):
  *   "ok <shim_pid> <child_pid>\n"  or  "error <stage> <errno> <message>\n".
  * STATE/pid:  "<shim_pid> <child_pid>\n"
@@ -54,6 +65,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/fsuid.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -64,11 +76,15 @@
 #define MAX_PROCS 16
 #define MAX_BINDS 256
 #define MAX_GROUPS 1024
+/* the workload's environment, at most (execve itself refuses far less) */
+#define MAX_ENV_BYTES (64 << 20)
 /* after the workload exited: rounds of 100 ms spent ending what it left behind
  * (a process stuck in uninterruptible sleep must not keep the exit from the daemon) */
 #define REAP_ROUNDS 100
 
 struct bind { const char *src, *dst; int ro; };
+
+extern char **environ;
 
 static const char *state_dir;
 /* the workload's user (-u); has_user 0: root, as before users */
@@ -114,6 +130,64 @@ static int write_all(int fd, const char *buf, size_t n) {
         buf += w; n -= (size_t)w;
     }
     return 0;
+}
+
+/* close every descriptor from 3 on but the `nkeep` in `keep` (ascending): close_range
+ * where the kernel has it (5.9), else one by one from /proc/self/fd */
+static void close_all_but(const int *keep, int nkeep) {
+    unsigned lo = 3;
+    int ok = 1;
+    for (int k = 0; k < nkeep && ok; k++) {
+        if (keep[k] < (int)lo) continue;
+        if (keep[k] > (int)lo) ok = syscall(SYS_close_range, lo, (unsigned)keep[k] - 1, 0) == 0;
+        lo = (unsigned)keep[k] + 1;
+    }
+    if (ok && syscall(SYS_close_range, lo, ~0U, 0) == 0) return;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return;
+    int self = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        int fd = atoi(e->d_name), kept = fd < 3 || fd == self;
+        for (int k = 0; k < nkeep; k++) kept |= fd == keep[k];
+        if (!kept) close(fd);
+    }
+    closedir(d);
+}
+
+/* the workload's environment from fd: "NAME=VALUE\0" entries up to EOF, as a NULL-ended
+ * array (its strings point into one buffer that lives until exec); NULL with errno set on
+ * a read error, EINVAL for an entry with no name or no '=', E2BIG past MAX_ENV_BYTES */
+static char **read_env(int fd) {
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= MAX_ENV_BYTES) { free(buf); errno = E2BIG; return NULL; }
+            char *more = realloc(buf, cap * 2);
+            if (!more) { free(buf); return NULL; }
+            buf = more; cap *= 2;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0) { if (errno == EINTR) continue; int e = errno; free(buf); errno = e; return NULL; }
+        if (n == 0) break;
+        len += (size_t)n;
+    }
+    if (len > 0 && buf[len - 1] != 0) { free(buf); errno = EINVAL; return NULL; }
+    size_t count = 0;
+    for (size_t k = 0; k < len; k++) count += buf[k] == 0;
+    char **env = calloc(count + 1, sizeof *env);
+    if (!env) { free(buf); return NULL; }
+    size_t at = 0;
+    for (size_t k = 0; k < count; k++) {
+        char *entry = buf + at, *eq = strchr(entry, '=');
+        if (!eq || eq == entry) { free(env); free(buf); errno = EINVAL; return NULL; }
+        env[k] = entry;
+        at += strlen(entry) + 1;
+    }
+    return env;
 }
 
 /* write STATE/name atomically: temp file + rename (no fsync: what it describes
@@ -275,10 +349,19 @@ int main(int argc, char **argv) {
     const char *cwd = argv[6];
     const char *procs[MAX_PROCS];
     struct bind binds[MAX_BINDS];
-    int nprocs = 0, nbinds = 0, i = 7;
+    int nprocs = 0, nbinds = 0, i = 7, envfd = -1;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--")) { i++; break; }
         if (!strcmp(argv[i], "-p") && i + 1 < argc && nprocs < MAX_PROCS) { procs[nprocs++] = argv[++i]; continue; }
+        if (!strcmp(argv[i], "-e") && i + 1 < argc) {
+            char *e;
+            envfd = (int)strtol(argv[i + 1], &e, 10);
+            if (*e || !*argv[i + 1] || envfd < 3 || envfd == hs) {
+                fprintf(stderr, "hwagent-shim: bad -e %s\n", argv[i + 1]);
+                return 2;
+            }
+            i++; continue;
+        }
         if (!strcmp(argv[i], "-u") && i + 3 < argc) {
             char *e1, *e2;
             run_uid = (uid_t)strtoul(argv[i + 1], &e1, 10);
@@ -298,6 +381,23 @@ int main(int argc, char **argv) {
     }
     if (i >= argc) { fprintf(stderr, "hwagent-shim: no command\n"); return 2; }
     char **cmd = argv + i;
+
+    /* none of the daemon's descriptors (its eBPF programs and maps, its /dev/null, the pipes
+     * of whoever started it) stays here: only 0-2, the handshake and the environment */
+    int keep[2] = {hs, envfd};
+    if (envfd >= 0 && envfd < hs) { keep[0] = envfd; keep[1] = hs; }
+    close_all_but(keep, envfd >= 0 ? 2 : 1);
+    char *no_env[] = {NULL};
+    char **wenv = no_env;
+    if (envfd >= 0) {
+        wenv = read_env(envfd);
+        int err = errno;
+        close(envfd);
+        if (!wenv) {
+            char m[256]; snprintf(m, sizeof m, "error env %d the workload's environment: %s\n", err, strerror(err));
+            write_state("exit", m); dprintf(hs, "%s", m); return 1;
+        }
+    }
 
     /* own session: the daemon's terminal or process group signals never reach us */
     setsid();
@@ -352,7 +452,6 @@ int main(int argc, char **argv) {
         if (devnull >= 0) { dup2(devnull, 0); if (devnull != 0) close(devnull); }
         dup2(out[1], 1);
         dup2(out[1], 2);
-        if (hs > 2) close(hs);
         /* a container starts with every signal at its default and none blocked, whatever
          * the daemon inherited: a daemon started from a script's background job has SIGINT
          * and SIGQUIT ignored, and an ignored signal survives exec (a shell cannot even trap it) */
@@ -361,6 +460,13 @@ int main(int argc, char **argv) {
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        /* the workload starts with 0, 1 and 2: the error pipe (close-on-exec) only stays to
+         * report a failed exec */
+        int keep_err[1] = {err[1]};
+        close_all_but(keep_err, 1);
+        /* its environment, only now (after the drop): execvp looks the command up along the
+         * workload's PATH, with the user's permissions, and hands this environment on */
+        environ = wenv;
         execvp(cmd[0], cmd);
         child_fail(err[1], "exec", errno, cmd[0]);
     }

@@ -10,6 +10,10 @@ a child subreaper: what the workload orphans is re-parented to it and reaped
 here, and what is left when the workload exits is killed and reaped before the
 shim exits. With ``-u UID GID GROUPS`` the workload runs as that user and the log
 is opened and rotated with its filesystem uid/gid, never through a link (see shim.c).
+Like the C shim it runs with hwagent's fixed environment (started ``-I -S``: no
+``PYTHON*`` variable is read) and takes the workload's from ``-e ENV_FD``, applied
+only in the workload's exec; it keeps none of the daemon's descriptors and the
+workload starts with 0, 1 and 2 only.
 """
 
 from __future__ import annotations
@@ -84,8 +88,37 @@ class _FsUser:
             libc.setfsuid(0)
 
 
+def close_all_but(keep: set[int]) -> None:
+    """Close every descriptor from 3 on that is not in ``keep``."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the listing's own descriptor, gone with it
+
+
+def read_env(fd: int) -> dict[str, str]:
+    """The workload's environment from ``fd`` ("NAME=VALUE\\0" entries up to EOF; see shim.c):
+    ValueError for an entry with no name or no '='."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    if data and not data.endswith(b"\0"):
+        raise ValueError("the last entry is not NUL-terminated")
+    env = {}
+    for entry in data.split(b"\0")[:-1]:
+        name, eq, value = entry.partition(b"=")
+        if not name or not eq:
+            raise ValueError(f"not an environment entry: {entry[:40]!r}")
+        env[os.fsdecode(name)] = os.fsdecode(value)
+    return env
+
+
 def _child(procs: list[str], binds: list[tuple[str, str, bool]], cwd: str, out_w: int, err_w: int,
-           hs: int, cmd: list[str], user: _User = None) -> None:
+           cmd: list[str], env: dict[str, str], user: _User = None) -> None:
     stage, what = "cgroup", ""
     try:
         pid = f"{os.getpid()}\n".encode()
@@ -125,11 +158,12 @@ def _child(procs: list[str], binds: list[tuple[str, str, bool]], cwd: str, out_w
         os.dup2(devnull, 0)
         os.dup2(out_w, 1)
         os.dup2(out_w, 2)
-        if hs > 2:
-            os.close(hs)
+        # the workload starts with 0, 1 and 2 (the error pipe is close-on-exec: it reports a failed exec)
+        close_all_but({err_w})
         default_signals()
         stage, what = "exec", cmd[0]
-        os.execvp(cmd[0], cmd)
+        # its environment only now, after the drop: the lookup follows the workload's PATH, as its user
+        os.execvpe(cmd[0], cmd, env)
     except OSError as e:
         msg = f"{stage} {e.errno or 0} {what}: {e.strerror or e}"
         os.write(err_w, msg.encode()[:1000])
@@ -152,8 +186,8 @@ def _rotate(log: str, keep: int) -> None:
         pass
 
 
-USAGE = ("usage: shim.py STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-u UID GID GROUPS] [-p PROCS]... "
-         "[-b SRC DST MODE]... -- ARGV...")
+USAGE = ("usage: shim.py STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-u UID GID GROUPS] [-e ENV_FD] "
+         "[-p PROCS]... [-b SRC DST MODE]... -- ARGV...")
 
 
 class _BadArgs(Exception):
@@ -171,6 +205,8 @@ class _Args:
         self.procs: list[str] = []
         self.binds: list[tuple[str, str, bool]] = []
         self.user: _User = None
+        #: where the workload's environment comes from (-e); None: an empty one
+        self.envfd: int | None = None
         i = 6
         while i < len(argv):
             a = argv[i]
@@ -187,6 +223,11 @@ class _Args:
                 except ValueError:
                     raise _BadArgs(f"shim.py: bad -u {' '.join(argv[i + 1:i + 4])}") from None
                 i += 4
+            elif a == "-e" and i + 1 < len(argv):
+                if not argv[i + 1].isdigit() or int(argv[i + 1]) < 3 or int(argv[i + 1]) == self.hs:
+                    raise _BadArgs(f"shim.py: bad -e {argv[i + 1]}")
+                self.envfd = int(argv[i + 1])
+                i += 2
             elif a == "-b" and i + 3 < len(argv):
                 self.binds.append((argv[i + 1], argv[i + 2], argv[i + 3] == "ro"))
                 i += 4
@@ -372,12 +413,25 @@ def main(argv: list[str]) -> int:
         print(e, file=sys.stderr)
         return 2
     state, hs = args.state, args.hs
+    # none of the daemon's descriptors stays here: only 0-2, the handshake and the environment
+    close_all_but({hs} | ({args.envfd} if args.envfd is not None else set()))
+    env: dict[str, str] = {}
+    if args.envfd is not None:
+        try:
+            env = read_env(args.envfd)
+        except (OSError, ValueError) as e:
+            line = f"error env {getattr(e, 'errno', None) or 22} the workload's environment: {e}\n"
+            _write_state(state, "exit", line)
+            os.write(hs, line.encode())
+            return 1
+        finally:
+            os.close(args.envfd)
     _become_supervisor()
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     child = os.fork()
     if child == 0:
-        _child(args.procs, args.binds, args.cwd, out_w, err_w, hs, args.cmd, args.user)
+        _child(args.procs, args.binds, args.cwd, out_w, err_w, args.cmd, env, args.user)
     os.close(out_w)
     os.close(err_w)
     err = b""
