@@ -12,8 +12,9 @@ sums up the devices no rule offers by class, so a 150-function machine reads
 in a screen; ``--all`` (or ``--offered``) prints one row per device.
 
 ``--format resourceslice`` prints the node's ``resource.k8s.io/v1``
-ResourceSlices as a YAML list (one per resource, ``agent.dra.slices``): the
-devices and attributes a DRA claim's CEL selectors are evaluated on.
+ResourceSlices as a multi-document YAML stream (``---`` before each, one per
+resource, ``agent.dra.slices``), as ``kubectl apply -f -`` reads it: the devices
+and attributes a DRA claim's CEL selectors are evaluated on.
 """
 
 from __future__ import annotations
@@ -174,7 +175,9 @@ def _resourceslices(inv, assignment, config, node: str | None) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     Dumper.add_representer(str, text)
-    return yaml.dump(slices, Dumper=Dumper, sort_keys=False, default_flow_style=False)
+    # one document per object, `---` before each: what kubectl's decoder reads (a sequence in one
+    # document is refused as "cannot unmarshal array into ... unstructured.detector")
+    return yaml.dump_all(slices, Dumper=Dumper, sort_keys=False, default_flow_style=False, explicit_start=True)
 
 
 def run(args: argparse.Namespace) -> int:

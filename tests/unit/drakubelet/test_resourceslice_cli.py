@@ -4,6 +4,8 @@ Kubernetes 1.34 OpenAPI schema (resource.k8s.io/v1), with the attributes and siz
 from __future__ import annotations
 
 import copy
+import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -32,7 +34,7 @@ def _slices(tmp_path, capsys, rules: str = DRA_RULES) -> list[dict]:
     cfg.write_text(rules)
     assert main(["devices", "--config", str(cfg), "--sysfs-root", str(fs.root), "--format", "resourceslice",
                  "--node-name", "worker-1"]) == 0
-    return yaml.safe_load(capsys.readouterr().out)
+    return list(yaml.safe_load_all(capsys.readouterr().out))
 
 
 def test_slices_validate_against_the_schema(tmp_path, capsys) -> None:
@@ -67,3 +69,35 @@ def test_attributes_and_capacity_from_discovery(tmp_path, capsys) -> None:
     assert attrs["vendorID"] == {"string": "144d"} and attrs["pciClass"] == {"string": "010802"}
     assert attrs["resource.kubernetes.io/pciBusID"] == {"string": "0000:5e:00.0"}
     assert nvme["spec"]["nodeName"] == "worker-1" and nvme["spec"]["driver"] == "hwagent.io"
+
+
+def _stream(tmp_path, capsys) -> str:
+    """The raw output, as `hwagent devices --format resourceslice | kubectl apply -f -` reads it."""
+    _slices(tmp_path, capsys)  # (consumes the first run's output)
+    fs_root = tmp_path / "sys"
+    assert main(["devices", "--config", str(tmp_path / "hwagent.toml"), "--sysfs-root", str(fs_root),
+                 "--format", "resourceslice", "--node-name", "worker-1"]) == 0
+    return capsys.readouterr().out
+
+
+def test_output_is_a_stream_of_objects_as_kubectl_decodes_it(tmp_path, capsys) -> None:
+    """kubectl's decoder takes each YAML document as one object with apiVersion and kind: a sequence
+    in one document is refused ("cannot unmarshal array into ... unstructured.detector")."""
+    docs = list(yaml.safe_load_all(_stream(tmp_path, capsys)))
+    assert len(docs) == 2
+    for doc in docs:
+        assert isinstance(doc, dict), f"a document holds {type(doc).__name__}, not one object"
+        assert doc["apiVersion"] == "resource.k8s.io/v1" and doc["kind"] == "ResourceSlice"
+        assert doc["metadata"]["name"] and doc["spec"]["devices"]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="no kubectl")
+def test_kubectl_reads_every_slice(tmp_path, capsys) -> None:
+    """kubectl itself (offline: --local needs no API server) reads the output as two objects."""
+    out = _stream(tmp_path, capsys)
+    (tmp_path / "slices.yaml").write_text(out)
+    got = subprocess.run(["kubectl", "annotate", "--local", "-f", str(tmp_path / "slices.yaml"), "checked=yes",
+                          "-o", "name"], capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0, got.stderr
+    names = got.stdout.split()
+    assert len(names) == 2 and all(n.startswith("resourceslice.resource.k8s.io/") for n in names), got.stdout
