@@ -4,9 +4,11 @@
 ``open()`` for a writer, ``/dev/zero`` was read without end, and a 100 MB
 manifest was sent whole, to be cut off by the daemon (the CLI then said "the
 daemon stopped answering (BrokenPipeError ...)"). Here a named file is opened
-without blocking (``O_NONBLOCK``: a FIFO opens at once), must be a regular file,
-and is read to at most ``limit`` bytes; more is refused with a message that names
-the limit, before anything is sent. Standard input (``-``) is read to the same
+without blocking (``O_NONBLOCK``: a FIFO opens at once), must be a regular file
+or a character device (``/dev/null`` is the usual "no manifest"; a device is read
+without blocking, so a terminal with nothing typed is refused, not waited on), and
+is read to at most ``limit`` bytes; more is refused with a message that names the
+limit, before anything is sent (``/dev/zero`` ends there). Standard input (``-``) is read to the same
 cap. Only ``os``: the launch path's import budget (tests/unit/test_cli_imports.py).
 """
 
@@ -28,8 +30,8 @@ def format_limit(limit: int) -> str:
 
 
 def too_large(what: str, size: int | None, limit: int) -> CommandError:
-    told = f"{size} bytes" if size is not None else "more"
-    return CommandError(f"{what} is {told}, over the limit of {format_limit(limit)} for a pod's manifest; "
+    told = f"is {size} bytes, over" if size is not None else "holds more than"
+    return CommandError(f"{what} {told} the limit of {format_limit(limit)} for a pod's manifest; "
                         "nothing was sent")
 
 
@@ -48,14 +50,18 @@ def read_capped(path: str, limit: int, what: str) -> bytes:
         raise CommandError(f"{what}: {e.strerror or e}") from None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        device = stat.S_ISCHR(st.st_mode)
+        if not stat.S_ISREG(st.st_mode) and not device:
             raise CommandError(f"{what}: not a regular file ({_kind(st.st_mode)}); give a file")
         if st.st_size > limit:
             raise too_large(what, st.st_size, limit)
-        os.set_blocking(fd, True)
+        os.set_blocking(fd, device is False)
         parts, have = [], 0
         while have <= limit:
-            chunk = os.read(fd, limit + 1 - have)
+            try:
+                chunk = os.read(fd, limit + 1 - have)
+            except BlockingIOError:
+                raise CommandError(f"{what}: a device with nothing to read now; give a file") from None
             if not chunk:
                 break
             parts.append(chunk)
