@@ -24,6 +24,7 @@ from pathlib import Path
 
 from agent.cli import CommandError
 from agent.commands._config import daemon_root
+from agent.commands._exitcodes import EXIT_NOT_FOUND
 from agent.commands._tail import Tail
 from agent.commands._tail import copy_all as _copy
 from agent.commands._tail import open_log as _open_log
@@ -35,7 +36,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO
 
-__all__ = ["add_parser", "run", "log_file", "follow", "follow_lines", "Tail"]
+__all__ = ["add_parser", "run", "log_file", "no_pod", "follow", "follow_lines", "Tail"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -59,6 +60,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def no_pod(namespace: str, name: str, root: Path) -> str:
+    """The one answer for a pod without logs here: missing, never started, or another user's."""
+    return f"no pod {namespace}/{name} with logs under {root / LOGS}; `hwagent ps` lists the pods"
+
+
 def log_file(root: Path, namespace: str, name: str, container: str | None) -> Path:
     d = log_dir(root, namespace, name)
     try:
@@ -66,8 +72,10 @@ def log_file(root: Path, namespace: str, name: str, container: str | None) -> Pa
             entries = {e: os.stat(e, dir_fd=dfd, follow_symlinks=False) for e in os.listdir(dfd)}
     except UnsafePathError as e:
         raise CommandError(e.strerror or str(e)) from None
-    except FileNotFoundError:
-        raise CommandError(f"no logs for pod {namespace}/{name} under {root / LOGS}") from None
+    except (FileNotFoundError, PermissionError):
+        # another user's pod (its directory is its user's, 0700) reads as one that is not there, in the
+        # words describe uses: "Permission denied" would tell the caller that it exists
+        raise CommandError(no_pod(namespace, name, root), EXIT_NOT_FOUND) from None
     except OSError as e:
         raise CommandError(f"cannot read {d}: {e.strerror}") from None
     names = sorted(e[: -len(".log")] for e in entries if e.endswith(".log"))
@@ -78,7 +86,8 @@ def log_file(root: Path, namespace: str, name: str, container: str | None) -> Pa
     fname = log_file_name(container)
     st = entries.get(fname)
     if st is None:
-        raise CommandError(f"pod {namespace}/{name} has no container {container!r} (has {', '.join(names) or 'none'})")
+        raise CommandError(f"pod {namespace}/{name} has no container {container!r} (has {', '.join(names) or 'none'})",
+                           EXIT_NOT_FOUND)
     if not stat.S_ISREG(st.st_mode):
         raise CommandError(f"{d / fname} is not a regular file (a link is never followed); remove it")
     return d / fname

@@ -23,10 +23,16 @@ def test_logs_prints_the_container_log_and_names_choices(tmp_path, capsys):
     (d / "side.log").write_text("x\n")
     assert main(["logs", "--root-dir", str(tmp_path), "ns/web"]) == 2
     assert "has containers main, side: choose one with -c" in capsys.readouterr().err
-    assert main(["logs", "--root-dir", str(tmp_path), "ns/web", "-c", "nope"]) == 2
+    assert main(["logs", "--root-dir", str(tmp_path), "ns/web", "-c", "nope"]) == 3
     assert "no container 'nope'" in capsys.readouterr().err
-    assert main(["logs", "--root-dir", str(tmp_path), "ns/other"]) == 2
-    assert "no logs for pod ns/other" in capsys.readouterr().err
+
+
+def test_a_missing_pod_is_exit_3_and_reads_as_describe_says_it(tmp_path, capsys):
+    """docs/commands/README.md: 3 is "no such pod" (it was 2, the usage status)."""
+    (tmp_path / "logs").mkdir()
+    assert main(["logs", "--root-dir", str(tmp_path), "ns/other"]) == 3
+    err = capsys.readouterr().err
+    assert "no pod ns/other" in err and "hwagent ps" in err, err
 
 
 def test_follow_keeps_reading_across_rotation(tmp_path):
