@@ -42,7 +42,12 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.install_unit",
     "agent.commands.completion",
     "agent.commands.status",
+    "agent.commands.version",
 )
+
+#: options that name the daemon, which docker (-H), kubectl (--kubeconfig) and systemctl (--user) users
+#: put before the command: there they are moved after it (``hoist_globals``), where argparse reads them
+GLOBAL_OPTIONS: tuple[str, ...] = ("--root-dir", "--config")
 
 
 class CommandError(Exception):
@@ -65,6 +70,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hwagent",
         description="Node agent for bare-metal machines: topology, devices, CPU policy, pressure.",
+        epilog="--root-dir DIR and --config FILE may come before COMMAND too (hwagent --root-dir DIR ps); "
+        "`hwagent COMMAND -h` shows a command's options.",
     )
     parser.add_argument("--version", action="version", version=f"hwagent {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -88,6 +95,32 @@ def _single_command(argv: Sequence[str]) -> str | None:
     return name if name in COMMANDS else None
 
 
+def hoist_globals(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the ``GLOBAL_OPTIONS`` written before the command moved to just after its name
+    (pure): ``--root-dir X ps`` reads as ``ps --root-dir X``. Without a command after them the list
+    is left as it is, for argparse to say what is missing."""
+    i = 0
+    while i < len(argv) and argv[i].partition("=")[0] in GLOBAL_OPTIONS:
+        i += 1 if "=" in argv[i] else 2
+    if i == 0 or i >= len(argv) or argv[i].startswith("-"):
+        return list(argv)
+    return [argv[i], *argv[:i], *argv[i + 1:]]
+
+
+def _unrecognized(parser: argparse.ArgumentParser, command: str, extra: Sequence[str]) -> None:
+    """argparse's "unrecognized arguments" said by the subcommand's parser (its usage, not the top
+    level's), with the nearest flag it has for a misspelt one. Exits with status 2."""
+    import argparse
+    from difflib import get_close_matches
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    flags = [s for a in sub._actions for s in a.option_strings]
+    near = [m[0] for a in extra if a.startswith("-")
+            for m in [get_close_matches(a.partition("=")[0], flags, n=1, cutoff=0.7)] if m]
+    hint = f" (did you mean {', '.join(dict.fromkeys(near))}?)" if near else ""
+    sub.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+
+
 #: the commands whose module reads the usual argument lists without argparse (``fast_args``)
 FAST: tuple[str, ...] = ("launch", "ps", "stop")
 
@@ -95,15 +128,21 @@ FAST: tuple[str, ...] = ("launch", "ps", "stop")
 def parse(argv: Sequence[str]) -> Any:
     """The namespace ``argv`` means: read by the command's plain reader where it has one and
     recognises every argument (agent.commands._flags: argparse is ~8 ms of a launch's start-up),
-    else by argparse, which also prints help and errors (and exits); None (the help printed)
-    when no command is named."""
+    else by argparse, which also prints help and errors (and exits: a wrong flag with the
+    subcommand's usage); None (the help printed) when no command is named. ``--root-dir`` and
+    ``--config`` may come before the command (``hoist_globals``)."""
+    argv = hoist_globals(argv)
     if argv and argv[0] in FAST:
         args = _module(f"agent.commands.{argv[0]}").fast_args(argv[1:])
         if args is not None:
             args.command = argv[0]
             return args
     parser = build_parser(_single_command(argv))
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "command", None):
+        _unrecognized(parser, args.command, extra)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return None

@@ -61,7 +61,10 @@ def socket_path(args: argparse.Namespace) -> str:
 
 
 def pod_path(namespace: str, name: str, action: str = "") -> str:
-    """``/v1/pods/NS/NAME[/action]``, each part quoted."""
+    """``/v1/pods/NS/NAME[/action]``, each part quoted; a ``name`` written ``NAMESPACE/NAME`` (as
+    ``ps -q`` prints it outside the default namespace, and ``logs`` takes it) names its namespace."""
+    if "/" in name:
+        namespace, _, name = name.rpartition("/")
     return f"/v1/pods/{wire.quote(namespace)}/{wire.quote(name)}" + (f"/{action}" if action else "")
 
 

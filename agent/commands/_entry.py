@@ -33,7 +33,10 @@ import sys
 __all__ = ["LIGHT", "script_text", "write"]
 
 #: commands whose client path is the standard library alone
-LIGHT: tuple[str, ...] = ("launch", "ps", "describe", "stop", "rm", "admit", "logs", "signal", "exec", "topology")
+LIGHT: tuple[str, ...] = ("launch", "ps", "describe", "stop", "rm", "admit", "logs", "signal", "exec", "topology",
+                          "version")
+#: options that may come before the command's name (agent.cli.GLOBAL_OPTIONS): skipped to find it
+GLOBAL: tuple[str, ...] = ("--config", "--root-dir")
 
 _TEMPLATE = '''#!{python} -S
 # hwagent, written by scripts/setup.sh from agent/commands/_entry.py (a rerun rewrites it): the
@@ -41,7 +44,10 @@ _TEMPLATE = '''#!{python} -S
 import sys
 
 sys.path.insert(0, {source!r})
-_light = sys.argv[1:2] and sys.argv[1] in {light!r}
+_i = 1
+while sys.argv[_i:_i + 1] and sys.argv[_i].partition("=")[0] in {globals!r}:  # `--root-dir X ps`
+    _i += 1 if "=" in sys.argv[_i] else 2
+_light = sys.argv[_i:_i + 1] and sys.argv[_i] in {light!r}
 if _light:
     class _LateSite:
         """A top-level module that is not in the standard library but in the venv: load site, look again."""
@@ -91,7 +97,7 @@ sys.exit(_rc)
 
 def script_text(python: str, source: str) -> str:
     """The entry script for interpreter ``python`` and the checkout whose ``agent`` package is in ``source``."""
-    return _TEMPLATE.format(python=python, source=source, light=tuple(sorted(LIGHT)))
+    return _TEMPLATE.format(python=python, source=source, light=tuple(sorted(LIGHT)), globals=GLOBAL)
 
 
 def write(path: str, python: str, source: str) -> bool:

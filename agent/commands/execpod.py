@@ -123,6 +123,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("name")
     p.add_argument("-c", "--container", default="", help="the container (default: the first app container)")
     p.add_argument("--namespace", default="default")
+    p.add_argument("-i", "--interactive", action="store_true",
+                   help="taken for docker's habit (-it): stdin is always passed on to CMD")
     p.add_argument("-t", "--tty", action="store_true",
                    help="give CMD a terminal of its own (a pty; this terminal in raw mode, its window size "
                    "followed), for shells and full-screen programs")
@@ -184,13 +186,14 @@ def _argv(args: argparse.Namespace) -> list[str]:
             p = argparse.ArgumentParser(prog="hwagent exec", add_help=False)
             p.add_argument("-c", "--container", default=args.container)
             p.add_argument("--namespace", default=args.namespace)
+            p.add_argument("-i", "--interactive", action="store_true")
             p.add_argument("-t", "--tty", action="store_true", default=args.tty)
             p.add_argument("-e", "--env", action="append", default=list(args.env))
             p.add_argument("-w", "--workdir", default=args.workdir)
             extra, unknown = p.parse_known_args(head)
             if unknown:
                 raise CommandError(f"unknown option(s) before --: {' '.join(unknown)}; "
-                                   "usage: hwagent exec NAME [-c CONTAINER] [-t] [-e K=V] -- CMD ARGS", EXIT_USAGE)
+                                   "usage: hwagent exec NAME [-c CONTAINER] [-it] [-e K=V] -- CMD ARGS", EXIT_USAGE)
             args.container, args.namespace, args.tty = extra.container, extra.namespace, extra.tty
             args.env, args.workdir = extra.env, extra.workdir
     if not cmd:

@@ -86,7 +86,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--numa-binding", kind=SWITCH,
          help="bind the CPUs (and memory) to NUMA node(s); implied by --qos dedicated, "
          "which the CPU policy serves only NUMA-bound"),
-    Flag("--memory", metavar="SIZE", help="memory limit (= request), e.g. 2Gi"),
+    Flag("--memory", "-m", dest="memory", metavar="SIZE", help="memory limit (= request), e.g. 2Gi"),
     *(Flag(f"--hugepages-{size}", dest=f"hugepages_{size}", metavar="SIZE",
            help=f"{size} hugepages (limit = request), e.g. {'64Mi' if size == '2Mi' else '2Gi'}; "
                 "placed on the pod's NUMA node(s) "
@@ -106,7 +106,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("-w", "--workdir", metavar="DIR",
          help="the job's working directory (default: your current directory, as srun); "
          "one the job's user cannot enter or that is missing is refused, as that user's cd would"),
-    Flag("--wait", kind=SWITCH,
+    Flag("-d", "--detach", kind=SWITCH, group="wait",
+         help="return once admitted (the default without --wait; docker run -d)"),
+    Flag("--wait", kind=SWITCH, group="wait",
          help="wait for the pod to end, stream its main container's output (stdout and stderr, "
          "as its log has them) and exit with its exit status; Ctrl-C shows its state, a second "
          "Ctrl-C within 1 s stops it (exit statuses: docs/commands/README.md)"),

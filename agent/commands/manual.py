@@ -38,6 +38,10 @@ def pages() -> dict[str, str]:
     out: dict[str, str] = {}
     index = ["# hwagent commands", "", "Generated from the command line parser "
              "(`python -m agent.commands.manual docs/commands`); `hwagent COMMAND --help` prints the same.", "",
+             "The daemon's options `--root-dir DIR` and `--config FILE` may also come before the command "
+             "(`hwagent --root-dir /srv/hw ps`, as `docker -H` or `kubectl --kubeconfig`); a wrong flag is "
+             "answered with that command's usage. `hwagent ps -aq`, `rm -f`, `stop -t S`, `exec -it`, "
+             "`launch -d -m SIZE` and `hwagent version` read as docker users expect.", "",
              "| command | what |", "|---|---|"]
     for name, sub in subs.items():
         index.append(f"| [`hwagent {name}`]({name}.md) | {helps.get(name, '')} |")

@@ -7,7 +7,7 @@ import sys
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_REFUSED
 from agent.commands._admission import COMMON_FLAGS, Session, _nodes, age, dumps
-from agent.commands._flags import Flag, add, parse
+from agent.commands._flags import SWITCH, Flag, add, parse
 from agent.commands._podstatus import status_word
 
 #: typing is not imported at run time: it is ~3 ms of the CLI's start-up (bench/cli.py); mypy reads this name
@@ -22,7 +22,12 @@ if TYPE_CHECKING:
 #: table is printed page by page, so neither side holds 10,000 pods at once (issue 24)
 PAGE_SIZE = 1000
 #: ps's flags, defined once for argparse and the plain reader (agent.commands._flags)
-FLAGS = (*COMMON_FLAGS, Flag("--format", choices=("text", "json"), default="text"))
+FLAGS = (*COMMON_FLAGS, Flag("--format", choices=("text", "json"), default="text"),
+         Flag("-a", "--all", kind=SWITCH,
+              help="taken for docker's habit: ps always lists every pod, ended ones too"),
+         Flag("-q", "--quiet", kind=SWITCH,
+              help="only the pod names, one a line (NAMESPACE/NAME outside default), as `hwagent rm $(hwagent ps "
+              "-aq)` takes them"))
 HEADER = ["NAMESPACE", "NAME", "QOS", "STATUS", "CONTAINER", "RESTARTS", "CPUS", "NUMA", "DEVICES", "AGE"]
 
 
@@ -90,7 +95,17 @@ def lines(table: list[list[str]], widths: list[int]) -> Iterator[str]:
         yield "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
 
 
+def names(pods: list[dict[str, Any]]) -> list[str]:
+    """``ps -q``'s lines (pure): each pod's name, ``NAMESPACE/NAME`` outside the default namespace
+    (stop, rm, describe, signal, exec and logs take both)."""
+    return [p["name"] if p["namespace"] == "default" else f"{p['namespace']}/{p['name']}" for p in pods]
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.quiet:
+        for page in pages(args):
+            sys.stdout.write("".join(n + "\n" for n in names(page["pods"])))
+        return 0
     if args.format == "json":
         pods: list[dict[str, Any]] = []
         errors: list[dict[str, str]] = []

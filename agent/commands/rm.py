@@ -19,6 +19,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_common(p)
     p.add_argument("names", nargs="+", metavar="NAME")
     p.add_argument("--namespace", default="default")
+    p.add_argument("-f", "--force", action="store_true",
+                   help="taken for docker's habit: rm always stops a running pod first")
     p.set_defaults(func=run)
 
 

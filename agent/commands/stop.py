@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 #: stop's flags, defined once for argparse and the plain reader (agent.commands._flags)
 FLAGS = (*COMMON_FLAGS, Flag("--namespace", default="default"),
-         Flag("--grace", metavar="S", convert=float, help="grace period in seconds"))
+         Flag("--grace", "-t", dest="grace", metavar="S", convert=float,
+              help="grace period in seconds (-t as in docker stop)"))
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -4,6 +4,8 @@
 user's pod must read exactly as a pod that does not exist: "cannot read ...: Permission
 denied" told mallory that alice's pod is there, and a missing pod exited 2 (usage) where the
 table of docs/commands/README.md says 3.
+
+And what docker users type (item 6), as a member of the socket group types it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.security.support import ALICE, MALLORY, Box, security_box
+from tests.security.support import ALICE, MALLORY, Box, as_user, security_box
+from tests.users_support import HWAGENT
 
 
 @pytest.fixture(scope="module")
@@ -33,3 +36,22 @@ def test_another_users_pod_reads_as_no_pod_in_logs(box: Box) -> None:
         assert theirs.stderr.replace("secretjob", "X") == missing.stderr.replace("nosuchjob", "X")
     finally:
         box.cli(None, "rm", "secretjob")
+
+
+def test_docker_habits_as_a_member(box: Box) -> None:
+    """Issue 37 item 6, as alice types them: global options first, ``ps -aq``, ``stop -t``,
+    ``rm -f $(hwagent ps -aq)`` across namespaces, ``version``."""
+    for name, ns in (("habit1", "default"), ("habit2", "team")):
+        r = box.cli(ALICE, "launch", "-d", "-m", "64Mi", "--namespace", ns, "--name", name, "--", "sleep", "600")
+        assert r.returncode == 0, r.stderr
+    root = str(box.root)
+    first = as_user(ALICE, str(HWAGENT), "--root-dir", root, "ps", "-aq")
+    assert first.returncode == 0, first.stderr
+    assert sorted(first.stdout.split()) == ["habit1", "team/habit2"], first.stdout
+    r = as_user(ALICE, str(HWAGENT), "--root-dir", root, "stop", "-t", "1", "team/habit2")
+    assert r.returncode == 0 and "stopped team/habit2" in r.stdout, r.stderr
+    r = as_user(ALICE, str(HWAGENT), "--root-dir", root, "rm", "-f", *first.stdout.split())
+    assert r.returncode == 0, r.stderr
+    assert box.cli(ALICE, "ps", "-q").stdout == ""
+    r = as_user(ALICE, str(HWAGENT), "version")
+    assert r.returncode == 0 and r.stdout.startswith("hwagent "), r.stderr

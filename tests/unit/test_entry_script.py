@@ -42,6 +42,11 @@ def test_a_light_command_runs_without_site_and_the_others_with_it(tmp_path):
     proc, mods = _imports(target, "ps", "--root-dir", str(tmp_path / "none"))
     assert proc.returncode == 5 and "the daemon is not running" in proc.stderr, proc.stderr[-2000:]
     assert "site" not in mods and "agent.commands._admission" in mods
+    # issue 37: the daemon's options before the command (docker -H, kubectl --kubeconfig) keep it light
+    for before in (["--root-dir", str(tmp_path / "none")], [f"--root-dir={tmp_path / 'none'}"]):
+        proc, mods = _imports(target, *before, "ps")
+        assert proc.returncode == 5 and "the daemon is not running" in proc.stderr, proc.stderr[-2000:]
+        assert "site" not in mods, before
     proc, mods = _imports(target, "--version")
     assert proc.returncode == 0 and "hwagent" in proc.stdout
     assert "site" in mods, "a command that may need site-packages loads site first"
@@ -68,6 +73,11 @@ def test_commands_with_site_skip_the_editable_finder(tmp_path):
         pytest.skip("this venv has no editable install of hwagent")
     target = tmp_path / "hwagent"
     write(str(target), sys.executable, str(REPO))
+    # issue 37: the daemon's options before the command (docker -H, kubectl --kubeconfig) keep it light
+    for before in (["--root-dir", str(tmp_path / "none")], [f"--root-dir={tmp_path / 'none'}"]):
+        proc, mods = _imports(target, *before, "ps")
+        assert proc.returncode == 5 and "the daemon is not running" in proc.stderr, proc.stderr[-2000:]
+        assert "site" not in mods, before
     proc, mods = _imports(target, "--version")
     assert proc.returncode == 0 and "hwagent" in proc.stdout, proc.stderr[-2000:]
     assert "site" in mods and not [m for m in mods if m.startswith("__editable__")]
