@@ -67,9 +67,7 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
-#: fields of a real Pod that mean nothing without images or a cluster: with
-#: ignore_unknown they are warned about like any unknown field, without it they
-#: are still refused (a manifest asking for an image must not run a host binary silently)
+#: the fields honoured; any other is refused unless ignore_unknown (then warned about one by one)
 _TOP = {"apiVersion", "kind", "metadata", "spec"}
 _METADATA = {"name", "namespace", "uid", "annotations", "labels"}
 _SPEC = {"containers", "initContainers", "restartPolicy", "terminationGracePeriodSeconds", "securityContext",
@@ -86,6 +84,24 @@ _CONTAINER = {"name", "command", "args", "env", "workingDir", "resources"}
 _RESOURCES = {"requests", "limits", "claims"}
 _ENV = {"name", "value"}
 _STANDARD_RESOURCES = ("cpu", "memory")
+
+#: Fields every kubectl-written Pod has (``kubectl run --dry-run=client -o yaml``, ``kubectl get -o
+#: yaml``) that mean nothing on a node that runs host commands without images, a cluster DNS or a
+#: scheduler: taken by name and named in one warning line (``IGNORED_LINE``), so a manifest written
+#: for Kubernetes runs without --ignore-unknown-fields. A value set limits the values taken (any
+#: other is refused: dnsPolicy None asks for a resolver config hwagent would not apply). The command
+#: is still required (an image's entrypoint cannot be guessed), and every field that would change
+#: what runs (volumes, ports, hostNetwork, a container's securityContext, ...) is still refused.
+_IGNORED_TOP: dict[str, frozenset[str] | None] = {"status": None}
+_IGNORED_METADATA: dict[str, frozenset[str] | None] = {
+    k: None for k in ("creationTimestamp", "resourceVersion", "generation", "selfLink", "managedFields")}
+_IGNORED_SPEC: dict[str, frozenset[str] | None] = {
+    "dnsPolicy": frozenset({"ClusterFirst", "ClusterFirstWithHostNet", "Default"}),
+    "schedulerName": None, "enableServiceLinks": None}
+_IGNORED_CONTAINER: dict[str, frozenset[str] | None] = {
+    k: None for k in ("image", "imagePullPolicy", "terminationMessagePath", "terminationMessagePolicy")}
+#: the warning that names them
+IGNORED_LINE = "ignored, meaningless on a node without images or a cluster: "
 
 
 class ManifestError(ValueError):
@@ -244,8 +260,11 @@ def load_document(raw: bytes | str) -> Any:
 class _Ctx:
     ignore_unknown: bool
     warnings: list[str] = field(default_factory=list)
+    #: paths of the fields taken and ignored by name (``_IGNORED_*``)
+    ignored: list[str] = field(default_factory=list)
 
-    def fields(self, obj: Any, path: str, known: set[str]) -> dict[str, Any]:
+    def fields(self, obj: Any, path: str, known: set[str],
+               ignorable: dict[str, frozenset[str] | None] | None = None) -> dict[str, Any]:
         if not isinstance(obj, dict):
             raise ManifestError(path, f"must be a mapping, got {_kind(obj)}")
         for key in obj:
@@ -253,6 +272,13 @@ class _Ctx:
                 raise ManifestError(path, f"key {key!r} is not a string")
         for key in sorted(set(obj) - known):
             where = f"{path}.{key}" if path else key
+            if ignorable is not None and key in ignorable:
+                allowed = ignorable[key]
+                if allowed is not None and obj[key] not in allowed:
+                    raise ManifestError(where, f"{obj[key]!r} is not taken here ({', '.join(sorted(allowed))} are, "
+                                        "and mean the host's resolver)")
+                self.ignored.append(where)
+                continue
             if not self.ignore_unknown:
                 raise ManifestError(where, f"unknown field (known here: {', '.join(sorted(known))})")
             self.warnings.append(f"{where}: unknown field ignored")
@@ -471,7 +497,7 @@ def _env(v: Any, path: str, ctx: _Ctx) -> tuple[EnvVar, ...]:
 
 
 def _container(v: Any, path: str, kind: str, ctx: _Ctx) -> ContainerSpec:
-    c = ctx.fields(v, path, _CONTAINER)
+    c = ctx.fields(v, path, _CONTAINER, _IGNORED_CONTAINER)
     if "name" not in c:
         raise ManifestError(f"{path}.name", "is required")
     name = _string(c["name"], f"{path}.name")
@@ -558,14 +584,14 @@ def pod_from_document(
 ) -> ParsedManifest:
     """A loaded document -> a validated PodSpec (a UID is generated when absent)."""
     ctx = _Ctx(ignore_unknown)
-    top = ctx.fields(doc, "", _TOP)
+    top = ctx.fields(doc, "", _TOP, _IGNORED_TOP)
     api_version = top.get("apiVersion", "v1")
     if api_version != "v1":
         raise ManifestError("apiVersion", f"must be v1, got {api_version!r}")
     kind = top.get("kind", "Pod")
     if kind != "Pod":
         raise ManifestError("kind", f"must be Pod, got {kind!r}")
-    meta = ctx.fields(top.get("metadata"), "metadata", _METADATA) if "metadata" in top else {}
+    meta = ctx.fields(top.get("metadata"), "metadata", _METADATA, _IGNORED_METADATA) if "metadata" in top else {}
     if "name" not in meta:
         raise ManifestError("metadata.name", "is required")
     name = _string(meta["name"], "metadata.name", limit=253)
@@ -581,7 +607,7 @@ def pod_from_document(
 
     if "spec" not in top:
         raise ManifestError("spec", "is required")
-    spec = ctx.fields(top["spec"], "spec", _SPEC)
+    spec = ctx.fields(top["spec"], "spec", _SPEC, _IGNORED_SPEC)
     if "containers" not in spec:
         raise ManifestError("spec.containers", "is required")
     containers = _containers(spec["containers"], "spec.containers", APP, ctx)
@@ -620,7 +646,8 @@ def pod_from_document(
         run_as=run_as,
         resource_claims=claims,
     )
-    return ParsedManifest(pod, tuple(ctx.warnings))
+    ignored = [IGNORED_LINE + ", ".join(sorted(ctx.ignored))] if ctx.ignored else []
+    return ParsedManifest(pod, (*ctx.warnings, *ignored))
 
 
 def parse_manifest(

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.security.support import ALICE, MALLORY, Box, as_user, security_box
+from tests.security.support import ALICE, MALLORY, Box, as_user, home, security_box, write_as
 from tests.users_support import HWAGENT
 
 
@@ -55,3 +55,21 @@ def test_docker_habits_as_a_member(box: Box) -> None:
     assert box.cli(ALICE, "ps", "-q").stdout == ""
     r = as_user(ALICE, str(HWAGENT), "version")
     assert r.returncode == 0 and r.stdout.startswith("hwagent "), r.stderr
+
+
+def test_a_kubectl_written_manifest_launches_with_one_line_saying_what_was_ignored(box: Box) -> None:
+    """Issue 37 item 7: `kubectl run --dry-run=client -o yaml` output was refused for image:."""
+    from tests.unit.workloads.test_manifest import KUBECTL_RUN
+
+    text = KUBECTL_RUN.replace("/bin/sleep", "/bin/echo").replace("web", "kube1")
+    path = write_as(ALICE, home(ALICE) / "kube1.yaml", text)
+    r = box.cli(ALICE, "launch", "-f", str(path), "--wait", "--rm")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "60\n", r.stdout
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1 and "spec.containers[0].image" in warnings[0] and "status" in warnings[0], r.stderr
+    # what would change what runs is still refused, naming the field
+    bad = write_as(ALICE, home(ALICE) / "kube2.yaml",
+                   text.replace("kube1", "kube2").replace("    resources: {}\n", "    resources: {}\n    volumeMounts: []\n"))
+    r = box.cli(ALICE, "launch", "-f", str(bad))
+    assert r.returncode == 1 and "spec.containers[0].volumeMounts: unknown field" in r.stderr, r.stderr

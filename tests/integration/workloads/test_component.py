@@ -101,7 +101,7 @@ def test_unchanged_static_manifest_is_not_readmitted_after_a_restart(sockdir):
         mdir = sockdir / "manifests"
         mdir.mkdir()
         (mdir / "a.yaml").write_text(pod_yaml("a", cpus=1, devices=1))  # a device: its UID is within the host's bound
-        (mdir / "b.yml").write_text("metadata: {name: b}\nspec: {containers: [{name: c, command: [x], image: i}]}\n")
+        (mdir / "b.yml").write_text("metadata: {name: b}\nspec: {containers: [{name: c, command: [x], volumeMounts: []}]}\n")
         async with pipeline(sockdir) as env:
             first = ManifestDir(mdir, env.workloads)
             await first.sync_once()
@@ -109,7 +109,7 @@ def test_unchanged_static_manifest_is_not_readmitted_after_a_restart(sockdir):
             assert rec.pod.spec.name == "a" and rec.pod.spec.source_digest and len(rec.uid) == 36
             assert rec.pod.assignments["main"].devices
             ((path, err),) = first.errors()
-            assert path.endswith("b.yml") and "spec.containers[0].image" in err
+            assert path.endswith("b.yml") and "spec.containers[0].volumeMounts" in err
             events: list[str] = []
             env.registry.listeners.append(lambda ev: events.append(ev.type))
             again = ManifestDir(mdir, env.workloads)  # as after a restart: no memory of the files

@@ -89,8 +89,10 @@ BASE = "metadata: {name: a}\nspec:\n  containers:\n  - name: c\n    command: [x]
 @pytest.mark.parametrize(
     "text, field, words",
     [
-        ("metadata: {name: a}\nspec: {containers: [{name: c, command: [x], image: nginx}]}",
-         "spec.containers[0].image", "unknown field"),
+        ("metadata: {name: a}\nspec: {containers: [{name: c, command: [x], volumeMounts: []}]}",
+         "spec.containers[0].volumeMounts", "unknown field"),
+        ("metadata: {name: a}\nspec: {dnsPolicy: None, containers: [{name: c, command: [x]}]}",
+         "spec.dnsPolicy", "None"),
         ("metadata: {name: a, generateName: b}\nspec: {containers: [{name: c, command: [x]}]}",
          "metadata.generateName", "unknown field"),
         ("metadata: {name: a}\nspec: {hostNetwork: true, containers: [{name: c, command: [x]}]}",
@@ -161,8 +163,58 @@ def test_unknown_fields_become_warnings_under_the_flag():
     assert p.warnings == (
         "metadata.generateName: unknown field ignored",
         "spec.nodeName: unknown field ignored",
-        "spec.containers[0].image: unknown field ignored",
+        "ignored, meaningless on a node without images or a cluster: spec.containers[0].image",
     )
+
+
+#: what `kubectl run web --image=busybox --restart=Never --dry-run=client -o yaml --command -- /bin/sleep 60`
+#: writes (kubectl 1.3x), with the fields `kubectl get -o yaml` adds to a container and the spec
+KUBECTL_RUN = """apiVersion: v1
+kind: Pod
+metadata:
+  creationTimestamp: null
+  labels:
+    run: web
+  name: web
+spec:
+  containers:
+  - command:
+    - /bin/sleep
+    - "60"
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    name: web
+    resources: {}
+    terminationMessagePath: /dev/termination-log
+    terminationMessagePolicy: File
+  dnsPolicy: ClusterFirst
+  enableServiceLinks: true
+  restartPolicy: Never
+  schedulerName: default-scheduler
+status: {}
+"""
+
+
+def test_a_kubectl_written_manifest_is_taken_with_one_line_naming_what_was_ignored():
+    """Issue 37 item 7: every kubectl-written Pod has image:, and was refused for it."""
+    p = parse_manifest(KUBECTL_RUN)
+    assert p.pod.name == "web" and p.pod.containers[0].command == ("/bin/sleep", "60")
+    assert p.pod.restart_policy == "Never" and p.pod.labels == {"run": "web"}
+    assert p.warnings == ("ignored, meaningless on a node without images or a cluster: metadata.creationTimestamp, "
+                          "spec.containers[0].image, spec.containers[0].imagePullPolicy, "
+                          "spec.containers[0].terminationMessagePath, spec.containers[0].terminationMessagePolicy, "
+                          "spec.dnsPolicy, spec.enableServiceLinks, spec.schedulerName, status",)
+    # without image there is still no entrypoint to take: a manifest without command is refused as before
+    e = _err(KUBECTL_RUN.replace("  - command:\n    - /bin/sleep\n    - \"60\"\n    image", "  - image"))
+    assert e.field == "spec.containers[0].command" and "no image entrypoint" in str(e)
+
+
+@pytest.mark.parametrize("field", ["volumeMounts: [{name: v, mountPath: /data}]", "ports: [{containerPort: 80, hostPort: 80}]",
+                                   "securityContext: {privileged: true}", "stdin: true"])
+def test_fields_that_would_change_what_runs_are_still_refused(field):
+    text = KUBECTL_RUN.replace("    resources: {}\n", f"    resources: {{}}\n    {field}\n")
+    e = _err(text)
+    assert e.field == f"spec.containers[0].{field.split(':')[0]}" and "unknown field" in str(e)
 
 
 @pytest.mark.parametrize(
