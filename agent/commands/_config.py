@@ -58,12 +58,15 @@ def load_config(args: argparse.Namespace) -> Config:
     from agent.config import ConfigError, load
 
     path = getattr(args, "config", None)
-    if path is None and (daemon := running_daemon(args)) is not None and daemon.config:
+    daemon = running_daemon(args) if path is None else None
+    if daemon is not None and daemon.config:
         path = daemon.config
     try:
         return load(path)
     except ConfigError as e:
-        raise CommandError(str(e)) from None
+        whose = (f" (the config of the daemon running on {daemon.root_dir}, pid {daemon.pid}: read it as "
+                 "root, or give --config FILE)") if daemon is not None and path else ""
+        raise CommandError(f"{e}{whose}") from None
 
 
 def root_dir(args: argparse.Namespace, config: Config) -> Path:

@@ -37,7 +37,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="List PCI functions, disks and network interfaces with their NUMA node, "
                     "the extended resource they are offered as, and health.",
     )
-    p.add_argument("--config", metavar="FILE", help="TOML config file ([devices] rules, [daemon] sysfs_root)")
+    p.add_argument("--config", metavar="FILE",
+                   help="TOML config file ([devices] rules, [daemon] sysfs_root; default: the running daemon's)")
+    p.add_argument("--root-dir", metavar="DIR",
+                   help="read the config of the daemon running on DIR (when several run)")
     p.add_argument("--sysfs-root", metavar="DIR", help="sysfs tree to read (default: config, /sys)")
     add_format_option(p, ("text", "json", "resourceslice"))
     p.add_argument("--node-name", metavar="NAME",

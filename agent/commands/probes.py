@@ -26,7 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Load the eBPF probes (falling back where they cannot run) and show, per interval, "
         "the cgroups with most run-queue delay and the devices with errors or latency. Needs root for BPF.",
     )
-    p.add_argument("--config", metavar="FILE", help="TOML config ([pressure] section)")
+    p.add_argument("--config", metavar="FILE", help="TOML config ([pressure] section; default: the running daemon's)")
+    p.add_argument("--root-dir", metavar="DIR",
+                   help="read the config of the daemon running on DIR (when several run)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
     p.add_argument("--top", type=int, default=10, help="cgroups to show (default 10)")
     g = p.add_mutually_exclusive_group()

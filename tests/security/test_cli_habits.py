@@ -18,9 +18,14 @@ from tests.security.support import ALICE, MALLORY, Box, as_user, home, security_
 from tests.users_support import HWAGENT
 
 
+#: a resource rule only the daemon's config file defines (devices off: the daemon serves nothing from it)
+ONLY_IN_CONFIG = "example.com/only-in-the-config"
+
+
 @pytest.fixture(scope="module")
 def box() -> Iterator[Box]:
-    yield from security_box()
+    yield from security_box(config={"devices": {
+        "resources": f'[{{name = "{ONLY_IN_CONFIG}", block_name = ["loop*", "vd*", "zram*"]}}]'}})
 
 
 def test_another_users_pod_reads_as_no_pod_in_logs(box: Box) -> None:
@@ -73,3 +78,36 @@ def test_a_kubectl_written_manifest_launches_with_one_line_saying_what_was_ignor
                    text.replace("kube1", "kube2").replace("    resources: {}\n", "    resources: {}\n    volumeMounts: []\n"))
     r = box.cli(ALICE, "launch", "-f", str(bad))
     assert r.returncode == 1 and "spec.containers[0].volumeMounts: unknown field" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("user", [None, ALICE])
+def test_offline_commands_read_the_running_daemons_config(box: Box, user: str | None) -> None:
+    """Issue 37 item 14: `hwagent devices` without --config, with a daemon started with --config F,
+    listed F's devices as "not offered"; root and a member of the socket group both ask."""
+    import json
+    import os
+    import subprocess
+
+    env = {**os.environ, "HWAGENT_LOCK_DIR": str(box.daemon.root.parent / "locks")}
+    argv = [str(HWAGENT), "devices", "--format", "json"]
+    r = (as_user(user, *argv, env=env) if user else
+         subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, cwd="/"))
+    assert r.returncode == 0, r.stderr
+    offered = {d["resource"] for d in json.loads(r.stdout)["devices"]}
+    assert ONLY_IN_CONFIG in offered, (offered, r.stderr)
+
+
+
+def test_a_daemon_config_the_user_cannot_read_says_whose_it_is(box: Box) -> None:
+    import os
+
+    cfg = box.daemon.root.parent.parent / "hwagent.toml"
+    env = {**os.environ, "HWAGENT_LOCK_DIR": str(box.daemon.root.parent / "locks")}
+    os.chmod(cfg, 0o600)
+    try:
+        r = as_user(ALICE, str(HWAGENT), "devices", env=env)
+    finally:
+        os.chmod(cfg, 0o644)
+    assert r.returncode == 2, r.stderr
+    assert "Permission denied" in r.stderr and f"the config of the daemon running on {box.root}" in r.stderr \
+        and "--config FILE" in r.stderr, r.stderr
