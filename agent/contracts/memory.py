@@ -98,12 +98,18 @@ class MemoryRefused(Exception):
     """The manager cannot place a request (too little free on every fitting node,
     an unknown or unconfigured page size). ``reason`` is a short token for
     metrics/events; ``str()`` is the one line for the user, naming per-node free
-    amounts. Raised before anything changes."""
+    amounts. Raised before anything changes.
 
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
+    ``free``: what the nodes have free of the refused resource, as a person reads it
+    (``node 0: 0 × 2 MiB pages``), ending the line; ``detail`` is the line without it, for a
+    caller that says what is free itself (admission names every resource the pod asks for)."""
+
+    def __init__(self, reason: str, message: str, free: str = "") -> None:
+        full = f"{message}; free per node: {free}" if free else message
+        super().__init__(full)
         self.reason = reason
-        self.message = message
+        self.message = full
+        self.detail = message
 
 
 class MemoryAllocations(Protocol):

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from agent.contracts.hints import TopologyHint, format_affinity
 from agent.contracts.memory import HUGEPAGES_PREFIX, MEMORY_RESOURCE, MemoryBlock, MemoryRefused, MemoryRequest, NodeMemory
+from agent.memory.words import memory_phrase
 from agent.memory.sysfs import MachineMemory, hugepage_resource, page_size_of
 from agent.quantity import format_bytes
 
@@ -267,9 +268,9 @@ class StaticPolicy:
         return tuple(out)
 
     def free_summary(self, res: str, nodes: Iterable[int] | None = None) -> str:
-        """``node 0 512Mi, node 1 0`` — what a refusal names."""
+        """``node 0: 512 MiB memory, node 1: 0 × 2 MiB pages`` — what a refusal names."""
         ns = self._nodes if nodes is None else sorted(nodes)
-        return ", ".join(f"node {n} {fmt_bytes(self._free(n, res))}" for n in ns if n in self.capacity)
+        return ", ".join(f"node {n}: {memory_phrase(res, self._free(n, res))}" for n in ns if n in self.capacity)
 
     # -- requests -------------------------------------------------------------------------
 
@@ -298,8 +299,8 @@ class StaticPolicy:
                 if not any(self.capacity[n].get(res, Capacity(0, 0, 0)).allocatable for n in self._nodes):
                     raise MemoryRefused("not_configured",
                                         f"{res}: no pages of this size are configured for pods on any NUMA node "
-                                        f"(nr_hugepages is 0, or all reserved): free per node: "
-                                        f"{self.free_summary(res)}")
+                                        f"(nr_hugepages is 0, or all reserved)",
+                                        free=self.free_summary(res))
                 if req.spread_hugepages:
                     spread[res] = size
                     continue
@@ -401,7 +402,8 @@ class StaticPolicy:
         assert best.affinity is not None
         return best.affinity
 
-    def _why_not(self, req: MemoryRequest, placed: Mapping[str, int], want: frozenset[int] | None) -> tuple[str, str]:
+    def _why_not(self, req: MemoryRequest, placed: Mapping[str, int], want: frozenset[int] | None
+                 ) -> tuple[str, str, str]:
         nodes = sorted(want) if want is not None else list(self._nodes)
         where = f"NUMA nodes {format_affinity(nodes)}" if want is not None else "any group of NUMA nodes"
         who = f"container {req.container_name!r}"
@@ -411,16 +413,15 @@ class StaticPolicy:
                 if len(missing) == len(nodes):
                     return ("not_configured",
                             f"{res}: {who} asks {fmt_bytes(size)} but no {res} pages are configured on "
-                            f"{where}; free per node: {self.free_summary(res)}")
+                            f"{where}", self.free_summary(res))
             if want is not None and sum(self._free(n, res) for n in nodes) < size or \
                     want is None and not any(self._holds(m, {res: size}) for m in self._masks()):
                 return ("insufficient_" + ("memory" if res == MEMORY_RESOURCE else "hugepages"),
-                        f"{res}: {who} asks {fmt_bytes(size)}, more than {where} can give; free per node: "
-                        f"{self.free_summary(res)}")
+                        f"{res}: {who} asks {fmt_bytes(size)}, more than {where} can give", self.free_summary(res))
         return ("numa_group",
                 f"memory: {who} fits no NUMA node group that respects the groups already in use "
-                f"(a node in a multi-node group serves only that group); free per node: "
-                + "; ".join(f"{r}: {self.free_summary(r)}" for r in placed))
+                f"(a node in a multi-node group serves only that group)",
+                "; ".join(self.free_summary(r) for r in placed))
 
     def _fill(self, res: str, size: int, mask: frozenset[int]) -> MemoryBlock:
         left = size
@@ -442,7 +443,7 @@ class StaticPolicy:
         if pages > sum(free.values()):
             raise MemoryRefused("insufficient_hugepages",
                                 f"{res}: container {req.container_name!r} asks {fmt_bytes(size)} spread over the "
-                                f"NUMA nodes; free per node: {self.free_summary(res)}")
+                                f"NUMA nodes", free=self.free_summary(res))
         taken = dict.fromkeys(free, 0)
         while pages:
             for node in sorted(free):

@@ -37,13 +37,13 @@ from agent.cpu.errors import PolicyError
 from agent.contracts.cpu import AllocateResult
 from agent.cpu.qos import DEDICATED, RECLAIMED, SHARED, SYSTEM, parse_qos
 from agent.cpuset import CPUSet
-from agent.quantity import format_bytes
 from agent.contracts.devices import ContainerAllocation
 from agent.devicemanager.selection import AllocationError
 from agent.eventlog import get_logger
 from agent.topologymanager import TopologyManager
 from agent.workloads import metrics as m
 from agent.workloads.errors import AdmissionError
+from agent.workloads.freetext import NodeFree, free_line
 from agent.workloads.manifest import ManifestError, parse_manifest
 from agent.contracts.pods import (
     QOS_DEDICATED,
@@ -58,7 +58,6 @@ from agent.contracts.pods import (
 )
 from agent.workloads.decision import PodDecision, assignments, decide
 from agent.workloads.providers import (
-    CPU_RESOURCE,
     admission_error_from_devices,
     admission_error_from_memory,
     admission_error_from_policy,
@@ -360,7 +359,7 @@ class Workloads:
                                 memory_manager=self.memory_manager, pod_claims=self.pod_claims)
         except AdmissionError as e:
             if e.code == "RESOURCE_EXHAUSTED":
-                raise AdmissionError(e.code, f"{e.message}; {self._refusal_free(spec, e.reason)}", e.reason) from None
+                raise AdmissionError(e.code, f"{e.detail}; {self._refusal_free(spec, e.reason)}", e.reason) from None
             raise
 
     def _refusal_free(self, spec: PodSpec, reason: str) -> str:
@@ -368,10 +367,9 @@ class Workloads:
         it counts are free for dedicated pods only, and the line says so (the policy's message
         before it says why, under its dedicated_numa rule); a bare "cpu 0=1" beside "no cpu is
         left" read as a contradiction."""
-        free = self.free_summary(spec)
         if reason == "cpu_no_shared_cpus":
-            return free.replace("free per NUMA node:", "free for dedicated pods only, per NUMA node:", 1)
-        return free
+            return self.free_summary(spec, cpus_note="the CPUs are free for dedicated pods only")
+        return self.free_summary(spec)
 
     async def _commit(self, d: PodDecision, qos: str) -> AdmittedPod:
         """Allocate exactly what the decision placed, container by container in
@@ -521,45 +519,46 @@ class Workloads:
             pod=None, dry_run=True, decisions=_decisions(d), would_admit=True, free=free, spec=spec,
         )
 
-    def free_summary(self, spec: PodSpec | None = None) -> str:
-        """``free per NUMA node: cpu 0=3 1=4; example.com/dev 0=0 1=2``: dedicatable CPUs
-        (not held by NUMA-bound containers, reserved excluded) and free healthy devices."""
-        parts: list[str] = []
+    def free_summary(self, spec: PodSpec | None = None, cpus_note: str = "") -> str:
+        """``free per NUMA node: node 0: 3 CPUs, 2 example.com/dev; node 1: ...`` (``freetext``):
+        dedicatable CPUs (not held by NUMA-bound containers, reserved excluded), the free
+        healthy devices and the memory the pod asks for, per node."""
+        ids = set(self.numa_ids)
+        cpus: dict[int, int] = {}
+        memory: dict[int, dict[str, int]] = {}
+        devices: dict[int, dict[str, int]] = {}
+        unaligned: dict[str, int] = {}
         svc = self.cpu_policy
         if svc is not None:
-            free = svc.free_per_numa()
-            parts.append(f"{CPU_RESOURCE} " + " ".join(f"{n}={k}" for n, k in sorted(free.items())))
+            cpus = dict(svc.free_per_numa())
         dm = self.device_manager
         wanted = sorted({r for c in spec.all_containers() for r in c.resources.extended}) if spec else []
         if dm is not None and wanted:
             held = {(a.resource, d) for a in dm.allocations() for d in a.device_ids}
             healthy = dm.allocatable_devices()
             for r in wanted:
-                per: dict[int, int] = dict.fromkeys(self.numa_ids, 0)
-                unaligned = 0
+                for n in ids:
+                    devices.setdefault(n, {})[r] = 0
                 for d in healthy.get(r, []):
                     if (r, d.id) in held:
                         continue
                     if not d.numa:
-                        unaligned += 1
+                        unaligned[r] = unaligned.get(r, 0) + 1
                     for n in d.numa:
-                        per[n] = per.get(n, 0) + 1
-                text = " ".join(f"{n}={k}" for n, k in sorted(per.items()))
-                if unaligned:
-                    text += f" none={unaligned}"
-                parts.append(f"{r} {text}")
+                        per = devices.setdefault(n, {})
+                        per[r] = per.get(r, 0) + 1
         mm = self.memory_manager
         if mm is not None and spec is not None and memory_managed(spec):
             try:
                 asked = {r for c in spec.containers for r in memory_request(spec, c).requests}
             except AdmissionError:
                 asked = set()
-            per_res: dict[str, list[str]] = {}
             for nm in mm.nodes():
                 if nm.resource in asked:
-                    per_res.setdefault(nm.resource, []).append(f"{nm.node}={format_bytes(nm.free)}")
-            parts.extend(f"{r} {' '.join(v)}" for r, v in per_res.items())
-        return "free per NUMA node: " + ("; ".join(parts) if parts else "unknown")
+                    memory.setdefault(nm.node, {})[nm.resource] = nm.free
+        nodes = ids | cpus.keys() | memory.keys() | devices.keys()
+        return free_line({n: NodeFree(cpus.get(n), memory.get(n, {}), devices.get(n, {})) for n in nodes},
+                         unaligned, cpus_note)
 
     # --- status and removal ---------------------------------------------------------------
 

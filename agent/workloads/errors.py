@@ -39,15 +39,18 @@ class AdmissionError(Exception):
     """A request admission refuses; nothing was changed when it is raised.
 
     ``reason`` is a short bounded token for metrics; the message is the one line
-    the user sees."""
+    the user sees. ``detail``: the message without a provider's own free amounts (a
+    memory refusal's), for admission, which ends a refusal with what every resource the
+    pod asks for has free; the message when not given."""
 
-    def __init__(self, code: str, message: str, reason: str = "") -> None:
+    def __init__(self, code: str, message: str, reason: str = "", detail: str | None = None) -> None:
         if code not in CODES:
             code = "INTERNAL"
         super().__init__(message)
         self.code = code
         self.message = message
         self.reason = reason or code.lower()
+        self.detail = message if detail is None else detail
 
     def __str__(self) -> str:
         return self.message

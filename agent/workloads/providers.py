@@ -247,8 +247,10 @@ _MEMORY_INVALID = frozenset({"unknown_resource", "partial_page"})
 def admission_error_from_memory(e: MemoryRefused) -> AdmissionError:
     code = "INVALID_ARGUMENT" if e.reason in _MEMORY_INVALID else \
         "UNAVAILABLE" if e.reason == "state_not_persisted" else "RESOURCE_EXHAUSTED"
-    return AdmissionError(code, str(e) if str(e).startswith(("memory", "hugepages")) else f"memory: {e}",
-                          reason=f"memory_{e.reason}")
+    def named(text: str) -> str:
+        return text if text.startswith(("memory", "hugepages")) else f"memory: {text}"
+
+    return AdmissionError(code, named(str(e)), reason=f"memory_{e.reason}", detail=named(e.detail))
 
 
 def memory_managed(pod: PodSpec) -> bool:

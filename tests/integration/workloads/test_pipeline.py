@@ -73,8 +73,7 @@ def test_second_pod_goes_to_the_other_node_and_third_is_refused_with_reason(sock
                 await env.workloads.admit_manifest(pod_yaml("c", cpus=1))
             e = ei.value
             assert e.code == "RESOURCE_EXHAUSTED"
-            assert "cpu" in e.message and "free per NUMA node: cpu 0=0 1=0" in e.message
-            assert f"{RES} 0=0 1=0" in e.message
+            assert f"free per NUMA node: node 0: 0 CPUs, 0 {RES}; node 1: 0 CPUs, 0 {RES}" in e.message, e.message
             assert "\n" not in e.message
             assert _snapshot(env) == before
 
@@ -92,7 +91,7 @@ def test_device_on_the_wrong_node_is_refused_under_single_numa_node(sockdir):
                 await env.workloads.admit_manifest(pod_yaml("web", cpus=2, devices=1))
             assert ei.value.code == "RESOURCE_EXHAUSTED"
             msg = ei.value.message
-            assert RES in msg and "cpu" in msg and "free per NUMA node: cpu 0=0 1=4" in msg, msg
+            assert RES in msg and "cpu" in msg and f"free per NUMA node: node 0: 0 CPUs, 1 {RES}; node 1: 4 CPUs, 0 {RES}" in msg, msg
             assert _snapshot(env) == before
             assert env.plugin.calls.allocate == []
 
@@ -195,14 +194,14 @@ def test_dry_run_allocates_nothing_and_says_where(sockdir):
             assert res.dry_run and res.would_admit and res.pod is None
             (d,) = res.decisions
             assert d.affinity is not None and len(d.affinity) == 1
-            assert "cpu 0=4 1=4" in res.free
+            assert "node 0: 4 CPUs" in res.free and "node 1: 4 CPUs" in res.free, res.free
             assert _snapshot(env) == before
             bad = await env.workloads.admit_manifest(pod_yaml("big", cpus=5), dry_run=True)
             assert not bad.would_admit and "does not fit one NUMA node" in bad.reason
             await env.workloads.admit_manifest(pod_yaml("hog", cpus=4, devices=0))
             late = await env.workloads.admit_manifest(pod_yaml("web", cpus=4), dry_run=True)
             assert late.would_admit and late.decisions[0].affinity == frozenset({1})
-            assert "cpu 0=0 1=4" in late.free and f"{RES} 0=1 1=1" in late.free
+            assert f"node 0: 0 CPUs, 1 {RES}; node 1: 4 CPUs, 1 {RES}" in late.free, late.free
 
     run(main())
 

@@ -83,7 +83,8 @@ def test_a_refusal_names_free_per_node_and_changes_nothing(tmp_path) -> None:
         with pytest.raises(AdmissionError) as e:
             await w.admit_manifest(pod("big", cpus=1, pages="192Mi"))
         assert e.value.code == "RESOURCE_EXHAUSTED"
-        assert "hugepages-2Mi" in e.value.message and "hugepages-2Mi 0=0 1=128Mi" in e.value.message
+        assert "hugepages-2Mi" in e.value.message and "node 0: 3 CPUs, 1.5 GiB memory, 0 × 2 MiB pages; " \
+            "node 1: 4 CPUs, 2 GiB memory, 64 × 2 MiB pages" in e.value.message
         assert e.value.message.startswith(dry.reason)
         assert snapshot(node) == before and len(w.registry) == 1
 

@@ -113,20 +113,20 @@ def test_allocate(desc: str, caps: Any, existing: list[Assignment], requests: di
 # refusals: (description, machine, existing, request, hint, reason, words the line must hold)
 REFUSALS: list[tuple[str, Any, list[Assignment], dict[str, int], TopologyHint | None, str, list[str]]] = [
     ("more than any group", machine(2), [], {"memory": 4 * GB}, None, "insufficient_memory",
-     ["asks 4Gi", "node 0 1536Mi", "node 1 1536Mi"]),
+     ["asks 4Gi", "node 0: 1.5 GiB memory", "node 1: 1.5 GiB memory"]),
     ("unknown page size", machine(2, hugepages_2Mi=64 * MB), [], {"hugepages-4Mi": 8 * MB}, None,
      "unknown_page_size", ["no 4Mi pages", "hugepages-2Mi"]),
     ("not configured anywhere", machine(2, hugepages_2Mi=0), [], {HP2M: 8 * MB}, None, "not_configured",
-     ["node 0 0", "node 1 0"]),
+     ["node 0: 0 × 2 MiB pages", "node 1: 0 × 2 MiB pages"]),
     ("not configured on the chosen node",
      {0: {"memory": Capacity(2 * GB, 0, 2 * GB), HP2M: Capacity(64 * MB, 0, 64 * MB, 2 * MB)},
       1: {"memory": Capacity(2 * GB, 0, 2 * GB), HP2M: Capacity(0, 0, 0, 2 * MB)}},
-     [], {"memory": GB, HP2M: 8 * MB}, hint(1), "not_configured", ["configured on NUMA nodes {1}", "node 0 64Mi"]),
+     [], {"memory": GB, HP2M: 8 * MB}, hint(1), "not_configured", ["configured on NUMA nodes {1}", "node 0: 32 × 2 MiB pages"]),
     ("not a whole number of pages", machine(2, hugepages_2Mi=64 * MB), [], {HP2M: 3 * MB}, None, "partial_page",
      ["3Mi", "2Mi pages"]),
     ("a hint that cannot hold it nor be extended (node 0 is single-node bound)", machine(2),
      [held("pod1", (0,), memory=GB)], {"memory": GB}, hint(0), "insufficient_memory",
-     ["NUMA nodes {0}", "node 0 512Mi", "node 1 1536Mi"]),
+     ["NUMA nodes {0}", "node 0: 512 MiB memory", "node 1: 1.5 GiB memory"]),
 ]
 
 

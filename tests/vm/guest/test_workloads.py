@@ -420,7 +420,8 @@ def test_impossible_request_is_refused_and_changes_nothing(daemon: Daemon, story
     # one line naming the resource and what each node had free
     assert "RESOURCE_EXHAUSTED" not in err and "cpu" in err and len(err.splitlines()) == 1, err
     free = {n: len(cs - story.first.cpus) for n, cs in nodes.items()}
-    assert "free per NUMA node: cpu " + " ".join(f"{n}={free[n]}" for n in sorted(free)) in err, err
+    assert "free per NUMA node: " + "; ".join(f"node {n}: {free[n]} CPU{'' if free[n] == 1 else 's'}"
+                                              for n in sorted(free)) in err, err
     assert daemon.ps() == ps_before
     assert listed(daemon) == pr_before
     assert not (daemon.base / "toobig" / "status").exists()
