@@ -153,3 +153,8 @@ class MemoryAllocator(MemoryAllocations, Protocol):
 
     async def release_pod(self, pod_uid: str) -> bool:
         """Free every block of the pod (persisted before returning); False when it held none."""
+
+    async def refresh(self) -> bool:
+        """Read the machine's memory and hugepage pools again now, reconciled as the periodic
+        re-read does; True when they changed. Admission asks when a request does not fit: a
+        person who just reserved pages (nr_hugepages) expects the next launch to see them."""

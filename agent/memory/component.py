@@ -11,7 +11,9 @@ Publishes ``MEMORY_MANAGER`` before admission starts.
 
 Running: the machine is re-read every ``rescan_interval_s`` (memory is hot-plugged
 in 128 MiB blocks on some machines, hugepage pools are resized through
-``nr_hugepages``); a changed capacity is reconciled the same way. Pods the
+``nr_hugepages``); a changed capacity is reconciled the same way. Admission also asks
+for a re-read (``MemoryManager.refresh``) when a request does not fit, so pages reserved
+a moment ago count for the next launch. Pods the
 active-pods source (admission, a deferred ``ACTIVE_PODS``) has not known for
 ``residual_cleanup_s`` are released, as the CPU policy's residual cleanup does.
 """
@@ -91,6 +93,7 @@ class MemoryComponent:
         report_dropped(dropped, "start")
         self.last_dropped = dropped
         self.manager = MemoryManager(policy, store)
+        self.manager.rescan = self.rescan_once
         await loop.run_in_executor(None, store.save, dict(policy.assignments), lambda: dict(self.manager.policy.assignments))
         ctx.publish(MEMORY_MANAGER, self.manager)
         self._task = loop.create_task(self._rescan_loop())

@@ -10,7 +10,7 @@ change and the call is refused with nothing changed. Reads answer from memory.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from agent.contracts.hints import TopologyHint
 from agent.contracts.memory import MemoryBlock, MemoryRefused, MemoryRequest, NodeMemory
@@ -49,6 +49,8 @@ class MemoryManager:
         self.store = store
         #: called after every change in memory (metrics, enforcement kicks)
         self.on_change = on_change
+        #: re-reads the machine and reconciles (the component's ``rescan_once``); None: nothing to read
+        self.rescan: Callable[[], Awaitable[object]] | None = None
         if store is not None:
             store.journal.capture = lambda: dict(self.policy.assignments)
 
@@ -129,6 +131,19 @@ class MemoryManager:
         if self.on_change is not None:
             self.on_change()
         return dropped
+
+    async def refresh(self) -> bool:
+        """``MemoryAllocator.refresh``: the pools read again now; a read that fails keeps them
+        as they were (logged), and says False."""
+        if self.rescan is None:
+            return False
+        before = self.policy.capacity
+        try:
+            await self.rescan()
+        except Exception as e:  # noqa: BLE001 - the refusal stands on the pools already known
+            log.warning("memory pools not read again", error=str(e))
+            return False
+        return self.policy.capacity != before
 
     def _restore(self, old: StaticPolicy) -> None:
         self.policy = old

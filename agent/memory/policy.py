@@ -299,7 +299,8 @@ class StaticPolicy:
                 if not any(self.capacity[n].get(res, Capacity(0, 0, 0)).allocatable for n in self._nodes):
                     raise MemoryRefused("not_configured",
                                         f"{res}: no pages of this size are configured for pods on any NUMA node "
-                                        f"(nr_hugepages is 0, or all reserved)",
+                                        f"(nr_hugepages is 0, or all reserved); reserve some first: echo N > "
+                                        f"/sys/kernel/mm/hugepages/hugepages-{page >> 10}kB/nr_hugepages",
                                         free=self.free_summary(res))
                 if req.spread_hugepages:
                     spread[res] = size

@@ -73,6 +73,9 @@ from agent.workloads.store import PodRecord
 
 __all__ = ["Workloads", "AdmitResult", "ContainerDecision", "PodLogs"]
 
+#: said in a memory refusal: it stands on the pools as the kernel gives them now
+REREAD_NOTE = " (the memory and hugepage pools were read again for this request)"
+
 log = get_logger("hwagent.workloads")
 
 #: how long the lookup of a pod's paths as its user may take (a FUSE or NFS mount that hangs)
@@ -353,14 +356,35 @@ class Workloads:
         self._precheck(spec)
 
     async def _decide(self, spec: PodSpec, *, count: bool = True) -> PodDecision:
-        """``decision.decide``; a RESOURCE_EXHAUSTED refusal says what was free."""
+        """``decision.decide``; a RESOURCE_EXHAUSTED refusal says what was free.
+
+        When a pod the memory manager places does not fit, the memory and hugepage pools are
+        read again and the pod decided once more if they changed: pages reserved a moment
+        ago (``nr_hugepages``) count now, not at the next periodic re-read. The refusal says
+        the pools were read for it, so nobody reaches for SIGHUP."""
         try:
-            return await decide(spec, self.topology_manager, self.cpu_policy, self.device_manager, count=count,
-                                memory_manager=self.memory_manager, pod_claims=self.pod_claims)
+            return await self._decide_once(spec, count)
         except AdmissionError as e:
-            if e.code == "RESOURCE_EXHAUSTED":
-                raise AdmissionError(e.code, f"{e.detail}; {self._refusal_free(spec, e.reason)}", e.reason) from None
-            raise
+            if e.code != "RESOURCE_EXHAUSTED":
+                raise
+            refused = e
+        mm = self.memory_manager
+        reread = mm is not None and memory_managed(spec)
+        if reread and mm is not None and await mm.refresh():
+            log.info("memory pools read again for a refused admission", pod=spec.key)
+            try:
+                return await self._decide_once(spec, count)
+            except AdmissionError as e:
+                if e.code != "RESOURCE_EXHAUSTED":
+                    raise
+                refused = e
+        note = REREAD_NOTE if reread and refused.reason.startswith("memory_") else ""
+        raise AdmissionError(refused.code, f"{refused.detail}{note}; {self._refusal_free(spec, refused.reason)}",
+                             refused.reason) from None
+
+    async def _decide_once(self, spec: PodSpec, count: bool) -> PodDecision:
+        return await decide(spec, self.topology_manager, self.cpu_policy, self.device_manager, count=count,
+                            memory_manager=self.memory_manager, pod_claims=self.pod_claims)
 
     def _refusal_free(self, spec: PodSpec, reason: str) -> str:
         """The free summary a refusal ends with. When no CPU is left for shared pods, the CPUs

@@ -196,3 +196,34 @@ def test_pod_scope_sums_the_app_containers(tmp_path) -> None:
             await node.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_pages_the_kernel_gained_since_the_last_read_count_for_the_next_admission(tmp_path) -> None:
+    """A pod that does not fit has the pools read again (issue 37 item 1): pages reserved a
+    moment ago admit it; with nothing new the refusal says the pools were read for it."""
+    none = {n: {"memory": Capacity(2 * GB, 0, 2 * GB), "hugepages-2Mi": Capacity(0, 0, 0, 2 * MB)} for n in (0, 1)}
+    reads: list[int] = []
+
+    async def main() -> None:
+        node = await Node(tmp_path, M2, "single-numa-node", "container", memory_capacity=none).start()
+        machine = {"now": none}
+
+        async def rescan() -> None:
+            reads.append(1)
+            if machine["now"] != node.memory.policy.capacity:
+                node.memory.reconcile(machine["now"])
+
+        node.memory.rescan = rescan
+        try:
+            with pytest.raises(AdmissionError) as e:
+                await node.workloads.admit_manifest(pod("p1", cpus=1, pages="8Mi"))
+            assert "read again for this request" in e.value.message, e.value.message
+            assert "echo N > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages" in e.value.message
+            machine["now"] = CAPACITY  # echo 64 > .../nr_hugepages on each node
+            got = await node.workloads.admit_manifest(pod("p1", cpus=1, pages="8Mi"))
+            assert got.pod is not None
+        finally:
+            await node.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    assert len(reads) == 2

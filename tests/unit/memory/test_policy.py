@@ -117,7 +117,7 @@ REFUSALS: list[tuple[str, Any, list[Assignment], dict[str, int], TopologyHint | 
     ("unknown page size", machine(2, hugepages_2Mi=64 * MB), [], {"hugepages-4Mi": 8 * MB}, None,
      "unknown_page_size", ["no 4Mi pages", "hugepages-2Mi"]),
     ("not configured anywhere", machine(2, hugepages_2Mi=0), [], {HP2M: 8 * MB}, None, "not_configured",
-     ["node 0: 0 × 2 MiB pages", "node 1: 0 × 2 MiB pages"]),
+     ["node 0: 0 × 2 MiB pages", "node 1: 0 × 2 MiB pages", "hugepages-2048kB/nr_hugepages"]),
     ("not configured on the chosen node",
      {0: {"memory": Capacity(2 * GB, 0, 2 * GB), HP2M: Capacity(64 * MB, 0, 64 * MB, 2 * MB)},
       1: {"memory": Capacity(2 * GB, 0, 2 * GB), HP2M: Capacity(0, 0, 0, 2 * MB)}},
