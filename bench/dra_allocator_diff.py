@@ -125,6 +125,20 @@ def _cel(rnd: random.Random) -> str:
         f"{H}.exists(k, k.startsWith(\"iommu\"))",
         f"{H}.?numaNode.orValue(-1) == {n}",
         f"has({H}.iommuGroup) && {H}.iommuGroup in [0, 1, 2]",
+        f"has({H}.numaNode) && sets.contains([0, 1], [{H}.numaNode])",
+        f"has({H}.numaNode) && [0, 2].indexOf({H}.numaNode) >= 0",
+        f"has({H}.iommuGroup) && [{H}.iommuGroup, 3].min() < 3",
+        f'{H}.kind.lowerAscii().trim() == "nvme"',
+        f'{H}.kind.charAt(0) == "n"',
+        f'{H}.kind.lastIndexOf("a") > 0',
+        f'[{H}.kind, "x"].join("-").startsWith("nvme")',
+        f'{H}.kind.find("[0-9]+") == "100"',
+        f'"%s".format([{H}.kind]) == "nvme"',
+        'isQuantity("1Gi") && quantity("1Gi").isInteger() && isSemver("1.2.3")',
+        f'has({H}.firmware) && {H}.firmware.minor() + {H}.firmware.patch() >= 2',
+        f'has({C}.size) && {C}.size.add(quantity("1Gi")).compareTo(quantity("2Gi")) > 0',
+        f'has({C}.size) && {C}.size.sub(1000).sign() > 0',
+        'isIP("10.0.0.1") && ip("10.0.0.1").family() == 4',
         'true',
     ]
     # equality and order across CEL types (upstream: false, an error, or int/double comparison)
@@ -147,6 +161,9 @@ def _cel(rnd: random.Random) -> str:
         f"{H}.numaNode",  # not a bool where numaNode is an int
         f'has({H}.kind) && {H}.kind.size() > 3 && {H}.kind == 1',
         f'{H}.firmware.major() == {rnd.choice([1, 2])}',
+        'semver("v1.2", true) == semver("1.2.0")',  # normalizing semver(): newer than 1.32
+        f'{H}.kind.reverse() == "emvn"',  # strings ext v3: newer than 1.32
+        f'{C}.size.asInteger() > 0',
     ]
     x = rnd.random()
     expr = rnd.choice(risky) if x < 0.07 else rnd.choice(typed) if x < 0.17 else rnd.choice(safe)
