@@ -32,7 +32,7 @@ from agent.cli import CommandError
 from agent.commands._admission import add_common, call, pod_path
 from agent.commands._exitcodes import EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_USAGE
 
-__all__ = ["ExecTarget", "exec_target", "parse_environ", "container_env", "add_parser", "run"]
+__all__ = ["ExecTarget", "exec_target", "parse_environ", "container_env", "tty_environ", "add_parser", "run"]
 
 _CLONE_NEWNS = 0x00020000
 
@@ -99,6 +99,15 @@ def container_env(pid: int, overrides: list[tuple[str, str]]) -> dict[str, str]:
     return env
 
 
+def tty_environ(env: dict[str, str], caller: dict[str, str] | os._Environ[str], overrides: list[tuple[str, str]]) -> dict[str, str]:
+    """The command's environment under ``-t`` (pure): the caller's TERM over the container's, as
+    docker exec -t passes it (the pty is drawn on the caller's terminal, whatever the container
+    was started with); ``-e TERM=...`` still wins, and without a TERM of the caller's nothing changes."""
+    if "TERM" in caller and not any(k == "TERM" for k, _ in overrides):
+        return {**env, "TERM": caller["TERM"]}
+    return env
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("exec", help="run a command inside a running container",
                               description="Run CMD in a running container of pod NAME (the first app container, "
@@ -127,7 +136,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="taken for docker's habit (-it): stdin is always passed on to CMD")
     p.add_argument("-t", "--tty", action="store_true",
                    help="give CMD a terminal of its own (a pty; this terminal in raw mode, its window size "
-                   "followed), for shells and full-screen programs")
+                   "followed, your TERM unless -e TERM=...), for shells and full-screen programs")
     p.add_argument("-e", "--env", metavar="NAME=VALUE", action="append", default=[],
                    help="set a variable over the container's environment (repeatable; NAME alone takes yours)")
     p.add_argument("-w", "--workdir", metavar="DIR", help="run in DIR (default: the container's working directory)")
@@ -231,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tty:
         from agent.commands._ptyrelay import run_in_pty
 
-        return run_in_pty(setup, argv, env)
+        return run_in_pty(setup, argv, tty_environ(env, os.environ, overrides))
     from agent.commands._piperelay import run_with_pipes
 
     return run_with_pipes(setup, argv, env)

@@ -111,3 +111,35 @@ def test_a_daemon_config_the_user_cannot_read_says_whose_it_is(box: Box) -> None
     assert r.returncode == 2, r.stderr
     assert "Permission denied" in r.stderr and f"the config of the daemon running on {box.root}" in r.stderr \
         and "--config FILE" in r.stderr, r.stderr
+
+
+def test_exec_t_passes_the_callers_term(box: Box) -> None:
+    """Issue 37 item 12: `exec -t` gave the command the container's TERM (none, or dumb): full-screen
+    programs then draw nothing. docker exec -t passes the caller's; -e TERM=... still wins."""
+    import os
+    import subprocess
+    import time
+
+    from tests.integration.runtime.test_end_to_end import BUDGET_S
+    from tests.security.test_exec_terminal import _read_until
+
+    r = box.cli(ALICE, "launch", "--name", "termpod", "-e", "TERM=dumb", "--", "sleep", "600")
+    assert r.returncode == 0, r.stderr
+    try:
+        for extra, want in (([], b"T=xterm-256color."), (["-e", "TERM=vt100"], b"T=vt100.")):
+            master, slave = os.openpty()
+            proc = subprocess.Popen(["setsid", "-c", str(HWAGENT), "exec", "--root-dir", str(box.root), "-t", *extra,
+                                     "termpod", "--", "sh", "-c", 'echo "T=$TERM."'],
+                                    stdin=slave, stdout=slave, stderr=slave,
+                                    env={**os.environ, "TERM": "xterm-256color"})
+            try:
+                out = _read_until(master, want, time.monotonic() + BUDGET_S)
+                assert proc.wait(BUDGET_S) == 0, out
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                os.close(master)
+                os.close(slave)
+    finally:
+        box.cli(None, "rm", "termpod")

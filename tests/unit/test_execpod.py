@@ -52,3 +52,12 @@ def test_options_between_name_and_the_double_dash_are_taken():
     assert e.value.code == 2
     with pytest.raises(CommandError, match="--bogus"):
         _argv(_ns(["--bogus", "--", "ls"]))
+
+
+def test_tty_environ_takes_the_callers_term_unless_e_sets_it():
+    from agent.commands.execpod import tty_environ
+
+    env = {"TERM": "dumb", "A": "1"}
+    assert tty_environ(env, {"TERM": "xterm"}, []) == {"TERM": "xterm", "A": "1"}
+    assert tty_environ(env, {"TERM": "xterm"}, [("TERM", "vt100")]) == env  # -e already applied it
+    assert tty_environ(env, {}, []) == env
