@@ -74,14 +74,14 @@ def loads(data: bytes | str) -> Any:
     return value
 
 
-def dumps(value: Any) -> str:
-    """``value`` as ``json.dumps(value)`` writes it (``TypeError`` for what JSON cannot hold,
-    ``ValueError`` for a circular reference)."""
+def dumps(value: Any, sort_keys: bool = False) -> str:
+    """``value`` as ``json.dumps(value, sort_keys=sort_keys)`` writes it (``TypeError`` for what JSON
+    cannot hold, ``ValueError`` for a circular reference)."""
     if _scan is None:  # pragma: no cover
         import json
 
-        return json.dumps(value)
+        return json.dumps(value, sort_keys=sort_keys)
     if isinstance(value, str):
         return str(_ascii(value))
-    chunks = _make_encoder({}, _unencodable, _ascii, None, ": ", ", ", False, False, True)(value, 0)
+    chunks = _make_encoder({}, _unencodable, _ascii, None, ": ", ", ", sort_keys, False, True)(value, 0)
     return "".join(chunks)

@@ -44,6 +44,20 @@ def test_dumps_writes_what_json_dumps_writes(value):
     assert _jsonc.dumps(value) == json.dumps(value)
 
 
+@pytest.mark.parametrize("value", [*VALUES, {"b": {"z": 1, "a": [{"y": 2, "x": 3}]}, "a": 0}], ids=repr)
+def test_dumps_with_sorted_keys_writes_what_json_writes(value):
+    """`hwagent status` prints an eviction's evidence with sorted keys (issue 37 item 16)."""
+    try:
+        want: str | type[Exception] = json.dumps(value, sort_keys=True)
+    except TypeError:  # keys that do not compare (an int beside None): both refuse
+        want = TypeError
+    if want is TypeError:
+        with pytest.raises(TypeError):
+            _jsonc.dumps(value, sort_keys=True)
+    else:
+        assert _jsonc.dumps(value, sort_keys=True) == want
+
+
 @pytest.mark.parametrize("value", VALUES, ids=repr)
 def test_loads_reads_what_json_loads_reads(value):
     text = json.dumps(value)
