@@ -32,6 +32,7 @@ __all__ = [
     "RESERVE_POOL",
     "RECLAIM_POOL",
     "DEDICATED_OWNER",
+    "shown_pool",
 ]
 
 QOS_KEY = "katalyst.kubewharf.io/qos_level"
@@ -122,3 +123,14 @@ def parse_qos(
         annotations=filtered,
         labels={QOS_KEY: level},
     )
+
+
+def shown_pool(qos_level: str, owner_pool_name: str, ramp_up: bool, annotations: Mapping[str, str]) -> str:
+    """The pool the views name for a container (pure): its owner pool. A shared container in
+    ramp-up has none yet (for ``transition_period_s`` it runs on every CPU shared pods may
+    use) and is named by the pool it joins when the ramp-up ends (its ``cpuset_pool``, else
+    ``share``, as ``DynamicPolicy.complete_ramp_up`` decides), so a just-admitted pod does
+    not read as in no pool; the views say ``ramp_up`` beside it."""
+    if owner_pool_name or qos_level != SHARED or not ramp_up:
+        return owner_pool_name
+    return annotations.get("cpuset_pool") or DEFAULT_POOL

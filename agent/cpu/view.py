@@ -11,15 +11,17 @@ __all__ = ["Allocation", "summarize", "render_table"]
 
 
 class Allocation:
-    """One container's cpuset, from the checkpoint or the gRPC API."""
+    """One container's cpuset, from the checkpoint or the gRPC API. ``pool``: the pool the views
+    name (``agent.cpu.qos.shown_pool``); ``ramp_up``: a shared container not yet in it."""
 
-    __slots__ = ("pod_uid", "namespace", "pod", "container", "qos_level", "pool", "cpus")
+    __slots__ = ("pod_uid", "namespace", "pod", "container", "qos_level", "pool", "cpus", "ramp_up")
 
     def __init__(
-        self, pod_uid: str, namespace: str, pod: str, container: str, qos_level: str, pool: str, cpus: CPUSet
+        self, pod_uid: str, namespace: str, pod: str, container: str, qos_level: str, pool: str, cpus: CPUSet,
+        ramp_up: bool = False,
     ) -> None:
         self.pod_uid, self.namespace, self.pod, self.container = pod_uid, namespace, pod, container
-        self.qos_level, self.pool, self.cpus = qos_level, pool, cpus
+        self.qos_level, self.pool, self.cpus, self.ramp_up = qos_level, pool, cpus, ramp_up
 
 
 def summarize(
@@ -52,6 +54,7 @@ def summarize(
                 "container": a.container,
                 "qos_level": a.qos_level,
                 "pool": a.pool,
+                "ramp_up": a.ramp_up,
                 "cpus": str(a.cpus),
                 "numa_nodes": [n for n, c in sorted(numa_cpus.items()) if a.cpus & c],
             }
@@ -79,7 +82,8 @@ def render_table(s: dict[str, Any]) -> str:
     rows = [["NAMESPACE/POD", "CONTAINER", "QOS", "POOL", "CPUS", "NUMA"]]
     for a in s["allocations"]:
         pod = f"{a['namespace']}/{a['pod']}" if a["pod"] else a["pod_uid"]
-        rows.append([pod, a["container"], a["qos_level"], a["pool"] or "-", a["cpus"],
+        pool = (a["pool"] or "-") + (" (ramp-up)" if a.get("ramp_up") else "")
+        rows.append([pod, a["container"], a["qos_level"], pool, a["cpus"],
                      ",".join(map(str, a["numa_nodes"]))])  # fmt: skip
     out.append(_table(rows))
     return "\n".join(out)

@@ -55,8 +55,11 @@ def read_cpu_checkpoint(root: Path) -> CPUCheckpoint:
         raise StateUnreadable(f"cannot read {store.path}: {e.strerror}") from None
     if st is None:
         raise StateUnreadable(f"no cpu checkpoint at {store.path} (is --root-dir right? has hwagent run?)")
+    from agent.cpu.qos import shown_pool
+
     allocs = [
-        Allocation(a.pod_uid, a.pod_namespace, a.pod_name, a.container_name, a.qos_level, a.owner_pool_name, a.cpuset)
+        Allocation(a.pod_uid, a.pod_namespace, a.pod_name, a.container_name, a.qos_level,
+                   shown_pool(a.qos_level, a.owner_pool_name, a.ramp_up, a.annotations), a.cpuset, a.ramp_up)
         for a in st.containers()
     ]
     return CPUCheckpoint(dict(st.pools), allocs, f"checkpoint {store.path}")
