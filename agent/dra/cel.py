@@ -1,13 +1,24 @@
-"""CEL device selectors, evaluated with cel-python (``celpy``), as the API
-server's scheduler evaluates them: the expression sees ``device`` with
-``driver``, ``attributes[domain][name]`` and ``capacity[domain][name]``, and
-must give a bool.
+"""CEL device selectors, evaluated with cel-python (``celpy``) in the environment
+Kubernetes evaluates them in (``k8s.io/dynamic-resource-allocation/cel``).
 
-Expressions are compiled once per text (a bounded cache: a claim's selectors
-are evaluated against every device of the node). An expression that does not
-compile, gives a non-bool, or fails on a device (a missing attribute without
-``has()``) is a ``CELError``: upstream fails the allocation then rather than
-skipping the device, and so does hwagent.
+The expression sees ``device`` with ``driver``, ``attributes[domain][name]``
+(int, bool, string, or a ``Semver`` for a version) and
+``capacity[domain][name]`` (a ``Quantity``); a domain the device has nothing in
+is an empty map, so ``has(device.attributes["other.io"].x)`` is false, not an
+error. On top of cel-python's standard functions: the Kubernetes quantity and
+semver libraries, ``cel.bind``, the extended strings, the lists and regex
+libraries and ``sets.*`` (``agent.dra.cellib``), cel-go's equality and ordering
+across types (``agent.dra.celvalues``), and a runtime cost limit.
+
+What cel-python cannot do is check types before evaluation: an expression
+upstream refuses to compile for its types (``capacity...size > 5``, a Quantity
+against an int) compiles here and fails on every device it is evaluated on,
+with the same "no such overload"; either way no device is allocated by it.
+
+Expressions are compiled once per text (a bounded cache). An expression that
+does not compile is a ``CELError`` when its file is read; one that fails on a
+device or gives no bool raises ``CELError`` from ``matches`` (what the
+allocator does with that is the allocator's business: see its docstring).
 """
 
 from __future__ import annotations
@@ -18,27 +29,139 @@ from typing import Any
 
 from agent.dra.claims import ClaimError
 
-__all__ = ["CELError", "check", "matches", "device_activation"]
+__all__ = ["CELError", "CostExceeded", "COST_LIMIT", "check", "matches", "device_activation"]
+
+#: resource.k8s.io's CELSelectorExpressionMaxCost: the runtime cost one evaluation may spend
+COST_LIMIT = 1_000_000
 
 
 class CELError(ClaimError):
     """A selector that does not compile, or fails or gives no bool on a device."""
 
 
-@functools.cache
-def _env() -> Any:
-    import celpy  # imported on first use: the daemon starts without it
+class CostExceeded(Exception):
+    """An evaluation spent more than its cost limit (cel-go: "actual cost limit exceeded")."""
 
-    return celpy.Environment()
+
+@functools.cache
+def _runtime() -> tuple[Any, Any, Any]:
+    """(environment, evaluator class, domain map class), built on first use: the daemon starts without celpy."""
+    import celpy
+    from celpy import celtypes
+    from celpy.evaluation import Evaluator
+
+    class KubeEvaluator(Evaluator):
+        """cel-python's evaluator plus ``cel.bind``, ``sets.*`` and a cost meter.
+
+        The cost is counted in visited syntax nodes (each an operation, as cel-go
+        counts one per call, comparison and access), shared by every nested
+        evaluator of one evaluation (macros, ``cel.bind``)."""
+
+        def __init__(self, ast: Any, activation: Any, meter: list[int] | None = None) -> None:
+            super().__init__(ast, activation)
+            self.meter = meter if meter is not None else [COST_LIMIT]
+
+        def sub_evaluator(self, ast: Any) -> Any:
+            return KubeEvaluator(ast, self.activation, self.meter)
+
+        def _visit_tree(self, tree: Any) -> Any:
+            self.meter[0] -= 1
+            if self.meter[0] < 0:
+                raise CostExceeded("operation cancelled: actual cost limit exceeded")
+            return super()._visit_tree(tree)
+
+        def member_dot_arg(self, tree: Any) -> Any:
+            namespace = _plain_ident(tree.children[0])
+            if namespace == "cel" and tree.children[1].value == "bind":
+                return _bind(self, tree)
+            if namespace == "sets" and len(tree.children) == 3:
+                return _namespaced(self, namespace, tree)
+            return super().member_dot_arg(tree)
+
+    class DomainMap(celtypes.MapType):
+        """A map of domains: a domain the device has nothing in is an empty map, as upstream's."""
+
+        def __getitem__(self, key: Any) -> Any:
+            try:
+                return super().__getitem__(key)
+            except KeyError:
+                return celtypes.MapType({})
+
+    return celpy.Environment(), KubeEvaluator, DomainMap
+
+
+def _bind(ev: Any, tree: Any) -> Any:
+    """``cel.bind(name, init, body)``: ``body`` with ``name`` bound to ``init``, evaluated once."""
+    from celpy.evaluation import CELEvalError
+
+    args = tree.children[2].children if len(tree.children) == 3 else []
+    name = _plain_ident(args[0]) if len(args) == 3 else None
+    if name is None:
+        return CELEvalError("cel.bind() takes an identifier, an initializer and an expression", TypeError, None,
+                            tree=tree)
+    value = ev.visit(args[1])
+    if isinstance(value, CELEvalError):
+        return value
+    nested = type(ev)(args[2], ev.activation, ev.meter)
+    nested.activation = ev.activation.nested_activation(vars={name: value})
+    return nested.visit(args[2])
+
+
+def _namespaced(ev: Any, namespace: str, tree: Any) -> Any:
+    """``sets.contains(a, b)`` and friends: a function of a namespace, not a method of a variable."""
+    from celpy.evaluation import CELEvalError
+
+    from agent.dra.cellib import call_namespaced
+
+    args = ev.visit_children(tree.children[2])
+    for a in args:
+        if isinstance(a, Exception):
+            return a
+    try:
+        return call_namespaced(namespace, tree.children[1].value, args)
+    except TypeError as e:
+        return CELEvalError(str(e), TypeError, e.args, tree=tree)
+
+
+def _plain_ident(tree: Any) -> str | None:
+    """The name when ``tree`` is nothing but an identifier (``cel`` in ``cel.bind``), else None."""
+    while hasattr(tree, "data") and len(getattr(tree, "children", ())) == 1 and tree.data != "ident":
+        tree = tree.children[0]
+    if getattr(tree, "data", None) == "ident":
+        return str(tree.children[0].value)
+    return None
 
 
 @functools.lru_cache(maxsize=512)
 def _program(expression: str) -> Any:
-    env = _env()
+    from agent.dra.cellib import FUNCTIONS, OPERATORS
+
+    env, _, _ = _runtime()
     try:
-        return env.program(env.compile(expression))
+        return env.program(env.compile(expression), functions={**OPERATORS, **FUNCTIONS})
     except Exception as e:  # noqa: BLE001 - celpy's parse errors share no base class worth naming
-        raise CELError(f"CEL expression {expression[:200]!r} does not compile: {e}") from None
+        raise CELError(f"CEL expression {expression[:200]!r} does not compile: {_brief(e)}") from None
+
+
+_OPS = {"relation_eq": "_==_", "relation_ne": "_!=_", "relation_lt": "_<_", "relation_le": "_<=_",
+        "relation_gt": "_>_", "relation_ge": "_>=_", "relation_in": "@in"}
+_CEL_NAMES = {"IntType": "int", "UintType": "uint", "DoubleType": "double", "BoolType": "bool", "StringType": "string",
+              "BytesType": "bytes", "ListType": "list", "MapType": "map", "Quantity": "kubernetes.Quantity",
+              "Semver": "kubernetes.Semver", "NoneType": "null_type"}
+
+
+def _brief(e: BaseException) -> str:
+    """An error's first line in cel-go's words, without cel-python's dump of the whole activation."""
+    import re
+
+    text = (str(e.args[0]) if e.args else str(e)).split(" (in activation ")[0].splitlines()[0]
+    m = re.match(r"found no matching overload for Token\('RULE', '(\w+)'\) applied to '\(<class '[\w.]*?(\w+)'>, "
+                 r"<class '[\w.]*?(\w+)'>\)'", text)
+    if m:
+        op, a, b = m.groups()
+        text = (f"no such overload: {_OPS.get(op, op)} applied to "
+                f"({_CEL_NAMES.get(a, a)}, {_CEL_NAMES.get(b, b)})")
+    return text[:300]
 
 
 def check(expression: str) -> None:
@@ -47,35 +170,57 @@ def check(expression: str) -> None:
 
 
 def device_activation(driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, int]) -> dict[str, Any]:
-    """The ``device`` variable for qualified attribute and capacity names (``domain/name``)."""
-    import celpy
+    """The ``device`` variable for qualified attribute and capacity names (``domain/name``):
+    attributes as CEL values (a ``catalog.Version`` as a ``Semver``), capacities as ``Quantity``."""
+    from fractions import Fraction
 
-    def nest(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
+    from celpy import celtypes
+
+    from agent.dra.catalog import Version
+    from agent.dra.celvalues import Quantity, parse_semver
+
+    domain_map = _runtime()[2]
+
+    def value(v: Any) -> Any:
+        if isinstance(v, Version):
+            return parse_semver(v.text)
+        if isinstance(v, bool):
+            return celtypes.BoolType(v)
+        if isinstance(v, int):
+            return celtypes.IntType(v)
+        return celtypes.StringType(str(v))
+
+    def nest(flat: Mapping[str, Any], conv: Any) -> Any:
+        out: dict[Any, Any] = {}
         for q, v in flat.items():
             domain, _, ident = q.rpartition("/")
-            out.setdefault(domain or driver, {})[ident] = v
-        return out
+            out.setdefault(celtypes.StringType(domain or driver), {})[celtypes.StringType(ident)] = conv(v)
+        return domain_map({k: celtypes.MapType(v) for k, v in out.items()})
 
-    return {"device": celpy.json_to_cel({
-        "driver": driver, "attributes": nest(attributes), "capacity": nest(capacity),
-        "allowMultipleAllocations": False,
+    return {"device": celtypes.MapType({
+        celtypes.StringType("driver"): celtypes.StringType(driver),
+        celtypes.StringType("attributes"): nest(attributes, value),
+        celtypes.StringType("capacity"): nest(capacity, lambda v: Quantity(Fraction(v))),
+        celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(False),
     })}
 
 
-def matches(expression: str, activation: Mapping[str, Any], device: str = "") -> bool:
-    """Whether the device (``device_activation``) satisfies ``expression``."""
+def matches(expression: str, activation: Mapping[str, Any], device: str = "", cost_limit: int = COST_LIMIT) -> bool:
+    """Whether the device (``device_activation``) satisfies ``expression``; ``CELError`` when
+    the expression fails on it, gives no bool, or spends more than ``cost_limit``."""
     prg = _program(expression)
+    evaluator = _runtime()[1]
     try:
-        out = prg.evaluate(dict(activation))
+        out = evaluator(prg.ast, prg.new_activation(), [cost_limit]).evaluate(dict(activation))
+    except CostExceeded as e:
+        raise CELError(f"CEL expression {expression[:200]!r} on device {device}: {e} ({cost_limit})") from None
     except Exception as e:  # noqa: BLE001 - celpy raises its own error types and Python's
-        raise CELError(f"CEL expression {expression[:200]!r} failed on device {device}: {e}") from None
+        raise CELError(f"CEL expression {expression[:200]!r} failed on device {device}: {_brief(e)}") from None
     if isinstance(out, Exception):  # celpy may return its error value instead of raising
-        raise CELError(f"CEL expression {expression[:200]!r} failed on device {device}: {out}")
-    if not isinstance(out, bool):  # celpy's BoolType subclasses int, not bool
-        from celpy import celtypes
+        raise CELError(f"CEL expression {expression[:200]!r} failed on device {device}: {_brief(out)}")
+    from celpy import celtypes
 
-        if not isinstance(out, celtypes.BoolType):
-            raise CELError(f"CEL expression {expression[:200]!r} gave {type(out).__name__} on device {device}, "
-                           "not a bool")
+    if not isinstance(out, celtypes.BoolType):  # celpy's BoolType subclasses int, not bool
+        raise CELError(f"CEL expression {expression[:200]!r} gave {type(out).__name__} on device {device}, "
+                       "not a bool")
     return bool(out)
