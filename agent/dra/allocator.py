@@ -1,16 +1,26 @@
 """Allocating a ResourceClaim on this node (pure): which devices satisfy its
-requests, selectors and constraints, none of them held by another claim.
+requests, selectors and constraints, none of them held by another claim, decided
+as Kubernetes' structured allocator (``k8s.io/dynamic-resource-allocation/
+structured``, the release that serves ``resource.k8s.io/v1``) decides.
 
-As the scheduler's structured allocator does: each request's candidates are
-the devices its DeviceClass's selectors and its own selectors accept (CEL);
-``ExactCount`` takes ``count`` of them, ``All`` takes every one (and fails
-when one of them is held elsewhere, or there is none); ``matchAttribute``
-constraints require one value of the named attribute across the devices of
-the requests they bind (a device without the attribute cannot satisfy one).
-The search backtracks over the requests in order, trying candidates in
-preference order (devices on the preferred NUMA nodes first, then by pool and
-name), and gives up after a bounded number of steps rather than hang
-admission on a pathological claim.
+Each request's candidates are the devices its DeviceClass's selectors and its
+own selectors accept (CEL, ``agent.dra.cel``); ``ExactCount`` takes ``count``
+of them, ``All`` every one (refused when one is held elsewhere or when there
+is none); a ``matchAttribute`` constraint needs one typed value of the
+attribute across the devices of the requests it binds (a device without it
+cannot satisfy it; an int, a bool, a string and a version are never equal).
+
+A selector that fails on a device (a missing attribute without ``has()``, a
+type with no overload, the cost limit) does what it does upstream: a device
+held by another claim is skipped before its selectors are evaluated; an
+``All`` request evaluates every device of the node up front and an error
+there refuses the claim; an ``ExactCount`` request's devices are evaluated as
+the search reaches them, in order, and an error refuses the claim only if
+the search reaches that device before it has an answer (``allocsearch``).
+
+Devices are tried in preference order: those on the preferred NUMA nodes first,
+then by pool and in the slice's order. There is no step bound on ordinary
+claims; only the truly exponential search gives up, saying so.
 
 ``claim_hints`` is the topology manager's view: on which NUMA node sets a
 pod's claims can be allocated together with devices local to them (devices
@@ -21,148 +31,159 @@ manager's hints are.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from agent.dra.catalog import DeviceKey, DraDevice
+from agent.dra.allocsearch import MAX_TRIES, MISSING, Exponential, Problem, SearchAbort, exact_search, fast_search
+from agent.dra.catalog import DeviceKey, DraDevice, typed
 from agent.dra.cel import CELError, device_activation, matches
 from agent.dra.claims import AllocatedDevice, ClaimError, DeviceClass, ResourceClaim
 
-__all__ = ["AllocationRefused", "allocate", "candidates", "claim_hints", "MAX_STEPS", "MAX_HINT_NODES"]
-
-#: the search's bound: devices tried across the backtracking, per claim
-MAX_STEPS = 20_000
-_UNSET = object()
+__all__ = ["AllocationRefused", "allocate", "claim_hints", "MAX_TRIES", "MAX_HINT_NODES"]
 
 
 class AllocationRefused(ClaimError):
     """The claim cannot be allocated now; the message says which request and why."""
 
 
-@dataclass
-class _Search:
-    claim: ResourceClaim
-    cands: dict[str, list[DraDevice]]
-    steps: int = 0
-
-
-def candidates(claim: ResourceClaim, classes: Mapping[str, DeviceClass], devices: Sequence[DraDevice],
-               held: Mapping[DeviceKey, str]) -> dict[str, list[DraDevice]]:
-    """Per request, the devices its class and selectors accept and no other claim holds.
-
-    ``held`` maps a device to the UID of the claim holding it; the claim's own
-    UID does not count (a re-allocation of the same claim). Raises
-    ``AllocationRefused`` for an unknown class, a failing selector, or an
-    ``All`` request that finds a matching device held elsewhere.
-    """
-    acts = {d.key: device_activation(d.driver, d.attributes, d.capacity) for d in devices}
-    out: dict[str, list[DraDevice]] = {}
-    for req in claim.requests:
-        cls = classes.get(req.device_class)
-        if cls is None:
-            raise AllocationRefused(f"claim {claim.namespace}/{claim.name} request {req.name}: DeviceClass "
-                                    f"{req.device_class!r} is not defined (add it to the dra directory)")
-        exprs = cls.selectors + req.selectors
-        found = []
-        for d in devices:
-            try:
-                ok = all(matches(e, acts[d.key], d.name) for e in exprs)
-            except CELError as e:
-                raise AllocationRefused(f"claim {claim.namespace}/{claim.name} request {req.name}: {e}") from None
-            if not ok:
-                continue
-            owner = held.get(d.key)
-            if owner is not None and owner != claim.uid:
-                if req.mode == "All":
-                    raise AllocationRefused(
-                        f"claim {claim.namespace}/{claim.name} request {req.name} asks for All devices, and "
-                        f"{d.name} (pool {d.pool}) is held by claim {owner}")
-                continue
-            found.append(d)
-        out[req.name] = found
-    return out
-
-
-def _prefer(devs: Iterable[DraDevice], numa: frozenset[int] | None) -> list[DraDevice]:
-    def rank(d: DraDevice) -> tuple[int, str, str]:
+def _prefer(devs: Sequence[DraDevice], numa: frozenset[int] | None) -> list[DraDevice]:
+    """Preference order: aligned with ``numa`` first, then pool, then the given (slice) order."""
+    def rank(d: DraDevice) -> tuple[int, str]:
         aligned = numa is None or d.numa_node is None or d.numa_node in numa
-        return (0 if aligned else 1, d.pool, d.name)
+        return (0 if aligned else 1, d.pool)
 
     return sorted(devs, key=rank)
 
 
-def _binding(claim: ResourceClaim, request: str) -> list[str]:
-    """The constraint attributes that bind ``request``."""
-    return [c.match_attribute for c in claim.constraints if not c.requests or request in c.requests]
+class _Verdicts:
+    """Selector verdicts per (request, device), evaluated once each; an error is kept and raised
+    (as ``SearchAbort``) each time it is looked up."""
+
+    def __init__(self, claim: ResourceClaim, exprs: Sequence[Sequence[str]], devices: Sequence[DraDevice]) -> None:
+        self.claim, self.exprs, self.devices = claim, exprs, devices
+        self.acts: dict[int, Any] = {}
+        self.cache: dict[tuple[int, int], bool | CELError] = {}
+
+    def get(self, r: int, pos: int) -> bool | CELError:
+        key = (r, pos)
+        if key not in self.cache:
+            d = self.devices[pos]
+            if pos not in self.acts:
+                self.acts[pos] = device_activation(d.driver, d.attributes, d.capacity)
+            try:  # selectors in order, the class's first; the first false one decides
+                self.cache[key] = all(matches(e, self.acts[pos], d.name) for e in self.exprs[r])
+            except CELError as e:
+                self.cache[key] = e
+        return self.cache[key]
+
+    def __call__(self, r: int, pos: int) -> bool:
+        v = self.get(r, pos)
+        if isinstance(v, CELError):
+            raise SearchAbort(r, pos, v)
+        return v
 
 
-def _fits(devs: Sequence[DraDevice], attrs: Sequence[str], fixed: dict[str, object]) -> dict[str, object] | None:
-    """``fixed`` extended with these devices' values, or None when a constraint breaks."""
-    out = dict(fixed)
-    for a in attrs:
-        for d in devs:
-            if a not in d.attributes:
-                return None
-            v = d.attributes[a]
-            if out.get(a, _UNSET) is _UNSET:
-                out[a] = v
-            elif out[a] != v:
-                return None
-    return out
-
-
-def _search(s: _Search, i: int, used: frozenset[DeviceKey], fixed: dict[str, object],
-            chosen: list[tuple[str, DraDevice]]) -> list[tuple[str, DraDevice]] | None:
-    reqs = s.claim.requests
-    if i == len(reqs):
-        return chosen
-    req = reqs[i]
-    attrs = _binding(s.claim, req.name)
-    pool = [d for d in s.cands[req.name] if d.key not in used]
-    if req.mode == "All":
-        if not s.cands[req.name] or len(pool) != len(s.cands[req.name]):
-            return None
-        combos: Iterable[tuple[DraDevice, ...]] = [tuple(pool)]
-    else:
-        combos = itertools.combinations(pool, req.count)
-    for combo in combos:
-        s.steps += len(combo)
-        if s.steps > MAX_STEPS:
-            raise AllocationRefused(f"claim {s.claim.namespace}/{s.claim.name}: no allocation found within "
-                                    f"{MAX_STEPS} steps; loosen its constraints or selectors")
-        nfixed = _fits(combo, attrs, fixed)
-        if nfixed is None:
-            continue
-        got = _search(s, i + 1, used | {d.key for d in combo}, nfixed, chosen + [(req.name, d) for d in combo])
-        if got is not None:
-            return got
-    return None
+def _refuse(claim: ResourceClaim, msg: str) -> AllocationRefused:
+    return AllocationRefused(f"claim {claim.namespace}/{claim.name}{msg}")
 
 
 def allocate(claim: ResourceClaim, classes: Mapping[str, DeviceClass], devices: Sequence[DraDevice],
              held: Mapping[DeviceKey, str], numa: frozenset[int] | None = None) -> tuple[AllocatedDevice, ...]:
     """The claim's allocation results (request order, then preference), or ``AllocationRefused``.
 
-    ``numa`` is the topology manager's affinity: devices local to it are tried
-    first; others are taken when the aligned ones cannot satisfy the claim
-    (the topology manager's policy has already decided whether that is allowed).
-    Pure: nothing is recorded; the caller records the answer.
+    ``held`` maps a device to the UID of the claim holding it; the claim's own UID
+    does not count (a re-allocation of the same claim). ``numa`` is the topology
+    manager's affinity: devices local to it are tried first; others are taken when
+    the aligned ones cannot satisfy the claim (the topology manager's policy has
+    already decided whether that is allowed). Pure: nothing is recorded.
     """
-    cands = {name: _prefer(devs, numa) for name, devs in candidates(claim, classes, devices, held).items()}
+    exprs = []
     for req in claim.requests:
-        have = len(cands[req.name])
-        if req.mode == "All" and have == 0:
-            raise AllocationRefused(f"claim {claim.namespace}/{claim.name} request {req.name}: no device of class "
-                                    f"{req.device_class} matches (allocationMode All needs at least one)")
-        if req.mode == "ExactCount" and have < req.count:
-            raise AllocationRefused(f"claim {claim.namespace}/{claim.name} request {req.name}: needs {req.count} "
-                                    f"device(s) of class {req.device_class}, {have} free match")
-    got = _search(_Search(claim, cands), 0, frozenset(), {}, [])
+        cls = classes.get(req.device_class)
+        if cls is None:
+            raise _refuse(claim, f" request {req.name}: DeviceClass {req.device_class!r} is not defined "
+                                 "(add it to the dra directory)")
+        exprs.append(tuple(cls.selectors) + tuple(req.selectors))
+    order = _prefer(devices, numa)
+    free = [held.get(d.key) in (None, claim.uid) for d in order]
+    verdicts = _Verdicts(claim, exprs, order)
+
+    _check_all_requests(claim, order, free, held, verdicts)
+    errors = _check_counts(claim, order, free, verdicts)
+    problem = Problem(
+        modes=[req.mode for req in claim.requests], counts=[req.count for req in claim.requests],
+        n=len(order), free=free, verdict=verdicts,
+        binds=[frozenset(range(len(claim.requests))) if not c.requests else
+               frozenset(i for i, req in enumerate(claim.requests) if req.name in c.requests)
+               for c in claim.constraints],
+        value=lambda c, pos: _value(order[pos], claim.constraints[c].match_attribute),
+        aligned=[numa is None or d.numa_node is None or d.numa_node in numa for d in order])
+    try:
+        got = exact_search(problem) if errors else fast_search(problem)
+    except SearchAbort as e:
+        r, _, err = e.args
+        raise _refuse(claim, f" request {claim.requests[r].name}: {err}") from None
+    except Exponential:
+        why = ("a selector fails on some devices, so the search must walk devices in order as upstream's does"
+               if errors else "its requests share candidate devices under constraints whose values differ "
+                              "device by device")
+        raise _refuse(claim, f": gave up after {MAX_TRIES} partial allocations without finding one or proving "
+                             f"there is none: the search is exponential here ({why}); give its requests "
+                             "disjoint device classes or fewer constraints") from None
     if got is None:
         attrs = ", ".join(c.match_attribute for c in claim.constraints) or "none"
-        raise AllocationRefused(f"claim {claim.namespace}/{claim.name}: no set of free devices satisfies its "
-                                f"requests together with its constraints (matchAttribute: {attrs})")
-    return tuple(AllocatedDevice(req, d.driver, d.pool, d.name) for req, d in got)
+        raise _refuse(claim, f": no set of free devices satisfies its requests together with its constraints "
+                             f"(matchAttribute: {attrs})")
+    return tuple(AllocatedDevice(req.name, order[pos].driver, order[pos].pool, order[pos].name)
+                 for req, picks in zip(claim.requests, got, strict=True) for pos in picks)
+
+
+def _check_all_requests(claim: ResourceClaim, order: Sequence[DraDevice], free: Sequence[bool],
+                        held: Mapping[DeviceKey, str], verdicts: _Verdicts) -> None:
+    """``All`` requests evaluate every device of the node first, held or not (upstream's
+    validation): an error, a matching device held elsewhere, or no matching device refuses."""
+    for r, req in enumerate(claim.requests):
+        if req.mode != "All":
+            continue
+        for pos, d in enumerate(order):
+            v = verdicts.get(r, pos)
+            if isinstance(v, CELError):
+                raise _refuse(claim, f" request {req.name}: {v}")
+            if v and not free[pos]:
+                raise _refuse(claim, f" request {req.name} asks for All devices, and {d.name} (pool {d.pool}) "
+                                     f"is held by claim {held.get(d.key)}")
+        if not any(verdicts.get(r, pos) for pos in range(len(order))):
+            raise _refuse(claim, f" request {req.name}: no device of class {req.device_class} matches "
+                                 "(allocationMode All needs at least one)")
+
+
+def _check_counts(claim: ResourceClaim, order: Sequence[DraDevice], free: Sequence[bool],
+                  verdicts: _Verdicts) -> bool:
+    """Whether a selector fails on some free device of an ``ExactCount`` request (then the walk's
+    order decides the verdict); without such an error, a request with too few matching free
+    devices is refused at once."""
+    errors = False
+    for r, req in enumerate(claim.requests):
+        if req.mode == "All":
+            continue
+        found = [verdicts.get(r, pos) for pos in range(len(order)) if free[pos]]
+        errors = errors or any(isinstance(v, CELError) for v in found)
+        have = sum(1 for v in found if v is True)
+        if have < req.count and not errors:
+            raise _refuse(claim, f" request {req.name}: needs {req.count} device(s) of class {req.device_class}, "
+                                 f"{have} free match")
+    return errors
+
+
+def _value(d: DraDevice, attribute: str) -> Any:
+    """A device's typed value of a fully qualified attribute, looked up as upstream does (the
+    driver's own domain also finds an unqualified name), or MISSING."""
+    if attribute in d.attributes:
+        return typed(d.attributes[attribute])
+    domain, _, ident = attribute.partition("/")
+    if domain == d.driver and ident in d.attributes:
+        return typed(d.attributes[ident])
+    return MISSING
 
 
 #: above this many NUMA nodes only single nodes and all of them are tried as hints (2^n sets otherwise)
