@@ -27,14 +27,29 @@ if TYPE_CHECKING:
 __all__ = ["env_items", "env_file_items", "resolve_command", "outcome", "main_container"]
 
 
+#: the characters of a variable name the daemon takes (agent.workloads.manifest's ``_ENV_NAME``, the API
+#: server's rule), checked here without ``re`` (not imported on launch's path): the first, then the rest
+_NAME_FIRST = frozenset("-._abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_NAME_REST = _NAME_FIRST | frozenset("0123456789")
+
+
+def valid_env_name(name: str) -> bool:
+    """Whether the daemon takes ``name`` as an environment variable's name (pure)."""
+    return bool(name) and name[0] in _NAME_FIRST and all(c in _NAME_REST for c in name[1:])
+
+
 def env_items(items: Iterable[str], environ: Mapping[str, str], where: str = "--env") -> list[tuple[str, str]]:
     """``K=V`` pairs; a bare ``K`` takes the caller's value (as docker run does), and is
-    an error when the caller has none."""
+    an error when the caller has none. A name the daemon would refuse is refused here, where
+    ``where`` can say which flag (or file and line) it came from."""
     out = []
     for item in items:
         key, sep, value = item.partition("=")
         if not key:
             raise CommandError(f"{where} takes NAME=VALUE (or NAME, for the caller's value), got {item!r}")
+        if not valid_env_name(key):
+            raise CommandError(f"{where} {key!r}: not a valid variable name (letters, digits, '_', '-' and '.', "
+                               "not starting with a digit)")
         if not sep:
             if key not in environ:
                 raise CommandError(f"{where} {key}: not set in your environment; give {key}=VALUE")
@@ -44,11 +59,19 @@ def env_items(items: Iterable[str], environ: Mapping[str, str], where: str = "--
 
 
 def env_file_items(text: str, path: str, environ: Mapping[str, str]) -> list[tuple[str, str]]:
-    """An env file: one ``NAME=VALUE`` (or ``NAME``) a line; blank lines and ``#`` lines are skipped.
-    Values are taken as written (no quotes removed, no expansion), as docker's --env-file."""
-    lines = [ln.rstrip("\r") for ln in text.splitlines()]
-    items = [ln.lstrip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    return env_items(items, environ, where=f"--env-file {path}:")
+    """An env file: one ``NAME=VALUE`` (or ``NAME``) a line, ``export NAME=VALUE`` too (a file a
+    shell can source, docker compose's .env); blank lines and ``#`` lines are skipped. Values are
+    taken as written (no quotes removed, no expansion), as docker's --env-file. An error names
+    the file and the line (``--env-file FILE:3: ...``)."""
+    out: list[tuple[str, str]] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip("\r").lstrip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export") and line[6:7] in (" ", "\t"):
+            line = line[7:].lstrip()
+        out += env_items([line], environ, where=f"--env-file {path}:{n}:")
+    return out
 
 
 def resolve_command(cmd: str, search_path: str | None, cwd: str) -> str:

@@ -102,7 +102,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("-e", "--env", metavar="NAME=VALUE", kind=APPEND,
          help="set an environment variable in the job (repeatable; NAME alone takes your value)"),
     Flag("--env-file", metavar="FILE", kind=APPEND,
-         help="read NAME=VALUE lines from FILE, a regular file (# comments; repeatable; --env wins)"),
+         help="read NAME=VALUE (or export NAME=VALUE) lines from FILE, a regular file (# comments; repeatable; --env wins)"),
     Flag("-w", "--workdir", metavar="DIR",
          help="the job's working directory (default: your current directory, as srun); "
          "one the job's user cannot enter or that is missing is refused, as that user's cd would"),

@@ -143,3 +143,13 @@ def test_exec_t_passes_the_callers_term(box: Box) -> None:
                 os.close(slave)
     finally:
         box.cli(None, "rm", "termpod")
+
+
+def test_an_env_file_with_export_lines(box: Box) -> None:
+    """Issue 37 item 12: `export C=3` was refused as "spec.containers[0].env[2].name"."""
+    f = write_as(ALICE, home(ALICE) / "vars.env", "A=1\nB=2\nexport C=3\n")
+    r = box.cli(ALICE, "launch", "--env-file", str(f), "--wait", "--rm", "--", "sh", "-c", 'echo "$A$B$C"')
+    assert r.returncode == 0 and r.stdout == "123\n", (r.stdout, r.stderr)
+    bad = write_as(ALICE, home(ALICE) / "bad.env", "A=1\nexport B C=3\n")
+    r = box.cli(ALICE, "launch", "--env-file", str(bad), "--", "true")
+    assert r.returncode == 2 and f"--env-file {bad}:2: 'B C': not a valid variable name" in r.stderr, r.stderr

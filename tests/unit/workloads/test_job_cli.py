@@ -176,3 +176,18 @@ def test_grpc_errors_become_one_line_with_the_next_command():
     assert e.code == EXIT_NOT_FOUND and "hwagent ps" in str(e)
     for code in ("RESOURCE_EXHAUSTED", "INVALID_ARGUMENT", "INTERNAL", "DEADLINE_EXCEEDED", "FAILED_PRECONDITION"):
         assert code not in str(error_for(code, "why", SOCK))
+
+
+def test_env_file_takes_export_and_names_the_file_and_line(tmp_path):
+    """Issue 37 item 12: `export C=3` (a shell-sourceable env file, docker compose's .env) was refused
+    by the daemon as "spec.containers[0].env[2].name", which names neither the file nor the line."""
+    (tmp_path / "e").write_text("A=1\n# comment\nexport C=3\nexport\tD=4\nexport=5\nexport\n")
+    env, _ = job_environment(parse("--env-file", "e", "--", "true"), str(tmp_path), {"export": "x"})
+    assert env == [("A", "1"), ("C", "3"), ("D", "4"), ("export", "5"), ("export", "x")]
+    for line, words in (("B C=1", "'B C'"), ("1X=2", "'1X'"), ("export  =1", "NAME=VALUE"), ("A\u00e9=1", "'A\u00e9'")):
+        (tmp_path / "bad").write_text(f"OK=1\n\n{line}\n")
+        with pytest.raises(CommandError) as ei:
+            job_environment(parse("--env-file", "bad", "--", "true"), str(tmp_path), {})
+        assert str(ei.value).startswith("--env-file bad:3:") and words in str(ei.value), str(ei.value)
+    with pytest.raises(CommandError, match="-e 'B C': "):
+        env_items(["B C=1"], {}, where="-e")
