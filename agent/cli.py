@@ -122,7 +122,7 @@ def _unrecognized(parser: argparse.ArgumentParser, command: str, extra: Sequence
 
 
 #: the commands whose module reads the usual argument lists without argparse (``fast_args``)
-FAST: tuple[str, ...] = ("launch", "ps", "stop")
+FAST: tuple[str, ...] = ("launch", "ps", "stop", "status", "cpus", "memory", "resources")
 
 
 def parse(argv: Sequence[str]) -> Any:

@@ -7,7 +7,9 @@ socket has a name of its own and docs/daemon.md lists them all. Pure functions
 of their arguments (a config's override, when it has one, wins): nothing here
 reads a config or touches the disk, so every layer may import it.
 
-    <root>/status.sock                           status API (`hwagent status`, `cpus`, `resources`)
+    <root>/status.sock                           status API, gRPC (programs)
+    <root>/status-http.sock                      the same answers as HTTP/JSON, root only (`hwagent status`,
+                                                 `cpus`, `memory`, `resources`)
     <root>/admission.sock                        admission API, gRPC (programs)
     <root>/cli.sock                              the CLI's HTTP/JSON API (`hwagent launch`, `ps`, ...)
     <root>/manifests/                            static pod manifests
@@ -34,10 +36,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
-    "DEFAULT_ROOT_DIR", "DEFAULT_LOCK_DIR", "STATUS_SOCKET", "ADMISSION_SOCKET", "CLI_SOCKET", "MANIFESTS", "DEVICE_PLUGINS", "REGISTRATION_SOCKET",
+    "DEFAULT_ROOT_DIR", "DEFAULT_LOCK_DIR", "STATUS_SOCKET", "STATUS_HTTP_SOCKET", "ADMISSION_SOCKET", "CLI_SOCKET", "MANIFESTS", "DEVICE_PLUGINS", "REGISTRATION_SOCKET",
     "DEVICE_CHECKPOINT", "PLUGINS_REGISTRY", "POD_RESOURCES", "POD_RESOURCES_SOCKET", "CPU", "CPU_SOCKET",
     "WORKLOADS_STATE", "RUNTIME_STATE", "LOGS", "EVICTION_RECORD", "KUBELET_SOCKET", "HostPaths",
-    "status_socket", "admission_socket", "cli_socket", "manifest_dir", "cpu_dir", "device_host",
+    "status_socket", "status_http_socket", "admission_socket", "cli_socket", "manifest_dir", "cpu_dir", "device_host",
     "kubelet_device_plugins", "kubelet_registration_socket", "kubelet_plugins_registry",
     "kubelet_pod_resources_socket",
 ]
@@ -58,6 +60,8 @@ DEFAULT_ROOT_DIR = "/var/lib/hwagent"
 #: ends every holder, starts it empty.
 DEFAULT_LOCK_DIR = "/run/hwagent/locks"
 STATUS_SOCKET = "status.sock"
+#: the status API again, as HTTP/1.1 + JSON for the CLI (agent.status.httpapi): root's alone, as status.sock is
+STATUS_HTTP_SOCKET = "status-http.sock"
 ADMISSION_SOCKET = "admission.sock"
 #: the admission API again, as HTTP/1.1 + JSON for the CLI (agent.workloads.cliapi)
 CLI_SOCKET = "cli.sock"
@@ -82,6 +86,10 @@ KUBELET_SOCKET = "kubelet.sock"
 
 def status_socket(root: StrPath) -> Path:
     return _path(root) / STATUS_SOCKET
+
+
+def status_http_socket(root: StrPath) -> Path:
+    return _path(root) / STATUS_HTTP_SOCKET
 
 
 def admission_socket(root: StrPath, override: str = "") -> Path:

@@ -34,7 +34,7 @@ __all__ = ["LIGHT", "script_text", "write"]
 
 #: commands whose client path is the standard library alone
 LIGHT: tuple[str, ...] = ("launch", "ps", "describe", "stop", "rm", "admit", "logs", "signal", "exec", "topology",
-                          "version")
+                          "version", "status", "cpus", "memory", "resources")
 #: options that may come before the command's name (agent.cli.GLOBAL_OPTIONS): skipped to find it
 GLOBAL: tuple[str, ...] = ("--config", "--root-dir")
 

@@ -9,14 +9,29 @@ output's ``source`` says which.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-from pathlib import Path
 
-from agent.daemonconfig import DAEMON_SECTION
 from agent.cli import CommandError
-from agent.commands._format import add_format_option
+from agent.commands._flags import Flag, add, parse
+
+#: typing, argparse and pathlib are not imported on the live path (a running daemon asked over its
+#: root-only HTTP socket: bench/cli.py); mypy reads this name
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from pathlib import Path
+    from types import SimpleNamespace
+
+#: cpus's flags, defined once for argparse and the plain reader (agent.commands._flags); ``--json``
+#: (an alias of ``--format json``) is argparse's alone
+FLAGS = (
+    Flag("--config", metavar="FILE", help="TOML config file (for root_dir and sysfs_root)"),
+    Flag("--root-dir", metavar="DIR", help="hwagent root dir holding cpu/cpu_plugin_state.json"),
+    Flag("--socket", metavar="PATH", help="query a running cpu plugin on this unix socket instead"),
+    Flag("--sysfs-root", metavar="DIR", help="sysfs to read the NUMA layout from (default: config)"),
+    Flag("--format", choices=("text", "json"), default="text", help="output format: text, json (default text)"),
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -26,12 +41,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Show the CPU policy's pools and container cpusets per NUMA node. Root only (it "
         "names every user's pods): another user is told so, exit 5.",
     )
-    p.add_argument("--config", metavar="FILE", help="TOML config file (for root_dir and sysfs_root)")
-    p.add_argument("--root-dir", metavar="DIR", help="hwagent root dir holding cpu/cpu_plugin_state.json")
-    p.add_argument("--socket", metavar="PATH", help="query a running cpu plugin on this unix socket instead")
-    p.add_argument("--sysfs-root", metavar="DIR", help="sysfs to read the NUMA layout from (default: config)")
-    add_format_option(p, ("text", "json"), json_alias=True)
+    add(p, FLAGS)
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
     p.set_defaults(func=run)
+
+
+def fast_args(argv: Sequence[str]) -> SimpleNamespace | None:
+    """``argv`` (after ``cpus``) read without argparse, or None where argparse must read it (agent.cli)."""
+    return parse(FLAGS, argv, func=run)
+
+
+def _dumps(doc: dict) -> str:
+    import json
+
+    return json.dumps(doc, indent=2)
 
 
 def _numa_cpus(sysfs_root: str, procfs_root: str):
@@ -86,37 +109,41 @@ def _from_socket(sock: str):
     return None, allocs, f"socket {sock}"
 
 
-def _live(root_dir: Path) -> dict | None:
+def _live(root_dir: str) -> dict | None:
     """The running daemon's CPU view, or None when no daemon (or no CPU policy in it) answers."""
-    import grpc
-
     from agent.commands._exitcodes import EXIT_NO_DAEMON
-    from agent.status.client import DaemonNotRunning, NotAllowed, get_view
+    from agent.status.client import DaemonNotRunning, NotAllowed, StatusError, ask_view
 
     try:
-        return get_view(root_dir, "cpus")
+        return ask_view(root_dir, "cpus")
     except NotAllowed as e:  # the checkpoint is root's too: no fallback to it
         raise CommandError(e.message("cpus"), EXIT_NO_DAEMON) from None
     except DaemonNotRunning:
         return None
-    except grpc.RpcError as e:
-        if e.code() == grpc.StatusCode.FAILED_PRECONDITION:
+    except StatusError as e:
+        if e.code == "FAILED_PRECONDITION":
             return None
-        raise CommandError(f"status socket: {e.code().name}: {e.details()}") from None
+        raise CommandError(f"status socket: {e.code}: {e.message}") from None
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.socket:
+        # the daemon's root dir alone (no config loader) to ask it; the config only when it does not answer
+        from agent.commands._config import daemon_root_dir
+
+        live = _live(daemon_root_dir(args))
+        if live is not None:
+            from agent.cpu.view import render_table
+
+            print(_dumps(live) if args.format == "json" else render_table(live))
+            return 0
     from agent.commands._config import load_config, root_dir
     from agent.cpu.view import render_table, summarize
+    from agent.daemonconfig import DAEMON_SECTION
 
     cfg = load_config(args)
     d = cfg[DAEMON_SECTION]
     root = root_dir(args, cfg)
-    if not args.socket:
-        live = _live(root)
-        if live is not None:
-            print(json.dumps(live, indent=2) if args.format == "json" else render_table(live))
-            return 0
     if args.socket:
         pools, allocs, source = _from_socket(args.socket)
     else:
@@ -132,6 +159,6 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         numa[-1] = missing
     summary = summarize(numa, pools, allocs, source)
-    print(json.dumps(summary, indent=2) if args.format == "json" else render_table(summary))
+    print(_dumps(summary) if args.format == "json" else render_table(summary))
     return 0
 

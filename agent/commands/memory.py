@@ -9,11 +9,22 @@ machine's memory per node.
 
 from __future__ import annotations
 
-import argparse
-import json
-
 from agent.cli import CommandError
-from agent.commands._format import add_format_option
+from agent.commands._flags import Flag, add, parse
+
+#: typing and argparse are not imported at run time (agent.commands._flags); mypy reads this name
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from types import SimpleNamespace
+
+#: memory's flags, defined once for argparse and the plain reader (agent.commands._flags)
+FLAGS = (
+    Flag("--config", metavar="FILE", help="TOML config file (for [daemon] root_dir)"),
+    Flag("--root-dir", metavar="DIR", help="hwagent root dir holding status.sock"),
+    Flag("--format", choices=("text", "json"), default="text", help="output format: text, json (default text)"),
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -25,31 +36,34 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "container it placed, with their nodes. Asks the running daemon (root only: it names every user's "
         "pods; another user is told so, exit 5).",
     )
-    p.add_argument("--config", metavar="FILE", help="TOML config file (for [daemon] root_dir)")
-    p.add_argument("--root-dir", metavar="DIR", help="hwagent root dir holding status.sock")
-    add_format_option(p, ("text", "json"))
+    add(p, FLAGS)
     p.set_defaults(func=run)
 
 
+def fast_args(argv: Sequence[str]) -> SimpleNamespace | None:
+    """``argv`` (after ``memory``) read without argparse, or None where argparse must read it (agent.cli)."""
+    return parse(FLAGS, argv, func=run)
+
+
 def run(args: argparse.Namespace) -> int:
-    import grpc
-
-    from agent.commands._config import daemon_root
+    from agent.commands._config import daemon_root_dir
     from agent.commands._exitcodes import EXIT_NO_DAEMON
-    from agent.status.client import DaemonNotRunning, NotAllowed, get_view
+    from agent.status.client import DaemonNotRunning, NotAllowed, StatusError, ask_view
 
-    root = daemon_root(args)
+    root = daemon_root_dir(args)
     try:
-        view = get_view(root, "memory")
+        view = ask_view(root, "memory")
     except NotAllowed as e:
         raise CommandError(e.message("memory"), EXIT_NO_DAEMON) from None
     except DaemonNotRunning as e:
         raise CommandError(f"no running daemon to ask ({e}); start hwagent run, or point --root-dir at its root") from None
-    except grpc.RpcError as e:
-        if e.code() == grpc.StatusCode.FAILED_PRECONDITION:
-            raise CommandError(f"{e.details()} (enable it with [memory] enabled = true)") from None
-        raise CommandError(f"status socket: {e.code().name}: {e.details()}") from None
+    except StatusError as e:
+        if e.code == "FAILED_PRECONDITION":
+            raise CommandError(f"{e.message} (enable it with [memory] enabled = true)") from None
+        raise CommandError(f"status socket: {e.code}: {e.message}") from None
     if args.format == "json":
+        import json
+
         print(json.dumps(view, indent=2))
     else:
         from agent.status.memoryview import render_memory

@@ -11,14 +11,27 @@ printed). The first line says which.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
-from pathlib import Path
 
 from agent.cli import CommandError
-from agent.commands._config import load_config, root_dir
-from agent.commands._format import add_format_option
+from agent.commands._flags import Flag, add, parse
+
+#: typing, argparse, pathlib and the config loader are not imported on the live path (a running daemon
+#: asked over its root-only HTTP socket: bench/cli.py); mypy reads this name
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from pathlib import Path
+    from types import SimpleNamespace
+
+#: resources's flags, defined once for argparse and the plain reader (agent.commands._flags)
+FLAGS = (
+    Flag("--config", metavar="FILE", help="TOML config file (default: embedded defaults)"),
+    Flag("--root-dir", metavar="DIR", help="hwagent's root dir (overrides the config)"),
+    Flag("--checkpoint", metavar="FILE", help="read this checkpoint file instead"),
+    Flag("--format", choices=("text", "json"), default="text", help="output format: text, json (default text)"),
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,16 +43,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "and the containers holding devices. Root only (it names every user's pods): another user is "
         "told so, exit 5.",
     )
-    p.add_argument("--config", metavar="FILE", help="TOML config file (default: embedded defaults)")
-    p.add_argument("--root-dir", metavar="DIR", help="hwagent's root dir (overrides the config)")
-    p.add_argument("--checkpoint", metavar="FILE", help="read this checkpoint file instead")
-    add_format_option(p, ("text", "json"))
+    add(p, FLAGS)
     p.set_defaults(func=run)
 
 
+def fast_args(argv: Sequence[str]) -> SimpleNamespace | None:
+    """``argv`` (after ``resources``) read without argparse, or None where argparse must read it (agent.cli)."""
+    return parse(FLAGS, argv, func=run)
+
+
+def _dumps(doc: dict) -> str:
+    import json
+
+    return json.dumps(doc, indent=2, sort_keys=True)
+
+
 def checkpoint_path(args: argparse.Namespace) -> Path:
+    from pathlib import Path
+
     if args.checkpoint:
         return Path(args.checkpoint)
+    from agent.commands._config import load_config, root_dir
     from agent.status.offline import device_checkpoint_path
 
     config = load_config(args)
@@ -79,30 +103,29 @@ def render_text(view: dict, path: Path | None, age: float) -> str:
 
 def _live(args: argparse.Namespace) -> tuple[dict | None, str]:
     """The live daemon's view, or (None, why not)."""
-    import grpc
-
+    from agent.commands._config import daemon_root_dir
     from agent.commands._exitcodes import EXIT_NO_DAEMON
-    from agent.status.client import DaemonNotRunning, NotAllowed, get_view
+    from agent.status.client import DaemonNotRunning, NotAllowed, StatusError, ask_view
 
-    root = root_dir(args, load_config(args))
+    root = daemon_root_dir(args)
     try:
-        return get_view(root, "resources"), ""
+        return ask_view(root, "resources"), ""
     except NotAllowed as e:  # the checkpoint is root's too: no fallback to it
         raise CommandError(e.message("resources"), EXIT_NO_DAEMON) from None
     except DaemonNotRunning as e:
         return None, str(e)
-    except grpc.RpcError as e:
-        return None, f"the daemon has no device-plugin part ({e.details()})"
+    except StatusError as e:
+        return None, f"the daemon has no device-plugin part ({e.message})"
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.status.offline import StateUnreadable, device_view, read_device_checkpoint
-
     live, why_not = (None, "--checkpoint given") if args.checkpoint else _live(args)
     if live is not None:
         live["source_kind"] = "live"
-        print(json.dumps(live, indent=2, sort_keys=True) if args.format == "json" else render_text(live, None, 0.0))
+        print(_dumps(live) if args.format == "json" else render_text(live, None, 0.0))
         return 0
+    from agent.status.offline import StateUnreadable, device_view, read_device_checkpoint
+
     path = checkpoint_path(args)
     try:
         data = read_device_checkpoint(path)
@@ -120,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     view["source"] = f"checkpoint {path}"
     view["source_kind"] = "checkpoint"
     if args.format == "json":
-        print(json.dumps(view, indent=2, sort_keys=True))
+        print(_dumps(view))
     else:
         print(render_text(view, path, age))
     return 0

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
-
 from agent.cpuset import CPUSet
+
+#: typing and collections.abc are not imported at run time: `hwagent cpus` renders the daemon's view
+#: without them (bench/cli.py); mypy reads this name
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
 
 __all__ = ["Allocation", "summarize", "render_table"]
 

@@ -8,27 +8,39 @@ daemon (issue 32 item 9).
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-__all__ = ["DaemonNotRunning", "NotAllowed", "get_status", "get_view", "not_allowed_message"]
+#: typing, pathlib, dataclasses and json are not imported at run time: `hwagent status`, `cpus`, `memory`
+#: and `resources` start without them (~10 ms of CPU each, bench/cli.py); mypy reads this name
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+__all__ = ["DaemonNotRunning", "NotAllowed", "StatusError", "ask_status", "ask_view", "get_status", "get_view",
+           "not_allowed_message"]
 
 
 class DaemonNotRunning(Exception):
     """No daemon answers on the status socket (the message says what was found)."""
 
 
-@dataclass(frozen=True)
 class SocketFacts:
-    """What the caller can see of a socket: its path, owner, group and mode (None: not even that)."""
+    """What the caller can see of a socket: its path, owner, group and mode (None: not even that).
+    A plain value class: dataclasses (with inspect behind it) is milliseconds of a command's start-up."""
 
-    path: Path
-    owner: str | None = None
-    group: str | None = None
-    mode: int | None = None
+    __slots__ = ("path", "owner", "group", "mode")
+
+    def __init__(self, path: str | Path, owner: str | None = None, group: str | None = None,
+                 mode: int | None = None) -> None:
+        self.path, self.owner, self.group, self.mode = path, owner, group, mode
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SocketFacts) and (self.path, self.owner, self.group, self.mode) == (
+            other.path, other.owner, other.group, other.mode)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.owner, self.group, self.mode))
 
     def __str__(self) -> str:
         if self.mode is None:
@@ -63,7 +75,7 @@ class NotAllowed(Exception):
         return not_allowed_message(command, self.status, self.cli, self.member)
 
 
-def _facts(path: Path) -> SocketFacts | None:
+def _facts(path: str | Path) -> SocketFacts | None:
     """``path``'s owner, group and mode as the caller sees them; None when it does not exist."""
     import grp
     import pwd
@@ -85,29 +97,23 @@ def _facts(path: Path) -> SocketFacts | None:
     return SocketFacts(path, name(pwd.getpwuid, st.st_uid), name(grp.getgrgid, st.st_gid), stat.S_IMODE(st.st_mode))
 
 
-def check_access(root_dir: str | Path) -> Path:
+def check_access(root_dir: str | Path) -> str:
     """The status socket of ``root_dir`` when the caller may connect to it; DaemonNotRunning when
     there is none, NotAllowed when it is there and refuses the caller (a root dir the caller cannot
     search counts as that: the daemon's, not an absent one)."""
-    from agent.rootpaths import cli_socket, status_socket
+    from agent.rootpaths import STATUS_SOCKET
 
-    root = Path(root_dir).absolute()
-    sock = status_socket(root)
+    root = os.path.abspath(root_dir)
+    sock = os.path.join(root, STATUS_SOCKET)
     try:
-        present = sock.exists()
+        present = os.path.exists(sock)
         refused = present and not os.access(sock, os.W_OK)  # connect(2) on a unix socket needs write
     except PermissionError:
         present = refused = True
     if not present:
         raise DaemonNotRunning(f"no status socket at {sock}")
     if refused:
-        cli_path = cli_socket(root)
-        try:
-            cli = _facts(cli_path)
-            member = cli is not None and os.access(cli_path, os.W_OK)
-        except PermissionError:
-            cli, member = SocketFacts(cli_path), False
-        raise NotAllowed(_facts(sock) or SocketFacts(sock), cli, member)
+        raise _refused(root, sock)
     return sock
 
 
@@ -135,6 +141,123 @@ def get_status(root_dir: str | Path, timeout_s: float = 5.0) -> Any:
 
 def get_view(root_dir: str | Path, name: str, timeout_s: float = 5.0) -> dict[str, Any]:
     """The named view from the live daemon; grpc.RpcError FAILED_PRECONDITION when it has no such part."""
+    import json
+
     from agent.api.status.v1 import api_pb2 as pb
 
     return json.loads(_call(root_dir, "GetView", pb.GetViewRequest(name=name), timeout_s).json_document)
+
+
+# -- the same answers over HTTP/1.1 + JSON (agent.status.httpapi): what the CLI asks ------------------
+
+
+class StatusError(Exception):
+    """The daemon answered with an error: ``code`` (a gRPC status name: INVALID_ARGUMENT for an
+    unknown view, FAILED_PRECONDITION for a part that does not run in this daemon) and its message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code, self.message = code, message
+
+
+def _refused(root: str, sock: str) -> NotAllowed:
+    """The caller may not connect to the status socket ``sock`` of ``root``: what to tell it."""
+    from agent.rootpaths import CLI_SOCKET
+
+    cli_path = os.path.join(root, CLI_SOCKET)
+    try:
+        cli = _facts(cli_path)
+        member = cli is not None and os.access(cli_path, os.W_OK)
+    except PermissionError:
+        cli, member = SocketFacts(cli_path), False
+    return NotAllowed(_facts(sock) or SocketFacts(sock), cli, member)
+
+
+def _get(path: str, target: str, timeout_s: float) -> tuple[int, bytes]:
+    """One ``GET target`` on the unix socket ``path``, the connection closed after it (HTTP/1.1 framed
+    by agent.workloads.wire, the daemon's own rules): (status, body). OSError and WireError as they come."""
+    import _socket  # socket.py's C module: socket.py's enums and selectors are milliseconds of start-up
+
+    from agent.workloads import wire
+
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout_s)
+        sock.connect(path)
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode("ascii"))
+        chunks = []
+        while chunk := sock.recv(1 << 20):
+            chunks.append(chunk)
+    finally:
+        sock.close()
+    data = b"".join(chunks)
+    end = data.find(wire.HEAD_END)
+    if end < 0:
+        raise ConnectionResetError("the daemon closed the connection before a whole answer")
+    lines = wire.split_head(data[:end + 4])
+    body = data[end + 4:]
+    length = wire.body_length(wire.header_fields(lines[1:]), 1 << 30)
+    if len(body) < length:
+        raise ConnectionResetError(f"the daemon closed the connection inside a {length}-byte answer")
+    return wire.status_of(lines[0]), body[:length]
+
+
+def _ask(root_dir: str | Path, target: str, timeout_s: float) -> dict[str, Any] | None:
+    """``GET target`` on the daemon's root-only status HTTP socket, the JSON answer; None when the
+    daemon serves no such socket (one from before it: the caller asks over gRPC). The access rules
+    are ``check_access``'s: not running only when nothing is there or nothing answers."""
+    from agent.jsonc import loads
+    from agent.rootpaths import STATUS_HTTP_SOCKET
+    from agent.workloads.wire import WireError
+
+    status_sock = check_access(root_dir)
+    root = os.path.dirname(status_sock)
+    sock = os.path.join(root, STATUS_HTTP_SOCKET)
+    if not os.path.exists(sock):
+        return None
+    try:
+        code, raw = _get(sock, target, timeout_s)
+    except (FileNotFoundError, ConnectionRefusedError):
+        raise DaemonNotRunning(f"nothing answers on {sock} (UNAVAILABLE)") from None
+    except PermissionError:
+        raise _refused(root, status_sock) from None
+    except TimeoutError:
+        raise DaemonNotRunning(f"nothing answers on {sock} (DEADLINE_EXCEEDED)") from None
+    except (OSError, WireError) as e:
+        raise DaemonNotRunning(f"nothing answers on {sock} (UNAVAILABLE: {e})") from None
+    try:
+        doc = loads(raw)
+    except ValueError:
+        raise StatusError("INTERNAL", f"the daemon answered {code} with a body that is not JSON") from None
+    if code != 200:
+        raise StatusError(str(doc.get("code", "")), str(doc.get("message", "")))
+    return doc
+
+
+def ask_status(root_dir: str | Path, timeout_s: float = 5.0) -> dict[str, Any]:
+    """The daemon's status as `hwagent status --format json` prints it (``agent.status.document``)."""
+    doc = _ask(root_dir, "/v1/status", timeout_s)
+    if doc is not None:
+        return doc
+    from agent.status.document import status_document
+
+    return status_document(_grpc(get_status, root_dir, timeout_s))
+
+
+def ask_view(root_dir: str | Path, name: str, timeout_s: float = 5.0) -> dict[str, Any]:
+    """The named view (resources, cpus, memory); StatusError FAILED_PRECONDITION when the part behind
+    it does not run in this daemon, INVALID_ARGUMENT for a name that is no view."""
+    from agent.workloads.wire import quote
+
+    doc = _ask(root_dir, f"/v1/views/{quote(name)}", timeout_s)
+    return doc if doc is not None else _grpc(get_view, root_dir, timeout_s, name)
+
+
+def _grpc(fn: Any, root_dir: str | Path, timeout_s: float, *args: str) -> Any:
+    """``fn`` (get_status, get_view) over gRPC, its errors as StatusError."""
+    import grpc
+
+    try:
+        return fn(root_dir, *args, timeout_s=timeout_s)
+    except grpc.RpcError as e:
+        raise StatusError(e.code().name, e.details() or "") from None

@@ -6,7 +6,8 @@ all up in its start() (``CPU_POLICY``, ``DEVICE_MANAGER``, ``DEVICE_PLUGINS``,
 publishes nothing.
 Each request is answered on the loop from the handles (no copies kept), so what
 `hwagent status` shows is what the daemon holds at that moment. Owner-only
-socket, like every hwagent socket.
+socket, like every hwagent socket. The same answers are served as HTTP/JSON on
+``<root>/status-http.sock`` (agent.status.httpapi, root only), which the CLI asks.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class StatusComponent:
         self.socket_path: Path | None = None
         self._t0 = time.monotonic()
         self._collector: Any = None
+        self._http: Any = None
 
     # -- the answers ----------------------------------------------------------------------
     def status(self) -> Any:
@@ -186,6 +188,15 @@ class StatusComponent:
         await serve_unix(server, self.socket_path)
         ctx.remove_on_exit(self.socket_path)
         self._server = server
+        # the same answers as HTTP/JSON for the CLI, root only (agent.status.httpapi)
+        from agent.rootpaths import status_http_socket
+        from agent.status.document import status_document
+        from agent.status.httpapi import StatusHttpApi
+
+        http = StatusHttpApi(status_http_socket(ctx.root_dir), lambda: status_document(self.status()), self.view)
+        await http.start()
+        ctx.remove_on_exit(http.path)
+        self._http = http
 
     async def stop(self) -> None:
         if self._collector is not None:
@@ -193,6 +204,9 @@ class StatusComponent:
 
             REGISTRY.unregister(self._collector)
             self._collector = None
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
         if self._server is not None:
             await self._server.stop(grace=0.5)
             self._server = None
@@ -203,7 +217,7 @@ class StatusComponent:
                 pass
 
     def healthy(self) -> bool:
-        return self._server is not None
+        return self._server is not None and self._http is not None
 
 
 def factory(ctx: DaemonContext) -> StatusComponent | None:

@@ -11,11 +11,16 @@ no one does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from agent.humanbytes import human_bytes
 
-from agent.contracts.memory import MemoryAllocations, MemoryBlock
-from agent.topology.render import human_bytes
+#: the contracts, typing and collections.abc are not imported at run time: `hwagent memory` renders
+#: this view without them (bench/cli.py); mypy reads this name
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from agent.contracts.memory import MemoryAllocations, MemoryBlock
 
 __all__ = ["memory_view", "render_memory", "block_json"]
 

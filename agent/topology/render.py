@@ -13,24 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent.cpuset import CPUSet
+from agent.humanbytes import human_bytes
 from agent.topology.model import Cache, Core, Topology
 
 __all__ = ["human_bytes", "render_text"]
-
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-
-
-def human_bytes(n: int | None) -> str:
-    """1536 -> "1.5 KiB"; whole numbers lose the ".0"; None -> "unknown"."""
-    if n is None:
-        return "unknown"
-    value = float(n)
-    unit = 0
-    while value >= 1024 and unit < len(_UNITS) - 1:
-        value /= 1024
-        unit += 1
-    text = f"{value:.1f}".removesuffix(".0")
-    return f"{text} {_UNITS[unit]}"
 
 
 def _plural(n: int, word: str) -> str:

@@ -81,6 +81,9 @@ class Request:
 class Response:
     status: int
     body: dict[str, Any] = field(default_factory=dict)
+    #: the body already encoded as JSON (sent as it is, ``body`` ignored): an answer its handler
+    #: encodes itself (the status views, with sorted keys, as the gRPC status API encodes them)
+    raw: bytes | None = None
 
 
 def parse_head(head: bytes, max_body: int) -> tuple[Request, int]:
@@ -110,7 +113,7 @@ def parse_head(head: bytes, max_body: int) -> tuple[Request, int]:
 
 
 def render(resp: Response, keep_alive: bool) -> bytes:
-    body = json.dumps(resp.body, separators=(",", ":")).encode()
+    body = resp.raw if resp.raw is not None else json.dumps(resp.body, separators=(",", ":")).encode()
     return response_head(resp.status, len(body), keep_alive) + body
 
 

@@ -15,6 +15,11 @@ that cost milliseconds of a launch for nothing (``typing``, ``dataclasses``,
 ``secrets``, ``urllib``: ``STDLIB_FORBIDDEN``). The child runs as the entry
 script runs these commands, without ``site`` (``python -S``, agent.commands._entry):
 nothing from site-packages is there to import.
+
+The read commands that ask the daemon's root-only status socket (``status``, ``cpus``,
+``memory``, ``resources``) cost three times a ``ps`` while they spoke gRPC (issue 37 item 16):
+they now ask its HTTP/JSON twin (``<root>/status-http.sock``, agent.status.httpapi) and are held
+to the same rules, against a fake of that socket too.
 """
 
 from __future__ import annotations
@@ -32,7 +37,11 @@ from pathlib import Path
 import pytest
 
 from agent.api.admission.v1 import api_pb2 as pb
-from agent.rootpaths import cli_socket
+from agent.api.status.v1 import api_pb2 as status_pb
+from agent.cpu.view import Allocation, summarize
+from agent.cpuset import CPUSet
+from agent.rootpaths import cli_socket, status_http_socket, status_socket
+from agent.status.document import status_document
 from agent.runtime.logdir import log_dir, log_file_name
 from agent.workloads.podjson import pod_json
 
@@ -74,7 +83,7 @@ STDLIB_FORBIDDEN = ("argparse", "gettext", "shutil", "pathlib", "socket", "signa
 #: plain pod name needs no hash)
 HOT_FORBIDDEN = (*STDLIB_FORBIDDEN, "agent.commands.logs", "agent.runtime.logdir", "agent.safepath")
 #: the paths a job's round trip takes: every import on them is paid per launch
-HOT = (("ps",), ("stop", "job"), ("launch", "--cpus", "1", "--", "true"), ("launch", "--wait", "-q", "--", "true"),
+HOT = (("ps",), ("status",), ("cpus",), ("memory",), ("resources",), ("stop", "job"), ("launch", "--cpus", "1", "--", "true"), ("launch", "--wait", "-q", "--", "true"),
        ("launch", "--wait", "--rm", "-q", "--", "true"), ("launch", "--wait", "--rm", "--", "true"))
 
 #: what the client runs in the child: the command, then its exit status and module list in a file (json is
@@ -143,12 +152,45 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
 
+def _status_answers() -> dict[str, dict]:
+    """The status socket's documents, as the daemon builds them (an eviction too: its evidence is printed)."""
+    resp = status_pb.GetStatusResponse(mode="standalone", mode_reason="configured", phase="running", pid=1,
+                                       uptime_seconds=3.0, pods_source="registry")
+    resp.components.append(status_pb.ComponentStatus(name="status", healthy=True, ready=True, detail="socket"))
+    resp.pods.append(status_pb.PodStatus(namespace="default", name="job", uid="u1", qos="shared_cores",
+                                         containers=["main"]))
+    resp.evictions.append(status_pb.EvictionStatus(namespace="default", pod="job", reason="memory",
+                                                   signal="memory.available", action="evict", wall_time=1.0,
+                                                   evidence_json='{"b": 1, "a": [2]}'))
+    cpus = summarize({0: CPUSet.parse("0-1")}, {"share": CPUSet.parse("1")},
+                     [Allocation("u1", "default", "job", "main", "shared_cores", "share", CPUSet.parse("1"))],
+                     "cpu policy (live)")
+    memory = {"source": "memory manager (live)", "containers": [],
+              "nodes": [{"node": 0, "resources": {"memory": {"total": 1 << 30, "reserved": 0, "allocatable": 1 << 30,
+                                                            "allocated": 0, "free": 1 << 30}}}]}
+    resources = {"source": "device-plugin host (live)", "resources": {}, "deleted_resources": [], "allocations": []}
+    return {"/v1/status": status_document(resp), "/v1/views/cpus": cpus, "/v1/views/memory": memory,
+            "/v1/views/resources": resources}
+
+
+class _FakeStatus(_Fake):
+    """The root-only status socket's HTTP answers (agent.status.httpapi)."""
+
+    ANSWERS = _status_answers()
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self._answer(self.ANSWERS[self.path])
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("root")
     server = _Server(str(cli_socket(root)), _Fake)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    status = _Server(str(status_http_socket(root)), _FakeStatus)
+    threading.Thread(target=status.serve_forever, daemon=True).start()
+    grpc_status = socketserver.UnixStreamServer(str(status_socket(root)), _Fake)  # there, never asked
     logs = log_dir(root, "default", "job")
     logs.mkdir(parents=True)
     (logs / log_file_name("main")).write_text("hello\n")
@@ -157,6 +199,9 @@ def root(tmp_path_factory) -> Iterator[Path]:
     finally:
         server.shutdown()
         server.server_close()
+        status.shutdown()
+        status.server_close()
+        grpc_status.server_close()
 
 
 def _modules(root: Path, tmp_path: Path, argv: list[str]) -> tuple[int, list[str]]:
@@ -182,6 +227,8 @@ def _modules(root: Path, tmp_path: Path, argv: list[str]) -> tuple[int, list[str
     ["launch", "--cpus", "1", "--", "true"],
     ["launch", "--wait", "-q", "--", "true"],
     ["launch", "--wait", "--rm", "--", "true"],
+    *([c] for c in ("status", "cpus", "memory", "resources")),
+    *([c, "--format", "json"] for c in ("status", "cpus", "memory", "resources")),
 ], ids=lambda a: " ".join(a))
 def test_daemon_commands_load_no_daemon_side_module(root, tmp_path, argv):
     rc, modules = _modules(root, tmp_path, argv)
