@@ -24,7 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "probes",
         help="live view of run-queue delay per cgroup and block/net errors",
         description="Load the eBPF probes (falling back where they cannot run) and show, per interval, "
-        "the cgroups with most run-queue delay and the devices with errors or latency. Needs root for BPF.",
+        "the cgroups with most run-queue delay (each named by its pod and container when the running daemon "
+        "has that pod) and the devices with errors or latency. Needs root for BPF.",
     )
     p.add_argument("--config", metavar="FILE", help="TOML config ([pressure] section; default: the running daemon's)")
     p.add_argument("--root-dir", metavar="DIR",
@@ -36,6 +37,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--duration", type=float, help="run this many seconds, then exit")
     add_format_option(p, ("text", "json"), json_alias=True)  # json: one object per refresh
     p.set_defaults(func=run)
+
+
+def pod_names(args: argparse.Namespace) -> dict[str, str]:
+    """uid -> ``NAMESPACE/NAME`` of the daemon's pods, which name the rows (agent.pressure.view.pod_of);
+    empty when no daemon answers (the rows then show their cgroup paths only)."""
+    from agent.commands.ps import pages
+
+    try:
+        return {p["uid"]: f"{p['namespace']}/{p['name']}" for page in pages(args) for p in page["pods"]}
+    except CommandError:
+        return {}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             prev_rq, prev_blk, t0 = dict(engine.last_runqueue), dict(engine.last_block.latency), time.monotonic()
             time.sleep(max(0.0, min(args.interval, end - t0)))
             engine.tick()
-            s = snapshot(engine, prev_rq, prev_blk, max(1e-6, time.monotonic() - t0), args.top)
+            s = snapshot(engine, prev_rq, prev_blk, max(1e-6, time.monotonic() - t0), args.top, pod_names(args))
             if args.format == "json":
                 print(json.dumps(s), flush=True)
             else:

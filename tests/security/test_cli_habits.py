@@ -153,3 +153,23 @@ def test_an_env_file_with_export_lines(box: Box) -> None:
     bad = write_as(ALICE, home(ALICE) / "bad.env", "A=1\nexport B C=3\n")
     r = box.cli(ALICE, "launch", "--env-file", str(bad), "--", "true")
     assert r.returncode == 2 and f"--env-file {bad}:2: 'B C': not a valid variable name" in r.stderr, r.stderr
+
+
+def test_probes_names_the_daemons_pods(box: Box) -> None:
+    """Issue 37 item 12: `hwagent probes` rows by cgroup path and UID; the names come from the daemon."""
+    import json
+    from types import SimpleNamespace
+
+    from agent.commands.probes import pod_names
+    from agent.pressure.view import pod_of
+
+    r = box.cli(ALICE, "launch", "--name", "probed", "--", "sleep", "600")
+    assert r.returncode == 0, r.stderr
+    try:
+        pod = json.loads(box.cli(None, "describe", "probed", "--format", "json").stdout)
+        names = pod_names(SimpleNamespace(config=None, root_dir=str(box.root)))
+        assert names[pod["uid"]] == "default/probed", names
+        assert pod_of(pod["containers"][0]["cgroup"], names) == "default/probed main"
+        assert pod_names(SimpleNamespace(config=None, root_dir=str(box.root / "nowhere"))) == {}
+    finally:
+        box.cli(None, "rm", "probed")
