@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
 import subprocess
 import sys
@@ -123,6 +124,7 @@ def _cel(rnd: random.Random) -> str:
         f"cel.bind(hw, {H}, has(hw.numaNode) && hw.numaNode == {n} && hw.kind != \"loop\")",
         f'"numaNode" in {H}',
         f"{H}.exists(k, k.startsWith(\"iommu\"))",
+        f'{H}.exists(k, v, k == "numaNode" && v == {n})',  # two-variable comprehension (1.32)
         f"{H}.?numaNode.orValue(-1) == {n}",
         f"has({H}.iommuGroup) && {H}.iommuGroup in [0, 1, 2]",
         f"has({H}.numaNode) && sets.contains([0, 1], [{H}.numaNode])",
@@ -347,6 +349,37 @@ def _all_requests(case: Mapping[str, Any]) -> list[str]:
     return [r["name"] for r in _requests(case) if r["exactly"].get("allocationMode") == "All"]
 
 
+#: CEL the current release compiles and 1.32 does not (SemverLib version 1, Kubernetes 1.33: the
+#: normalizing semver(text, true) and isSemver(text, true)); a compile error naming one is a version
+#: difference, not an invalid allocation
+NEWER_THAN_132 = re.compile(r"(?:semver|isSemver)\(\s*\"[^\"]*\"\s*,\s*(?:true|false)\s*\)")
+
+
+def _cel_cause(text: str) -> str:
+    """A short name for what upstream's CEL said, so distinct causes are distinct kinds."""
+    for pattern, name in ((r"no matching overload for '([^']+)'", "no-overload-{}"),
+                          (r"undeclared reference to '([^']+)'", "undeclared-{}"),
+                          (r"expected type '([^']+)' but found", "heterogeneous-literal"),
+                          (r"no such key", "no-such-key"), (r"no such overload", "no-such-overload"),
+                          (r"could not be converted to bool", "not-bool")):
+        m = re.search(pattern, text)
+        if m:
+            return ":" + name.format(*m.groups())
+    return ""
+
+
+def _expr_form(message: str) -> str:
+    """The form of the expression a message quotes (names of attributes kept, literals not), so each
+    kind of expression hwagent cannot evaluate is its own kind."""
+    m = re.search(r"CEL expression '(.*?)' (?:does not compile|failed on|gave)", message)
+    if not m:
+        return ""
+    e = m.group(1).replace(H, "H").replace(C, "C")
+    e = re.sub(r'"[^"]*"', "S", e)
+    e = re.sub(r"\b\d+(\.\d+)?(e\d+)?\b", "N", e)
+    return ":" + e[:90]
+
+
 def _cel_error_kind(text: str) -> str:
     if "compile error" in text:
         return "cel-compile"
@@ -392,7 +425,8 @@ def _refused(case: dict[str, Any], hw: HwAnswer, ans: dict[str, Any]) -> Verdict
     if "steps" in hw.error:
         return Verdict("REFUSES:step-bound", hw, ans)
     if "CEL" in hw.error:
-        return Verdict("REFUSES:cel" + ("-compile" if "compile" in hw.error else "-eval"), hw, ans)
+        return Verdict("REFUSES:cel" + ("-compile" if "compile" in hw.error else "-eval") + _expr_form(hw.error),
+                       hw, ans)
     return Verdict("REFUSES:other", hw, ans)
 
 
@@ -430,7 +464,9 @@ def _invalid(case: dict[str, Any], hw: HwAnswer, ans: dict[str, Any], judge: dic
                 return Verdict("INVALID:all-skips-device-whose-selector-fails", hw, ans, judge)
         if "claim constraint would not be satisfied" in j["error"]:
             return Verdict("INVALID:all-devices-break-constraint", hw, ans, judge)
-        return Verdict(f"INVALID:{kind or 'peer-error'}", hw, ans, judge)
+        if kind == "cel-compile" and NEWER_THAN_132.search(j["error"]):
+            return Verdict("known:cel-newer-than-1.32", hw, ans, judge)
+        return Verdict(f"INVALID:{kind or 'peer-error'}{_cel_cause(j['error'])}", hw, ans, judge)
     if j["verdict"] == "allocated":
         return Verdict("INVALID:all-set-differs", hw, ans, judge)
     loose = peer.ask(case, "judge", runs=1, results=hw.results, drop_constraints=True)
