@@ -125,12 +125,14 @@ def parse_qos(
     )
 
 
-def shown_pool(qos_level: str, owner_pool_name: str, ramp_up: bool, annotations: Mapping[str, str]) -> str:
-    """The pool the views name for a container (pure): its owner pool. A shared container in
-    ramp-up has none yet (for ``transition_period_s`` it runs on every CPU shared pods may
-    use) and is named by the pool it joins when the ramp-up ends (its ``cpuset_pool``, else
-    ``share``, as ``DynamicPolicy.complete_ramp_up`` decides), so a just-admitted pod does
-    not read as in no pool; the views say ``ramp_up`` beside it."""
+def shown_pool(qos_level: str, owner_pool_name: str, ramp_up: bool, annotations: Mapping[str, str]) -> tuple[str, bool]:
+    """The pool the views name for a container, and whether it is still joining it (pure).
+
+    A shared container in ramp-up has no owner pool yet (for ``transition_period_s`` it runs
+    on every CPU shared pods may use) and is named by the pool it joins when the ramp-up ends
+    (its ``cpuset_pool``, else ``share``, as ``DynamicPolicy.complete_ramp_up`` decides), so a
+    just-admitted pod does not read as in no pool. Every other container: its owner pool, not
+    joining (a dedicated container's ramp-up flag moves nothing, quirk 14.5)."""
     if owner_pool_name or qos_level != SHARED or not ramp_up:
-        return owner_pool_name
-    return annotations.get("cpuset_pool") or DEFAULT_POOL
+        return owner_pool_name, False
+    return annotations.get("cpuset_pool") or DEFAULT_POOL, True

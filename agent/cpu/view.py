@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Any
 
-__all__ = ["Allocation", "summarize", "render_table"]
+__all__ = ["Allocation", "from_policy", "summarize", "render_table"]
 
 
 class Allocation:
@@ -26,6 +26,15 @@ class Allocation:
     ) -> None:
         self.pod_uid, self.namespace, self.pod, self.container = pod_uid, namespace, pod, container
         self.qos_level, self.pool, self.cpus, self.ramp_up = qos_level, pool, cpus, ramp_up
+
+
+def from_policy(a: Any) -> Allocation:
+    """The view of one of the CPU policy's ``AllocationInfo``: the pool named as
+    ``agent.cpu.qos.shown_pool`` says (a shared container in ramp-up: the pool it joins)."""
+    from agent.cpu.qos import shown_pool
+
+    pool, joining = shown_pool(a.qos_level, a.owner_pool_name, a.ramp_up, a.annotations)
+    return Allocation(a.pod_uid, a.pod_namespace, a.pod_name, a.container_name, a.qos_level, pool, a.cpuset, joining)
 
 
 def summarize(

@@ -43,7 +43,7 @@ class CPUCheckpoint:
 def read_cpu_checkpoint(root: Path) -> CPUCheckpoint:
     """The CPU policy's checkpoint under ``root`` (read-only: the daemon may be writing it)."""
     from agent.cpu.checkpoint import CheckpointError, CheckpointStore
-    from agent.cpu.view import Allocation
+    from agent.cpu.view import from_policy
     from agent.rootpaths import cpu_dir
 
     store = CheckpointStore(cpu_dir(root))
@@ -55,13 +55,7 @@ def read_cpu_checkpoint(root: Path) -> CPUCheckpoint:
         raise StateUnreadable(f"cannot read {store.path}: {e.strerror}") from None
     if st is None:
         raise StateUnreadable(f"no cpu checkpoint at {store.path} (is --root-dir right? has hwagent run?)")
-    from agent.cpu.qos import shown_pool
-
-    allocs = [
-        Allocation(a.pod_uid, a.pod_namespace, a.pod_name, a.container_name, a.qos_level,
-                   shown_pool(a.qos_level, a.owner_pool_name, a.ramp_up, a.annotations), a.cpuset, a.ramp_up)
-        for a in st.containers()
-    ]
+    allocs = [from_policy(a) for a in st.containers()]
     return CPUCheckpoint(dict(st.pools), allocs, f"checkpoint {store.path}")
 
 

@@ -95,12 +95,9 @@ def cpus_view(handles: Handles, numa_cpus: Mapping[int, Any]) -> dict[str, Any]:
     policy = handles.cpu
     if policy is None:
         raise ViewUnavailable("the CPU policy does not run in this daemon")
-    from agent.cpu.qos import shown_pool
-    from agent.cpu.view import Allocation, summarize
+    from agent.cpu.view import from_policy, summarize
 
-    allocs = [Allocation(a.pod_uid, a.pod_namespace, a.pod_name, a.container_name, a.qos_level,
-                         shown_pool(a.qos_level, a.owner_pool_name, a.ramp_up, a.annotations), a.cpuset, a.ramp_up)
-              for a in policy.allocations()]
+    allocs = [from_policy(a) for a in policy.allocations()]
     return summarize(numa_cpus, policy.pools(), allocs, "cpu policy (live)")
 
 

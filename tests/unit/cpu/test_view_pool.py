@@ -55,3 +55,10 @@ def test_other_qos_levels_keep_their_owner_pool() -> None:
     s = summarize({0: CPUSet.parse("0-3")}, {"reclaim": CPUSet.parse("3")},
                   [Allocation("u", "ns", "r", "c", "reclaimed_cores", "reclaim", CPUSet.parse("3"))], "test")
     assert s["allocations"][0]["pool"] == "reclaim" and s["allocations"][0]["ramp_up"] is False
+
+
+def test_a_dedicated_container_in_its_ramp_up_is_not_joining_a_pool() -> None:
+    p, _ = _policy()
+    p.allocate(req("job", "c", "dedicated_cores", 2, binding=True, hint=(1,)))
+    rows = {a["pod"]: a for a in cpus_view(Handles(cpu=_CPU(p)), _numa(p))["allocations"]}
+    assert (rows["name-job"]["pool"], rows["name-job"]["ramp_up"]) == ("dedicated", False)
