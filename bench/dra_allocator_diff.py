@@ -360,7 +360,7 @@ def _cel_cause(text: str) -> str:
     for pattern, name in ((r"no matching overload for '([^']+)'", "no-overload-{}"),
                           (r"undeclared reference to '([^']+)'", "undeclared-{}"),
                           (r"expected type '([^']+)' but found", "heterogeneous-literal"),
-                          (r"no such key", "no-such-key"), (r"no such overload", "no-such-overload"),
+                          (r"error during formatting", "format-of-dyn"), (r"no such key", "no-such-key"), (r"no such overload", "no-such-overload"),
                           (r"could not be converted to bool", "not-bool")):
         m = re.search(pattern, text)
         if m:
@@ -422,6 +422,11 @@ def _refused(case: dict[str, Any], hw: HwAnswer, ans: dict[str, Any]) -> Verdict
     zero_all = [r for r in _all_requests(case) if not any(x["request"] == r for x in allocs[0].get("results", []))]
     if zero_all:
         return Verdict("known:all-over-zero-devices", hw, ans, detail=",".join(zero_all))
+    errors = [o["error"] for o in outs if o["verdict"] == "error"]
+    if "CEL" in hw.error and any(_cel_error_kind(e) == "cel-runtime" for e in errors):
+        # upstream's own answer depends on the order it walks pools in (Go map order): in some
+        # runs a failing device came before a solution
+        return Verdict("agree:refused-as-upstream-does-in-some-pool-orders", hw, ans)
     if "steps" in hw.error:
         return Verdict("REFUSES:step-bound", hw, ans)
     if "CEL" in hw.error:
