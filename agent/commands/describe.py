@@ -10,8 +10,8 @@ from agent.commands._admission import add_common, call, container_line, dumps, f
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("describe", help="show one admitted pod in full",
-                              description="Show one pod: its spec, CPUs, memory nodes, NUMA affinity, devices, "
-                              "device grants and memory blocks (memory and hugepages per NUMA node) per container, "
+                              description="Show one pod: its spec, CPUs, memory nodes, NUMA affinity, requests and "
+                              "limits (cpu, memory, hugepages, devices), devices, device grants and memory blocks (memory and hugepages per NUMA node) per container, "
                               "its status and its events, and its cgroups with the pids in each container's cgroup, "
                               "read when the daemon answers.")
     add_common(p)
@@ -27,6 +27,31 @@ def _quantity(n: int) -> str:
         if n and n % unit == 0:
             return f"{n // unit}{suffix}"
     return str(n)
+
+
+def _cpus(milli: int) -> str:
+    """Millicores as the flag took them: ``100m``, ``2``, ``1500m``."""
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+def resources_line(r: dict) -> str | None:
+    """A container's requests and limits (the spec's ``resources``) as one line, in the units
+    ``launch`` takes (``cpu request 500m, memory limit 1Gi (request 512Mi)``); None when it
+    asks for nothing. The memory limit is what the kernel enforces in the pod's cgroup."""
+    parts = []
+    req, lim = r.get("cpu_request_milli"), r.get("cpu_limit_milli")
+    if req is not None or lim is not None:
+        cpu = ", ".join(p for p in (f"request {_cpus(req)}" if req is not None else "",
+                                    f"limit {_cpus(lim)}" if lim is not None else "") if p)
+        parts.append(f"cpu {cpu}")
+    mreq, mlim = r.get("memory_request_bytes"), r.get("memory_limit_bytes")
+    if mlim is not None:
+        parts.append(f"memory limit {_quantity(mlim)}" + (f" (request {_quantity(mreq)})" if mreq else ""))
+    elif mreq is not None:
+        parts.append(f"memory request {_quantity(mreq)} (no limit)")
+    parts.extend(f"{k} {_quantity(v)}" for k, v in sorted((r.get("hugepages") or {}).items()))
+    parts.extend(f"{k} {v}" for k, v in sorted((r.get("extended") or {}).items()))
+    return ", ".join(parts) or None
 
 
 def memory_line(b: dict) -> str:
@@ -60,32 +85,38 @@ def run(args: argparse.Namespace) -> int:
     containers = {c["name"]: c for c in spec["init_containers"] + spec["containers"]}
     print("containers:")
     for c in pod["containers"]:
-        cs = containers.get(c["name"], {})
-        print(container_line(c))
-        print(f"    {c['kind']} command: {' '.join(cs.get('command', []) + cs.get('args', []))}")
-        if c["state"]:
-            extra = f" exit {c['exit_code']}" if c["exit_code"] is not None else ""
-            reason = f" ({c['reason']})" if c["reason"] else ""
-            print(f"    state: {c['state']}{reason}{extra} restarts={c['restart_count']}")
-        if c.get("cgroup"):
-            pids = " ".join(str(p) for p in c["pids"]) or "none"
-            print(f"    cgroup {c['cgroup']}, pids {pids}")
-        g = grants.get(c["name"]) or {}
-        for k, v in sorted((g.get("envs") or {}).items()):
-            print(f"    device env: {k}={v}")
-        for cpath, hpath, perms in g.get("devices") or []:
-            print(f"    device node: {hpath} -> {cpath} ({perms})")
-        for cpath, hpath, ro in g.get("mounts") or []:
-            print(f"    device mount: {hpath} -> {cpath}{' (ro)' if ro else ''}")
-        for name in g.get("cdi_devices") or []:
-            print(f"    CDI device: {name}")
-        for b in c.get("memory") or []:
-            print(f"    memory: {memory_line(b)}")
+        _print_container(c, containers.get(c["name"], {}), grants.get(c["name"]) or {})
     print("events:")
     for e in pod["events"]:
         print(f"  {time.strftime('%H:%M:%S', time.gmtime(e['time']))}  {e['message']}")
     _advisor_before(args, pod)
     return 0
+
+
+def _print_container(c: dict, cs: dict, g: dict) -> None:
+    """One container: what it got (``c``), its spec (``cs``) and its device grant (``g``)."""
+    print(container_line(c))
+    print(f"    {c['kind']} command: {' '.join(cs.get('command', []) + cs.get('args', []))}")
+    asked = resources_line(cs.get("resources") or {})
+    if asked:
+        print(f"    resources: {asked}")
+    if c["state"]:
+        extra = f" exit {c['exit_code']}" if c["exit_code"] is not None else ""
+        reason = f" ({c['reason']})" if c["reason"] else ""
+        print(f"    state: {c['state']}{reason}{extra} restarts={c['restart_count']}")
+    if c.get("cgroup"):
+        pids = " ".join(str(p) for p in c["pids"]) or "none"
+        print(f"    cgroup {c['cgroup']}, pids {pids}")
+    for k, v in sorted((g.get("envs") or {}).items()):
+        print(f"    device env: {k}={v}")
+    for cpath, hpath, perms in g.get("devices") or []:
+        print(f"    device node: {hpath} -> {cpath} ({perms})")
+    for cpath, hpath, ro in g.get("mounts") or []:
+        print(f"    device mount: {hpath} -> {cpath}{' (ro)' if ro else ''}")
+    for name in g.get("cdi_devices") or []:
+        print(f"    CDI device: {name}")
+    for b in c.get("memory") or []:
+        print(f"    memory: {memory_line(b)}")
 
 
 def _advisor_before(args: argparse.Namespace, pod: dict) -> None:

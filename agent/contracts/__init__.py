@@ -453,6 +453,9 @@ class WorkloadRegistry(ActivePods, PodStatusSink, Protocol):
     def status(self, uid: str) -> PodStatus | None:
         """The last recorded status of a pod."""
 
+    def listed(self) -> Sequence[AdmittedPod]:
+        """Every pod in the registry, ended ones included: what `hwagent ps` lists (status counts them)."""
+
 
 class PodRuntime(Protocol):
     """Runs admitted pods as process trees in their own cgroups."""

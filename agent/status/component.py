@@ -20,7 +20,7 @@ from typing import Any
 
 from agent.contracts import CPU_POLICY, DEVICE_MANAGER, DEVICE_PLUGINS, EVICTION_PLUGIN, MEMORY_MANAGER, POD_DIRECTORY
 from agent.contracts.drakubelet import DRA_KUBELET_PLUGIN
-from agent.contracts import EVICTION_GATE, PRESSURE
+from agent.contracts import EVICTION_GATE, PRESSURE, WORKLOADS
 from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
 from agent.rootpaths import STATUS_SOCKET as SOCKET_NAME
@@ -171,7 +171,7 @@ class StatusComponent:
             cpu=ctx.lookup(CPU_POLICY), devices=ctx.lookup(DEVICE_MANAGER), plugins=ctx.lookup(DEVICE_PLUGINS),
             pods=ctx.lookup(POD_DIRECTORY), pressure=ctx.lookup(PRESSURE), eviction_plugin=ctx.lookup(EVICTION_PLUGIN),
             memory=ctx.lookup(MEMORY_MANAGER), advisor=ctx.lookup(EVICTION_GATE),
-            dra_plugin=ctx.lookup(DRA_KUBELET_PLUGIN),
+            dra_plugin=ctx.lookup(DRA_KUBELET_PLUGIN), workloads=ctx.lookup(WORKLOADS),
         )
         self.socket_path = status_socket(ctx.root_dir)
         from prometheus_client import REGISTRY

@@ -21,6 +21,7 @@ from agent.contracts import (
     MemoryAllocations,
     PodDirectorySource,
     PressureSignals,
+    WorkloadRegistry,
 )
 from agent.contracts.drakubelet import DRAKubeletPluginView
 
@@ -40,6 +41,7 @@ class Handles:
     memory: MemoryAllocations | None = None
     dra_plugin: DRAKubeletPluginView | None = None
     advisor: EvictionGate | None = None
+    workloads: WorkloadRegistry | None = None
 
 
 class ViewUnavailable(Exception):
@@ -112,8 +114,26 @@ def memory_view(handles: Handles) -> dict[str, Any]:
     return build(memory, names)
 
 
+#: where status's pods come from in standalone mode: the owner of which pods exist
+REGISTRY_SOURCE = "the workload registry, as hwagent ps lists them"
+
+
 def pods_view(handles: Handles) -> tuple[list[dict[str, Any]], str]:
-    """Every pod the daemon knows, with its containers and devices, and where that came from."""
+    """Every pod the daemon knows, with its containers and devices, and where that came from.
+
+    Standalone: the workload registry, ended pods included, as `hwagent ps` lists them (the
+    CPU policy's allocations left out the pods that ended and gave their CPUs back: status
+    said 2 pods beside ps's 6). Kubelet mode: the kubelet's pods, then the CPU policy's."""
+    registry = handles.workloads
+    if registry is not None:
+        listed = []
+        for pod in registry.listed():
+            spec = pod.spec
+            devices = [f"{r}/{d}" for a in pod.assignments.values() for r, ids in sorted(a.devices.items())
+                       for d in ids]
+            listed.append({"uid": spec.uid, "namespace": spec.namespace, "name": spec.name, "qos": pod.qos,
+                           "containers": [c.name for c in spec.all_containers()], "devices": devices})
+        return sorted(listed, key=lambda p: (p["namespace"], p["name"], p["uid"])), REGISTRY_SOURCE
     pods = handles.pods
     out: dict[str, dict[str, Any]] = {}
     source = ""

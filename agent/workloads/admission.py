@@ -174,6 +174,9 @@ class Workloads:
     def status(self, uid: str) -> PodStatus | None:
         return self.registry.status(uid)
 
+    def listed(self) -> Sequence[AdmittedPod]:
+        return [r.pod for r in self.registry.records()]
+
     def runtime(self) -> PodRuntime | None:
         return self.runtime_ref()
 
@@ -791,7 +794,7 @@ def _decisions(d: PodDecision) -> tuple[ContainerDecision, ...]:
         allocs = sorted(planned.allocations, key=lambda x: x.resource) if planned is not None else []
         devices = tuple((x.resource, dev_id, tuple(nodes)) for x in allocs for dev_id, nodes in x.devices)
         out.append(ContainerDecision(
-            name=c.name, affinity=hint.affinity, preferred=hint.preferred, admit=True,
+            name=c.name, affinity=a.numa_affinity, preferred=hint.preferred, admit=True,
             cpus=a.cpus, mems=a.mems, devices=devices,
         ))
     return tuple(out)

@@ -133,11 +133,23 @@ def assignments(
             name=c.name,
             cpus=cpus,
             mems=mems,
-            numa_affinity=hint.affinity if hint is not None else None,
+            numa_affinity=bound_affinity(hint, alloc is not None and alloc.numa_binding, mems),
             devices=devices,
             grant=grant,
         )
     return out
+
+
+def bound_affinity(hint: TopologyHint | None, numa_bound: bool, mems: CPUSet | None) -> frozenset[int] | None:
+    """A container's NUMA affinity as the views show it (pure): the topology manager's merged
+    one; without one (policy ``none`` merges none) a NUMA-bound container is bound all the
+    same, to the nodes the CPU policy gave it (its memory nodes), and says so: "NUMA
+    affinity any" beside "memory nodes 0" read as a contradiction (issue 37 item 9)."""
+    if hint is not None and hint.affinity is not None:
+        return hint.affinity
+    if numa_bound and mems:
+        return frozenset(mems)
+    return None
 
 
 def _grant(opts: Any) -> DeviceGrant:

@@ -114,11 +114,14 @@ def test_the_dry_run_shows_the_placement_admission_then_makes(tmp_path):
     run(tmp_path, "single-numa-node", "container", body)
 
 
-def test_policy_none_reports_any_node_not_preferred_as_the_kubelet(tmp_path):
+def test_policy_none_reports_no_preferred_node_but_the_node_a_bound_pod_gets(tmp_path):
+    # the kubelet's none merges no hint (not preferred); a NUMA-bound dedicated container is
+    # bound to a node all the same, and the dry run says which, as ps and describe of the
+    # admitted pod do (issue 37 item 9: "NUMA affinity any" beside "memory nodes 0")
     async def body(w):
         dry = await w.admit_manifest(pod("web", cpus=(1,)), dry_run=True)
         (d,) = dry.decisions
-        assert d.affinity is None and d.preferred is False
+        assert d.affinity == frozenset(d.mems) and len(d.mems) == 1 and d.preferred is False
 
     run(tmp_path, "none", "container", body)
 
