@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from agent.contracts.pods import ContainerState, ContainerStatus, PodPhase
 
-__all__ = ["should_restart", "should_restart_init", "app_phase", "exit_reason", "remaining_grace"]
+__all__ = ["should_restart", "should_restart_init", "app_phase", "exit_reason", "remaining_grace", "pod_end_time"]
 
 
 def should_restart(policy: str, exit_code: int) -> bool:
@@ -55,3 +55,14 @@ def app_phase(policy: str, statuses: Sequence[ContainerStatus]) -> PodPhase | No
     if all(s.exit_code == 0 for s in statuses):
         return PodPhase.SUCCEEDED
     return PodPhase.FAILED
+
+
+def pod_end_time(statuses: Sequence[ContainerStatus], now: float) -> float:
+    """When a pod that ends now ended: the last of its app containers' recorded ends (each the time
+    of the shim's exit record, ``ContainerFiles.exit``), so a pod whose containers ended while the
+    daemon was down ends then, not at the restart that noticed it; ``now`` when a container has no
+    recorded end (it was killed by the stop now ending the pod) or none is an app container."""
+    ends = [s.finished_at for s in statuses if s.state == ContainerState.TERMINATED]
+    if not statuses or len(ends) != len(statuses) or any(t is None for t in ends):
+        return now
+    return min(now, max(t for t in ends if t is not None))

@@ -38,7 +38,9 @@ from agent.runtime.backoff import Backoff
 from agent.runtime.config import RuntimeConfig
 from agent.runtime.launcher import LaunchError, Started, attach, shim_command, spawn, wait_exit
 from agent.runtime.logdir import log_dir, prepare_log_file
-from agent.runtime.lifecycle import app_phase, exit_reason, remaining_grace, should_restart, should_restart_init
+from agent.runtime.lifecycle import (
+    app_phase, exit_reason, pod_end_time, remaining_grace, should_restart, should_restart_init,
+)
 from agent.runtime.plan import DevNum, LaunchPlan, PlanError, device_number, plan_container
 from agent.runtime.state import STATE_DIR, ExitInfo, PodFiles, PodRecord
 from agent.contracts.pods import (
@@ -684,7 +686,8 @@ class WorkloadRuntime:
                                      reason=("Completed" if ctr.status.exit_code == 0 else "Error") if ran
                                      else "NotStarted",
                                      message=ctr.status.message if ran else f"the pod ended ({reason}) before it started")
-        p.phase, p.reason, p.message, p.finished_at = phase, reason, message, self.clock()
+        ended = pod_end_time([c.status for c in p.ctrs.values() if c.spec.kind == "app"], self.clock())
+        p.phase, p.reason, p.message, p.finished_at = phase, reason, message, ended
         log.info("pod finished", pod=p.pod.spec.key, uid=p.uid, phase=phase.value, reason=reason, message=message)
         await self._report(p)
         for ctr in p.ctrs.values():

@@ -206,9 +206,14 @@ class Registry:
 
     # --- changes (persisted before they return) ----------------------------------------
 
-    def _event(self, r: PodRecord, *lines: str) -> PodRecord:
+    def _event(self, r: PodRecord, *lines: str, first_at: float | None = None) -> PodRecord:
+        """``lines`` as events at the clock's now; ``first_at``: the first one's time instead (kept
+        between the last event already recorded and now, so the events stay in order)."""
         now = self.clock()
-        events = (r.events + tuple((now, line) for line in lines))[-MAX_EVENTS:]
+        times = [now] * len(lines)
+        if first_at is not None and lines:
+            times[0] = min(now, max(first_at, r.events[-1][0] if r.events else first_at))
+        events = (r.events + tuple(zip(times, lines, strict=True)))[-MAX_EVENTS:]
         return dataclasses.replace(r, events=events)
 
     def _emit(self, kind: str, r: PodRecord) -> None:
@@ -257,7 +262,8 @@ class Registry:
     ) -> PodRecord | None:
         """Change a record (None when the pod is unknown). Memory is authoritative:
         a failed write is raised but the change stays, and the next write carries it.
-        ``lines``: several events for one write (a pod's end and its release)."""
+        ``lines``: several events for one write (a pod's end and its release); the write of the end
+        dates its first line by ``status.finished_at``."""
         rec = self._records.get(uid)
         if rec is None:
             return None
@@ -271,7 +277,10 @@ class Registry:
         new = dataclasses.replace(rec, **changes)  # type: ignore[arg-type]
         lines = (line, *lines) if line else lines
         if lines:
-            new = self._event(new, *lines)
+            # the write that records the pod's end: its first line is the end (admission's order), dated
+            # by the status' end (the shim's exit record), not by the restart that noticed it
+            ends = status is not None and status.phase.terminal and not rec.status.phase.terminal
+            new = self._event(new, *lines, first_at=status.finished_at if ends and status is not None else None)
         self._set(uid, new)
         await self._write(uid)
         self._emit(MODIFIED, new)

@@ -69,17 +69,23 @@ def test_kill9_leaves_workloads_running_and_restore_reattaches(env):
         os.kill(int(shim), 0)
         os.kill(int(pid), 0)
     # while it is down: one workload exits with a status, one setting drifts
+    quit_at = time.time()
     (env.root / "quit").touch()
     rel = f"{env.subtree}/pod{pods['runner'].uid}/main"
     cpu_dir = next(h.root for h in env.cgroups.hierarchies if "cpu" in h.controllers)
     (cpu_dir / rel.lstrip("/") / "cpu.shares").write_text("1024")
-    time.sleep(0.5)
+    time.sleep(2.0)
 
     async def go():
         rt = env.runtime()
+        restored_at = time.time()
         await rt.restore(admitted(env))
         st = await env.sink.wait(pods["quitter"].uid, lambda s: s.phase.terminal)
         assert st.phase == PodPhase.FAILED and st.containers[0].exit_code == 3
+        # issue 37 item 12: it ended while the runtime was down: its end is the shim's exit record's
+        # time, not the restart's
+        assert quit_at <= st.containers[0].finished_at < restored_at - 1.0, (quit_at, st, restored_at)
+        assert st.finished_at is not None and quit_at <= st.finished_at < restored_at - 1.0, (quit_at, st, restored_at)
         assert env.cgroups.read(rel, "cpu.shares") == "512"  # re-applied
         assert rt.status(pods["runner"].uid).containers[0].state == ContainerState.RUNNING
         # re-attached: a stop after the restart still sees the exit, with its status
