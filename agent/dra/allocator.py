@@ -118,11 +118,13 @@ def allocate(claim: ResourceClaim, classes: Mapping[str, DeviceClass], devices: 
                for c in claim.constraints],
         value=lambda c, pos: _value(order[pos], claim.constraints[c].match_attribute),
         aligned=[numa is None or d.numa_node is None or d.numa_node in numa for d in order])
+    walk = errors or _all_after_constrained(claim, problem.binds)
     try:
-        got = exact_search(problem) if errors else fast_search(problem)
+        got = exact_search(problem) if walk else fast_search(problem)
     except SearchAbort as e:
-        r, _, err = e.args
-        raise _refuse(claim, f" request {claim.requests[r].name}: {err}") from None
+        r, pos, err = e.args
+        where = "" if isinstance(err, CELError) else f"device {order[pos].name} (pool {order[pos].pool}): "
+        raise _refuse(claim, f" request {claim.requests[r].name}: {where}{err}") from None
     except Exponential:
         why = ("a selector fails on some devices, so the search must walk devices in order as upstream's does"
                if errors else "its requests share candidate devices under constraints whose values differ "
@@ -136,6 +138,13 @@ def allocate(claim: ResourceClaim, classes: Mapping[str, DeviceClass], devices: 
                              f"(matchAttribute: {attrs})")
     return tuple(AllocatedDevice(req.name, order[pos].driver, order[pos].pool, order[pos].name)
                  for req, picks in zip(claim.requests, got, strict=True) for pos in picks)
+
+
+def _all_after_constrained(claim: ResourceClaim, binds: Sequence[frozenset[int]]) -> bool:
+    """Whether an ``All`` request shares a constraint with an ``ExactCount`` request before it:
+    then upstream's order decides (it stops with an error where the two disagree)."""
+    return any(claim.requests[r].mode == "All" and any(q < r and claim.requests[q].mode != "All" for q in reqs)
+               for reqs in binds for r in reqs)
 
 
 def _check_all_requests(claim: ResourceClaim, order: Sequence[DraDevice], free: Sequence[bool],

@@ -10,7 +10,9 @@ request it tries sets in combination order, which reaches the same first
 answer and evaluates the same devices as upstream's permutation order (a set
 found in another order is a state already explored). It is used when some
 selector fails on some device, because then *which* devices get evaluated
-decides the verdict.
+decides the verdict, and when an ``All`` request shares a constraint with a
+request before it: upstream stops with an error when an ``All`` device breaks
+a constraint with what the walk chose first, rather than backtrack.
 
 ``fast_search`` is used when no selector fails anywhere: only whether an
 answer exists matters, so it prunes: a request whose devices are all forced
@@ -39,7 +41,8 @@ MISSING: Any = object()
 
 
 class SearchAbort(Exception):
-    """The search reached a device whose selector failed: ``(request index, position, error)``."""
+    """The search stopped where upstream's stops with an error: a device whose selector failed, or an
+    ``All`` request's device that breaks a constraint: ``(request index, position, error or text)``."""
 
 
 class Exponential(Exception):
@@ -121,11 +124,14 @@ def exact_search(p: Problem) -> list[list[int]] | None:
         mine = [pos for pos in range(p.n) if p.verdict(r, pos)]
         if not mine or any(not p.free[pos] or pos in used for pos in mine):
             return False
-        nfixed: dict[int, Any] | None = fixed
+        nfixed = fixed
         for pos in mine:
-            nfixed = _fits(p, r, pos, nfixed) if nfixed is not None else None
-        if nfixed is None:
-            return False
+            step = _fits(p, r, pos, nfixed)
+            if step is None:  # upstream's allocator does not backtrack here: it stops with an error
+                raise SearchAbort(r, pos, "cannot add the device because a claim constraint would not be "
+                                          "satisfied (an All request's devices are not chosen, so Kubernetes' "
+                                          "allocator gives up here rather than try other devices before it)")
+            nfixed = step
         p.tick()
         out[r] = mine
         if level(r + 1, 0, 0, used | frozenset(mine), nfixed):

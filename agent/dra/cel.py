@@ -136,11 +136,17 @@ def _plain_ident(tree: Any) -> str | None:
 def _program(expression: str) -> Any:
     from agent.dra.cellib import FUNCTIONS, OPERATORS
 
+    from agent.dra.celcheck import static_errors
+
     env, _, _ = _runtime()
     try:
-        return env.program(env.compile(expression), functions={**OPERATORS, **FUNCTIONS})
+        ast = env.compile(expression)
     except Exception as e:  # noqa: BLE001 - celpy's parse errors share no base class worth naming
         raise CELError(f"CEL expression {expression[:200]!r} does not compile: {_brief(e)}") from None
+    errors = static_errors(ast)
+    if errors:
+        raise CELError(f"CEL expression {expression[:200]!r} does not compile: {errors[0]}")
+    return env.program(ast, functions={**OPERATORS, **FUNCTIONS})
 
 
 _OPS = {"relation_eq": "_==_", "relation_ne": "_!=_", "relation_lt": "_<_", "relation_le": "_<=_",
