@@ -658,7 +658,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.replay:
         cases = [json.loads(line)["case"] for line in args.replay.read_text().splitlines() if line.strip()]
     else:
+        g0 = time.process_time()
         cases = seeded_cases(args.seed, args.cases)
+        print(f"floor: generating the cases took {time.process_time() - g0:.2f} s CPU")
     peer = Peer(args.peer)
     t0, r0 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
     try:

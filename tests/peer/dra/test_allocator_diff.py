@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def _kubeedge() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def peer() -> Peer:
+def peer() -> Iterator[Peer]:
     given = os.environ.get("HWAGENT_DRA_ALLOCPEER")
     if given:
         if not os.access(given, os.X_OK):
@@ -99,6 +100,12 @@ def test_the_peer_is_the_real_allocator(peer: Peer) -> None:
     got = peer.ask(quantity, "allocate")["outcomes"]
     assert [(o["verdict"], o["results"][0]["device"]) for o in got] == [("allocated", "a")]
     assert peer.ask(quantity, "judge", runs=1, results=got[0]["results"])["outcomes"][0]["verdict"] == "allocated"
+    every = _case([{"name": "a"}, {"name": "b"}], [{"name": "r", "exactly": {"deviceClassName": "c",
+                                                                         "allocationMode": "All"}}])
+    one = [{"request": "r", "driver": "hwagent.io", "pool": "n1/x", "device": "a"}]
+    both = one + [{"request": "r", "driver": "hwagent.io", "pool": "n1/x", "device": "b"}]
+    assert peer.ask(every, "judge", runs=1, results=one)["outcomes"][0]["verdict"] != "allocated"
+    assert peer.ask(every, "judge", runs=1, results=both)["outcomes"][0]["verdict"] == "allocated"
     as_int = _case([{"name": "a", "capacity": {"size": {"value": "6000000000"}}}],
                    [{"name": "r", "exactly": {"deviceClassName": "c"}}],
                    selectors=['device.capacity["hwagent.io"].size > 5000000000'])
