@@ -6,14 +6,15 @@ The expression sees ``device`` with ``driver``, ``attributes[domain][name]``
 ``capacity[domain][name]`` (a ``Quantity``); a domain the device has nothing in
 is an empty map, so ``has(device.attributes["other.io"].x)`` is false, not an
 error. On top of cel-python's standard functions: the Kubernetes quantity and
-semver libraries, ``cel.bind``, the extended strings, the lists and regex
-libraries and ``sets.*`` (``agent.dra.cellib``), cel-go's equality and ordering
-across types (``agent.dra.celvalues``), and a runtime cost limit.
+semver libraries, ``cel.bind``, the extended strings, the lists, regex, ip and
+cidr libraries, ``sets.*`` and the two-variable comprehensions
+(``agent.dra.cellib``), cel-go's equality and ordering across types
+(``agent.dra.celvalues``), and a runtime cost limit.
 
-What cel-python cannot do is check types before evaluation: an expression
-upstream refuses to compile for its types (``capacity...size > 5``, a Quantity
-against an int) compiles here and fails on every device it is evaluated on,
-with the same "no such overload"; either way no device is allocated by it.
+cel-python checks no types before evaluation; ``agent.dra.celcheck`` refuses
+at compile time what cel-go's checker refuses for the types DRA selectors meet
+(``capacity...size > 5``: a Quantity against an int), so such an expression is
+refused even in a branch that is never evaluated.
 
 Expressions are compiled once per text (a bounded cache). An expression that
 does not compile is a ``CELError`` when its file is read; one that fails on a
@@ -76,6 +77,10 @@ def _runtime() -> tuple[Any, Any, Any]:
                 return _bind(self, tree)
             if namespace == "sets" and len(tree.children) == 3:
                 return _namespaced(self, namespace, tree)
+            method = tree.children[1].value
+            if method in ("all", "exists", "existsOne", "exists_one") and len(tree.children) == 3 \
+                    and len(tree.children[2].children) == 3:
+                return _two_var(self, tree, method)
             return super().member_dot_arg(tree)
 
     class DomainMap(celtypes.MapType):
@@ -105,6 +110,43 @@ def _bind(ev: Any, tree: Any) -> Any:
     nested = type(ev)(args[2], ev.activation, ev.meter)
     nested.activation = ev.activation.nested_activation(vars={name: value})
     return nested.visit(args[2])
+
+
+def _two_var(ev: Any, tree: Any, method: str) -> Any:
+    """``m.all(k, v, p)``, ``exists``, ``existsOne``: cel-go's two-variable comprehensions, over a
+    map's keys and values or a list's indexes and elements."""
+    from celpy import celtypes
+    from celpy.evaluation import CELEvalError
+
+    target = ev.visit(tree.children[0])
+    if isinstance(target, CELEvalError):
+        return target
+    first, second, body = tree.children[2].children
+    names = (_plain_ident(first), _plain_ident(second))
+    if None in names:
+        return CELEvalError(f"{method}() takes two identifiers and an expression", TypeError, None, tree=tree)
+    if isinstance(target, celtypes.MapType):
+        pairs = list(target.items())
+    elif isinstance(target, celtypes.ListType):
+        pairs = [(celtypes.IntType(i), x) for i, x in enumerate(target)]
+    else:
+        return CELEvalError(f"no such overload: {type(target).__name__}.{method}()", TypeError, None, tree=tree)
+    hits, error = 0, None
+    for key, value in pairs:
+        nested = type(ev)(body, ev.activation, ev.meter)
+        nested.activation = ev.activation.nested_activation(vars={names[0]: key, names[1]: value})
+        got = nested.visit(body)
+        if isinstance(got, CELEvalError) or not isinstance(got, celtypes.BoolType):
+            error = got if isinstance(got, CELEvalError) else CELEvalError("no such overload", TypeError, None)
+            continue
+        if method == "all" and not got:
+            return celtypes.BoolType(False)
+        if method == "exists" and got:
+            return celtypes.BoolType(True)
+        hits += bool(got)
+    if error is not None:
+        return error
+    return celtypes.BoolType(method == "all" or (method != "exists" and hits == 1))
 
 
 def _namespaced(ev: Any, namespace: str, tree: Any) -> Any:

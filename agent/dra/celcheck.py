@@ -28,10 +28,12 @@ __all__ = ["static_errors"]
 
 QUANTITY, SEMVER, DYN = "kubernetes.Quantity", "kubernetes.Semver", "dyn"
 #: functions Kubernetes declares only as globals, and only as members
-GLOBAL_ONLY = {"quantity", "isQuantity", "sign", "semver", "isSemver"}
+GLOBAL_ONLY = {"quantity", "isQuantity", "sign", "semver", "isSemver", "isIP", "isCIDR", "cidr"}
 MEMBER_ONLY = {"compareTo", "isGreaterThan", "isLessThan", "asInteger", "isInteger", "asApproximateFloat",
                "add", "sub", "major", "minor", "patch", "charAt", "indexOf", "lastIndexOf", "lowerAscii",
-               "upperAscii", "replace", "split", "substring", "trim", "join", "format", "isSorted", "find", "findAll"}
+               "upperAscii", "replace", "split", "substring", "trim", "join", "format", "isSorted", "find", "findAll",
+               "family", "isUnspecified", "isLoopback", "isLinkLocalMulticast", "isLinkLocalUnicast",
+               "isGlobalUnicast", "containsIP", "containsCIDR", "masked", "prefixLength"}
 _METHOD_RESULT = {
     "compareTo": "int", "isGreaterThan": "bool", "isLessThan": "bool", "asInteger": "int", "isInteger": "bool",
     "asApproximateFloat": "double", "major": "int", "minor": "int", "patch": "int", "charAt": "string",

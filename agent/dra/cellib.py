@@ -19,7 +19,20 @@ from typing import Any
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
-from agent.dra.celvalues import NoOverload, Quantity, Semver, cel_cmp, cel_eq, cel_in, parse_quantity, parse_semver
+from agent.dra.celvalues import (
+    CIDR,
+    IP,
+    NoOverload,
+    Quantity,
+    Semver,
+    cel_cmp,
+    cel_eq,
+    cel_in,
+    parse_cidr,
+    parse_ip,
+    parse_quantity,
+    parse_semver,
+)
 
 __all__ = ["FUNCTIONS", "OPERATORS", "call_namespaced"]
 
@@ -330,6 +343,85 @@ def find_all(s: Any, pattern: Any, n: Any = None) -> Any:
     return celtypes.ListType([celtypes.StringType(x) for x in (found if limit < 0 else found[:limit])])
 
 
+# -- ip and cidr ------------------------------------------------------------------------------------
+
+def _parser(kind: str, parse: Callable[[str], Any]) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    def make(text: Any) -> Any:
+        if isinstance(text, CIDR) and kind == "ip":  # cidr.ip(): the address of a prefix
+            return IP(text.interface.ip)
+        _want(text, celtypes.StringType, what=kind)
+        try:
+            return parse(str(text))
+        except ValueError as e:
+            return _err(f"{kind}({str(text)[:64]!r}): {e}")
+
+    def test(text: Any) -> celtypes.BoolType:
+        _want(text, celtypes.StringType, what=f"is{kind.upper()}")
+        try:
+            parse(str(text))
+        except ValueError:
+            return celtypes.BoolType(False)
+        return celtypes.BoolType(True)
+    return make, test
+
+
+ip_, is_ip = _parser("ip", parse_ip)
+cidr_, is_cidr = _parser("cidr", parse_cidr)
+
+
+def _ip_test(attr: str) -> Callable[[Any], celtypes.BoolType]:
+    def test(v: Any) -> celtypes.BoolType:
+        _want(v, IP, what=attr)
+        a = v.address
+        if attr == "isGlobalUnicast":
+            return celtypes.BoolType(not (a.is_unspecified or a.is_loopback or a.is_multicast or a.is_link_local
+                                          or (a.version == 4 and str(a) == "255.255.255.255")))
+        if attr == "isLinkLocalMulticast":
+            ok = a.is_multicast and (str(a).startswith("224.0.0.") if a.version == 4 else
+                                     (int(a) >> 112) & 0xFF0F == 0xFF02)
+            return celtypes.BoolType(ok)
+        return celtypes.BoolType(getattr(a, {"isUnspecified": "is_unspecified", "isLoopback": "is_loopback",
+                                             "isLinkLocalUnicast": "is_link_local"}[attr]))
+    return test
+
+
+def family(v: Any) -> celtypes.IntType:
+    _want(v, IP, what="family")
+    return celtypes.IntType(v.address.version)
+
+
+def contains_ip(c: Any, other: Any) -> celtypes.BoolType:
+    _want(c, CIDR, what="containsIP")
+    addr = parse_ip(str(other)).address if isinstance(other, celtypes.StringType) else other.address
+    return celtypes.BoolType(addr in c.interface.network)
+
+
+def contains_cidr(c: Any, other: Any) -> celtypes.BoolType:
+    _want(c, CIDR, what="containsCIDR")
+    net = parse_cidr(str(other)).interface.network if isinstance(other, celtypes.StringType) else \
+        other.interface.network
+    return celtypes.BoolType(net.version == c.interface.network.version and net.subnet_of(c.interface.network))
+
+
+def masked(c: Any) -> CIDR:
+    import ipaddress
+
+    _want(c, CIDR, what="masked")
+    return CIDR(ipaddress.ip_interface(str(c.interface.network)))
+
+
+def prefix_length(c: Any) -> celtypes.IntType:
+    _want(c, CIDR, what="prefixLength")
+    return celtypes.IntType(c.interface.network.prefixlen)
+
+
+def to_string(v: Any) -> Any:
+    """``string(x)``: cel-python's conversion, plus ip and cidr values."""
+    if isinstance(v, (IP, CIDR)):
+        return celtypes.StringType(str(v))
+    return celtypes.StringType(v)
+
+
 # -- sets.* (cel-go ext.Sets) -------------------------------------------------------------------
 
 def _sets(name: str, a: Any, b: Any) -> celtypes.BoolType:
@@ -399,4 +491,9 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "upperAscii": lambda s: _ascii(s, "upperAscii", upper=True),
     "replace": replace, "split": split, "substring": substring, "trim": trim, "join": join, "format": format_,
     "isSorted": is_sorted, "sum": sum_, "max": max_, "find": find, "findAll": find_all,
+    "ip": ip_, "isIP": is_ip, "cidr": cidr_, "isCIDR": is_cidr, "family": family,
+    "isUnspecified": _ip_test("isUnspecified"), "isLoopback": _ip_test("isLoopback"),
+    "isLinkLocalMulticast": _ip_test("isLinkLocalMulticast"), "isLinkLocalUnicast": _ip_test("isLinkLocalUnicast"),
+    "isGlobalUnicast": _ip_test("isGlobalUnicast"), "containsIP": contains_ip, "containsCIDR": contains_cidr,
+    "masked": masked, "prefixLength": prefix_length, "string": to_string,
 }

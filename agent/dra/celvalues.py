@@ -25,7 +25,7 @@ from typing import Any
 
 from celpy import celtypes
 
-__all__ = ["Quantity", "Semver", "parse_quantity", "parse_semver", "cel_eq", "cel_cmp", "cel_in", "NoOverload"]
+__all__ = ["IP", "CIDR", "parse_ip", "parse_cidr", "Quantity", "Semver", "parse_quantity", "parse_semver", "cel_eq", "cel_cmp", "cel_in", "NoOverload"]
 
 
 class NoOverload(TypeError):
@@ -156,6 +156,10 @@ def cel_eq(a: Any, b: Any) -> bool:  # noqa: C901 - one case per CEL type family
         if not isinstance(b, Semver):
             raise NoOverload(f"no such overload: Semver == {type(b).__name__}")
         return a.compare(b) == 0
+    if isinstance(a, (IP, CIDR)):
+        if type(b) is not type(a):
+            raise NoOverload(f"no such overload: {type(a).__name__} == {type(b).__name__}")
+        return bool(a == b)
     if a is None or b is None:
         return a is None and b is None
     if _is_number(a):
@@ -220,3 +224,48 @@ def cel_in(item: Any, container: Any) -> bool:
             raise failed
         return False
     raise NoOverload(f"no such overload: {type(item).__name__} in {type(container).__name__}")
+
+
+# -- IP and CIDR (Kubernetes' ip and cidr libraries) -------------------------------------------------
+
+@dataclass(frozen=True)
+class IP:
+    """``net.IP``: an address with no zone, an IPv4-mapped IPv6 address refused, as Kubernetes' ``ip()``."""
+
+    address: Any
+
+    def __str__(self) -> str:
+        return str(self.address)
+
+
+@dataclass(frozen=True)
+class CIDR:
+    """``net.CIDR``: an address and prefix length (host bits may be set, as ``netip.Prefix`` allows)."""
+
+    interface: Any
+
+    def __str__(self) -> str:
+        return str(self.interface)
+
+
+def parse_ip(text: str) -> IP:
+    import ipaddress
+
+    if "%" in text:
+        raise ValueError("IP address with zone value is not allowed")
+    addr = ipaddress.ip_address(text)
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        raise ValueError("IPv4-mapped IPv6 address is not allowed")
+    return IP(addr)
+
+
+def parse_cidr(text: str) -> CIDR:
+    import ipaddress
+
+    if "/" not in text:
+        raise ValueError("network address parse error: no prefix length")
+    addr, _, plen = text.partition("/")
+    parse_ip(addr)
+    if not plen.isdigit() or (len(plen) > 1 and plen[0] == "0"):
+        raise ValueError(f"bad prefix length {plen!r}")
+    return CIDR(ipaddress.ip_interface(text))

@@ -124,6 +124,12 @@ LIBS = {
                    f'&& {HW}.pciAddress.substring(11) == "0" && {HW}.pciAddress.upperAscii() == "0000:3B:00.0" '
                    f'&& {HW}.pciAddress.replace("0", "x", 2) == "xx00:3B:00.0" && " a ".trim() == "a" '
                    '&& ["a", "b"].join("-") == "a-b"',), want={"a"}),
+    "ip-cidr": Case([dev("a", addr="10.1.2.3"), dev("b", addr="192.168.0.1")],
+                    selectors=(f'isIP({HW}.addr) && cidr("10.0.0.0/8").containsIP(ip({HW}.addr)) '
+                               f'&& ip({HW}.addr).family() == 4',), want={"a"}),
+    "two-var-exists": Case([dev("a", numaNode=1), dev("b", numaNode=0)],
+                           selectors=(f'{HW}.exists(k, v, k == "numaNode" && v == 0)',), want={"b"}),
+    "sets": Case([dev("a", kind="nvme")], selectors=(f'sets.contains(["nvme", "nic"], [{HW}.kind])',), want={"a"}),
 }
 
 
