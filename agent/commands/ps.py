@@ -6,7 +6,7 @@ import sys
 
 from agent.cli import CommandError
 from agent.commands._exitcodes import EXIT_REFUSED
-from agent.commands._admission import COMMON_FLAGS, Session, _nodes, age, dumps
+from agent.commands._admission import COMMON_FLAGS, Session, _nodes, age
 from agent.commands._flags import SWITCH, Flag, add, parse
 from agent.commands._podstatus import status_word
 
@@ -14,7 +14,7 @@ from agent.commands._podstatus import status_word
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from types import SimpleNamespace
     from typing import Any
 
@@ -70,18 +70,67 @@ def pages(args: argparse.Namespace, page_size: int = PAGE_SIZE) -> Iterator[dict
     """The daemon's List, a page at a time (GET /v1/pods?limit=&continue=, one connection);
     a daemon that does not page answers every pod at once, with no continue token."""
     with Session(args) as session:
-        token = ""
-        while True:
-            query = {"limit": str(page_size)} | ({"continue": token} if token else {})
-            resp = session.request("GET", "/v1/pods", query=query, timeout=30)
-            yield resp
-            nxt = resp.get("continue") or ""
-            if not nxt:
-                return
-            if nxt == token:
-                raise CommandError(f"the daemon answered the same page twice (continue={nxt!r}); "
-                                   "check it with `hwagent status`", EXIT_REFUSED)
-            token = nxt
+        yield from _walk(lambda query: session.request("GET", "/v1/pods", query=query, timeout=30), page_size)
+
+
+def line_pages(args: argparse.Namespace, page_size: int = PAGE_SIZE) -> Iterator[tuple[dict[str, Any], bytes]]:
+    """The daemon's List a page at a time as ``?lines=1`` answers it (agent.workloads.cliapi.list_lines):
+    (the page's head: continue, count, manifest_errors; its pods' JSON joined by ",\n"), the pods
+    neither decoded nor encoded here. A daemon from before ``lines`` answers the JSON page: its pods
+    are encoded here as the daemon would have."""
+    from agent.commands._jsonc import dumps as compact, loads
+
+    def fetch(query: dict[str, str]) -> tuple[dict[str, Any], bytes]:
+        raw = session.request_bytes("GET", "/v1/pods", query=query | {"lines": "1"}, timeout=30)
+        first, _, pods = raw.partition(b"\n")
+        try:
+            head: dict[str, Any] = loads(first)
+        except ValueError:
+            raise CommandError("the daemon answered a page that is not JSON; check it with `hwagent status`",
+                               EXIT_REFUSED) from None
+        if "pods" in head:
+            pods = ",\n".join([compact(p, sort_keys=True) for p in head.pop("pods")]).encode()
+        return head, pods
+
+    with Session(args) as session:
+        yield from _walk(fetch, page_size)
+
+
+def _walk(fetch: Callable[[dict[str, str]], Any], page_size: int) -> Iterator[Any]:
+    """``fetch(query)`` for each page, following the continue tokens (a page is a dict, or (its head, ...))."""
+    token = ""
+    while True:
+        page = fetch({"limit": str(page_size)} | ({"continue": token} if token else {}))
+        yield page
+        nxt = (page[0] if isinstance(page, tuple) else page).get("continue") or ""
+        if not nxt:
+            return
+        if nxt == token:
+            raise CommandError(f"the daemon answered the same page twice (continue={nxt!r}); "
+                               "check it with `hwagent status`", EXIT_REFUSED)
+        token = nxt
+
+
+def print_json(args: argparse.Namespace) -> None:
+    """``{"manifest_errors": [...], "pods": [`` then one pod a line, then ``]}``: one JSON document, keys
+    sorted, written a page at a time as the daemon encoded it (the first page carries the manifest
+    errors). It was ``json.dumps(indent=2)`` of every pod gathered: 1.5 s of CPU at 5,000 pods on a
+    256-CPU machine, a line per CPU id (issue 37 item 17)."""
+    from agent.commands._jsonc import dumps as compact
+
+    out = getattr(sys.stdout, "buffer", None)
+    write = out.write if out is not None else (lambda b: sys.stdout.write(b.decode()))
+    if out is not None:
+        sys.stdout.flush()
+    before = b""
+    for n, (head, pods) in enumerate(line_pages(args)):
+        if n == 0:
+            errors = compact(head.get("manifest_errors") or [], sort_keys=True)
+            write(f'{{"manifest_errors": {errors}, "pods": [\n'.encode())
+        if pods:
+            write(before + pods)
+            before = b",\n"
+    write(b"\n]}\n")
 
 
 def widen(widths: list[int], table: list[list[str]]) -> list[int]:
@@ -102,20 +151,15 @@ def names(pods: list[dict[str, Any]]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.quiet:
+    if getattr(args, "quiet", False):  # (a caller's own namespace may predate -q)
         for page in pages(args):
             sys.stdout.write("".join(n + "\n" for n in names(page["pods"])))
         return 0
     if args.format == "json":
-        pods: list[dict[str, Any]] = []
-        errors: list[dict[str, str]] = []
-        for page in pages(args):
-            pods.extend(page["pods"])
-            errors.extend(page["manifest_errors"])
-        print(dumps({"pods": pods, "manifest_errors": errors}))
+        print_json(args)
         return 0
     widths = [0] * len(HEADER)
-    errors = []
+    errors: list[dict[str, str]] = []
     out = sys.stdout
     for n, page in enumerate(pages(args)):
         table = ([HEADER] if n == 0 else []) + body_rows(page["pods"])
