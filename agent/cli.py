@@ -138,6 +138,8 @@ def parse(argv: Sequence[str]) -> Any:
             args.command = argv[0]
             return args
     parser = build_parser(_single_command(argv))
+    if argv and (opt := argv[0].partition("=")[0]) in GLOBAL_OPTIONS:  # not hoisted: no command after it
+        parser.error(f"{opt} goes with a command: hwagent {opt} VALUE COMMAND ... (e.g. hwagent {opt} VALUE ps)")
     args, extra = parser.parse_known_args(argv)
     if extra and getattr(args, "command", None):
         _unrecognized(parser, args.command, extra)

@@ -51,6 +51,12 @@ def test_hoisting_is_pure_and_leaves_the_rest_alone() -> None:
     assert cli.hoist_globals(["--version"]) == ["--version"]
 
 
+@pytest.mark.parametrize("argv", [["--root-dir", "/r"], ["--root-dir=/r"], ["--config", "f", "--version"]])
+def test_a_global_option_without_a_command_says_where_it_goes(capsys, argv) -> None:
+    rc, err = _run(capsys, *argv)
+    assert rc == EXIT_USAGE and "goes with a command" in err and "invalid choice" not in err, err
+
+
 def test_a_global_option_the_command_does_not_take_is_said_by_that_command(capsys) -> None:
     rc, err = _run(capsys, "--root-dir", "/r", "doctor")
     assert rc == EXIT_USAGE
