@@ -28,6 +28,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from agent.dra.celvalues import OPT_PREFIX, OptionalValue, rewrite_optional_select
 from agent.dra.claims import ClaimError
 
 __all__ = ["CELError", "CostExceeded", "COST_LIMIT", "check", "matches", "device_activation"]
@@ -71,8 +72,16 @@ def _runtime() -> tuple[Any, Any, Any]:
                 raise CostExceeded("operation cancelled: actual cost limit exceeded")
             return super()._visit_tree(tree)
 
+        def member_dot(self, tree: Any) -> Any:
+            name = str(tree.children[1])
+            if name.startswith(OPT_PREFIX):
+                return _optional_select(self, tree, name[len(OPT_PREFIX):])
+            return super().member_dot(tree)
+
         def member_dot_arg(self, tree: Any) -> Any:
             namespace = _plain_ident(tree.children[0])
+            if namespace == "optional" and len(tree.children) >= 2:
+                return _optional_namespace(self, tree)
             if namespace == "cel" and tree.children[1].value == "bind":
                 return _bind(self, tree)
             if namespace == "sets" and len(tree.children) == 3:
@@ -110,6 +119,45 @@ def _bind(ev: Any, tree: Any) -> Any:
     nested = type(ev)(args[2], ev.activation, ev.meter)
     nested.activation = ev.activation.nested_activation(vars={name: value})
     return nested.visit(args[2])
+
+
+def _optional_select(ev: Any, tree: Any, key: str) -> Any:
+    """``m.?key``: ``optional.of(m.key)`` when the map has the key, else ``optional.none()``; on an
+    optional it selects through a present value and stays none on an absent one."""
+    from celpy import celtypes
+    from celpy.evaluation import CELEvalError
+
+    target = ev.visit(tree.children[0])
+    if isinstance(target, CELEvalError):
+        return target
+    if isinstance(target, OptionalValue):
+        if not target.present:
+            return target
+        target = target.value
+    if not isinstance(target, celtypes.MapType):
+        return CELEvalError(f"no such overload: {type(target).__name__}.?{key}", TypeError, None, tree=tree)
+    try:
+        return OptionalValue(target[celtypes.StringType(key)], True)
+    except KeyError:
+        return OptionalValue()
+
+
+def _optional_namespace(ev: Any, tree: Any) -> Any:
+    """``optional.of(x)``, ``optional.ofNonZeroValue(x)``, ``optional.none()``."""
+    from celpy.evaluation import CELEvalError
+
+    name = str(tree.children[1])
+    args = ev.visit_children(tree.children[2]) if len(tree.children) == 3 else []
+    for a in args:
+        if isinstance(a, CELEvalError):
+            return a
+    if name == "none" and not args:
+        return OptionalValue()
+    if name == "of" and len(args) == 1:
+        return OptionalValue(args[0], True)
+    if name == "ofNonZeroValue" and len(args) == 1:
+        return OptionalValue(args[0], True) if args[0] else OptionalValue()
+    return CELEvalError(f"undeclared reference to 'optional.{name}'", TypeError, None, tree=tree)
 
 
 def _two_var(ev: Any, tree: Any, method: str) -> Any:
@@ -182,7 +230,7 @@ def _program(expression: str) -> Any:
 
     env, _, _ = _runtime()
     try:
-        ast = env.compile(expression)
+        ast = env.compile(rewrite_optional_select(expression))
     except Exception as e:  # noqa: BLE001 - celpy's parse errors share no base class worth naming
         raise CELError(f"CEL expression {expression[:200]!r} does not compile: {_brief(e)}") from None
     errors = static_errors(ast)

@@ -23,6 +23,7 @@ from agent.dra.celvalues import (
     CIDR,
     IP,
     NoOverload,
+    OptionalValue,
     Quantity,
     Semver,
     cel_cmp,
@@ -422,6 +423,32 @@ def to_string(v: Any) -> Any:
     return celtypes.StringType(v)
 
 
+# -- optional values ------------------------------------------------------------------------------
+
+def _opt(v: Any, name: str) -> OptionalValue:
+    _want(v, OptionalValue, what=name)
+    return v
+
+
+def or_value(v: Any, default: Any) -> Any:
+    o = _opt(v, "orValue")
+    return o.value if o.present else default
+
+
+def has_value(v: Any) -> celtypes.BoolType:
+    return celtypes.BoolType(_opt(v, "hasValue").present)
+
+
+def value(v: Any) -> Any:
+    o = _opt(v, "value")
+    return o.value if o.present else _err("optional.none() dereference")
+
+
+def or_(v: Any, other: Any) -> Any:
+    o = _opt(v, "or")
+    return o if o.present else _opt(other, "or")
+
+
 # -- sets.* (cel-go ext.Sets) -------------------------------------------------------------------
 
 def _sets(name: str, a: Any, b: Any) -> celtypes.BoolType:
@@ -496,4 +523,5 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "isLinkLocalMulticast": _ip_test("isLinkLocalMulticast"), "isLinkLocalUnicast": _ip_test("isLinkLocalUnicast"),
     "isGlobalUnicast": _ip_test("isGlobalUnicast"), "containsIP": contains_ip, "containsCIDR": contains_cidr,
     "masked": masked, "prefixLength": prefix_length, "string": to_string,
+    "orValue": or_value, "hasValue": has_value, "value": value, "or": or_,
 }

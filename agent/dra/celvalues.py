@@ -25,7 +25,7 @@ from typing import Any
 
 from celpy import celtypes
 
-__all__ = ["IP", "CIDR", "parse_ip", "parse_cidr", "Quantity", "Semver", "parse_quantity", "parse_semver", "cel_eq", "cel_cmp", "cel_in", "NoOverload"]
+__all__ = ["OptionalValue", "OPT_PREFIX", "rewrite_optional_select", "IP", "CIDR", "parse_ip", "parse_cidr", "Quantity", "Semver", "parse_quantity", "parse_semver", "cel_eq", "cel_cmp", "cel_in", "NoOverload"]
 
 
 class NoOverload(TypeError):
@@ -224,6 +224,43 @@ def cel_in(item: Any, container: Any) -> bool:
             raise failed
         return False
     raise NoOverload(f"no such overload: {type(item).__name__} in {type(container).__name__}")
+
+
+# -- optional values (cel-go's optional types) -----------------------------------------------------
+
+@dataclass(frozen=True)
+class OptionalValue:
+    """``optional.of(x)`` or ``optional.none()``: what ``m.?key`` gives."""
+
+    value: Any = None
+    present: bool = False
+
+
+OPT_PREFIX = "__hwagent_opt__"
+
+
+def rewrite_optional_select(expression: str) -> str:
+    """``m.?key`` as ``m.__hwagent_opt__key``, which cel-python's grammar parses (outside string
+    literals; the evaluator turns it back into an optional field selection)."""
+    out, i, n = [], 0, len(expression)
+    while i < n:
+        c = expression[i]
+        if c in "\"'":
+            quote = expression[i:i + 3] if expression[i:i + 3] in ('"""', "'''") else c
+            j = i + len(quote)
+            while j < n and expression[j:j + len(quote)] != quote:
+                j += 2 if expression[j] == "\\" else 1
+            j = min(n, j + len(quote))
+            out.append(expression[i:j])
+            i = j
+            continue
+        if expression.startswith(".?", i) and i + 2 < n and (expression[i + 2].isalpha() or expression[i + 2] == "_"):
+            out.append("." + OPT_PREFIX)
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 # -- IP and CIDR (Kubernetes' ip and cidr libraries) -------------------------------------------------

@@ -129,6 +129,8 @@ LIBS = {
                                f'&& ip({HW}.addr).family() == 4',), want={"a"}),
     "two-var-exists": Case([dev("a", numaNode=1), dev("b", numaNode=0)],
                            selectors=(f'{HW}.exists(k, v, k == "numaNode" && v == 0)',), want={"b"}),
+    "optional-select": Case([dev("a"), dev("b", numaNode=1)],
+                            selectors=(f"{HW}.?numaNode.orValue(-1) == 1",), want={"b"}),
     "sets": Case([dev("a", kind="nvme")], selectors=(f'sets.contains(["nvme", "nic"], [{HW}.kind])',), want={"a"}),
 }
 
