@@ -275,11 +275,38 @@ class Session:
                 query: dict[str, str] | None = None, timeout: float = CALL_TIMEOUT_S,
                 idle: Callable[[], None] | None = None, idle_s: float = 0.2) -> dict[str, Any]:
         """``idle``, ``idle_s``: as ``_Connection.exchange`` takes them."""
+        status, raw = self._exchange(method, path, body, query, timeout, idle, idle_s)
+        answer = self._decode(status, raw)
+        if status != 200:
+            raise error_for(str(answer.get("code", "")), str(answer.get("message", "")), self.path, self.name)
+        return answer
+
+    def request_bytes(self, method: str, path: str, query: dict[str, str] | None = None,
+                      timeout: float = CALL_TIMEOUT_S) -> bytes:
+        """As ``request``, but a 200 answer's body as it came, not decoded (``ps --format json`` writes
+        the daemon's encoding through); an error is decoded and raised as ``request`` raises it."""
+        status, raw = self._exchange(method, path, None, query, timeout, None, 0.2)
+        if status == 200:
+            return raw
+        answer = self._decode(status, raw)
+        raise error_for(str(answer.get("code", "")), str(answer.get("message", "")), self.path, self.name)
+
+    def _decode(self, status: int, raw: bytes) -> dict[str, Any]:
+        try:
+            answer: dict[str, Any] = json_loads(raw)
+        except ValueError:
+            raise CommandError(f"the daemon answered {status} with a body that is not JSON; "
+                               "check it with `hwagent status`", EXIT_NO_DAEMON) from None
+        return answer
+
+    def _exchange(self, method: str, path: str, body: bytes | dict[str, Any] | None, query: dict[str, str] | None,
+                  timeout: float, idle: Callable[[], None] | None, idle_s: float) -> tuple[int, bytes]:
+        """One request on the session's connection: (status, body); transport errors as CommandError."""
         assert self._conn is not None, "use the Session as a context manager"
         data = json_dumps(body).encode() if isinstance(body, dict) else (body or b"")
         target = path + ("?" + wire.urlencode(query) if query else "")
         try:
-            status, raw = self._conn.exchange(method, target, data, timeout, idle, idle_s)
+            return self._conn.exchange(method, target, data, timeout, idle, idle_s)
         except TimeoutError:
             self._conn.close()
             raise error_for("DEADLINE_EXCEEDED", f"no answer in {timeout:g} s", self.path, self.name) from None
@@ -294,14 +321,6 @@ class Session:
         except (OSError, wire.WireError) as e:
             self._conn.close()
             raise error_for("UNAVAILABLE", f"{type(e).__name__}: {e}", self.path, self.name) from None
-        try:
-            answer = json_loads(raw)
-        except ValueError:
-            raise CommandError(f"the daemon answered {status} with a body that is not JSON; "
-                               "check it with `hwagent status`", EXIT_NO_DAEMON) from None
-        if status != 200:
-            raise error_for(str(answer.get("code", "")), str(answer.get("message", "")), self.path, self.name)
-        return answer
 
 
 def call(args: argparse.Namespace, method: str, path: str, body: bytes | dict[str, Any] | None = None,

@@ -131,6 +131,68 @@ def pod_message(
     return out
 
 
+#: a cpuset's sorted CPU ids, one list per distinct set: the pods of a shared pool list the same ~250
+#: ids, and sorting them again for each pod was a third of a JSON listing's CPU (issue 37 item 17)
+_ID_LISTS: dict[CPUSet, list[int]] = {}
+
+
+def _ids(cpus: CPUSet) -> list[int]:
+    ids = _ID_LISTS.get(cpus)
+    if ids is None:
+        if len(_ID_LISTS) >= 4096:  # pools that moved many times: forget them all, keep it small
+            _ID_LISTS.clear()
+        ids = _ID_LISTS[cpus] = sorted(cpus)
+    return ids
+
+
+def summary_json(
+    rec: PodRecord,
+    numa_of_device: Callable[[str, str, str, str], Sequence[int]] | None = None,
+    placement: Callable[[str, str], Placement | None] | None = None,
+    memory: Callable[[str, str], Sequence[MemoryBlock]] | None = None,
+) -> dict[str, Any]:
+    """``pod_json(pod_message(rec, ..., summary=True))`` (agent.workloads.podjson), the same dict
+    built from the record without the message between: a List's lines (``ps --format json``)
+    encode thousands of these, and the protobuf message and its copy into a dict were two thirds
+    of the daemon's CPU per pod. tests/unit/workloads/test_summary_json.py holds the two equal.
+    The lists of CPU ids are shared between pods (``_ids``): read them, never change them."""
+    from agent.workloads.podjson import memory_json
+
+    pod, st = rec.pod, rec.status
+    statuses = {c.name: c for c in st.containers}
+    containers = []
+    for c in pod.spec.all_containers():
+        a = pod.assignments.get(c.name)
+        cs = statuses.get(c.name)
+        cpu_ids: list[int] = []
+        mems = affinity = None
+        devices = []
+        if a is not None:
+            cpus, m = current_cpus(rec, c.name, placement)
+            cpu_ids = _ids(cpus)
+            mems = sorted(m) or None if m is not None else None
+            affinity = None if a.numa_affinity is None else sorted(a.numa_affinity)
+            for resource, ids in sorted(a.devices.items()):
+                for i in ids:
+                    nodes = numa_of_device(pod.uid, c.name, resource, i) if numa_of_device else ()
+                    devices.append({"resource": resource, "id": i, "numa_nodes": _nodes(nodes)})
+        else:
+            affinity = []
+        blocks = [memory_json(b) for b in memory_blocks_pb(memory(pod.uid, c.name))] \
+            if memory is not None and not rec.released else []
+        containers.append({
+            "name": c.name, "kind": c.kind, "cpu_ids": cpu_ids, "mems": mems, "numa_affinity": affinity,
+            "devices": devices, "memory": blocks,
+            "state": cs.state.value if cs is not None else "", "reason": cs.reason if cs is not None else "",
+            "restart_count": cs.restart_count if cs is not None else 0,
+            "pid": (cs.pid or None) if cs is not None else None,
+            "exit_code": cs.exit_code if cs is not None else None,
+        })
+    return {"name": pod.spec.name, "namespace": pod.spec.namespace, "uid": pod.uid, "qos": pod.qos,
+            "phase": st.phase.value, "reason": st.reason, "message": st.message, "source": pod.spec.source,
+            "admitted_at": pod.admitted_at, "released": rec.released, "containers": containers, "events": []}
+
+
 def _guard(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     @functools.wraps(fn)
     async def wrapper(self: AdmissionServicer, request: Any, context: grpc.aio.ServicerContext) -> T:
@@ -245,18 +307,29 @@ class AdmissionServicer(pb_grpc.AdmissionServicer):
         rec = await self.w.stop(rec.pod.spec.name, rec.pod.spec.namespace, grace)
         return pb.StopResponse(pod=self._pod(rec))
 
-    @_guard
-    async def List(self, request: pb.ListRequest, context: Any) -> pb.ListResponse:
-        """A page of ``limit`` pods after ``page_token`` (every pod with limit 0, as older clients
-        ask), in (namespace, name) order, built from the registry's ordered keys: a page costs
-        its own size (agent.workloads.paging)."""
-        caller = self._caller(context)
+    def list_page(self, request: pb.ListRequest, caller: Caller
+                  ) -> tuple[list[PodRecord], Sequence[tuple[str, str]], str]:
+        """List's page as records: (the pods ``caller`` may see, the manifest errors, the next token)."""
         after = token_key(request.page_token)
         reg = self.w.registry
         recs, next_token = take_page(reg.keys_after(after), lambda k: reg.by_name(*k),
                                      lambda r: may_see(caller, r.pod.spec), request.limit)
         # the static manifest files are root's (their paths and errors too); the first page has them
         errors = self.manifest_errors() if caller.root and after is None else ()
+        return recs, errors, next_token
+
+    def summary_json(self, rec: PodRecord) -> dict[str, Any]:
+        """The pod in List's form as JSON (``summary_json``), with the owners' current state."""
+        svc, mm = self.w.cpu_policy, self.w.memory_manager
+        return summary_json(rec, self._device_numa, svc.placement if svc is not None else None,
+                            mm.blocks if mm is not None else None)
+
+    @_guard
+    async def List(self, request: pb.ListRequest, context: Any) -> pb.ListResponse:
+        """A page of ``limit`` pods after ``page_token`` (every pod with limit 0, as older clients
+        ask), in (namespace, name) order, built from the registry's ordered keys: a page costs
+        its own size (agent.workloads.paging)."""
+        recs, errors, next_token = self.list_page(request, self._caller(context))
         return pb.ListResponse(
             pods=[self._pod(r, request.summary) for r in recs],
             manifest_errors=[pb.ManifestFileError(path=p, error=e) for p, e in errors],
