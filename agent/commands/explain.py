@@ -28,8 +28,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "explain", help="why the pools are this size, why a pod was suppressed or evicted",
         description="Explain the advisor's decisions from <root>/advisor/ (its state and decisions.jsonl) and "
         "<root>/pressure/evictions.jsonl: with `pool` (the default) the shared pool's size, the reclaimed pods' "
-        "quota, the headroom left to them and the recent changes with their reasons; with a pod name, whether "
-        "the pod was suppressed or evicted, and the decisions that led to it. Root only: the records name every "
+        "quota, the headroom left to them and the recent changes with their reasons; with a pod name, its state "
+        "now first (suppressed or not, as the latest decision has it), then its history: when it was held, the "
+        "decisions that changed it, its eviction. Root only: the records name every "
         "user's pods, so they are root's files; anyone else is refused with a permission message (a member's "
         "own pods: `hwagent describe NAME`).")
     add_common(p)
@@ -117,16 +118,11 @@ def _pod(root, ns: str, name: str, decisions: list[dict]) -> list[str]:
     as_shared = [d for d in decisions if who in (d.get("shared_pods") or [])]
     out = []
     if as_reclaimed:
-        held = [d for d in as_reclaimed if d.get("quota_cpus") is not None]
-        if held:
-            first, last = held[0], held[-1]
-            at = time.strftime("%H:%M:%S", time.gmtime(first.get("wall_time") or 0))
-            out.append(f"{who} is a reclaimed pod: suppressed from {at} (with {len(last.get('reclaimed_pods', []))} "
-                       f"reclaimed pods, held to {last.get('quota_cpus')} cpus together) because the shared "
-                       f"pool's delay was over its target:")
-            out += ["  " + format_decision(d) for d in [d for d in held if d.get("action") != "hold"][-RECENT:]]
-        else:
-            out.append(f"{who} is a reclaimed pod; the advisor has not suppressed it")
+        out += reclaimed_story(who, as_reclaimed, decisions[-1])
+        changes = [d for d in as_reclaimed if d.get("action") != "hold"]
+        if changes:
+            out.append("history (the advisor's changes while it named the pod):")
+            out += ["  " + format_decision(d) for d in changes[-RECENT:]]
     elif as_shared:
         out.append(f"{who} is a shared pod; the advisor sizes its pool to keep its run-queue delay under the target")
     out += _pod_memory(who, decisions)
@@ -141,6 +137,49 @@ def _pod(root, ns: str, name: str, decisions: list[dict]) -> list[str]:
         out += ["    " + format_decision(d) for d in before]
     if not out:
         raise CommandError(f"nothing recorded about {who}: no advisor decision names it and it was not evicted")
+    return out
+
+
+def suppressed_spans(named: list[dict]) -> list[tuple[float, float | None]]:
+    """(from, to) of each stretch the pod's decisions held a quota; ``to`` None: still held at
+    the last of them."""
+    spans: list[tuple[float, float | None]] = []
+    start = None
+    for d in named:
+        t = d.get("wall_time") or 0
+        if d.get("quota_cpus") is not None and start is None:
+            start = t
+        elif d.get("quota_cpus") is None and start is not None:
+            spans.append((start, t))
+            start = None
+    if start is not None:
+        spans.append((start, None))
+    return spans
+
+
+def reclaimed_story(who: str, named: list[dict], latest: dict) -> list[str]:
+    """A reclaimed pod's state now, then its suppressions (pure). ``named``: the decisions naming
+    it, oldest first; ``latest``: the advisor's latest decision of all. "Now" is the latest
+    decision: a quota lifted since the pod was suppressed reads as lifted (it read "suppressed
+    from 15:31:26" after the quota was lifted at 15:31:58), and a pod the latest decision does
+    not name any more says so before anything it went through."""
+    spans = suppressed_spans(named)
+    last = named[-1]
+    if last is not latest and who not in (latest.get("reclaimed_pods") or []):
+        head = (f"{who}: the advisor's latest decision ({_at(latest)}) does not name it (ended, removed, or no "
+                f"longer reclaimed); it was last named at {_at(last)}")
+    elif spans and spans[-1][1] is None:
+        head = (f"{who} is a reclaimed pod: suppressed now, since {_at({'wall_time': spans[-1][0]})}, held to "
+                f"{last.get('quota_cpus')} cpus together with {len(last.get('reclaimed_pods') or [])} reclaimed "
+                f"pods (a CFS quota) because the shared pool's delay was over its target")
+    elif spans:
+        head = (f"{who} is a reclaimed pod: not suppressed now (quota lifted at {_at({'wall_time': spans[-1][1]})})")
+    else:
+        head = f"{who} is a reclaimed pod: not suppressed now; the advisor has not suppressed it"
+    out = [head]
+    if spans:
+        out.append("suppressed: " + ", ".join(
+            f"{_at({'wall_time': a})}-{'now' if b is None else _at({'wall_time': b})}" for a, b in spans))
     return out
 
 
