@@ -39,11 +39,21 @@ READ = [
     ["launch"],
     ["launch", "--"],
     ["launch", "-", "x"],
+    # the read commands that ask the status socket (issue 37 item 16)
+    ["status"],
+    ["status", "--root-dir", "/r", "--format", "json"],
+    ["cpus", "--format=json", "--sysfs-root", "/s"],
+    ["cpus", "--socket", "/p.sock", "--config", "c.toml"],
+    ["memory", "--root-dir", "/r"],
+    ["resources", "--checkpoint", "/c", "--format", "json"],
 ]
 
 #: argument lists left to argparse: help, abbreviations, combined flags, mistakes
 DECLINED = [
     ["ps", "-h"],
+    ["cpus", "--json"],
+    ["status", "--format", "yaml"],
+    ["memory", "x"],
     ["ps", "--form", "json"],
     ["ps", "--format", "yaml"],
     ["ps", "x"],
