@@ -397,9 +397,21 @@ class Verdict:
     detail: str = ""
 
 
+#: peer runs before a disagreement over several pools is believed (pool order is random per run)
+RUNS_TO_CONFIRM = 24
+
+
 def classify(case: dict[str, Any], hw: HwAnswer, peer: Peer) -> Verdict:
-    """Which kind of (dis)agreement this case is; asks the peer to judge hwagent's allocation."""
-    ans = peer.ask(case, "allocate")
+    """Which kind of (dis)agreement this case is; a disagreement over several pools is asked again
+    with more runs first (another pool order may be the upstream answer hwagent gave)."""
+    v = _classify(case, hw, peer, RUNS)
+    if not v.kind.startswith(("agree:", "known:")) and len(case["slices"]) > 1:
+        v = _classify(case, hw, peer, RUNS_TO_CONFIRM)
+    return v
+
+
+def _classify(case: dict[str, Any], hw: HwAnswer, peer: Peer, runs: int) -> Verdict:
+    ans = peer.ask(case, "allocate", runs=runs)
     if hw.verdict == "crashed":
         return Verdict("BUG:hwagent-exception", hw, ans)
     if hw.verdict == "refused":
@@ -517,7 +529,8 @@ def describe(case: Mapping[str, Any], v: Verdict) -> str:
     lines.append(f"  hwagent: {v.hw.verdict}: {hw[:300]}")
     for o in v.peer["outcomes"]:
         what = o.get("error", "") or ", ".join(f"{r['request']}={r['pool']}/{r['device']}" for r in o.get("results", []))
-        lines.append(f"  k8s 1.32 ({o['runs']}/{RUNS} runs): {o['verdict']}: {what[:300]}")
+        lines.append(f"  k8s 1.32 ({o['runs']}/{sum(x['runs'] for x in v.peer['outcomes'])} runs): "
+                     f"{o['verdict']}: {what[:300]}")
     if v.judge is not None:
         o = v.judge["outcomes"][0]
         lines.append(f"  k8s 1.32 judging hwagent's answer: {o['verdict']} {o.get('error', '')[:300]}")

@@ -12,8 +12,10 @@
 // and gets one stdout line {"id", "outcomes": [{"verdict", "results"|"error", "runs"}...], "ms"}.
 // verdict is "allocated", "unsatisfiable", "error" or "timeout".
 //
-// allocate: NewAllocator(...).Allocate `runs` times (it walks pools in Go map order, which differs
-// from call to call), distinct outcomes with how many runs gave each.
+// allocate: NewAllocator(...).Allocate `runs` times, distinct outcomes with how many runs gave each.
+// It walks pools in Go map order, and a small Go map mostly iterates in insertion (= slice) order:
+// run 1 gets the slices as given, run 2 reversed, later runs shuffled (seeded), so that the runs see
+// other pool orders, as a scheduler whose informer lists slices in another order would.
 //
 // judge: is `results` (an allocation found elsewhere) one the real allocator accepts? Every device
 // not in results is marked allocated, and each ExactCount request gets its own DeviceClass whose first
@@ -33,7 +35,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -360,7 +364,7 @@ func one(in caseIn, cache *cel.Cache) (caseOut, bool) {
 		return out, true
 	}
 	judge := in.Op == "judge"
-	slices, err := convertSlices(in.Slices, judge)
+	rs, err := convertSlices(in.Slices, judge)
 	if err != nil {
 		return fail(err)
 	}
@@ -372,7 +376,7 @@ func one(in caseIn, cache *cel.Cache) (caseOut, bool) {
 	held := deviceSet(in.Held)
 	runs := max(in.Runs, 1)
 	if judge {
-		held = held.Union(pinned(in, slices, classes, claim))
+		held = held.Union(pinned(in, rs, classes, claim))
 		if in.DropConstraints {
 			claim.Spec.Devices.Constraints = nil
 		}
@@ -381,13 +385,24 @@ func one(in caseIn, cache *cel.Cache) (caseOut, bool) {
 	}
 	timeout := time.Duration(max(in.TimeoutMS, 1)) * time.Millisecond
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: in.Node}}
-	alloc, err := structured.NewAllocator(context.Background(), false, []*resourceapi.ResourceClaim{claim}, held,
-		classes, slices, cache)
-	if err != nil {
-		return fail(err)
-	}
 	seen := map[string]int{}
+	rnd := rand.New(rand.NewPCG(uint64(len(in.ID)), 33))
 	for i := 0; i < runs; i++ {
+		// The allocator walks pools in the order of a Go map filled in slice order, and a small
+		// map mostly iterates in insertion order: each run gets its own slice order (as given,
+		// reversed, then shuffled) so that "more than once" means other pool orders.
+		order := append([]*resourceapi.ResourceSlice(nil), rs...)
+		switch {
+		case i == 1:
+			slices.Reverse(order)
+		case i > 1:
+			rnd.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		}
+		alloc, err := structured.NewAllocator(context.Background(), false, []*resourceapi.ResourceClaim{claim}, held,
+			classes, order, cache)
+		if err != nil {
+			return fail(err)
+		}
 		o, finished := runOnce(alloc, node, timeout)
 		k := key(o)
 		if idx, ok := seen[k]; ok {
