@@ -16,6 +16,8 @@ refuses them:
   between a Quantity or Semver and a known other type;
 - a list literal whose elements' known types differ (``[dyn, 3]``: cel-go's
   homogeneous aggregate literals);
+- a call of a function no library declares (``kind.reverse()``), which
+  cel-python would only find when evaluating it, and ``||`` could hide;
 - ``"%s".format([...])`` with a dynamic value in the literal list (cel-go checks
   a literal format string's clauses against the list's element types).
 """
@@ -44,6 +46,13 @@ _METHOD_RESULT = {
 _GLOBAL_RESULT = {"quantity": QUANTITY, "semver": SEMVER, "isQuantity": "bool", "isSemver": "bool", "sign": "int",
                   "size": "int", "int": "int", "uint": "uint", "double": "double", "string": "string",
                   "bool": "bool", "dyn": DYN}
+#: what a call may name besides cellib's functions: cel-python's standard functions and the macros
+_STANDARD = {"size", "contains", "type", "endsWith", "startsWith", "matches", "getDate", "getDayOfMonth",
+             "getDayOfWeek", "getDayOfYear", "getFullYear", "getMonth", "getHours", "getMilliseconds",
+             "getMinutes", "getSeconds", "bool", "bytes", "double", "duration", "int", "list", "map", "string",
+             "timestamp", "uint", "dyn", "has", "all", "exists", "exists_one", "existsOne", "filter", "min"}
+_NAMESPACES = {"cel": {"bind"}, "sets": {"contains", "equivalent", "intersects"},
+               "optional": {"of", "none", "ofNonZeroValue"}}
 _PASS = {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary", "member",
          "primary", "paren_expr"}
 _ORDER = {"relation_lt": "_<_", "relation_le": "_<=_", "relation_gt": "_>_", "relation_ge": "_>=_"}
@@ -145,8 +154,20 @@ class _Checker:
             self.errors.append(f"found no matching overload for '{_EQ[op]}' applied to '({left}, {right})'")
         return "bool"
 
+    def declared(self, name: str) -> None:
+        from agent.dra.cellib import FUNCTIONS
+
+        if name not in FUNCTIONS and name not in _STANDARD:
+            self.errors.append(f"undeclared reference to '{name}' (in container '')")
+
     def method(self, kids: Any) -> str | None:
         target, name = kids[0], str(kids[1])
+        namespace = _path(target)
+        if namespace is not None and len(namespace) == 1 and namespace[0] in _NAMESPACES:
+            if name not in _NAMESPACES[namespace[0]]:
+                self.errors.append(f"undeclared reference to '{namespace[0]}.{name}' (in container '')")
+        else:
+            self.declared(name)
         receiver = None if _path(target) in (["cel"], ["sets"]) else self.type_of(target)
         if len(kids) > 2:
             for arg in kids[2].children:
@@ -171,6 +192,7 @@ class _Checker:
 
     def function(self, kids: Any) -> str | None:
         name = str(kids[0])
+        self.declared(name)
         if len(kids) > 1:
             for arg in kids[1].children:
                 self.type_of(arg)

@@ -151,6 +151,8 @@ TYPES = {
                                             refused="does not compile"),
     "sign-is-no-method": Case([dev("a", {"size": 10})], selectors=(f"{CAP}.size.sign() > 0",),
                               refused="no matching overload for 'sign'"),
+    "undeclared-function-behind-or": Case([dev("a", kind="nvme")], selectors=(f"{HW}.kind.reverse() == 'x' || true",),
+                                          refused="undeclared reference to 'reverse'"),
     "heterogeneous-list-literal": Case([dev("a", numaNode=0)], selectors=(f"[{HW}.numaNode, 3].min() < 3",),
                                        refused="expected type 'any' but found 'int'"),
     # a version is a semver: == against a string has no overload (a runtime error upstream)
