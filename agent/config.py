@@ -51,6 +51,7 @@ SECTIONS: dict[str, str] = {
     "cgroups": "agent.cgroups.config:CgroupsConfig",
     "dra": "agent.dra.config:DraConfig",
     "advisor": "agent.advisor.config:AdvisorConfig",
+    "nri": "agent.nri.config:NriConfig",
 }
 
 log = get_logger("hwagent.config")

@@ -1,0 +1,289 @@
+"""hwagent's NRI plugin: connect to the runtime's NRI socket, register, answer its calls, reconnect.
+
+One session is one connection to the runtime's socket, multiplexed
+(``agent.nri.mux``): the plugin serves NRI's Plugin service on connection 1 and
+calls the runtime's Runtime service on connection 2, both over ``agent.nri.ttrpc``.
+The runtime expects, in this order: the plugin's ``RegisterPlugin`` (name and
+two-digit index), then its own ``Configure`` (the plugin answers with the event
+mask it subscribes to), then ``Synchronize`` (every pod and container it has),
+then the events. When the runtime stops it calls ``Shutdown`` or just closes the
+socket; the plugin then tries again every ``reconnect_interval_s`` until the
+runtime is back, so a restarted containerd finds it registered again.
+
+This is the foundation of issue 34: the plugin records what the runtime tells it
+(``agent.nri.view``) and answers every call with no adjustment; the placement
+(cpusets, memory nodes, QoS classes) comes next (docs/nri.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+from agent.api.nri.v1alpha1 import api_pb2 as nri
+from agent.eventlog import get_logger
+from agent.nri.config import NriConfig
+from agent.nri.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, Mux
+from agent.nri.ttrpc import Client, ConnectionClosed, Handler, Server, TtrpcError, unary
+from agent.nri.view import NodeView
+
+__all__ = ["PLUGIN_SERVICE", "RUNTIME_SERVICE", "SUBSCRIBED", "NriPlugin", "PluginState",
+           "event_mask", "events_of", "main"]
+
+log = get_logger("hwagent.nri")
+
+PLUGIN_SERVICE = "nri.pkg.api.v1alpha1.Plugin"
+RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
+
+#: the events hwagent asks for: the pod lifecycle and every container event it will act on
+SUBSCRIBED: tuple[int, ...] = (
+    nri.RUN_POD_SANDBOX, nri.STOP_POD_SANDBOX, nri.REMOVE_POD_SANDBOX,
+    nri.CREATE_CONTAINER, nri.START_CONTAINER, nri.UPDATE_CONTAINER,
+    nri.STOP_CONTAINER, nri.REMOVE_CONTAINER,
+)
+
+#: an event callback: (event, fields), e.g. ("configured", {"runtime": "containerd", ...})
+EventSink = Callable[[str, Mapping[str, Any]], None]
+
+
+def event_mask(events: Iterable[int]) -> int:
+    """NRI's EventMask: event e is bit e-1 (UNKNOWN, 0, has no bit)."""
+    mask = 0
+    for e in events:
+        if not nri.UNKNOWN < e < nri.LAST:
+            raise ValueError(f"not an NRI event: {e}")
+        mask |= 1 << (e - 1)
+    return mask
+
+
+def events_of(mask: int) -> list[str]:
+    """The event names a mask holds, in NRI's order."""
+    return [nri.Event.Name(e) for e in range(nri.UNKNOWN + 1, nri.LAST) if mask & (1 << (e - 1))]
+
+
+@dataclass
+class PluginState:
+    """What `hwagent status` will show of the NRI connection (a snapshot, updated in place)."""
+
+    connected: bool = False
+    registered: bool = False
+    runtime: str = ""
+    runtime_version: str = ""
+    sessions: int = 0
+    last_error: str = ""
+    register_ms: float = 0.0
+    calls: Counter[str] = field(default_factory=Counter)
+
+
+class NriPlugin:
+    """The plugin: ``run(stop)`` keeps a session with the runtime until ``stop`` is set."""
+
+    def __init__(self, cfg: NriConfig, on_event: EventSink | None = None) -> None:
+        cfg.validate()
+        self.cfg = cfg
+        self.view = NodeView()
+        self.state = PluginState()
+        self._on_event = on_event
+        self._client: Client | None = None
+        self._shutdown = asyncio.Event()
+        self._sync_parts: list[nri.SynchronizeRequest] = []
+
+    # -- the runtime's calls (Plugin service) ---------------------------------
+
+    def services(self) -> dict[str, dict[str, Handler]]:
+        return {PLUGIN_SERVICE: {
+            "Configure": unary(nri.ConfigureRequest, self.configure),
+            "Synchronize": unary(nri.SynchronizeRequest, self.synchronize),
+            "Shutdown": unary(nri.Empty, self.shutdown),
+            "CreateContainer": unary(nri.CreateContainerRequest, self.create_container),
+            "UpdateContainer": unary(nri.UpdateContainerRequest, self.update_container),
+            "StopContainer": unary(nri.StopContainerRequest, self.stop_container),
+            "StateChange": unary(nri.StateChangeEvent, self.state_change),
+        }}
+
+    async def configure(self, req: nri.ConfigureRequest) -> nri.ConfigureResponse:
+        self._count("Configure")
+        self.state.runtime, self.state.runtime_version = req.runtime_name, req.runtime_version
+        self._sync_parts.clear()
+        mask = event_mask(SUBSCRIBED)
+        self._emit("configured", runtime=req.runtime_name, version=req.runtime_version,
+                   events=events_of(mask), request_timeout_ms=req.request_timeout)
+        return nri.ConfigureResponse(events=mask)
+
+    async def synchronize(self, req: nri.SynchronizeRequest) -> nri.SynchronizeResponse:
+        """Record every pod and container. A runtime that splits a large list sends ``more`` until
+        the last part; the parts are collected and applied together, as one list."""
+        self._count("Synchronize")
+        self._sync_parts.append(req)
+        if req.more:
+            return nri.SynchronizeResponse(more=True)
+        parts, self._sync_parts = self._sync_parts, []
+        self.view.synchronize([p for r in parts for p in r.pods], [c for r in parts for c in r.containers])
+        self._emit("synchronized", pods=len(self.view.pods), containers=len(self.view.containers),
+                   parts=len(parts))
+        return nri.SynchronizeResponse()
+
+    async def shutdown(self, req: nri.Empty) -> nri.Empty:
+        self._count("Shutdown")
+        self._emit("shutdown requested")
+        self._shutdown.set()
+        return nri.Empty()
+
+    async def create_container(self, req: nri.CreateContainerRequest) -> nri.CreateContainerResponse:
+        self._count("CreateContainer")
+        self.view.container_event(nri.CREATE_CONTAINER, req.pod, req.container)
+        self._emit("create container", pod=self.view.describe(req.pod.id), container=req.container.name,
+                   id=req.container.id, decision="no adjustment (placement not implemented yet)")
+        return nri.CreateContainerResponse()
+
+    async def update_container(self, req: nri.UpdateContainerRequest) -> nri.UpdateContainerResponse:
+        self._count("UpdateContainer")
+        self.view.container_event(nri.UPDATE_CONTAINER, req.pod, req.container)
+        self._emit("update container", pod=self.view.describe(req.pod.id), container=req.container.name)
+        return nri.UpdateContainerResponse()
+
+    async def stop_container(self, req: nri.StopContainerRequest) -> nri.StopContainerResponse:
+        self._count("StopContainer")
+        self.view.container_event(nri.STOP_CONTAINER, req.pod, req.container)
+        self._emit("stop container", pod=self.view.describe(req.pod.id), container=req.container.name)
+        return nri.StopContainerResponse()
+
+    async def state_change(self, req: nri.StateChangeEvent) -> nri.Empty:
+        self._count("StateChange")
+        if req.event in (nri.RUN_POD_SANDBOX, nri.STOP_POD_SANDBOX, nri.REMOVE_POD_SANDBOX):
+            self.view.pod_event(req.event, req.pod)
+        elif req.HasField("container"):
+            self.view.container_event(req.event, req.pod if req.HasField("pod") else None, req.container)
+        self._emit("state change", runtime_event=nri.Event.Name(req.event) if req.event in nri.Event.values() else req.event,
+                   pod=self.view.describe(req.pod.id), container=req.container.name)
+        return nri.Empty()
+
+    # -- the plugin's calls (Runtime service) ----------------------------------
+
+    async def update_containers(self, updates: Sequence[nri.ContainerUpdate],
+                                evictions: Sequence[nri.ContainerEviction] = ()) -> list[nri.ContainerUpdate]:
+        """Ask the runtime to change running containers; returns the updates it could not apply."""
+        if self._client is None or not self.state.registered:
+            raise ConnectionClosed("not registered with an NRI runtime")
+        req = nri.UpdateContainersRequest(update=updates, evict=evictions)
+        resp = nri.UpdateContainersResponse()
+        resp.ParseFromString(await self._client.call(RUNTIME_SERVICE, "UpdateContainers",
+                                                     req.SerializeToString(), timeout=self.cfg.register_timeout_s))
+        return list(resp.failed)
+
+    # -- connection ------------------------------------------------------------
+
+    async def session(self, stop: asyncio.Event | None = None) -> None:
+        """One connection: register, then serve until the runtime goes away, asks to shut down, or ``stop``."""
+        reader, writer = await asyncio.open_unix_connection(self.cfg.socket_path)
+        trunk = Mux(reader, writer)
+        served, calls = trunk.open(PLUGIN_SERVICE_CONN), trunk.open(RUNTIME_SERVICE_CONN)
+        self._shutdown = asyncio.Event()
+        tasks = [asyncio.create_task(trunk.run(), name="nri-mux"),
+                 asyncio.create_task(Server(self.services()).serve(served.reader, served), name="nri-serve")]
+        client = self._client = Client(calls.reader, calls)
+        client.start()
+        self.state.sessions += 1
+        self.state.connected = True
+        try:
+            started = time.monotonic()
+            reg = nri.RegisterPluginRequest(plugin_name=self.cfg.plugin_name, plugin_idx=self.cfg.plugin_index)
+            await client.call(RUNTIME_SERVICE, "RegisterPlugin", reg.SerializeToString(),
+                              timeout=self.cfg.register_timeout_s)
+            self.state.register_ms = (time.monotonic() - started) * 1000
+            self.state.registered = True
+            self.state.last_error = ""
+            self._emit("registered", name=f"{self.cfg.plugin_index}-{self.cfg.plugin_name}",
+                       socket=self.cfg.socket_path, round_trip_ms=round(self.state.register_ms, 3))
+            waits = [tasks[0], asyncio.create_task(self._shutdown.wait())]
+            if stop is not None:
+                waits.append(asyncio.create_task(stop.wait()))
+            done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for t in pending:
+                if t is not tasks[0]:
+                    t.cancel()
+            if tasks[0] in done and tasks[0].exception() is not None:
+                raise tasks[0].exception()  # type: ignore[misc]
+        finally:
+            self.state.connected = self.state.registered = False
+            self._client = None
+            trunk.close()
+            await client.close()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._emit("disconnected")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Sessions, one after another, until ``stop``: a runtime restart is a reconnect, not an exit."""
+        while not stop.is_set():
+            try:
+                await self.session(stop)
+            except (OSError, ConnectionClosed, TtrpcError) as exc:
+                error = str(exc) or type(exc).__name__
+                if error != self.state.last_error:  # once per cause, not once per second
+                    self._emit("connection failed", socket=self.cfg.socket_path, error=error)
+                self.state.last_error = error
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.cfg.reconnect_interval_s)
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _count(self, call: str) -> None:
+        self.state.calls[call] += 1
+
+    def _emit(self, what: str, /, **fields: Any) -> None:
+        log.info("nri " + what, **fields)
+        if self._on_event is not None:
+            self._on_event(what, fields)
+
+
+def _print_event(event: str, fields: Mapping[str, Any]) -> None:
+    print(json.dumps({"t": round(time.time(), 6), "event": event, **fields}, default=str), flush=True)
+
+
+def _args(argv: Sequence[str] | None) -> argparse.Namespace:
+    d = NriConfig()
+    p = argparse.ArgumentParser(prog="python -m agent.nri.plugin",
+                                description="hwagent's NRI plugin on its own (one JSON line per event on stdout)")
+    p.add_argument("--socket", default=d.socket_path, help=f"the runtime's NRI socket (default {d.socket_path})")
+    p.add_argument("--name", default=d.plugin_name, help=f"plugin name (default {d.plugin_name})")
+    p.add_argument("--index", default=d.plugin_index, help=f"two-digit plugin index (default {d.plugin_index})")
+    p.add_argument("--reconnect-interval", type=float, default=d.reconnect_interval_s, metavar="S")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the plugin alone until SIGTERM/SIGINT (the integration test's and an operator's way to try it)."""
+    a = _args(argv)
+    try:
+        cfg = NriConfig(enabled=True, socket_path=a.socket, plugin_name=a.name, plugin_index=a.index,
+                        reconnect_interval_s=a.reconnect_interval)
+        cfg.validate()
+    except ValueError as exc:
+        print(f"hwagent nri: {exc}", file=sys.stderr)
+        return 2
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await NriPlugin(cfg, on_event=_print_event).run(stop)
+
+    asyncio.run(go())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
