@@ -254,6 +254,7 @@ class AdvisorComponent:
         assert self.cpu is not None and self.sizer is not None
         shared, reclaimed = [], []
         shared_cpus = CPUSet()
+        requested = 0.0
         known = {c.key: c.cgroup_path for c in self.pressure.containers if c.cgroup_path} \
             if self.pressure is not None else {}
         for a in self.cpu.allocations():
@@ -264,6 +265,7 @@ class AdvisorComponent:
             q = normalize_qos(a.qos_level)
             if q == "shared" and a.owner_pool_name in (SHARED_POOL, ""):
                 shared.append((key, path, _who(a)))
+                requested += a.request_quantity
                 shared_cpus = shared_cpus | a.cpuset
             elif q == "reclaimed":
                 reclaimed.append((key, path, _who(a)))
@@ -272,7 +274,7 @@ class AdvisorComponent:
         reclaim = pools.get("reclaim") or CPUSet()
         rq = self.pressure.container_runqueue() if self.pressure is not None else {}
         return Reading(self.clock(), tuple(shared), tuple(reclaimed), rq,
-                       Limits(lo, hi, len(reclaim), overlap=bool(shared_cpus & reclaim)),
+                       Limits(lo, hi, len(reclaim), overlap=bool(shared_cpus & reclaim), shared_requests=requested),
                        pool=pools.get(SHARED_POOL) or CPUSet(), room=self.sizer.shared_room())
 
     def choose(self, r: Reading, d: Decision) -> Placement | None:

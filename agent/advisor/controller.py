@@ -124,6 +124,9 @@ class Limits:
     #: shared pool, or shared pods ramping up on every shared CPU): only then can suppressing
     #: or evicting them help the shared pool's delay
     overlap: bool = True
+    #: the CPUs the shared pool's pods request in all (exact): above ``shared_max`` they are
+    #: overcommitted, admitted as Katalyst admits shared_cores (agent.cpu.overcommit)
+    shared_requests: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -227,7 +230,8 @@ class Decision:
                        "reclaim_usage": _r(s.reclaim_usage), "reclaimed": s.reclaimed, "psi_some": _r(s.psi_some),
                        "pods": {k: _r(v) for k, v in sorted(s.pods.items())}},
             "limits": {"shared_min": self.limits.shared_min, "shared_max": self.limits.shared_max,
-                       "reclaim_cpus": self.limits.reclaim_cpus, "overlap": self.limits.overlap},
+                       "reclaim_cpus": self.limits.reclaim_cpus, "overlap": self.limits.overlap,
+                       "shared_requests": _r(self.limits.shared_requests)},
             "state": self.state.to_json(),
         }
 

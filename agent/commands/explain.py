@@ -60,6 +60,13 @@ def _pool(root, state: dict | None, decisions: list[dict]) -> list[str]:
     size, q = last.get("shared_size"), last.get("quota_cpus")
     out = [f"shared pool: {size} cpus; its requests need {lim.get('shared_min')}, at most {lim.get('shared_max')} "
            "(the cpus neither reserved nor dedicated)"]
+    asked = lim.get("shared_requests")
+    if isinstance(asked, (int, float)) and isinstance(lim.get("shared_max"), int):
+        from agent.cpu.overcommit import overcommit_note
+
+        note = overcommit_note(float(asked), lim["shared_max"])
+        if note is not None:
+            out.append(f"overcommitted: {note}")
     p99 = inp.get("shared_p99_us")
     floor = (last.get("state") or {}).get("floor_us")
     why_target = "" if floor is None else (f" (the fixed target, or [advisor] floor_factor x {floor:.0f}us, the "
@@ -125,6 +132,7 @@ def _pod(root, ns: str, name: str, decisions: list[dict]) -> list[str]:
             out += ["  " + format_decision(d) for d in changes[-RECENT:]]
     elif as_shared:
         out.append(f"{who} is a shared pod; the advisor sizes its pool to keep its run-queue delay under the target")
+        out += [line for line in _pool(root, None, as_shared[-1:]) if line.startswith("overcommitted: ")]
     out += _pod_memory(who, decisions)
     evs = _evictions(root, ns, name)
     for e in evs:

@@ -36,6 +36,7 @@ from agent.contracts.dra import ClaimRefused, PodClaims
 from agent.cpu.errors import PolicyError
 from agent.contracts.cpu import AllocateResult
 from agent.cpu.qos import DEDICATED, RECLAIMED, SHARED, SYSTEM, parse_qos
+from agent.cpu.overcommit import overcommit_note
 from agent.cpuset import CPUSet
 from agent.contracts.devices import ContainerAllocation
 from agent.devicemanager.selection import AllocationError
@@ -204,7 +205,7 @@ class Workloads:
         for w in parsed.warnings:
             log.warning("manifest field ignored", pod=parsed.pod.key, warning=w)
         result = await (self.dry_run(spec, caller) if dry_run else self.admit(spec, caller))
-        return AdmitResult(**{**result.__dict__, "warnings": parsed.warnings})
+        return AdmitResult(**{**result.__dict__, "warnings": (*parsed.warnings, *result.warnings)})
 
     def qos_of(self, spec: PodSpec) -> str:
         try:
@@ -304,7 +305,18 @@ class Workloads:
                 self.registry.unreserve(spec.key, spec.uid)
         self._publish()
         log.info("pod admitted", pod=spec.key, uid=spec.uid, qos=qos, containers=_describe_assignments(pod))
-        return AdmitResult(pod=pod)
+        note = self._shared_overcommit() if qos == QOS_SHARED else None
+        return AdmitResult(pod=pod, warnings=() if note is None else (note,))
+
+    def _shared_overcommit(self) -> str | None:
+        """What the shared pods request in all against the CPUs they run on now, when it is more
+        (``agent.cpu.overcommit``: admitted, and said)."""
+        svc = self.cpu_policy
+        if svc is None:
+            return None
+        shared = [a for a in svc.allocations() if a.qos_level == SHARED]
+        cpus = CPUSet.union_all(a.cpuset for a in shared)
+        return overcommit_note(sum(a.request_quantity for a in shared), len(cpus))
 
     async def _check_limits(self, spec: PodSpec, caller: Caller) -> None:
         """The caller's per-user limits (none for root): RESOURCE_EXHAUSTED naming the limit.

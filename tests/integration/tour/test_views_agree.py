@@ -53,3 +53,15 @@ def test_status_counts_the_pods_ps_lists(tour: Tour) -> None:
     assert {p["name"] for p in listed} >= {"job", "web", "once"}
     line = next(ln for ln in tour.ok("status").splitlines() if ln.startswith("pods: "))
     assert line.startswith(f"pods: {len(listed)} "), (line, [p["name"] for p in listed])
+
+
+def test_a_launch_that_overcommits_the_shared_cpus_says_so(tour: Tour) -> None:
+    """issue 37 item 13: admitted (Katalyst's shared_cores rule), and said on launch's stderr."""
+    rows = {a["pod"]: a for a in json.loads(tour.ok("cpus", "--format", "json"))["allocations"]}
+    from agent.cpuset import CPUSet
+
+    n = len(CPUSet.parse(rows["web"]["cpus"]))  # web (100m) runs on every CPU shared pods may use
+    r = tour.cli("launch", "--name", "work", "--cpu-request", str(n), "--", "sleep", "120")
+    assert r.returncode == 0, r.stderr
+    assert f"warning: shared pods request {n}.1 CPUs in all, more than the {n} CPU" in r.stderr, r.stderr
+    assert "not a reservation" in r.stderr, r.stderr
