@@ -71,19 +71,23 @@ def _random_device(rnd: random.Random, name: str) -> dict[str, Any]:
     if rnd.random() < 0.75:
         attrs["numaNode"] = _attr("int", rnd.choice([0, 0, 1, 1, 2]))
     if rnd.random() < 0.6:
-        attrs["iommuGroup"] = _attr("int", rnd.randint(0, 5))
+        attrs["iommuGroup"] = _attr("int", rnd.choice([0, 1, 2, 3, 4, 5, 2**40, -1]))
     if rnd.random() < 0.7:
         attrs["tier"] = rnd.choice([_attr("int", 1), _attr("int", 0), _attr("bool", True), _attr("bool", False),
                                     _attr("string", "1"), _attr("string", "1.0.0"), _attr("version", "1.0.0"),
                                     _attr("version", "2.0.0")])
     if rnd.random() < 0.8:
-        attrs["firmware"] = _attr("version", rnd.choice(["1.0.0", "1.2.3", "2.0.0", "2.1.0-rc.1", "10.0.0"]))
+        attrs["firmware"] = _attr("version", rnd.choice(["1.0.0", "1.2.3", "2.0.0", "2.1.0-rc.1", "10.0.0",
+                                                         "1.0.0+build.1", "1.0.0+build.2", "2.0.0-alpha"]))
     if rnd.random() < 0.6:
         attrs["sriovVF"] = _attr("bool", rnd.random() < 0.5)
     if rnd.random() < 0.6:
         attrs["resource.kubernetes.io/pcieRoot"] = _attr("string", rnd.choice(["pci0000:00", "pci0000:80"]))
     if rnd.random() < 0.4:
         attrs["example.com/fast"] = _attr("bool", rnd.random() < 0.5)
+    if rnd.random() < 0.2:
+        # the driver's own attributes may also be published fully qualified ("hwagent.io/numaNode")
+        attrs = {(f"{DRIVER}/{k}" if "/" not in k and rnd.random() < 0.5 else k): v for k, v in attrs.items()}
     dev: dict[str, Any] = {"name": name, "attributes": attrs}
     if rnd.random() < 0.7:
         size = rnd.choice([1000, 512 * 2**20, 2**30, 5_000_000_000, 2**40, 2 * 2**40])
@@ -208,11 +212,35 @@ def _search_case(rnd: random.Random, index: int) -> dict[str, Any]:
     return {"id": f"case-{index}", "node": NODE, "slices": slices, "classes": classes, "claim": claim, "held": []}
 
 
+def _big_case(rnd: random.Random, index: int) -> dict[str, Any]:
+    """Near the API's limit of 32 devices per claim: an All request over 28-40 devices, or two
+    ExactCount requests whose counts add up past 32."""
+    n = rnd.randint(28, 40)
+    devs = [{"name": f"d{i}", "attributes": {"numaNode": _attr("int", i % 2)}} for i in range(n)]
+    slices = [{"apiVersion": API, "kind": "ResourceSlice", "metadata": {"name": f"{NODE}-0"},
+               "spec": {"driver": DRIVER, "nodeName": NODE,
+                        "pool": {"name": f"{NODE}/nic", "generation": 1, "resourceSliceCount": 1}, "devices": devs}}]
+    classes = [{"apiVersion": API, "kind": "DeviceClass", "metadata": {"name": "any"}, "spec": {}}]
+    if rnd.random() < 0.5:
+        reqs = [{"name": "r0", "exactly": {"deviceClassName": "any", "allocationMode": "All"}}]
+    else:
+        reqs = [{"name": f"r{i}", "exactly": {"deviceClassName": "any", "count": rnd.randint(10, 20)}} for i in range(2)]
+    claim = {"apiVersion": API, "kind": "ResourceClaim",
+             "metadata": {"name": f"claim-{index}", "namespace": "default", "uid": f"uid-{index}"},
+             "spec": {"devices": {"requests": reqs}}}
+    held = [{"driver": DRIVER, "pool": f"{NODE}/nic", "device": d["name"]} for d in devs if rnd.random() < 0.05]
+    return {"id": f"case-{index}", "node": NODE, "slices": slices, "classes": classes, "claim": claim, "held": held}
+
+
 def generate(rnd: random.Random, index: int) -> dict[str, Any]:
     """One random case: 1-3 pools of 1-10 devices (some up to 24), 1-3 classes, a claim of 1-3
-    requests, held devices; 3% are deep-search cases (``_search_case``)."""
-    if rnd.random() < 0.03:
+    requests, held devices; 3% are deep-search cases (``_search_case``), 1% near the 32-device
+    limit (``_big_case``)."""
+    x = rnd.random()
+    if x < 0.03:
         return _search_case(rnd, index)
+    if x < 0.04:
+        return _big_case(rnd, index)
     slices, names = [], []
     shape = rnd.random()
     for p in range(rnd.choice([1, 1, 2, 2, 3])):
@@ -361,7 +389,8 @@ def _cel_cause(text: str) -> str:
                           (r"undeclared reference to '([^']+)'", "undeclared-{}"),
                           (r"expected type '([^']+)' but found", "heterogeneous-literal"),
                           (r"error during formatting", "format-of-dyn"), (r"no such key", "no-such-key"), (r"no such overload", "no-such-overload"),
-                          (r"could not be converted to bool", "not-bool")):
+                          (r"could not be converted to bool", "not-bool"),
+                          (r"exceeds the claim limit of (\d+)", "more-than-{}-results")):
         m = re.search(pattern, text)
         if m:
             return ":" + name.format(*m.groups())
