@@ -6,7 +6,8 @@
 #                            with the project alone, the exec shim, and (as root)
 #                            /usr/local/bin/hwagent linked to the venv's
 #   scripts/setup.sh test    all of run, plus the test and gate tools (apt peers such as
-#                            lstopo, perf and promtool; pytest, mypy, ruff, hadolint ...)
+#                            lstopo, perf and promtool; containerd 1.7 from Debian 13, the NRI
+#                            peer; pytest, mypy, ruff, hadolint ...)
 #   scripts/setup.sh         the same as test
 #
 # As root: apt packages, kernel-header links for bcc, tracefs, the command link. As
@@ -63,6 +64,37 @@ install_apt() {
     apt-get update -qq
     # shellcheck disable=SC2086
     apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+# The NRI peer of tests/integration/nri (test profile): containerd 1.7 from Debian 13, whose
+# package needs only runc and libc6 >= 2.34 and so installs on Debian 12. Debian 12 stays the
+# default release: trixie is added pinned at priority 100, so nothing else moves to it. The
+# packaged service is stopped and disabled right after the install: the tests run their own
+# containerd (own config, root, state and sockets under a tmp dir, NRI switched on).
+TRIXIE_SOURCES=/etc/apt/sources.list.d/debian-trixie.sources
+TRIXIE_PIN=/etc/apt/preferences.d/hwagent-trixie
+install_nri_peer() {
+    # (a removed package keeps its version beside "deinstall ok config-files": look at both)
+    case "$(dpkg-query -W -f='${Status} ${Version}' containerd 2>/dev/null || true)" in
+        "install ok installed 1.7."*|"install ok installed 2."*) return 0 ;;
+    esac
+    if [ ! -e "$TRIXIE_SOURCES" ]; then
+        printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: trixie' 'Components: main' \
+            'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' > "$TRIXIE_SOURCES"
+        log "added $TRIXIE_SOURCES"
+    fi
+    if [ ! -e "$TRIXIE_PIN" ]; then
+        printf '%s\n' 'Package: *' 'Pin: release n=trixie' 'Pin-Priority: 100' > "$TRIXIE_PIN"
+        log "pinned trixie at priority 100 in $TRIXIE_PIN"
+    fi
+    log "installing containerd 1.7 from Debian 13 (the NRI peer)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends containerd/trixie >/dev/null
+    if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+        systemctl disable --now containerd.service >/dev/null 2>&1 \
+            && log "stopped and disabled the packaged containerd.service (tests run their own)" || true
+    fi
 }
 
 # bcc looks for headers at /lib/modules/$(uname -r)/{build,source}. Debian splits them
@@ -149,6 +181,7 @@ build_shim() {
 if [ "$(id -u)" = 0 ]; then
     if [ "${HWAGENT_SETUP_SYSTEM:-1}" != 0 ]; then
         install_apt
+        [ "$profile" = test ] && install_nri_peer
         link_headers
         mount_tracefs
     fi

@@ -1,0 +1,121 @@
+"""A private containerd for the NRI tests: own config, root, state and sockets under one tmp dir.
+
+It never touches the host's /run/containerd or /var/run/nri: everything it
+creates lives under ``base`` (removed by the fixture), NRI is switched on as
+containerd 1.7 requires (``[plugins."io.containerd.nri.v1.nri"] disable = false``)
+and its socket is ``base/nri.sock``. ``scripts/setup.sh test`` installs the
+binary (containerd 1.7 from Debian 13 on Debian 12).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+__all__ = ["Containerd", "containerd_version", "skip_reason"]
+
+MIN_VERSION = (1, 7)
+
+
+def containerd_version() -> tuple[int, int] | None:
+    """(major, minor) of the containerd on PATH, or None when there is none."""
+    exe = shutil.which("containerd")
+    if exe is None:
+        return None
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10).stdout
+    m = re.search(r"\sv?(\d+)\.(\d+)\.", out)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (containerd runs as root)"
+    version = containerd_version()
+    if version is None:
+        return "no containerd on PATH (scripts/setup.sh test installs containerd 1.7 from Debian 13)"
+    if version < MIN_VERSION:
+        return f"containerd {version[0]}.{version[1]} has no NRI (needs >= 1.7; scripts/setup.sh test)"
+    return None
+
+
+class Containerd:
+    """One containerd process; ``start()`` returns once its NRI socket accepts connections."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.nri_socket = base / "nri.sock"
+        self.config = base / "config.toml"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.logs: list[Path] = []
+        self.config.write_text(self._config_text())
+
+    def _config_text(self) -> str:
+        b = self.base
+        return f"""version = 2
+root = "{b}/root"
+state = "{b}/state"
+[grpc]
+  address = "{b}/containerd.sock"
+[ttrpc]
+  address = "{b}/containerd.sock.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  disable_connections = false
+  socket_path = "{self.nri_socket}"
+  plugin_path = "{b}/nri-plugins"
+  plugin_config_path = "{b}/nri-conf.d"
+  plugin_registration_timeout = "5s"
+  plugin_request_timeout = "2s"
+"""
+
+    def start(self, timeout: float = 20.0) -> float:
+        """Start containerd; return the seconds until its NRI socket was there."""
+        log = self.base / f"containerd.{len(self.logs)}.log"
+        self.logs.append(log)
+        began = time.monotonic()
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(["containerd", "--config", str(self.config)], stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = began + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"containerd exited with {self.proc.returncode}:\n{log.read_text()[-3000:]}")
+            if self.nri_socket.is_socket():
+                return time.monotonic() - began
+            time.sleep(0.02)
+        raise RuntimeError(f"containerd's NRI socket did not appear in {timeout} s:\n{log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 10 s; the socket is gone afterwards (a restart makes a new one)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.nri_socket.unlink(missing_ok=True)
+
+    def log_text(self, index: int = -1) -> str:
+        return self.logs[index].read_text(errors="replace")
+
+    def wait_log(self, pattern: str, timeout: float = 10.0, index: int = -1) -> re.Match[str]:
+        """The first match of ``pattern`` in the current log, waiting for it to be written."""
+        deadline = time.monotonic() + timeout
+        while True:
+            m = re.search(pattern, self.log_text(index))
+            if m:
+                return m
+            if time.monotonic() > deadline:
+                raise AssertionError(f"containerd never logged {pattern!r}:\n{self.log_text(index)[-3000:]}")
+            time.sleep(0.05)
