@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 FINGERPRINT = Path(__file__).with_name("data") / "upstream_proto_fingerprint.txt"
 APIS = ("deviceplugin/v1beta1", "pluginregistration/v1", "podresources/v1", "resourceplugin/v1alpha1",
         "evictionplugin/v1alpha1", "dra/v1", "dra/v1beta1", "drahealth/v1alpha1", "drahealth/v1",
-        "nri/v1alpha1", "ttrpc/v1")
+        "nri/v1alpha1", "ttrpc/v1", "cri/v1")
 #: upstream files of which we re-author only some messages: ours must be a subset of upstream's lines
 SUBSET_APIS = ("k8s/core/v1", "k8s/meta/v1")
 #: hwagent's own APIs (proto/hwagent/... and proto/agent/api/status): no upstream to pin, but generated the same way
