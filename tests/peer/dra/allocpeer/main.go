@@ -13,9 +13,9 @@
 // verdict is "allocated", "unsatisfiable", "error" or "timeout".
 //
 // allocate: NewAllocator(...).Allocate `runs` times, distinct outcomes with how many runs gave each.
-// It walks pools in Go map order, and a small Go map mostly iterates in insertion (= slice) order:
-// run 1 gets the slices as given, run 2 reversed, later runs shuffled (seeded), so that the runs see
-// other pool orders, as a scheduler whose informer lists slices in another order would.
+// It walks pools in Go map iteration order, which Go randomizes per iteration; each run also gets its
+// own slice order (as given, reversed, then shuffled, seeded), so that no pool order rests on the map
+// alone, as a scheduler whose informer lists slices in another order would see them.
 //
 // judge: is `results` (an allocation found elsewhere) one the real allocator accepts? Every device
 // not in results is marked allocated, and each ExactCount request gets its own DeviceClass whose first
@@ -388,9 +388,9 @@ func one(in caseIn, cache *cel.Cache) (caseOut, bool) {
 	seen := map[string]int{}
 	rnd := rand.New(rand.NewPCG(uint64(len(in.ID)), 33))
 	for i := 0; i < runs; i++ {
-		// The allocator walks pools in the order of a Go map filled in slice order, and a small
-		// map mostly iterates in insertion order: each run gets its own slice order (as given,
-		// reversed, then shuffled) so that "more than once" means other pool orders.
+		// The allocator walks pools in Go map order (random per run); each run also gets its own
+		// slice order (as given, reversed, then shuffled) so that "more than once" means other
+		// pool orders.
 		order := append([]*resourceapi.ResourceSlice(nil), rs...)
 		switch {
 		case i == 1:
