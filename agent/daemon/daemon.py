@@ -707,12 +707,27 @@ def _hostport(address: tuple[str, int] | None) -> str:
 
 
 def _sockets_under(root: Path) -> Iterable[Path]:
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            p = Path(dirpath, name)
-            with contextlib.suppress(OSError):
-                if stat.S_ISSOCK(p.lstat().st_mode):
-                    yield p
+    """Every socket under ``root`` (symlinks not followed, none yielded). A start and a stop walk the
+    whole root dir, thousands of pod records and logs among it: a regular file or a directory is
+    told from the directory listing's own type (no stat, no Path made for it) and only what may be
+    a socket is looked at (it was an lstat and a Path per file: 0.1 s of a start's CPU per 1,000
+    pods, issue 37 item 17)."""
+    stack = [os.fspath(root)]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for entry in it:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif not entry.is_file(follow_symlinks=False) and not entry.is_symlink() and \
+                            stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                        yield Path(entry.path)
+                except OSError:
+                    continue
 
 
 def _remove_paths(paths: Iterable[Path]) -> None:
