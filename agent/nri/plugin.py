@@ -142,30 +142,31 @@ class NriPlugin:
     async def create_container(self, req: nri.CreateContainerRequest) -> nri.CreateContainerResponse:
         self._count("CreateContainer")
         self.view.container_event(nri.CREATE_CONTAINER, req.pod, req.container)
-        self._emit("create container", pod=self.view.describe(req.pod.id), container=req.container.name,
+        self._emit("create container", pod=self._pod_name(req.pod), container=req.container.name,
                    id=req.container.id, decision="no adjustment (placement not implemented yet)")
         return nri.CreateContainerResponse()
 
     async def update_container(self, req: nri.UpdateContainerRequest) -> nri.UpdateContainerResponse:
         self._count("UpdateContainer")
         self.view.container_event(nri.UPDATE_CONTAINER, req.pod, req.container)
-        self._emit("update container", pod=self.view.describe(req.pod.id), container=req.container.name)
+        self._emit("update container", pod=self._pod_name(req.pod), container=req.container.name)
         return nri.UpdateContainerResponse()
 
     async def stop_container(self, req: nri.StopContainerRequest) -> nri.StopContainerResponse:
         self._count("StopContainer")
         self.view.container_event(nri.STOP_CONTAINER, req.pod, req.container)
-        self._emit("stop container", pod=self.view.describe(req.pod.id), container=req.container.name)
+        self._emit("stop container", pod=self._pod_name(req.pod), container=req.container.name)
         return nri.StopContainerResponse()
 
     async def state_change(self, req: nri.StateChangeEvent) -> nri.Empty:
         self._count("StateChange")
+        pod = self._pod_name(req.pod)
         if req.event in (nri.RUN_POD_SANDBOX, nri.STOP_POD_SANDBOX, nri.REMOVE_POD_SANDBOX):
             self.view.pod_event(req.event, req.pod)
         elif req.HasField("container"):
             self.view.container_event(req.event, req.pod if req.HasField("pod") else None, req.container)
         self._emit("state change", runtime_event=nri.Event.Name(req.event) if req.event in nri.Event.values() else req.event,
-                   pod=self.view.describe(req.pod.id), container=req.container.name)
+                   pod=pod, container=req.container.name)
         return nri.Empty()
 
     # -- the plugin's calls (Runtime service) ----------------------------------
@@ -238,6 +239,10 @@ class NriPlugin:
                 await asyncio.wait_for(stop.wait(), self.cfg.reconnect_interval_s)
 
     # -- helpers ---------------------------------------------------------------
+
+    def _pod_name(self, pod: nri.PodSandbox) -> str:
+        """"namespace/name" from the message itself, else from what the view knows, else the id."""
+        return f"{pod.namespace}/{pod.name}" if pod.name else self.view.describe(pod.id)
 
     def _count(self, call: str) -> None:
         self.state.calls[call] += 1

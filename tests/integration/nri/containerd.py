@@ -46,8 +46,10 @@ def skip_reason() -> str | None:
 class Containerd:
     """One containerd process; ``start()`` returns once its NRI socket accepts connections."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, sandbox_image: str = "localhost/hwagent-test/pause:1") -> None:
         self.base = base
+        self.sandbox_image = sandbox_image
+        self.cri_socket = base / "containerd.sock"
         self.nri_socket = base / "nri.sock"
         self.config = base / "config.toml"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -75,6 +77,15 @@ state = "{b}/state"
   plugin_config_path = "{b}/nri-conf.d"
   plugin_registration_timeout = "5s"
   plugin_request_timeout = "2s"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{self.sandbox_image}"
+  enable_cdi = false
+  # the sandbox asks for oom_score_adj -998; without CAP_SYS_RESOURCE (a CI container) runc
+  # fails to set it, so clamp it to containerd's own as a rootless setup does
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{b}/cni/bin"
+    conf_dir = "{b}/cni/conf"
 """
 
     def start(self, timeout: float = 20.0) -> float:
@@ -105,6 +116,14 @@ state = "{b}/state"
             self.proc.kill()
             self.proc.wait(5)
         self.nri_socket.unlink(missing_ok=True)
+
+    def ctr(self, *args: str, timeout: float = 60) -> str:
+        """``ctr`` against this containerd, in CRI's namespace (k8s.io)."""
+        p = subprocess.run(["ctr", "--address", str(self.cri_socket), "--namespace", "k8s.io", *args],
+                           capture_output=True, text=True, timeout=timeout)
+        if p.returncode != 0:
+            raise RuntimeError(f"ctr {' '.join(args)}: {p.stderr.strip()}")
+        return p.stdout
 
     def log_text(self, index: int = -1) -> str:
         return self.logs[index].read_text(errors="replace")
