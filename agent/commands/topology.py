@@ -20,8 +20,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Read the CPU, core, cache and NUMA topology from sysfs and print it as a tree, "
             "as a JSON document (hwagent-topology/2, docs/topology.md), or as a picture "
-            "(--format svg|png) with PCI devices under their NUMA node and, when hwagent's state is found "
-            "under the root dir, its CPU pools, dedicated allocations, device resources and pool pressure. "
+            "(--format svg|png) with PCI devices under their NUMA node and, from the running daemon of the root "
+            "dir (as cpus, resources and memory ask it; with none, its files), its CPU pools, dedicated "
+            "allocations, device resources, pool pressure and memory. "
             "Point --sysfs-root at a snapshot's sys/ to read another machine."
         ),
     )
@@ -128,7 +129,8 @@ def _picture(args: argparse.Namespace, topo, sysfs_root: str) -> str | bytes:
     live = os.path.abspath(sysfs_root) == "/sys"
     title = f"Machine {os.uname().nodename}" if live else f"Machine ({os.path.dirname(os.path.abspath(sysfs_root))})"
     root = build(topo, items, overlay, title)
-    note = "; ".join(overlay.notes) if overlay.notes else (f"hwagent state: {overlay.source}" if overlay.source else "")
+    # where the colours come from (the running daemon, or its files), then what is missing
+    note = "; ".join(filter(None, (f"hwagent state: {overlay.source}" if overlay.source else "", *overlay.notes)))
     svg = render_svg(root, overlay, Scale.for_cpus(len(topo.cpus)), note=note)
     if args.format == "svg":
         return svg

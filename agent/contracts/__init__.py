@@ -366,6 +366,10 @@ class PressureSignals(Protocol):
     def status(self) -> dict[str, tuple[str, str]]:
         """Per probe: (mode, detail)."""
 
+    def pool_pressure(self) -> dict[str, float]:
+        """Per CPU pool: its run-queue pressure ratio over the last interval (what
+        ``hwagent_pool_cpu_pressure_ratio`` exports; the picture draws it)."""
+
 
 class EvictionGate(Protocol):
     """Whether the pressure engine's CPU-pressure eviction of a pod of QoS level ``qos``

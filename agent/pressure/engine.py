@@ -232,6 +232,10 @@ class PressureEngine:
         reader never holds the engine's record."""
         return [dict(r) for r in self.record.recent]
 
+    def pool_pressure(self) -> dict[str, float]:
+        """pool -> its pressure ratio at the last evaluation (NaN left out)."""
+        return {name: st.pressure for name, st in self.evaluator.status.items() if st.pressure == st.pressure}
+
     def status(self) -> dict[str, tuple[str, str]]:
         """probe -> (mode, detail): mode "bpf", "fallback", or "loading" before install()."""
         out = {}

@@ -100,7 +100,10 @@ def cpus_view(handles: Handles, numa_cpus: Mapping[int, Any]) -> dict[str, Any]:
     from agent.cpu.view import from_policy, summarize
 
     allocs = [from_policy(a) for a in policy.allocations()]
-    return summarize(numa_cpus, policy.pools(), allocs, "cpu policy (live)")
+    view = summarize(numa_cpus, policy.pools(), allocs, "cpu policy (live)")
+    if handles.pressure is not None:  # the picture draws it (agent.status.live)
+        view["pool_pressure"] = dict(sorted(handles.pressure.pool_pressure().items()))
+    return view
 
 
 def memory_view(handles: Handles) -> dict[str, Any]:

@@ -105,10 +105,16 @@ class Overlay:
         return [m for m in self.memory if m.numa == numa]
 
     def pool_of_cpu(self) -> dict[int, PoolMark]:
-        out: dict[int, PoolMark] = {}
+        return {c: ps[0] for c, ps in self.pools_of_cpu().items()}
+
+    def pools_of_cpu(self) -> dict[int, tuple[PoolMark, ...]]:
+        """Every pool holding each CPU, in the overlay's order: pools may share CPUs (the
+        reclaim pool overlaps the shared pool up to its minimum), and a CPU two pools hold
+        is drawn in both."""
+        out: dict[int, tuple[PoolMark, ...]] = {}
         for p in self.pools:
             for c in p.cpus:
-                out.setdefault(c, p)
+                out[c] = (*out.get(c, ()), p)
         return out
 
     def allocation_of_cpu(self) -> dict[int, AllocationMark]:

@@ -60,6 +60,8 @@ class Box:
     #: the NUMA nodes of a distance group ("dgroup")
     nodes: CPUSet | None = None
     pool: PoolMark | None = None
+    #: every pool holding a "pu" (``pool`` is the first of them)
+    pools: tuple[PoolMark, ...] = ()
     allocation: AllocationMark | None = None
     tooltip: str = ""
     x: float = 0
@@ -180,24 +182,26 @@ def _group_boxes(topo: Topology, overlay: Overlay) -> list[Box]:
 
 def _core_boxes(topo: Topology, overlay: Overlay) -> list[Box]:
     """A box per core and per CPU (its tooltip: where it sits, its pool, who holds it)."""
-    pools = overlay.pool_of_cpu()
+    pools = overlay.pools_of_cpu()
     allocs = overlay.allocation_of_cpu()
     objects: list[Box] = []
     for k in topo.cores:
         objects.append(Box("core", f"Core {k.core_id}", k.cpus))
         for cpu in k.cpus:
             a = allocs.get(cpu)
-            pool = pools.get(cpu)
+            held = pools.get(cpu, ())
+            pool = held[0] if held else None
             tip = [f"CPU {cpu}", f"core {k.core_id}", f"package {topo.logical_package[k.package_id]}"]
             if topo.cpu(cpu).numa_node is not None:
                 tip.append(f"NUMA node {topo.cpu(cpu).numa_node}")
-            if pool is not None:
-                tip.append(f"pool {pool.name}" + ("" if pool.pressure is None else f" (pressure {pool.pressure:.2f})"))
+            for p in held:
+                tip.append(f"pool {p.name}" + ("" if p.pressure is None else f" (pressure {p.pressure:.2f})"))
             if a is not None:
                 tip.append(f"{a.pod} {a.container} ({a.pool})")
             if cpu in topo.isolated:
                 tip.append("isolated")
-            objects.append(Box("pu", str(cpu), CPUSet([cpu]), cpu=cpu, pool=pool, allocation=a, tooltip=", ".join(tip)))
+            objects.append(Box("pu", str(cpu), CPUSet([cpu]), cpu=cpu, pool=pool, pools=held, allocation=a,
+                               tooltip=", ".join(tip)))
     return objects
 
 

@@ -112,21 +112,29 @@ def _paint_pu(box: Box, s: Scale, pal: _Palette, out: list[str]) -> None:
     fill, stroke = HW_FILL["pu"]
     data = [f'data-cpu="{box.cpu}"']
     label2 = ""
+    pools = box.pools or ((box.pool,) if box.pool is not None else ())
     if box.allocation is not None:
         fill = DEDICATED_FILL
         data.append(f"data-pod={quoteattr(box.allocation.pod)}")
         label2 = box.allocation.pod.rsplit("/", 1)[-1]
-    elif box.pool is not None:
-        fill = pal.pool_fill(box.pool.name, box.pool.kind)
-        label2 = box.pool.name
-    if box.pool is not None:
-        data.append(f"data-pool={quoteattr(box.pool.name)}")
+    elif pools:
+        fill = pal.pool_fill(pools[0].name, pools[0].kind)
+        label2 = "+".join(p.name for p in pools)
+    if pools:
+        # space-separated, as an HTML class list: a CPU two pools share names both
+        data.append(f"data-pool={quoteattr(' '.join(p.name for p in pools))}")
     out.append(f'<g class="pu" id="pu-{box.cpu}" {" ".join(data)}>')
     out.append(f"<title>{escape(box.tooltip)}</title>")
     out.append(
         f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.w:.1f}" height="{box.h:.1f}" rx="2" '
         f'fill="{fill}" stroke="{stroke}"/>'
     )
+    if box.allocation is None and len(pools) > 1:
+        # the other pools' colours as stripes across the box: the CPU is drawn in every pool that holds it
+        w = (box.w - 2) / len(pools)
+        for i, p in enumerate(pools[1:], start=1):
+            out.append(f'<rect class="shared-pool" x="{box.x + 1 + i * w:.1f}" y="{box.y + 1:.1f}" '
+                       f'width="{w:.1f}" height="{box.h - 2:.1f}" fill="{pal.pool_fill(p.name, p.kind)}"/>')
     if box.pool is not None and box.pool.pressure is not None:
         out.append(
             f'<rect class="heat" x="{box.x + 1:.1f}" y="{box.y + 1:.1f}" width="{box.w - 2:.1f}" height="4" '
