@@ -305,7 +305,9 @@ class Workloads:
                 self.registry.unreserve(spec.key, spec.uid)
         self._publish()
         log.info("pod admitted", pod=spec.key, uid=spec.uid, qos=qos, containers=_describe_assignments(pod))
-        note = self._shared_overcommit() if qos == QOS_SHARED else None
+        # a shared pod that asks for CPU time, onto shared CPUs their requests already exceed
+        asks = any(c.resources.cpu_request_milli for c in spec.all_containers())
+        note = self._shared_overcommit() if qos == QOS_SHARED and asks else None
         return AdmitResult(pod=pod, warnings=() if note is None else (note,))
 
     def _shared_overcommit(self) -> str | None:

@@ -42,12 +42,13 @@ def test_the_admission_that_overcommits_the_shared_cpus_says_so(tmp_path: Path) 
             w = node.workloads
             out = []
             for name, qos, cpu in (("job", "dedicated_cores", "1"), ("web", "shared_cores", "500m"),
-                                   ("work", "shared_cores", "1")):
+                                   ("work", "shared_cores", "1"), ("idle", "shared_cores", "0")):
                 out.append((await w.admit_manifest(pod(name, qos, cpu))).warnings)
             return out
         finally:
             await node.stop()
 
-    job, web, work = asyncio.run(main())
+    job, web, work, idle = asyncio.run(main())
     assert job == () and web == (), (job, web)
+    assert idle == (), "a pod that asks for no CPU time adds nothing to warn about"
     assert len(work) == 1 and work[0].startswith("shared pods request 1.5 CPUs in all, more than the 1 CPU"), work
