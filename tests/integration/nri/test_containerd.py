@@ -168,3 +168,15 @@ def test_two_plugins_are_called_in_index_order(containerd: Containerd, plugin_fa
     early = plugin_factory(containerd.nri_socket, index="10", name="early")
     early.wait_event("synchronized")
     containerd.wait_log(q(r'#1: "10-early".*\n(?:.*\n)*?.*#2: "90-hwagent"'))
+
+
+def test_a_message_over_4_kib_reaches_containerd_whole(containerd: Containerd, plugin_factory: Any) -> None:
+    """containerd's multiplexer hands each frame to a 4 KiB buffer and drops the connection on a
+    bigger one: sent as one frame, this 10 KB RegisterPlugin timed out ("plugin registration timed
+    out"); agent.nri.mux sends it in 4 KiB frames and containerd registers the plugin."""
+    containerd.start()
+    name = "h" * 10_000
+    plugin = plugin_factory(containerd.nri_socket, name=name)
+    assert plugin.wait_event("registered")["name"] == f"90-{name}"
+    plugin.wait_event("synchronized")
+    containerd.wait_log(q(rf'registered as "90-{name}"'))
