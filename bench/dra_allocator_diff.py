@@ -29,6 +29,7 @@ import os
 import random
 import re
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -308,7 +309,32 @@ class HwAnswer:
     error: str = ""
 
 
+#: hwagent's allocator gets this long per case (seconds) before the case counts as BUG:hwagent-slow
+HW_TIMEOUT = 20.0
+
+
+class _Slow(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _Slow()
+
+
 def hw_allocate(case: Mapping[str, Any]) -> HwAnswer:
+    """hwagent's answer, bounded by HW_TIMEOUT (SIGALRM: call it from the main thread)."""
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, HW_TIMEOUT)
+    try:
+        return _hw_allocate(case)
+    except _Slow:
+        return HwAnswer("crashed", error=f"slow: no answer within {HW_TIMEOUT} s")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _hw_allocate(case: Mapping[str, Any]) -> HwAnswer:
     try:
         classes = {c.name: c for c in (parse_device_class(d) for d in case["classes"])}
         claim = parse_claim(case["claim"])
@@ -316,6 +342,8 @@ def hw_allocate(case: Mapping[str, Any]) -> HwAnswer:
         got = allocate(claim, classes, hw_devices(case["slices"]), held)
     except (AllocationRefused, ClaimError) as e:
         return HwAnswer("refused", error=str(e))
+    except _Slow:
+        raise
     except Exception as e:  # noqa: BLE001 - anything else is a bug worth its own kind
         return HwAnswer("crashed", error=f"{type(e).__name__}: {e}")
     return HwAnswer("allocated", [{"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device}
@@ -442,7 +470,7 @@ def classify(case: dict[str, Any], hw: HwAnswer, peer: Peer) -> Verdict:
 def _classify(case: dict[str, Any], hw: HwAnswer, peer: Peer, runs: int) -> Verdict:
     ans = peer.ask(case, "allocate", runs=runs)
     if hw.verdict == "crashed":
-        return Verdict("BUG:hwagent-exception", hw, ans)
+        return Verdict("BUG:hwagent-slow" if hw.error.startswith("slow:") else "BUG:hwagent-exception", hw, ans)
     if hw.verdict == "refused":
         return _refused(case, hw, ans)
     judge = peer.ask(case, "judge", runs=1, results=hw.results)
@@ -459,7 +487,11 @@ def _refused(case: dict[str, Any], hw: HwAnswer, ans: dict[str, Any]) -> Verdict
     if not allocs:
         if any(o["verdict"] == "timeout" for o in outs):
             return Verdict("known:peer-never-finishes", hw, ans)
-        return Verdict("agree:refused", hw, ans)
+        peer_err = all(o["verdict"] == "error" for o in outs)
+        hw_err = "CEL" in hw.error
+        why = "both-cel-error" if peer_err and hw_err else "both-unsatisfiable" if not (peer_err or hw_err) else \
+            ("peer-error-hwagent-unsatisfiable" if peer_err else "hwagent-cel-error-peer-unsatisfiable")
+        return Verdict(f"agree:refused:{why}", hw, ans)
     zero_all = [r for r in _all_requests(case) if not any(x["request"] == r for x in allocs[0].get("results", []))]
     if zero_all:
         return Verdict("known:all-over-zero-devices", hw, ans, detail=",".join(zero_all))
@@ -572,13 +604,17 @@ class Run:
     smallest: dict[str, tuple[tuple[int, int], dict[str, Any], Verdict]] = field(default_factory=dict)
     disagreements: list[dict[str, Any]] = field(default_factory=list)
     claims: int = 0
+    #: hwagent's three slowest answers (seconds, case id)
+    slowest: list[tuple[float, str]] = field(default_factory=list)
 
 
 def run_cases(cases: Iterable[dict[str, Any]], peer: Peer) -> Run:
     out = Run()
     for case in cases:
         out.claims += 1
+        t = time.monotonic()
         hw = hw_allocate(case)
+        out.slowest = sorted(out.slowest + [(time.monotonic() - t, case["id"])], reverse=True)[:3]
         v = classify(case, hw, peer)
         out.counts[v.kind] += 1
         if not v.kind.startswith("agree:"):
@@ -719,6 +755,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     agree = sum(n for k, n in run.counts.items() if k.startswith("agree:"))
     invalid = sum(n for k, n in run.counts.items() if k.startswith("INVALID:"))
     print(f"agreements {agree}/{run.claims}  invalid allocations {invalid}")
+    print("hwagent's slowest answers: " + ", ".join(f"{cid} {sec * 1000:.0f} ms" for sec, cid in run.slowest))
     print(f"wall {wall:.1f} s  CPU hwagent+harness {cpu_hw:.1f} s  CPU allocpeer {cpu_peer:.1f} s  "
           f"loadavg {open('/proc/loadavg').read().strip()}")
     if args.out:
