@@ -198,4 +198,5 @@ def from_daemon(config: str | None, root_dir: str | None, *, metrics: bool = Tru
         notes.append(f"no device resources: no device-manager checkpoint under {root}")
     except (OSError, ValueError, KeyError, StateUnreadable) as e:
         notes.append(f"no device resources: {e}")
+    notes.append("no memory per node: no running daemon answers on its status socket")
     return Overlay(pools, allocs, devices, "; ".join(sources), tuple(notes))
