@@ -172,8 +172,34 @@ def _cel(rnd: random.Random) -> str:
         f'{H}.kind.reverse() == "emvn"',  # strings ext v3: newer than 1.32
         f'{C}.size.asInteger() > 0',
     ]
+    # the rest of the language: conversions, arithmetic errors, macros, durations, bytes, types, regex literals
+    core = [
+        f"has({H}.iommuGroup) && {H}.iommuGroup * 9223372036854775807 > 0",  # overflow when not 0/1
+        f"has({H}.numaNode) && 1 / ({H}.numaNode - {H}.numaNode) > 0",  # division by zero
+        f"int({H}.kind) > 0",  # not a number
+        f"has({H}.numaNode) && double({H}.numaNode) / 2.0 < 0.6",
+        f'has({H}.numaNode) && string({H}.numaNode) == "0"',
+        f'{H}["kind"] == "nvme"',
+        f'"size" in device.capacity["{DRIVER}"]',
+        f"size({H}) > 3",
+        f"{H}.size() > 3",
+        f'{H}.filter(k, k.startsWith("n")).size() >= 1',
+        f'{H}.map(k, k.size()).exists(n, n > 8)',
+        'duration("1h") > duration("30m")',
+        'timestamp("2024-01-01T00:00:00Z") < timestamp("2025-01-01T00:00:00Z")',
+        'b"abc".size() == 3',
+        'uint(1) == 1u',
+        f"has({H}.numaNode) && dyn({H}.numaNode) == 0",
+        f"has({H}.numaNode) && type({H}.numaNode) == int",
+        f"has({H}.firmware) && type({H}.firmware) == string",
+        f'{H}.kind.matches("[")',  # a regex that does not compile
+        f'has({H}.firmware) && !{H}.firmware.isLessThan({H}.firmware)',
+        f'{H}.kind == "nv\\u006de"',
+        f'has({H}.kind) ? {H}.kind.size() : 0 > 3',
+    ]
     x = rnd.random()
-    expr = rnd.choice(risky) if x < 0.07 else rnd.choice(typed) if x < 0.17 else rnd.choice(safe)
+    expr = (rnd.choice(risky) if x < 0.07 else rnd.choice(typed) if x < 0.15 else rnd.choice(core) if x < 0.23
+            else rnd.choice(safe))
     if rnd.random() < 0.15:
         other = rnd.choice(safe)
         expr = f"({expr}) {rnd.choice(['&&', '||'])} ({other})"
@@ -505,6 +531,8 @@ def _refused(case: dict[str, Any], hw: HwAnswer, ans: dict[str, Any]) -> Verdict
     if "CEL" in hw.error:
         return Verdict("REFUSES:cel" + ("-compile" if "compile" in hw.error else "-eval") + _expr_form(hw.error),
                        hw, ans)
+    if "free match" in hw.error or "matches (allocationMode All" in hw.error:
+        return Verdict("REFUSES:selector-false-in-hwagent", hw, ans)
     return Verdict("REFUSES:other", hw, ans)
 
 
