@@ -307,8 +307,13 @@ def generate(rnd: random.Random, index: int) -> dict[str, Any]:
              "metadata": {"name": f"claim-{index}", "namespace": "default", "uid": f"uid-{index}"},
              "spec": {"devices": devices}}
     held = [{"driver": DRIVER, "pool": p, "device": d} for p, d in names if rnd.random() < 0.15]
-    return {"id": f"case-{index}", "node": NODE, "slices": slices, "classes": classes, "claim": claim,
-            "held": held}
+    out = {"id": f"case-{index}", "node": NODE, "slices": slices, "classes": classes, "claim": claim,
+           "held": held}
+    if rnd.random() < 0.3:
+        # the topology manager's affinity: hwagent tries these NUMA nodes' devices first (the peer
+        # has no such input; any answer must still be one it accepts)
+        out["numa"] = rnd.choice([[0], [1], [0, 1]])
+    return out
 
 
 # ---------------------------------------------------------------- hwagent's side
@@ -365,7 +370,8 @@ def _hw_allocate(case: Mapping[str, Any]) -> HwAnswer:
         classes = {c.name: c for c in (parse_device_class(d) for d in case["classes"])}
         claim = parse_claim(case["claim"])
         held = {(h["driver"], h["pool"], h["device"]): "uid-other" for h in case["held"]}
-        got = allocate(claim, classes, hw_devices(case["slices"]), held)
+        numa = frozenset(case["numa"]) if case.get("numa") is not None else None
+        got = allocate(claim, classes, hw_devices(case["slices"]), held, numa)
     except (AllocationRefused, ClaimError) as e:
         return HwAnswer("refused", error=str(e))
     except _Slow:
@@ -526,6 +532,11 @@ def _refused(case: dict[str, Any], hw: HwAnswer, ans: dict[str, Any]) -> Verdict
         # upstream's own answer depends on the order it walks pools in (Go map order): in some
         # runs a failing device came before a solution
         return Verdict("agree:refused-as-upstream-does-in-some-pool-orders", hw, ans)
+    if case.get("numa") is not None and "CEL" in hw.error:
+        plain = hw_allocate({k: v for k, v in case.items() if k != "numa"})
+        if plain.verdict == "allocated":
+            # the preferred NUMA nodes' devices tried first: the walk reaches a failing device
+            return Verdict("REFUSES:numa-preference-reaches-failing-device", hw, ans)
     if "steps" in hw.error:
         return Verdict("REFUSES:step-bound", hw, ans)
     if "CEL" in hw.error:
