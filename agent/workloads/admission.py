@@ -67,6 +67,7 @@ from agent.workloads.providers import (
 )
 from agent.workloads.quota import UserLimits, log_cap_refusal, pod_cap_refusal, user_name
 from agent.workloads.registry import ADMITTED, Registry
+from agent.workloads.claimshare import claim_share_refusal, foreign_holder
 from agent.workloads.users import ROOT, Caller, not_found, resolve_run_as
 from agent.workloads.asuser import LookupStuck, LookupUnavailable, as_user
 from agent.workloads.runnable import pod_unrunnable
@@ -288,6 +289,7 @@ class Workloads:
         async with self._lock:
             self._check_new(spec)
             await self._check_limits(spec, caller)
+            self._check_claim_sharing(spec, caller)
             self.registry.reserve(spec.key, spec.uid)
             try:
                 decision = await self._decide(spec)
@@ -334,6 +336,19 @@ class Workloads:
             why = log_cap_refusal(self.user_name(owner), held, self.limits.max_log_bytes_per_user)
         if why is not None:
             raise AdmissionError("RESOURCE_EXHAUSTED", why, reason="user_limit")
+
+    def _check_claim_sharing(self, spec: PodSpec, caller: Caller) -> None:
+        """A member's pod may not name a ResourceClaim that another user's pod holds (it would
+        share that pod's device: agent.workloads.claimshare). Under the admission lock, the only
+        path that reserves claims, so no other admission can take one in between."""
+        pc = self.pod_claims
+        if caller.root or pc is None or not spec.resource_claims:
+            return
+        holders = ((r.pod.spec.owner_uid, r.pod.spec.key, pc.pod_claims(r.pod.spec.uid)) for r in self.registry
+                   if r.pod.spec.namespace == spec.namespace)
+        found = foreign_holder(spec.resource_claims.values(), spec.owner_uid, holders)
+        if found is not None:
+            raise AdmissionError("PERMISSION_DENIED", claim_share_refusal(spec.namespace, found[0]), reason="dra")
 
     def _log_bytes(self, names: list[tuple[str, str]]) -> int:
         """The bytes in these pods' log directories (blocking: in an executor)."""

@@ -176,3 +176,51 @@ def test_a_plugin_device_is_denied_to_every_pod_that_was_not_given_it(box: Box, 
     assert _results(box, ALICE, "notgiven") == {dev: "EPERM"}
     for name in ("given", "notgiven"):
         assert box.cli(ALICE, "rm", name).returncode == 0
+
+
+def _claim_file(root: Path, name: str) -> Path:
+    """A ResourceClaim of root's for one of the DRA loop devices (the class comes from _claim_files)."""
+    _claim_files(root)
+    path = root / "dra" / f"{name}.yaml"
+    path.write_text(
+        f"apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {{name: {name}, namespace: default}}\n"
+        f"spec:\n  devices:\n    requests:\n    - name: one\n      exactly: {{deviceClassName: {CLASS}}}\n")
+    return path
+
+
+def _claim_pod(path: Path, name: str, claim: str, paths: list[str], owner: str | None) -> Path:
+    doc = json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "resourceClaims": [{"name": "c", "resourceClaimName": claim}],
+                 "containers": [{"name": "main", "command": _probe_argv(paths),
+                                 "resources": {"claims": [{"name": "c"}]}}]}})
+    return write_as(owner, path, doc) if owner is not None else (path.write_text(doc), path)[1]
+
+
+def test_a_claim_another_users_pod_holds_is_refused_to_a_member(box: Box, loops: list[str], tmp_path: Path) -> None:
+    """Before the fix, naming the claim that root's (or another member's) running pod holds in her
+    own manifest gave alice that pod's device: her pod opened the claimed loop device. A claim is
+    shared among one user's pods only (root decides otherwise); an unheld claim is hers to take."""
+    dra = loops[:2]
+    claim_path = _claim_file(box.root, "held")
+    r = box.cli(None, "admit", str(_claim_pod(tmp_path / "rootheld.json", "rootheld", "held", dra, None)))
+    assert r.returncode == 0, r.stdout + r.stderr + box.daemon.log()
+    (loop,) = [p for p, v in _results(box, None, "rootheld").items() if v == "ok"]
+    before = claim_path.read_text()
+    mine = _claim_pod(home(ALICE) / "sharer.json", "sharer", "held", [loop], ALICE)
+    r = box.cli(ALICE, "admit", str(mine))
+    assert r.returncode != 0, f"alice shared root's claim: {r.stdout}{box.cli(ALICE, 'logs', 'sharer').stdout}"
+    assert "permission denied" in r.stderr.lower() and "held" in r.stderr, r.stderr
+    assert box.pod("sharer", ALICE) is None
+    assert claim_path.read_text() == before  # nothing reserved, nothing written
+    # once root's pod let it go, the claim is alice's to take
+    assert box.cli(None, "rm", "rootheld").returncode == 0
+    r = box.cli(ALICE, "admit", str(mine))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _results(box, ALICE, "sharer") == {loop: "ok"}
+    # and root may still share a member's claim (root's choice)
+    r = box.cli(None, "admit", str(_claim_pod(tmp_path / "rootshare.json", "rootshare", "held", [loop], None)))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _results(box, None, "rootshare") == {loop: "ok"}
+    for name, user in (("sharer", ALICE), ("rootshare", None)):
+        assert box.cli(user, "rm", name).returncode == 0
