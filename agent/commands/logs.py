@@ -106,16 +106,25 @@ def follow(path: Path, out: BinaryIO, poll_s: float = 0.2, stop: Callable[[], bo
 
 
 def _read_nofollow(path: Path, missing_ok: bool = False) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
+    """All of one file of the log directory, opened as ``_open_log`` opens one: the directory is the
+    pod's user's, so a link is not followed and a FIFO or device in a file's place is refused at
+    once (root reading a member's logs printed the root-only file a link named, and hung on a FIFO)."""
+    f = _open_log(path)
+    if f is None:
         if missing_ok:
             return b""
-        raise CommandError(f"{path} is gone (rotated or removed meanwhile); run the command again") from None
-    except OSError as e:
-        raise CommandError(f"cannot read {path}: {e.strerror} (a link is never followed)") from None
-    with os.fdopen(fd, "rb") as f:
+        raise CommandError(f"{path} is gone (rotated or removed meanwhile); run the command again")
+    with f:
         return f.read()
+
+
+def _copy_file(path: Path, out: BinaryIO) -> None:
+    """Copy one file of the log directory to ``out``, opened as ``_read_nofollow`` opens one."""
+    f = _open_log(path)
+    if f is None:
+        raise CommandError(f"{path} is gone (rotated or removed meanwhile); run the command again")
+    with f:
+        _copy(f, out)
 
 
 class _TimedTail:
@@ -252,11 +261,9 @@ def run(args: argparse.Namespace) -> int:
             follow_lines(path, out, end, args.timestamps)
         return 0
     for p in rotated:
-        with open(p, "rb") as f:
-            _copy(f, out)
+        _copy_file(p, out)
     if args.follow:
         follow(path, out)
         return 0
-    with open(path, "rb") as f:
-        _copy(f, out)
+    _copy_file(path, out)
     return 0
