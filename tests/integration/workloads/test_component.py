@@ -34,7 +34,8 @@ def test_restore_before_publish_and_corrupt_records(sockdir):
             (root / "workloads").mkdir(parents=True)
             (env.base / "pods").rename(root.joinpath(*STATE_DIR))
 
-        ctx = _ctx(root, '[workloads]\nsocket_path = "%s"\n' % (sockdir / "a.sock"))
+        # no socket group, whatever groups this machine has (a `hwagent` group would make it 0660)
+        ctx = _ctx(root, '[workloads]\nsocket_group = ""\nsocket_path = "%s"\n' % (sockdir / "a.sock"))
         published: list[frozenset[str]] = []
 
         publish = ctx.publish

@@ -78,6 +78,8 @@ policy = "single-numa-node"
 
 [workloads]
 manifest_poll_seconds = 0.2
+# root only, whatever groups this machine has (the default `hwagent`, when it exists, makes it 0660)
+socket_group = ""
 """
     )
     return cfg
@@ -140,7 +142,7 @@ def _numa(cpu: int) -> int:
 
 
 @pytest.mark.slow
-def test_launch_aligns_cpus_and_device_survives_restart_and_refuses_the_impossible(node, capsys):
+def test_launch_aligns_cpus_and_device_survives_restart_and_refuses_the_impossible(node, capsys, tmp_path):
     d = node.start()
     root = str(node.root)
     plugin = node.plugin()
@@ -152,7 +154,9 @@ def test_launch_aligns_cpus_and_device_survives_restart_and_refuses_the_impossib
     assert code == 1 and "64" in err and err.count("\n") == 1, err
     assert "RESOURCE_EXHAUSTED" not in err, err  # the code is the exit status; the line is for a person
 
-    _wait(lambda: _cli(capsys, "admit", "--root-dir", root, "--dry-run", "/dev/null")[0] != 2, "daemon answering")
+    empty = tmp_path / "empty.yaml"  # admit takes a regular file only (/dev/null is refused, exit 2)
+    empty.write_text("")
+    _wait(lambda: _cli(capsys, "admit", "--root-dir", root, "--dry-run", str(empty))[0] != 2, "daemon answering")
     code, out, err = _cli(capsys, "launch", "--root-dir", root, "--name", "web", "--cpus", "2", "--qos", "dedicated",
                           "--numa-binding", "--device", f"{RES}=1", "--", "sleep", "1000")
     assert code == 0, err
