@@ -561,6 +561,7 @@ class Workloads:
             self._check_new(spec)
             try:
                 await self._check_limits(spec, caller)
+                self._check_claim_sharing(spec, caller)
                 d = await self._decide(spec, count=False)
             except AdmissionError as e:
                 if e.code != "RESOURCE_EXHAUSTED":

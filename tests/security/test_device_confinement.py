@@ -208,6 +208,8 @@ def test_a_claim_another_users_pod_holds_is_refused_to_a_member(box: Box, loops:
     (loop,) = [p for p, v in _results(box, None, "rootheld").items() if v == "ok"]
     before = claim_path.read_text()
     mine = _claim_pod(home(ALICE) / "sharer.json", "sharer", "held", [loop], ALICE)
+    r = box.cli(ALICE, "admit", "--dry-run", str(mine))  # the dry run says what the admission would
+    assert r.returncode != 0 and "permission denied" in r.stderr.lower(), r.stdout + r.stderr
     r = box.cli(ALICE, "admit", str(mine))
     assert r.returncode != 0, f"alice shared root's claim: {r.stdout}{box.cli(ALICE, 'logs', 'sharer').stdout}"
     assert "permission denied" in r.stderr.lower() and "held" in r.stderr, r.stderr
