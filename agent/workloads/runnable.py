@@ -35,12 +35,16 @@ Lookup = Callable[[str], int]
 
 
 def dir_error(path: str) -> int:
-    """0 when ``path`` is a directory the caller can reach; else ENOENT, EACCES, ENOTDIR, ..."""
+    """0 when ``path`` is a directory the caller can enter; else ENOENT, EACCES, ENOTDIR, ...
+    A directory the caller may stat but not search (``/root`` for a user) is EACCES, as ``cd``
+    says: ``faccessat(X_OK)`` with the caller's effective, here filesystem, ids."""
     try:
         st = os.stat(path)
     except OSError as e:
         return e.errno or errno.ENOENT
-    return 0 if stat.S_ISDIR(st.st_mode) else errno.ENOTDIR
+    if not stat.S_ISDIR(st.st_mode):
+        return errno.ENOTDIR
+    return 0 if os.access(path, os.X_OK, effective_ids=True) else errno.EACCES
 
 
 #: ``exec_error``'s answer for a path that is there but is no file the caller may execute

@@ -109,6 +109,21 @@ def test_a_workdir_behind_a_closed_directory_reads_permission_denied_whether_or_
     assert not [p for p in alice_pods(box) if p.startswith("wd-")]  # nothing admitted for either
 
 
+@pytest.mark.parametrize("how", ["launch --workdir", "manifest workingDir"])
+def test_a_directory_alice_cannot_enter_is_refused_before_anything_is_admitted(box, private, how):
+    """The closed directory itself (as /root is): alice may stat it, not enter it. Before the fix it
+    was admitted, given CPUs, and failed at start (StartError, exit 200: "chdir: ...: Permission
+    denied"); her own shell's cd refuses it at once, and so does admission now."""
+    pod = f"closed-{how.split()[0]}"
+    if how.startswith("launch"):
+        code, err = alice_cli(box, "launch", "--wait", "--rm", "--name", pod, "--workdir", str(private), "--",
+                              "/bin/pwd")
+    else:
+        code, err = admit_as_alice(box, pod, manifest(pod, ["/bin/pwd"], str(private)))
+    assert code not in (0, 200) and "Permission denied" in err, err
+    assert pod not in alice_pods(box)
+
+
 @pytest.mark.parametrize("how", ["launch command", "manifest command", "manifest PATH"])
 def test_a_command_behind_a_closed_directory_reads_the_same_whether_or_not_it_exists(box, private, how):
     answers = []
