@@ -38,6 +38,7 @@ from agent.cgroups.paths import nested_subtrees
 from agent.cpu.config import CPU_SECTION
 from agent.daemonconfig import DAEMON_SECTION
 from agent.cpuset import CPUSet, CPUSetError
+from agent.daemon.lockholders import squatted
 from agent.daemon.running import CLAIM_SUFFIX, MAX_CLAIM_BYTES, try_flock
 from agent.topology.model import Topology
 
@@ -172,6 +173,14 @@ def lock_file_name(cgroup_root: str, subtree: str) -> str:
 _flock = try_flock  # flock without blocking: False when another open file holds it
 
 
+def _fresh(path: Path, mode: int) -> int:
+    """A new file (a new inode) at ``path`` in place of the one there: a lock held on the old
+    one no longer stands in the way."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
+
+
 class ClaimLock:
     """The files of one daemon's claim under ``lock_dir``; ``acquire`` then ``release``."""
 
@@ -214,10 +223,20 @@ class ClaimLock:
 
     @contextlib.contextmanager
     def _dir_locked(self):
-        fd = os.open(self.lock_dir / _DIR_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # root's alone (0600): only daemons take it; one an earlier version left 0644 is narrowed,
+        # and a lock only another user's process holds on it (opened while it was 0644) is ignored
+        # by locking a fresh file in its place (agent.daemon.lockholders)
+        path = self.lock_dir / _DIR_LOCK
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
+            os.fchmod(fd, 0o600)
             deadline = time.monotonic() + DIR_LOCK_TIMEOUT_S
             while not _flock(fd, fcntl.LOCK_EX):
+                if squatted(fd):
+                    new = _fresh(path, 0o600)
+                    os.close(fd)
+                    fd = new
+                    continue
                 if time.monotonic() > deadline:
                     raise ClaimConflict(f"{self.lock_dir / _DIR_LOCK} stayed locked for {DIR_LOCK_TIMEOUT_S:g} s: "
                                         "another hwagent is stuck starting; stop it and try again")
@@ -237,9 +256,11 @@ class ClaimLock:
             except FileNotFoundError:
                 continue
             try:
-                if _flock(fd, fcntl.LOCK_SH):
+                # nobody holds it (its daemon is gone), or only another user's process does (a
+                # squatter: any user may lock a file it can read): stale either way
+                if _flock(fd, fcntl.LOCK_SH) or squatted(fd):
                     with contextlib.suppress(FileNotFoundError):
-                        path.unlink()  # nobody holds it: its daemon is gone
+                        path.unlink()
                     continue
                 text = os.pread(fd, _MAX_CLAIM_BYTES, 0).decode(errors="replace")
             finally:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import fcntl
 import gc
 import importlib
@@ -35,6 +34,8 @@ from pathlib import Path
 
 from agent.config import Config, ConfigError
 from agent.daemon.claim import ClaimConflict, ClaimLock, managed_claim
+from agent.daemon.lockholders import holders_of, squatted
+from agent.daemon.running import try_flock
 from agent.contracts import Component, ComponentFactory, DaemonContext
 from agent.daemonconfig import DAEMON_SECTION, DaemonConfig, parse_host_port
 from agent.daemon.metrics_http import HealthReport, MetricsServer
@@ -260,17 +261,32 @@ class PidFile:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        """Lock the file (root's, 0600: ``flock`` needs no write access, so a file others may open
+        is one they may lock). A file only other users' processes hold (opened while an earlier
+        version left it 0644) is a squatter's: it is replaced by a fresh one, which is locked."""
+        fd = -1
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise DaemonError(
-                    f"another hwagent (pid {other}) is running with root dir {self.path.parent}"
-                ) from None
-            raise DaemonError(f"cannot lock {self.path}: {e.strerror}") from None
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            taken = try_flock(fd, fcntl.LOCK_EX)
+            if not taken and squatted(fd):
+                log.warning("lock file held by another user replaced", path=str(self.path),
+                            holders=",".join(map(str, holders_of(fd))))
+                os.close(fd)
+                fd = -1
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.unlink()
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+                taken = try_flock(fd, fcntl.LOCK_EX)
+            if not taken:
+                other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                raise DaemonError(f"another hwagent (pid {other}) is running with root dir {self.path.parent}")
+            os.fchmod(fd, 0o600)  # as an earlier version left it (0644): closed to others from now on
+        except BaseException as e:
+            if fd >= 0:
+                os.close(fd)
+            if isinstance(e, OSError):
+                raise DaemonError(f"cannot lock {self.path}: {e.strerror}") from None
+            raise
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd

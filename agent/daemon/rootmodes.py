@@ -2,8 +2,8 @@
 
 The root dir holds two kinds of things. What users reach: the sockets of the socket group
 (``cli.sock``, ``admission.sock``, 0660 root:<group>, set where they are bound), ``logs/``
-(0711, each pod's directory its user's own, 0700) and ``hwagent.pid`` (the daemon's pid,
-which ``ps`` shows anyone). And root's state, which names every user's pods and devices:
+(0711, each pod's directory its user's own, 0700); ``hwagent.pid`` is the root-dir lock, made
+0600 by ``PidFile`` (any user who may open a file may flock it). And root's state, which names every user's pods and devices:
 the advisor's decisions, the DRA claim files, the eviction record, the runtime's and the
 registry's records, the checkpoints. That state is root's alone: directories 0700, files
 0600 (issue 32 item 7: a local user in no group read ``advisor/decisions.jsonl`` and the DRA
