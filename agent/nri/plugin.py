@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import signal
 import sys
 import time
@@ -31,7 +32,7 @@ from typing import Any
 
 
 from agent.api.nri.v1alpha1 import api_pb2 as nri
-from agent.eventlog import get_logger
+from agent.eventlog import FIELDS_ATTR, get_logger
 from agent.nri.config import NriConfig
 from agent.nri.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, Mux
 from agent.nri.ttrpc import Client, ConnectionClosed, Handler, Server, TtrpcError, unary
@@ -116,8 +117,8 @@ class NriPlugin:
         self.state.runtime, self.state.runtime_version = req.runtime_name, req.runtime_version
         self._sync_parts.clear()
         mask = event_mask(SUBSCRIBED)
-        self._emit("configured", runtime=req.runtime_name, version=req.runtime_version,
-                   events=events_of(mask), request_timeout_ms=req.request_timeout)
+        log.info("nri configured", runtime=req.runtime_name, version=req.runtime_version,
+               events=events_of(mask), request_timeout_ms=req.request_timeout)
         return nri.ConfigureResponse(events=mask)
 
     async def synchronize(self, req: nri.SynchronizeRequest) -> nri.SynchronizeResponse:
@@ -129,33 +130,33 @@ class NriPlugin:
             return nri.SynchronizeResponse(more=True)
         parts, self._sync_parts = self._sync_parts, []
         self.view.synchronize([p for r in parts for p in r.pods], [c for r in parts for c in r.containers])
-        self._emit("synchronized", pods=len(self.view.pods), containers=len(self.view.containers),
-                   parts=len(parts))
+        log.info("nri synchronized", pods=len(self.view.pods), containers=len(self.view.containers),
+               parts=len(parts))
         return nri.SynchronizeResponse()
 
     async def shutdown(self, req: nri.Empty) -> nri.Empty:
         self._count("Shutdown")
-        self._emit("shutdown requested")
+        log.info("nri shutdown requested")
         self._shutdown.set()
         return nri.Empty()
 
     async def create_container(self, req: nri.CreateContainerRequest) -> nri.CreateContainerResponse:
         self._count("CreateContainer")
         self.view.container_event(nri.CREATE_CONTAINER, req.pod, req.container)
-        self._emit("create container", pod=self._pod_name(req.pod), container=req.container.name,
-                   id=req.container.id, decision="no adjustment (placement not implemented yet)")
+        log.info("nri create container", pod=self._pod_name(req.pod), container=req.container.name,
+               id=req.container.id, decision="no adjustment (placement not implemented yet)")
         return nri.CreateContainerResponse()
 
     async def update_container(self, req: nri.UpdateContainerRequest) -> nri.UpdateContainerResponse:
         self._count("UpdateContainer")
         self.view.container_event(nri.UPDATE_CONTAINER, req.pod, req.container)
-        self._emit("update container", pod=self._pod_name(req.pod), container=req.container.name)
+        log.info("nri update container", pod=self._pod_name(req.pod), container=req.container.name)
         return nri.UpdateContainerResponse()
 
     async def stop_container(self, req: nri.StopContainerRequest) -> nri.StopContainerResponse:
         self._count("StopContainer")
         self.view.container_event(nri.STOP_CONTAINER, req.pod, req.container)
-        self._emit("stop container", pod=self._pod_name(req.pod), container=req.container.name)
+        log.info("nri stop container", pod=self._pod_name(req.pod), container=req.container.name)
         return nri.StopContainerResponse()
 
     async def state_change(self, req: nri.StateChangeEvent) -> nri.Empty:
@@ -165,8 +166,8 @@ class NriPlugin:
             self.view.pod_event(req.event, req.pod)
         elif req.HasField("container"):
             self.view.container_event(req.event, req.pod if req.HasField("pod") else None, req.container)
-        self._emit("state change", runtime_event=nri.Event.Name(req.event) if req.event in nri.Event.values() else req.event,
-                   pod=pod, container=req.container.name)
+        log.info("nri state change", runtime_event=nri.Event.Name(req.event) if req.event in nri.Event.values() else req.event,
+               pod=pod, container=req.container.name)
         return nri.Empty()
 
     # -- the plugin's calls (Runtime service) ----------------------------------
@@ -204,8 +205,8 @@ class NriPlugin:
             self.state.register_ms = (time.monotonic() - started) * 1000
             self.state.registered = True
             self.state.last_error = ""
-            self._emit("registered", name=f"{self.cfg.plugin_index}-{self.cfg.plugin_name}",
-                       socket=self.cfg.socket_path, round_trip_ms=round(self.state.register_ms, 3))
+            log.info("nri registered", name=f"{self.cfg.plugin_index}-{self.cfg.plugin_name}",
+                   socket=self.cfg.socket_path, round_trip_ms=round(self.state.register_ms, 3))
             waits = [tasks[0], asyncio.create_task(self._shutdown.wait())]
             if stop is not None:
                 waits.append(asyncio.create_task(stop.wait()))
@@ -223,17 +224,33 @@ class NriPlugin:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            self._emit("disconnected")
+            log.info("nri disconnected")
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Sessions, one after another, until ``stop``: a runtime restart is a reconnect, not an exit."""
+        """Sessions, one after another, until ``stop``: a runtime restart is a reconnect, not an exit.
+        The caller's event sink, if any, sees each event the plugin logs (its own log lines, as
+        fields), so what it is told and what the log says cannot drift apart."""
+        sink = _EventHandler(self._on_event) if self._on_event is not None else None
+        level = log.logger.level
+        if sink is not None:
+            log.logger.addHandler(sink)
+            if log.logger.getEffectiveLevel() > logging.INFO:  # the sink sees info events whatever the log shows
+                log.logger.setLevel(logging.INFO)
+        try:
+            await self._sessions(stop)
+        finally:
+            if sink is not None:
+                log.logger.removeHandler(sink)
+                log.logger.setLevel(level)
+
+    async def _sessions(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
                 await self.session(stop)
             except (OSError, ConnectionClosed, TtrpcError) as exc:
                 error = str(exc) or type(exc).__name__
                 if error != self.state.last_error:  # once per cause, not once per second
-                    self._emit("connection failed", socket=self.cfg.socket_path, error=error)
+                    log.info("nri connection failed", socket=self.cfg.socket_path, error=error)
                 self.state.last_error = error
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.cfg.reconnect_interval_s)
@@ -247,10 +264,18 @@ class NriPlugin:
     def _count(self, call: str) -> None:
         self.state.calls[call] += 1
 
-    def _emit(self, what: str, /, **fields: Any) -> None:
-        log.info("nri " + what, **fields)
-        if self._on_event is not None:
-            self._on_event(what, fields)
+
+
+class _EventHandler(logging.Handler):
+    """The plugin's log events, handed to an :data:`EventSink` as (event without "nri ", fields)."""
+
+    def __init__(self, sink: EventSink) -> None:
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = str(record.msg)
+        self.sink(event.removeprefix("nri "), dict(getattr(record, FIELDS_ATTR, {})))
 
 
 def _print_event(event: str, fields: Mapping[str, Any]) -> None:
