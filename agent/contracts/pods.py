@@ -19,7 +19,12 @@ from enum import Enum
 
 from agent.cpuset import CPUSet
 
+#: the PATH a workload gets unless its env sets one: admission looks its command up along it
+#: (agent.workloads.runnable), the runtime gives it to the process (agent.runtime.plan's BASE_ENV)
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 __all__ = [
+    "DEFAULT_PATH",
     "APP",
     "INIT",
     "CONTAINER_KINDS",

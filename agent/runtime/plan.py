@@ -19,8 +19,7 @@ from agent.cpuset import CPUSet
 from agent.quantity import parse_quantity
 from agent.runtime.cdi import CDIError, resolve
 from agent.runtime.config import RuntimeConfig
-from agent.workloads.runnable import DEFAULT_PATH
-from agent.contracts.pods import QOS_RECLAIMED, QOS_SHARED, AdmittedPod, ContainerAssignment, ContainerSpec, DeviceNode, RunAs
+from agent.contracts.pods import DEFAULT_PATH, QOS_RECLAIMED, QOS_SHARED, AdmittedPod, ContainerAssignment, ContainerSpec, DeviceNode, RunAs
 
 __all__ = ["PlanError", "LaunchPlan", "UserNode", "DevNum", "plan_container", "device_number", "BASE_ENV", "home_of"]
 

@@ -21,13 +21,11 @@ import os
 import stat
 from collections.abc import Callable
 
-from agent.contracts.pods import ContainerSpec, PodSpec
+from agent.contracts.pods import DEFAULT_PATH, ContainerSpec, PodSpec
 
 __all__ = ["DEFAULT_PATH", "unrunnable", "pod_unrunnable", "dir_error", "exec_error", "Lookup",
            "NOT_EXECUTABLE"]
 
-#: the PATH a workload gets unless its env sets one (agent.runtime.plan's BASE_ENV)
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 #: a path -> 0 when it is what is wanted, else the errno the caller would get
