@@ -230,7 +230,7 @@ cpuset_check_interval_s = 1
 """
 
 
-def daemon_run(d: Path, cache: Path, settle_s: float, config: str = DAEMON_CONFIG) -> dict[str, float]:
+def daemon_run(d: Path, cache: Path, settle_s: float, config: str = DAEMON_CONFIG, entry: str = "") -> dict[str, float]:
     """A real ``hwagent run`` on the root the builder wrote (the 256-CPU fixture's sysfs,
     cgroups not enforced, runtime and probes off): CPU (every thread of it and its
     descendants) and VmRSS at READY=1, then VmRSS again ``settle_s`` later (past its
@@ -245,7 +245,7 @@ def daemon_run(d: Path, cache: Path, settle_s: float, config: str = DAEMON_CONFI
     sock.bind(str(notify))
     sock.settimeout(1)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"NOTIFY_SOCKET": str(notify)}
-    hwagent = str(Path(sys.executable).parent / "hwagent")
+    hwagent = entry or str(Path(sys.executable).parent / "hwagent")
     t0 = time.perf_counter()
     proc = subprocess.Popen([hwagent, "run", "--config", str(cfg), "--root-dir", str(d / "root"), "--mode",
                              "standalone", "--metrics-address", "127.0.0.1:0", "--lock-dir", str(d / "locks")],
@@ -280,9 +280,14 @@ def daemon_run(d: Path, cache: Path, settle_s: float, config: str = DAEMON_CONFI
     return {"wall": wall, "cpu_ms": cpu, "rss_mb": rss, "settled_mb": settled}
 
 
-def bench_daemon(sizes: list[int], churn: int, cache: Path, rounds: int, config: str = DAEMON_CONFIG) -> None:
+def bench_daemon(sizes: list[int], churn: int, cache: Path, rounds: int, config: str = DAEMON_CONFIG,
+                 before: str = "") -> None:
     """Daemon RSS and CPU to READY with each size of state, median of ``rounds`` starts
-    (each on a fresh copy of the built root: a start compacts what it replayed)."""
+    (each on a fresh copy of the built root: a start compacts what it replayed). ``before``: a
+    second checkout's entry script, started on the same built roots, alternating with this one."""
+    if before:
+        bench_before_after(sizes, churn, cache, rounds, config, before)
+        return
     rows = []
     load0 = os.getloadavg()[0]
     for n in sizes:
@@ -318,6 +323,43 @@ def bench_daemon(sizes: list[int], churn: int, cache: Path, rounds: int, config:
           f"(goal <= 2x): {'met' if ratio <= 2 else 'NOT met'}")
 
 
+def bench_before_after(sizes: list[int], churn: int, cache: Path, rounds: int, config: str, before: str) -> None:
+    """CPU to READY of two checkouts on the same state, started alternately (a loaded machine moves
+    both alike): per size, median of ``rounds`` starts each; then the CPU per pod over the first size."""
+    after = str(Path(sys.executable).parent / "hwagent")
+    cpu: dict[tuple[str, int], list[float]] = {}
+    wall: dict[tuple[str, int], list[float]] = {}
+    load0 = open("/proc/loadavg").read().split()[:3]
+    for n in sizes:
+        base = Path(tempfile.mkdtemp(prefix=f"bench-restartd-{n}-", dir="/var/tmp"))
+        try:
+            cmd = [sys.executable, __file__, "--phase", "build", "--dir", str(base / "built"), "--pods", str(n),
+                   "--churn", str(churn), "--cache-dir", str(cache)]
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for i in range(rounds):
+                for tag, entry in (("before", before), ("after", after)):
+                    d = base / f"run-{tag}-{i}"
+                    d.mkdir()
+                    shutil.copytree(base / "built", d / "root")
+                    r = daemon_run(d, cache, settle_s=0.0, config=config, entry=entry)
+                    cpu.setdefault((tag, n), []).append(r["cpu_ms"])
+                    wall.setdefault((tag, n), []).append(r["wall"] * 1e3)
+                    shutil.rmtree(d, ignore_errors=True)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+    med = statistics.median
+    print(f"daemon, process start to READY=1 (256-CPU fixture, "
+          f"{'runtime and probes off' if config == DAEMON_CONFIG else 'every component but the runtime'}), "
+          f"before/after alternating, median of {rounds} starts; load average {' '.join(load0)} -> "
+          f"{' '.join(open('/proc/loadavg').read().split()[:3])}")
+    for tag in ("before", "after"):
+        cells = "  ".join(f"{n:>6} pods {med(cpu[(tag, n)]):7.1f} ms CPU {med(wall[(tag, n)]):6.0f} ms wall"
+                          for n in sizes)
+        n0, n1 = sizes[0], sizes[-1]
+        per = (med(cpu[(tag, n1)]) - med(cpu[(tag, n0)])) / (n1 - n0) if n1 > n0 else 0.0
+        print(f"  {tag:6s}  {cells}   per pod over {n0}: {per:.3f} ms (goal <= 0.1)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pods", type=int, default=10_000)
@@ -328,6 +370,8 @@ def main() -> int:
     ap.add_argument("--daemon", metavar="SIZES",
                     help="instead: a real daemon's CPU to READY and RSS with each size of state, e.g. 10,10000")
     ap.add_argument("--rounds", type=int, default=3, help="starts per size with --daemon")
+    ap.add_argument("--before", metavar="DIR", help="with --daemon: a checkout from before a change (its entry "
+                    "script DIR/hwagent) started alternately with this one on the same state")
     ap.add_argument("--all-components", action="store_true",
                     help="with --daemon: every component the defaults run but the runtime (else probes off too)")
     a = ap.parse_args()
@@ -335,7 +379,8 @@ def main() -> int:
     if a.daemon:
         topology(a.cache_dir)  # the fixture's sysfs tree, unpacked once
         bench_daemon([int(x) for x in a.daemon.split(",")], a.churn, a.cache_dir, a.rounds,
-                     DAEMON_CONFIG_ALL if a.all_components else DAEMON_CONFIG)
+                     DAEMON_CONFIG_ALL if a.all_components else DAEMON_CONFIG,
+                     str(Path(a.before) / "hwagent") if a.before else "")
         return 0
     if a.phase == "build":
         print(json.dumps(asyncio.run(build(a.dir, a.pods, a.churn, a.cache_dir))))
