@@ -24,6 +24,7 @@ COMMANDS: tuple[str, ...] = (
     "agent.commands.run",
     "agent.commands.topology",
     "agent.commands.devices",
+    "agent.commands.slurm",
     "agent.commands.cpus",
     "agent.commands.memory",
     "agent.commands.resources",
