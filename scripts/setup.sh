@@ -44,7 +44,13 @@ TEST_PACKAGES=(
     hwloc-nox                            # lstopo-no-graphics: the peer for topology tests and bench
     linux-perf                           # perf bench sched pipe: probe overhead bench
     prometheus                           # promtool: checks and unit-tests deploy/prometheus rules
+    slurm-wlm munge                      # slurmctld/slurmd/srun and munged: the Slurm-mode peer (docs/slurm.md)
 )
+# Services the peer packages enable and (munge) start on install. The tests run their own
+# daemons with their own config, key, ports and state under a tmp dir; a system munged or
+# slurmd left running would be a daemon nobody configured, holding the default ports and a
+# key the tests do not use, and would start again at every boot.
+PEER_SERVICES=(munge slurmd slurmctld)
 APT_PACKAGES=("${RUN_PACKAGES[@]}")
 [ "$profile" = test ] && APT_PACKAGES+=("${TEST_PACKAGES[@]}")
 
@@ -111,6 +117,21 @@ link_headers() {
     if [ -d "$common" ] && [ "$(readlink "$kdir/source" 2>/dev/null)" != "$common" ]; then
         ln -sfn "$common" "$kdir/source"; log "linked $kdir/source -> $common"
     fi
+}
+
+# Stop and disable PEER_SERVICES where installed and enabled or running (idempotent: a second
+# run finds them disabled and inactive and does nothing). Works without a running systemd too
+# (a container: `systemctl disable` then only removes the links).
+quiet_peer_services() {
+    [ "$profile" = test ] && command -v systemctl >/dev/null || return 0
+    local s
+    for s in "${PEER_SERVICES[@]}"; do
+        [ -f "/lib/systemd/system/$s.service" ] || continue
+        if systemctl is-enabled --quiet "$s" 2>/dev/null || systemctl is-active --quiet "$s" 2>/dev/null; then
+            systemctl disable --now --quiet "$s" >/dev/null 2>&1 || systemctl disable --quiet "$s" >/dev/null 2>&1 || true
+            log "stopped and disabled $s.service (the tests run their own)"
+        fi
+    done
 }
 
 mount_tracefs() {
