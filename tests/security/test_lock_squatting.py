@@ -12,7 +12,9 @@ daemon makes now are closed to her."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,19 +66,28 @@ def place() -> Iterator[Path]:
         subprocess.run(["rm", "-rf", str(d)], check=False)
 
 
-def _hold(user: str, *paths: Path) -> tuple[subprocess.Popen, str]:
+@contextlib.contextmanager
+def _hold(user: str, *paths: Path) -> Iterator[str]:
+    """mallory's holder running (what it said), ended with its session at the end: killing
+    runuser alone would leave her python holding the locks, and her account in use."""
     p = subprocess.Popen(["runuser", "-u", user, "--", sys.executable, "-S", "-c", HOLDER, *map(str, paths)],
-                         stdout=subprocess.PIPE, text=True, cwd="/")
+                         stdout=subprocess.PIPE, text=True, cwd="/", start_new_session=True)
     assert p.stdout is not None
-    lines = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = p.stdout.readline()
-        lines.append(line)
-        if line.startswith("held"):
-            return p, "".join(lines)
-    p.kill()
-    raise AssertionError("the holder did not start: " + "".join(lines))
+    try:
+        lines = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = p.stdout.readline()
+            lines.append(line)
+            if line.startswith("held") or not line:
+                break
+        assert lines[-1].startswith("held"), "the holder did not start: " + "".join(lines)
+        yield "".join(lines)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        p.stdout.close()
 
 
 def _old_file(path: Path, text: str) -> Path:
@@ -88,21 +99,17 @@ def _old_file(path: Path, text: str) -> Path:
 
 def test_a_pid_file_mallory_holds_does_not_stop_the_daemon(mallory: str, place: Path) -> None:
     pid_path = _old_file(place / "hwagent.pid", "12345\n")
-    holder, said = _hold(mallory, pid_path)
-    try:
+    with _hold(mallory, pid_path) as said:
         assert "held 1" in said, said
         lock = PidFile(pid_path)
         lock.acquire()  # before the fix: DaemonError "another hwagent (pid 12345) is running ..."
         try:
             assert pid_path.read_text().strip() == str(os.getpid())
             assert pid_path.stat().st_mode & 0o777 == 0o600
-            _, said = _hold(mallory, pid_path)
-            assert "held 0" in said and "Permission denied" in said, said  # closed to her now
+            with _hold(mallory, pid_path) as again:
+                assert "held 0" in again and "Permission denied" in again, again  # closed to her now
         finally:
             lock.release()
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_claim_files_mallory_holds_do_not_stop_the_daemon(mallory: str, place: Path) -> None:
@@ -112,8 +119,7 @@ def test_claim_files_mallory_holds_do_not_stop_the_daemon(mallory: str, place: P
     dead = Claim(999_999, "/var/lib/gone", root, ("/squat.slice",), CPUSet.parse("0"))
     claim_file = _old_file(locks / lock_file_name(root, "/squat.slice"), dead.to_json())
     dir_lock = _old_file(locks / ".lock", "")
-    holder, said = _hold(mallory, dir_lock, claim_file)
-    try:
+    with _hold(mallory, dir_lock, claim_file) as said:
         assert "held 2" in said, said
         lock = ClaimLock(locks)
         # before the fix: ClaimConflict, the dir lock "stayed locked", or the dead daemon's claim "holds" it
@@ -124,6 +130,3 @@ def test_claim_files_mallory_holds_do_not_stop_the_daemon(mallory: str, place: P
             assert (locks / ".lock").stat().st_mode & 0o777 == 0o600
         finally:
             lock.release()
-    finally:
-        holder.kill()
-        holder.wait()
