@@ -14,7 +14,9 @@ Lines: ``{"event": "session", "t": ..., "collected": N}`` once collection is don
 ``{"event": "start", "t": ..., "test": ID}`` as a test begins, and
 ``{"event": "end", "t": ..., "test": ID, "outcome": ..., "reason": ..., "duration": S}``
 after its teardown. Outcomes: passed, failed (the test body), error (setup or teardown),
-skipped (skip and xfail). ``t`` is the guest's clock, used only for differences.
+skipped (skip and xfail). ``{"event": "stopped", "t": ..., "reason": ...}`` when the
+session was stopped before its end (a gate test that failed for a timeout,
+tests/vm/gate.py). ``t`` is the guest's clock, used only for differences.
 """
 
 from __future__ import annotations
@@ -109,6 +111,10 @@ class _Writer:
         self._emit(event="end", test=nodeid, outcome=outcome, reason=reason,
                    duration=round(sum(getattr(r, "duration", 0.0) for r in reports), 2))
 
+    def pytest_sessionfinish(self, session: Any) -> None:
+        if isinstance(session.shouldstop, str) and session.shouldstop:
+            self._emit(event="stopped", reason=session.shouldstop)
+
 
 # --- host side: read it back -------------------------------------------------------------
 
@@ -129,6 +135,8 @@ class Progress:
     running_started_s: float | None
     #: guest seconds from the session line to the last line read
     last_event_s: float | None
+    #: why the session stopped before running every test (tests/vm/gate.py), if it did
+    stopped: str | None = None
 
     @property
     def finished(self) -> int:
@@ -140,7 +148,9 @@ class Progress:
         lines = [f"{self.finished}{of} guest tests finished: {len(self.passed)} passed, "
                  f"{len(self.failed)} failed, {len(self.skipped)} skipped"]
         lines += [f"  FAILED {test}: {why}" for test, why in self.failed]
-        if self.running is not None:
+        if self.stopped is not None:
+            lines.append(f"  stopped early: {self.stopped}")
+        elif self.running is not None:
             when = f" (started {self.running_started_s:.0f}s into the guest's session)" \
                 if self.running_started_s is not None else ""
             lines.append(f"  running when cut: {self.running}{when}")
@@ -160,6 +170,7 @@ def read_progress(path: Path) -> Progress | None:
     except OSError:
         return None
     collected: int | None = None
+    stopped: str | None = None
     session_t: float | None = None
     last_t: float | None = None
     started: dict[str, float] = {}
@@ -175,6 +186,8 @@ def read_progress(path: Path) -> Progress | None:
             collected, session_t = int(ev.get("collected", 0)), t
         elif kind == "start":
             started[str(ev["test"])] = t
+        elif kind == "stopped":
+            stopped = str(ev.get("reason", ""))
         elif kind == "end":
             test = str(ev["test"])
             started.pop(test, None)
@@ -189,5 +202,5 @@ def read_progress(path: Path) -> Progress | None:
         tuple(t for t, (o, _) in outcomes.items() if o == "passed"),
         tuple((t, f"{o}: {r}" if r else o) for t, (o, r) in outcomes.items() if o in ("failed", "error")),
         tuple((t, r) for t, (o, r) in outcomes.items() if o == "skipped"),
-        running, since(running_t), since(last_t),
+        running, since(running_t), since(last_t), stopped,
     )

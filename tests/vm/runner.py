@@ -538,7 +538,9 @@ def guest_verdict(run: GuestRun, summary: JunitSummary | None, what: str) -> str
         return (f"{context}{missing}\n--- guest tests before the end ---\n{run.partial_report()}"
                 f"\n--- serial log tail ---\n{run.serial_tail()}")
     if summary.failures or summary.errors:
-        return f"{context}\n" + "\n".join(f"{t}: {m}" for t, m in summary.problems)
+        progress = run.progress()
+        stopped = f"\nstopped early: {progress.stopped}" if progress is not None and progress.stopped else ""
+        return f"{context}{stopped}\n" + "\n".join(f"{t}: {m}" for t, m in summary.problems)
     if run.rc != 0:
         return f"{context}: guest pytest rc {run.rc}\n{run.serial_tail()}"
     if summary.passed == 0:
@@ -633,6 +635,9 @@ def _cmd_test(args: argparse.Namespace) -> int:
         summary = read_junit(run.junit) if run.junit.exists() else None
         print(f"{name:8s} cgroup={run.cgroup:6s} {run.describe():28s} {result_counts(run, summary)}  ({out})")
         if summary:
+            progress = run.progress()
+            if progress is not None and progress.stopped:
+                print(f"  stopped early: {progress.stopped}")
             for test, msg in summary.problems:
                 print(f"  FAILED {test}: {msg.splitlines()[0] if msg else ''}")
             for test, reason in summary.skips:

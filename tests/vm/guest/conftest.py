@@ -1,4 +1,5 @@
-"""Fixtures of the guest side: which topology and cgroup layout this guest was booted with."""
+"""Fixtures of the guest side: which topology and cgroup layout this guest was booted with,
+and the gate that ends a guest whose gate test failed for a timeout (tests/vm/gate.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 
 import pytest
 
+from tests.vm import gate
 from tests.vm.topologies import TOPOLOGIES, GuestTopology
 
 
@@ -23,3 +25,20 @@ def cgroup_layout() -> str:
 def pytest_collection_modifyitems(items):
     for item in items:
         item.add_marker(pytest.mark.vm)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{gate.MARKER}: a guest test the ones after it need; failing for a "
+                            "timeout, it ends the guest's session (tests/vm/gate.py)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A gate test that failed for a timeout stops the session with the reason (tests/vm/gate.py)."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed or call.excinfo is None or item.get_closest_marker(gate.MARKER) is None:
+        return
+    if gate.is_timeout(call.excinfo.value):
+        items = item.session.items
+        item.session.shouldstop = gate.stop_reason(item.nodeid, call.excinfo.value, len(items) - items.index(item) - 1)
