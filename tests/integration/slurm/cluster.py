@@ -1,4 +1,4 @@
-"""A real Slurm cluster on this machine for tests: munged, slurmctld and slurmd (Debian's slurm-wlm).
+"""A real Slurm cluster on this machine for tests: munged, slurmctld and slurmds (Debian's slurm-wlm).
 
 Everything lives under one test-owned directory: the munge key and socket, the
 configuration (slurm.conf and gres.conf side by side, where slurmd looks for
@@ -7,8 +7,10 @@ run as root (``SlurmUser=root``), with no cgroup plugins (``proctrack/linuxproc`
 ``task/none``): the tests make no cgroups outside their own subtrees. Each daemon
 is started in the foreground as our child and stopped by its pid on exit, so
 nothing of the packages' system services (stopped by scripts/setup.sh) is used
-or disturbed. The later parts of issue 35 (namespaced multi-node clusters)
-build on ``SlurmCluster``.
+or disturbed. One node runs on this host's loopback (``slurm_cluster``); several
+run each in its own network and UTS namespace on a test bridge
+(``multi_node_cluster``, tests/integration/slurm/netns.py), which the later parts
+of issue 35 build on.
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["SLURM_BINARIES", "missing_binaries", "free_port", "SlurmCluster", "slurm_cluster"]
+from tests.integration.slurm.netns import NetNode, node_network
 
-SLURM_BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "srun", "sinfo", "scontrol")
+__all__ = ["SLURM_BINARIES", "missing_binaries", "free_port", "SlurmNode", "SlurmCluster", "slurm_cluster",
+           "multi_node_cluster"]
+
+SLURM_BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "srun", "sinfo", "scontrol", "nsenter", "unshare")
 
 
 def missing_binaries() -> list[str]:
@@ -39,16 +44,32 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class SlurmNode:
+    """One slurmd: its name, the node line's fields after ``NodeName=`` (hwagent's), its address,
+    and the namespace it runs in (None: this host, on the loopback)."""
+
+    name: str
+    fields: str
+    addr: str = "127.0.0.1"
+    net: NetNode | None = None
+
+
 @dataclass
 class SlurmCluster:
-    """One slurmctld and one slurmd on this host, configured under ``base``."""
+    """One slurmctld and a slurmd per node, configured under ``base``."""
 
     base: Path
-    node_line: str
+    nodes: tuple[SlurmNode, ...]
     gres_conf: str = ""
     gres_types: tuple[str, ...] = ()
-    node_name: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
+    controller_addr: str = "127.0.0.1"
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    @property
+    def node_name(self) -> str:
+        """The first node's name (the only one in a one-node cluster)."""
+        return self.nodes[0].name
 
     @property
     def conf(self) -> Path:
@@ -58,12 +79,14 @@ class SlurmCluster:
     def env(self) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
-    def log(self, daemon: str) -> str:
-        path = self.base / "log" / f"{daemon}.log"
+    def log(self, daemon: str, node: str | None = None) -> str:
+        """A daemon's log; slurmd's of ``node`` (default: the first)."""
+        name = f"slurmd.{node or self.node_name}" if daemon == "slurmd" else daemon
+        path = self.base / "log" / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
     def write_config(self) -> None:
-        for d in ("etc", "state", "spool", "log"):
+        for d in ("etc", "state", "log", *(f"spool/{n.name}" for n in self.nodes)):
             (self.base / d).mkdir(parents=True, exist_ok=True)
         run = self.base / "run"
         run.mkdir(exist_ok=True)
@@ -71,7 +94,7 @@ class SlurmCluster:
         b = self.base
         lines = [
             "ClusterName=hwagenttest",
-            f"SlurmctldHost={self.node_name}(127.0.0.1)",
+            f"SlurmctldHost={socket.gethostname().split('.')[0]}({self.controller_addr})",
             "SlurmUser=root",
             "SlurmdUser=root",
             f"SlurmctldPort={free_port()}",
@@ -79,11 +102,11 @@ class SlurmCluster:
             "AuthType=auth/munge",
             f"AuthInfo=socket={run / 'munge.sock'}",
             f"StateSaveLocation={b / 'state'}",
-            f"SlurmdSpoolDir={b / 'spool'}",
+            f"SlurmdSpoolDir={b / 'spool'}/%n",
             f"SlurmctldPidFile={run / 'slurmctld.pid'}",
-            f"SlurmdPidFile={run / 'slurmd.pid'}",
+            f"SlurmdPidFile={run}/slurmd.%n.pid",
             f"SlurmctldLogFile={b / 'log' / 'slurmctld.log'}",
-            f"SlurmdLogFile={b / 'log' / 'slurmd.log'}",
+            f"SlurmdLogFile={b / 'log'}/slurmd.%n.log",
             "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none",
             "JobAcctGatherType=jobacct_gather/none",
@@ -99,7 +122,8 @@ class SlurmCluster:
         ]
         if self.gres_types:
             lines.append("GresTypes=" + ",".join(self.gres_types))
-        lines.append(f"{self.node_line} NodeAddr=127.0.0.1 State=UNKNOWN")
+        lines += [f"NodeName={n.name} NodeAddr={n.addr} NodeHostname={n.name} {n.fields} State=UNKNOWN"
+                  for n in self.nodes]
         lines.append("PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
         self.conf.write_text("\n".join(lines) + "\n")
         (self.base / "etc" / "gres.conf").write_text(self.gres_conf)
@@ -122,7 +146,9 @@ class SlurmCluster:
         self._wait(lambda: (run / "munge.sock").exists(), "munged's socket")
         self._start("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
         self._wait(lambda: self.run(["scontrol", "ping"]).returncode == 0, "slurmctld to answer")
-        self._start("slurmd", ["slurmd", "-D", "-f", str(self.conf), "-N", self.node_name])
+        for n in self.nodes:
+            argv = ["slurmd", "-D", "-f", str(self.conf), "-N", n.name]
+            self._start(f"slurmd.{n.name}", n.net.wrap(argv) if n.net else argv)
 
     def _wait(self, ready, what: str, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
@@ -131,11 +157,16 @@ class SlurmCluster:
                 if p.poll() is not None:
                     raise RuntimeError(f"{name} exited ({p.returncode}) while waiting for {what}:\n"
                                        + (self.base / "log" / f"{name}.out").read_text(errors="replace")[-2000:]
-                                       + self.log(name)[-2000:])
+                                       + self._log_file(name)[-2000:])
             if ready():
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"no {what} within {timeout}s:\n{self.log('slurmctld')[-2000:]}\n{self.log('slurmd')[-2000:]}")
+        raise TimeoutError(f"no {what} within {timeout}s:\n{self.log('slurmctld')[-2000:]}\n"
+                           + "\n".join(self.log("slurmd", n.name)[-1000:] for n in self.nodes))
+
+    def _log_file(self, name: str) -> str:
+        path = self.base / "log" / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
 
     def run(self, argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
         return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout)
@@ -145,20 +176,22 @@ class SlurmCluster:
         out = self.run(["sinfo", "-N", "-h", "-o", "%N %T %E"]).stdout
         return {parts[0]: " ".join(parts[1:]) for line in out.splitlines() if (parts := line.split())}
 
-    def wait_registered(self, timeout: float = 20.0) -> str:
-        """The node's state once slurmd has registered (not unknown or not responding)."""
+    def wait_registered(self, timeout: float = 30.0) -> str:
+        """Once every slurmd has registered (no node unknown or not responding): the first node's
+        "state reason" (``node_states`` has every node's)."""
         seen: dict[str, str] = {}
 
         def registered() -> bool:
             seen.update(self.node_states())
-            state = seen.get(self.node_name, "")
-            return bool(state) and not state.startswith(("unknown", "down*", "idle*"))
+            states = [seen.get(n.name, "") for n in self.nodes]
+            return all(s and not s.startswith(("unknown", "down*", "idle*")) for s in states)
 
-        self._wait(registered, f"node {self.node_name} to register", timeout)
+        self._wait(registered, "the nodes to register", timeout)
         return seen[self.node_name]
 
     def stop(self) -> None:
-        for name in ("slurmd", "slurmctld", "munged"):
+        slurmds = [k for k in self.procs if k.startswith("slurmd.")]
+        for name in (*slurmds, "slurmctld", "munged"):
             p = self.procs.pop(name, None)
             if p is None or p.poll() is not None:
                 continue
@@ -171,11 +204,28 @@ class SlurmCluster:
 
 
 @contextmanager
-def slurm_cluster(base: Path, node_line: str, gres_conf: str = "", gres_types: Mapping[str, None] | tuple[str, ...] = ()
+def slurm_cluster(base: Path, node_line: str, gres_conf: str = "", gres_types: tuple[str, ...] = ()
                   ) -> Iterator[SlurmCluster]:
-    cluster = SlurmCluster(base, node_line, gres_conf, tuple(gres_types))
+    """One node on this host: ``node_line`` is hwagent's ``NodeName=<host> ...`` line."""
+    name, _, fields = node_line.removeprefix("NodeName=").partition(" ")
+    cluster = SlurmCluster(base, (SlurmNode(name, fields),), gres_conf, tuple(gres_types))
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.stop()
+
+
+@contextmanager
+def multi_node_cluster(base: Path, names: list[str], fields: str, gres_conf: str = "",
+                       gres_types: tuple[str, ...] = ()) -> Iterator[SlurmCluster]:
+    """A node per name, each in its own network and UTS namespace on a test bridge, all with the
+    node line ``fields`` (they share this machine's hardware); slurmctld on the bridge's address."""
+    with node_network(names) as net:
+        nodes = tuple(SlurmNode(n.name, fields, n.addr, n) for n in net.nodes)
+        cluster = SlurmCluster(base, nodes, gres_conf, tuple(gres_types), net.controller_addr)
+        try:
+            cluster.start()
+            yield cluster
+        finally:
+            cluster.stop()

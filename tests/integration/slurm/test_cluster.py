@@ -73,6 +73,7 @@ def test_slurmctld_accepts_hwagents_node_and_gres(scratch_config, short_tmp_path
         # the count is the one hwagent wrote: two are not there
         too_many = c.run(["srun", "-N1", "--immediate=5", "--gres=scratch:2", "true"], timeout=60)
         assert too_many.returncode != 0
+        assert "slurmd started" in c.log("slurmd")  # the log read is the node's
         assert DIFFERS not in c.log("slurmd")
         assert "Low " not in c.log("slurmctld")
 
