@@ -36,6 +36,7 @@ __all__ = [
     "EnvVar",
     "Resources",
     "RunAs",
+    "RLimit",
     "ContainerSpec",
     "PodSpec",
     "Mount",
@@ -106,6 +107,17 @@ class RunAs:
 
 
 @dataclass(frozen=True)
+class RLimit:
+    """One resource limit a pod's processes start with (``setrlimit``): ``resource`` by
+    prlimit(1)'s name (``nofile``, ``nproc``, ...), soft and hard values, ``None`` for unlimited.
+    Admission records the submitting process's own (``PodSpec.rlimits``, agent.runtime.rlimits)."""
+
+    resource: str
+    soft: int | None
+    hard: int | None
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     name: str
     #: argv[0..]: ``command`` + ``args`` as the manifest gave them (no image, so no entrypoint)
@@ -141,6 +153,10 @@ class PodSpec:
     run_as: RunAs | None = None
     #: spec.resourceClaims: pod claim name -> the ResourceClaim (in the pod's namespace) it names
     resource_claims: Mapping[str, str] = field(default_factory=dict)
+    #: the resource limits its processes start with: the submitting process's, read at admission
+    #: (agent.runtime.rlimits); () when there was none (static manifests, in-process, records from before):
+    #: then the system's defaults, PID 1's, at each start. Never taken from a manifest.
+    rlimits: tuple[RLimit, ...] = ()
 
     @property
     def owner_uid(self) -> int:

@@ -68,7 +68,7 @@ from agent.workloads.providers import (
 from agent.workloads.quota import UserLimits, log_cap_refusal, pod_cap_refusal, user_name
 from agent.workloads.registry import ADMITTED, Registry
 from agent.workloads.claimshare import claim_share_refusal, foreign_holder
-from agent.workloads.users import ROOT, Caller, not_found, resolve_run_as
+from agent.workloads.users import ROOT, Caller, not_found, resolve_run_as, submitter_limits
 from agent.workloads.asuser import LookupStuck, LookupUnavailable, as_user
 from agent.workloads.runnable import pod_unrunnable
 from agent.workloads.store import PodRecord
@@ -199,7 +199,8 @@ class Workloads:
             m.ADMISSIONS.labels("refused", "INVALID_ARGUMENT").inc()
             raise AdmissionError("INVALID_ARGUMENT", f"invalid manifest: {e}", reason="manifest") from None
         try:
-            spec = dataclasses.replace(parsed.pod, run_as=resolve_run_as(caller, parsed.pod.run_as))
+            spec = dataclasses.replace(parsed.pod, run_as=resolve_run_as(caller, parsed.pod.run_as),
+                                       rlimits=submitter_limits(caller))
         except AdmissionError as e:
             m.ADMISSIONS.labels("refused", e.code).inc()
             raise

@@ -25,6 +25,7 @@ from agent.contracts.pods import (
     PodSpec,
     PodStatus,
     Resources,
+    RLimit,
     RunAs,
 )
 
@@ -71,6 +72,7 @@ def spec_to_json(p: PodSpec) -> dict[str, Any]:
         "run_as": None if p.run_as is None else {
             "uid": p.run_as.uid, "gid": p.run_as.gid, "groups": list(p.run_as.groups)},
         **({"resource_claims": dict(p.resource_claims)} if p.resource_claims else {}),
+        **({"rlimits": [[r.resource, r.soft, r.hard] for r in p.rlimits]} if p.rlimits else {}),
     }
 
 
@@ -79,6 +81,11 @@ def _run_as_from(d: Any) -> RunAs | None:
     if d is None:
         return None
     return RunAs(_opt_int(d["uid"]), _opt_int(d["gid"]), tuple(int(g) for g in d["groups"]))
+
+
+def _rlimits_from(d: Any) -> tuple[RLimit, ...]:
+    """A record written before limits were recorded has none: the pod gets the system's defaults."""
+    return tuple(RLimit(_sym(r[0]), _opt_int(r[1]), _opt_int(r[2])) for r in d or ())
 
 
 def _opt_int(v: Any) -> int | None:
@@ -157,6 +164,7 @@ def spec_from_json(d: dict[str, Any]) -> PodSpec:
         source_digest=_sym(d["source_digest"]),
         run_as=_run_as_from(d.get("run_as")),
         resource_claims=_str_map(d.get("resource_claims", {})),
+        rlimits=_rlimits_from(d.get("rlimits")),
     )
 
 

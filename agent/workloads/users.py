@@ -13,6 +13,10 @@ of that caller and the pod:
 - a non-root caller's pod runs as that caller, with its primary group and the
   supplementary groups it holds now; it may name itself, its own groups and
   nothing else (PERMISSION_DENIED, and nothing is admitted);
+- a pod starts with the resource limits of the process that submitted it (read from
+  /proc at admission, as Slurm's PropagateResourceLimits=ALL; ``agent.runtime.rlimits``); a
+  non-root caller whose process cannot be read is refused (FAILED_PRECONDITION), root's
+  falls back to the system's defaults;
 - a non-root caller sees, stops, removes and watches its own pods only; another
   user's pod is NOT_FOUND, the same answer as a pod that does not exist, so a
   caller learns nothing of the others' pods (a name taken by another user's pod
@@ -26,10 +30,11 @@ import pwd
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent.contracts.pods import PodSpec, RunAs
+from agent.contracts.pods import PodSpec, RLimit, RunAs
+from agent.runtime.rlimits import RLimitsUnreadable, caller_limits
 from agent.workloads.errors import AdmissionError
 
-__all__ = ["Caller", "ROOT", "UserDB", "SYSTEM_USERS", "resolve_run_as", "may_see", "not_found"]
+__all__ = ["Caller", "ROOT", "UserDB", "SYSTEM_USERS", "resolve_run_as", "submitter_limits", "may_see", "not_found"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,22 @@ def _as_root_chose(asked: RunAs | None, users: UserDB) -> RunAs | None:
     if entry is not None:
         groups += users.groups(entry[0], entry[1])
     return RunAs(asked.uid, gid, tuple(dict.fromkeys(groups)))
+
+
+def submitter_limits(caller: Caller, read: Callable[[int, int], tuple[RLimit, ...]] = caller_limits
+                     ) -> tuple[RLimit, ...]:
+    """The limits the caller's pod starts with: those of the caller's process (``read(pid, uid)``,
+    at request time, while its connection is open). A non-root caller whose process cannot be
+    read (it exited, its pid was reused) is refused: falling back to anything else could give
+    her limits she does not have. Root's falls back to () (the system's defaults at start)."""
+    try:
+        return read(caller.pid, caller.uid)
+    except RLimitsUnreadable as e:
+        if caller.root:
+            return ()
+        raise AdmissionError("FAILED_PRECONDITION", f"cannot take your resource limits for the pod: {e} "
+                             "(the pod starts with the limits of the process that submits it; "
+                             "run the command again and keep it running until it answers)", reason="user") from None
 
 
 def may_see(caller: Caller, spec: PodSpec) -> bool:
