@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.contracts.pods import RunAs
+from agent.contracts.pods import RLimit, RunAs
+from agent.runtime.rlimits import shim_arg
 from agent.runtime.state import ContainerFiles, ExitInfo
 
 __all__ = ["LaunchError", "Started", "shim_command", "python_shim_command", "spawn", "attach", "wait_exit", "shim_alive"]
@@ -82,11 +83,15 @@ def python_shim_command() -> list[str]:
 
 def _argv(shim: Sequence[str], files: ContainerFiles, log: Path, log_max: int, log_keep: int, cwd: str,
           procs: Sequence[str], binds: Sequence[tuple[str, str, bool]], argv: Sequence[str],
-          user: RunAs | None = None) -> list[str]:
+          user: RunAs | None = None, rlimits: Sequence[RLimit] = ()) -> list[str]:
     out = [*shim, str(files.path), str(log), str(log_max), str(log_keep), str(HANDSHAKE_FD), cwd]
     if user is not None:
         # the workload's identity; the shim also writes the log with it (its fs uid/gid)
         out += ["-u", str(user.uid), str(user.gid), ",".join(map(str, user.groups)) or "-"]
+    if rlimits:
+        # its submitter's limits, set by the shim's child as root, before the drop (raising a hard
+        # limit needs root): exactly those, never the daemon's own
+        out += ["-l", shim_arg(rlimits)]
     out += ["-e", str(ENV_FD)]
     for p in procs:
         out += ["-p", p]
@@ -159,13 +164,14 @@ async def _read_line(fd: int, timeout_s: float) -> str:
 
 async def spawn(shim: Sequence[str], files: ContainerFiles, log: Path, *, log_max: int, log_keep: int,
                 cwd: str, procs: Sequence[str], binds: Sequence[tuple[str, str, bool]], argv: Sequence[str],
-                env: Mapping[str, str], timeout_s: float = 30.0, user: RunAs | None = None) -> Started:
+                env: Mapping[str, str], timeout_s: float = 30.0, user: RunAs | None = None,
+                rlimits: Sequence[RLimit] = ()) -> Started:
     envfd = _env_memfd(env)
     r = w = -1
     try:
         r, w0 = os.pipe2(os.O_CLOEXEC)
         w = _above_targets(w0)
-        args = _argv(shim, files, log, log_max, log_keep, cwd, procs, binds, argv, user)
+        args = _argv(shim, files, log, log_max, log_keep, cwd, procs, binds, argv, user, rlimits)
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
             (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),

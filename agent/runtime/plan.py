@@ -19,7 +19,8 @@ from agent.cpuset import CPUSet
 from agent.quantity import parse_quantity
 from agent.runtime.cdi import CDIError, resolve
 from agent.runtime.config import RuntimeConfig
-from agent.contracts.pods import DEFAULT_PATH, QOS_RECLAIMED, QOS_SHARED, AdmittedPod, ContainerAssignment, ContainerSpec, DeviceNode, RunAs
+from agent.contracts.pods import DEFAULT_PATH, QOS_RECLAIMED, QOS_SHARED, AdmittedPod, ContainerAssignment, ContainerSpec, DeviceNode, RLimit, RunAs
+from agent.runtime.rlimits import RLimitsUnreadable, system_limits
 
 __all__ = ["PlanError", "LaunchPlan", "UserNode", "DevNum", "plan_container", "device_number", "BASE_ENV", "home_of"]
 
@@ -45,6 +46,8 @@ class LaunchPlan:
     user: RunAs | None = None
     #: granted device nodes a non-root workload gets as nodes of its own (agent.runtime.usernodes)
     user_nodes: tuple[UserNode, ...] = ()
+    #: the resource limits the workload starts with (the shim sets them before the drop to the user)
+    rlimits: tuple[RLimit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ def plan_container(
     stat: Callable[[str], os.stat_result] = os.stat,
     exists: Callable[[str], bool] = os.path.exists,
     passwd: Callable[[int], tuple[str, str] | None] = home_of,
+    defaults: Callable[[], tuple[RLimit, ...]] = system_limits,
 ) -> LaunchPlan:
     if not spec.argv:
         raise PlanError(f"container {spec.name} has no command")
@@ -162,6 +166,7 @@ def plan_container(
         hugetlb=hugetlb,
         needs=frozenset(needs),
     )
+    rlimits = _rlimits(pod, defaults)
     env = {**BASE_ENV, **_user_env(pod, passwd)}
     env.update(HWAGENT_POD_NAME=pod.spec.name, HWAGENT_POD_NAMESPACE=pod.spec.namespace,
                HWAGENT_POD_UID=pod.uid, HWAGENT_CONTAINER_NAME=spec.name)
@@ -169,7 +174,19 @@ def plan_container(
     env.update(grant.envs)
     env.update(cdi.env)
     return LaunchPlan(argv=spec.argv, env=env, cwd=spec.working_dir or "/", binds=tuple(binds), limits=limits,
-                      user=pod.spec.run_as, user_nodes=tuple(user_nodes))
+                      user=pod.spec.run_as, user_nodes=tuple(user_nodes), rlimits=rlimits)
+
+
+def _rlimits(pod: AdmittedPod, defaults: Callable[[], tuple[RLimit, ...]]) -> tuple[RLimit, ...]:
+    """The limits its submitter had (the pod's record); with none recorded (a static manifest, a
+    record from before), the system's defaults, PID 1's: never the daemon's own, which it raised
+    at start (agent.daemon.fdlimit). Unreadable defaults refuse the start rather than leak those."""
+    if pod.spec.rlimits:
+        return pod.spec.rlimits
+    try:
+        return defaults()
+    except RLimitsUnreadable as e:
+        raise PlanError(f"pod {pod.spec.key}: no resource limits to start it with: {e}") from None
 
 
 def _device_nodes(nodes: Iterable[DeviceNode], own_nodes: bool, stat: Callable[[str], os.stat_result]

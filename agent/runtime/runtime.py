@@ -523,7 +523,7 @@ class WorkloadRuntime:
         try:
             started = await spawn(self.shim, files, log_path, log_max=self.cfg.log_max_bytes,
                                   log_keep=self.cfg.log_keep, cwd=plan.cwd, procs=procs, binds=binds,
-                                  argv=plan.argv, env=plan.env, user=plan.user)
+                                  argv=plan.argv, env=plan.env, user=plan.user, rlimits=plan.rlimits)
         except LaunchError as e:
             await self._teardown(ctr.rel)
             raise _StartFailed(f"container {name}: {e.stage}: {e}") from None

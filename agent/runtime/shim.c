@@ -39,10 +39,16 @@
  * the handshake and the environment at the start) and the workload starts with
  * 0, 1 and 2 only (the rest is closed right before exec).
  *
+ * With -l the workload starts with exactly those resource limits (its submitter's, read by
+ * the daemon at admission, as Slurm's PropagateResourceLimits=ALL; agent/runtime/rlimits.py), never
+ * the daemon's own: the child sets them as root, before the drop to the user, since raising
+ * a hard limit needs privilege and the job must get the submitter's hard values too.
+ *
  * Usage (argv built by agent/runtime/launcher.py, the Python fallback
  * agent/runtime/shim.py takes the same):
  *   hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-u UID GID GROUPS|-]
- *                [-e ENV_FD] [-p CGROUP_PROCS]... [-b SRC DST ro|rw]... -- ARGV...
+ *                [-l NAME=SOFT:HARD[,...]] [-e ENV_FD] [-p CGROUP_PROCS]... [-b SRC DST ro|rw]... -- ARGV...
+ * NAME is prlimit(1)'s (nofile, nproc, core, ...), a value a number or "unlimited".
  * Without -e the workload starts with an empty environment.
  * Handshake (one line on HANDSHAKE_FD, then closed):
  *   "ok <shim_pid> <child_pid>\n"  or  "error <stage> <errno> <message>\n".
@@ -63,6 +69,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -93,6 +100,80 @@ static uid_t run_uid;
 static gid_t run_gid;
 static gid_t run_groups[MAX_GROUPS];
 static int run_ngroups;
+
+/* the workload's resource limits (-l), set in the child before the drop to the user */
+#define MAX_LIMITS 64
+struct limit { const char *name; int resource; struct rlimit value; };
+static const struct { const char *name; int resource; } limit_names[] = {
+    {"cpu", RLIMIT_CPU}, {"fsize", RLIMIT_FSIZE}, {"data", RLIMIT_DATA}, {"stack", RLIMIT_STACK},
+    {"core", RLIMIT_CORE}, {"rss", RLIMIT_RSS}, {"nproc", RLIMIT_NPROC}, {"nofile", RLIMIT_NOFILE},
+    {"memlock", RLIMIT_MEMLOCK}, {"as", RLIMIT_AS}, {"locks", RLIMIT_LOCKS},
+    {"sigpending", RLIMIT_SIGPENDING}, {"msgqueue", RLIMIT_MSGQUEUE}, {"nice", RLIMIT_NICE},
+    {"rtprio", RLIMIT_RTPRIO}, {"rttime", RLIMIT_RTTIME},
+};
+static struct limit run_limits[MAX_LIMITS];
+static int run_nlimits;
+
+/* one value of -l: a decimal number or "unlimited"; -1 for anything else */
+static int parse_rlim(const char *s, size_t n, rlim_t *out) {
+    if (n == 9 && !strncmp(s, "unlimited", 9)) { *out = RLIM_INFINITY; return 0; }
+    if (n == 0 || n > 20) return -1;
+    unsigned long long v = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (!isdigit((unsigned char)s[k])) return -1;
+        if (v > (~0ULL - 9) / 10) return -1;
+        v = v * 10 + (unsigned)(s[k] - '0');
+    }
+    if ((rlim_t)v == RLIM_INFINITY) return -1;
+    *out = (rlim_t)v;
+    return 0;
+}
+
+/* -l NAME=SOFT:HARD[,...] (agent/runtime/rlimits.py shim_arg); -1 on anything it does not name exactly */
+static int parse_limits(char *s) {
+    while (*s) {
+        char *end = strchr(s, ','), *eq = strchr(s, '=');
+        if (!end) end = s + strlen(s);
+        if (!eq || eq > end || run_nlimits >= MAX_LIMITS) return -1;
+        char *colon = memchr(eq, ':', (size_t)(end - eq));
+        if (!colon) return -1;
+        int found = -1;
+        for (size_t k = 0; k < sizeof limit_names / sizeof limit_names[0]; k++)
+            if ((size_t)(eq - s) == strlen(limit_names[k].name) && !strncmp(s, limit_names[k].name, (size_t)(eq - s)))
+                found = (int)k;
+        if (found < 0) return -1;
+        struct limit *l = &run_limits[run_nlimits];
+        if (parse_rlim(eq + 1, (size_t)(colon - eq - 1), &l->value.rlim_cur) < 0 ||
+            parse_rlim(colon + 1, (size_t)(end - colon - 1), &l->value.rlim_max) < 0)
+            return -1;
+        if (l->value.rlim_max != RLIM_INFINITY &&
+            (l->value.rlim_cur == RLIM_INFINITY || l->value.rlim_cur > l->value.rlim_max))
+            return -1;
+        l->name = limit_names[found].name;
+        l->resource = limit_names[found].resource;
+        run_nlimits++;
+        if (*end && !end[1]) return -1; /* a trailing comma names nothing */
+        s = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+static void child_fail(int errfd, const char *stage, int err, const char *what);
+
+/* set one limit in the child; a shim without CAP_SYS_RESOURCE (a confined service, a container)
+ * cannot raise a hard limit above its own: then the job gets the submitter's values clipped to
+ * the shim's hard limit (never more than the submitter had), and shim.err says so, as
+ * slurmstepd logs a limit it cannot propagate */
+static void set_limit(const struct limit *l, int errfd) {
+    if (setrlimit(l->resource, &l->value) == 0) return;
+    struct rlimit cur, clip = l->value;
+    if (errno != EPERM || getrlimit(l->resource, &cur) < 0) child_fail(errfd, "rlimit", errno, l->name);
+    if (clip.rlim_max > cur.rlim_max) clip.rlim_max = cur.rlim_max; /* RLIM_INFINITY is the largest */
+    if (clip.rlim_cur > clip.rlim_max) clip.rlim_cur = clip.rlim_max;
+    if (setrlimit(l->resource, &clip) < 0) child_fail(errfd, "rlimit", errno, l->name);
+    fprintf(stderr, "hwagent-shim: %s: cannot raise the hard limit (EPERM): kept at %llu:%llu\n", l->name,
+            (unsigned long long)clip.rlim_cur, (unsigned long long)clip.rlim_max);
+}
 
 /* file access as the workload's user (the log) or as root again (STATE) */
 static void fs_as_user(int on) {
@@ -338,7 +419,7 @@ static int reap(pid_t child, int *status, int *exited) {
 
 int main(int argc, char **argv) {
     if (argc < 8) {
-        fprintf(stderr, "usage: hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-u UID GID GROUPS] [-p PROCS]... [-b SRC DST MODE]... -- ARGV...\n");
+        fprintf(stderr, "usage: hwagent-shim STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-u UID GID GROUPS] [-l LIMITS] [-p PROCS]... [-b SRC DST MODE]... -- ARGV...\n");
         return 2;
     }
     state_dir = argv[1];
@@ -371,6 +452,13 @@ int main(int argc, char **argv) {
                 return 2;
             }
             has_user = 1; i += 3; continue;
+        }
+        if (!strcmp(argv[i], "-l") && i + 1 < argc) {
+            if (parse_limits(argv[i + 1]) < 0) {
+                fprintf(stderr, "hwagent-shim: bad -l %s\n", argv[i + 1]);
+                return 2;
+            }
+            i++; continue;
         }
         if (!strcmp(argv[i], "-b") && i + 3 < argc && nbinds < MAX_BINDS) {
             binds[nbinds].src = argv[i + 1]; binds[nbinds].dst = argv[i + 2];
@@ -442,6 +530,10 @@ int main(int argc, char **argv) {
                     child_fail(err[1], "mount", errno, binds[k].dst);
             }
         }
+        /* the submitter's limits, as root: raising a hard limit (the daemon's may be lower than
+         * the submitter's) needs privilege the user will not have after the drop */
+        for (int k = 0; k < run_nlimits; k++)
+            set_limit(&run_limits[k], err[1]);
         if (has_user) {
             if (setgroups((size_t)run_ngroups, run_groups) < 0) child_fail(err[1], "user", errno, "setgroups");
             if (setgid(run_gid) < 0) child_fail(err[1], "user", errno, "setgid");

@@ -13,7 +13,8 @@ is opened and rotated with its filesystem uid/gid, never through a link (see shi
 Like the C shim it runs with hwagent's fixed environment (started ``-I -S``: no
 ``PYTHON*`` variable is read) and takes the workload's from ``-e ENV_FD``, applied
 only in the workload's exec; it keeps none of the daemon's descriptors and the
-workload starts with 0, 1 and 2 only.
+workload starts with 0, 1 and 2 only. With ``-l NAME=SOFT:HARD,...`` the workload starts with
+exactly those resource limits (its submitter's), set as root before the drop (see shim.c).
 """
 
 from __future__ import annotations
@@ -68,6 +69,79 @@ def _ensure_target(src: str, dst: str) -> None:
 #: the workload's (uid, gid, groups) from -u; None: root
 _User = tuple[int, int, list[int]] | None
 
+#: -l's names (prlimit(1)'s, as shim.c) -> the resource module's constant name; Python has no
+#: RLIMIT_LOCKS: Linux numbers it 10 on every architecture
+LIMIT_NAMES = {"cpu": "CPU", "fsize": "FSIZE", "data": "DATA", "stack": "STACK", "core": "CORE", "rss": "RSS",
+               "nproc": "NPROC", "nofile": "NOFILE", "memlock": "MEMLOCK", "as": "AS", "locks": "LOCKS",
+               "sigpending": "SIGPENDING", "msgqueue": "MSGQUEUE", "nice": "NICE", "rtprio": "RTPRIO",
+               "rttime": "RTTIME"}
+_RLIMIT_LOCKS = 10
+#: (name, soft, hard) from -l, -1 (RLIM_INFINITY) for unlimited
+_Limits = list[tuple[str, int, int]]
+
+
+def _rlim(word: str) -> int:
+    if word == "unlimited":
+        return -1
+    if not word.isdigit() or not word.isascii() or len(word) > 20 or int(word) >= (1 << 64) - 1:
+        raise ValueError(word)
+    return int(word)
+
+
+def parse_limits(arg: str) -> _Limits:
+    """-l NAME=SOFT:HARD[,...] (agent/runtime/rlimits.py shim_arg); ValueError for anything else, as shim.c."""
+    out = []
+    for item in arg.split(",") if arg else ():
+        name, eq, values = item.partition("=")
+        soft, colon, hard = values.partition(":")
+        if name not in LIMIT_NAMES or not eq or not colon:
+            raise ValueError(item)
+        s, h = _rlim(soft), _rlim(hard)
+        if h != -1 and (s == -1 or s > h):
+            raise ValueError(item)
+        out.append((name, s, h))
+    return out
+
+
+def _least(a: int, b: int) -> int:
+    """The smaller of two limits, -1 (unlimited) being the largest."""
+    return b if a == -1 else a if b == -1 else min(a, b)
+
+
+def _setrlimit(which: int, soft: int, hard: int) -> None:
+    """resource.setrlimit with the kernel's errno: the module turns EPERM and EINVAL into ValueError."""
+    import errno
+    import resource
+
+    try:
+        resource.setrlimit(which, (soft, hard))
+    except (ValueError, OverflowError) as e:
+        code = errno.EPERM if "not allowed" in str(e) else errno.EINVAL
+        raise OSError(code, os.strerror(code)) from None
+
+
+def set_limits(limits: _Limits) -> None:
+    """Set each limit (as root, before the drop: raising a hard one needs it); OSError with the
+    errno the kernel gave, as shim.c reports it. Without CAP_SYS_RESOURCE a hard limit cannot be
+    raised above the shim's own: the values are clipped to it (never above the submitter's) and
+    stderr (shim.err) says so, as shim.c does."""
+    import errno
+    import resource
+
+    for name, soft, hard in limits:
+        which = getattr(resource, "RLIMIT_" + LIMIT_NAMES[name], _RLIMIT_LOCKS)
+        try:
+            _setrlimit(which, soft, hard)
+        except OSError as e:
+            if e.errno != errno.EPERM:
+                raise
+            hard = _least(hard, resource.getrlimit(which)[1])
+            soft = _least(soft, hard)
+            _setrlimit(which, soft, hard)
+            inf = (1 << 64) - 1
+            os.write(2, f"hwagent-shim: {name}: cannot raise the hard limit (EPERM): kept at "
+                        f"{inf if soft == -1 else soft}:{inf if hard == -1 else hard}\n".encode())
+
 
 class _FsUser:
     """File access as the workload's user for the log (setfsuid/setfsgid), root again after."""
@@ -118,7 +192,7 @@ def read_env(fd: int) -> dict[str, str]:
 
 
 def _child(procs: list[str], binds: list[tuple[str, str, bool]], cwd: str, out_w: int, err_w: int,
-           cmd: list[str], env: dict[str, str], user: _User = None) -> None:
+           cmd: list[str], env: dict[str, str], user: _User = None, limits: _Limits | None = None) -> None:
     stage, what = "cgroup", ""
     try:
         pid = f"{os.getpid()}\n".encode()
@@ -143,6 +217,9 @@ def _child(procs: list[str], binds: list[tuple[str, str, bool]], cwd: str, out_w
                 _mount(libc, ctypes, src, dst, MS_BIND | MS_REC)
                 if ro:
                     _mount(libc, ctypes, None, dst, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        for name, soft, hard in limits or ():
+            stage, what = "rlimit", name
+            set_limits([(name, soft, hard)])
         if user is not None:
             stage = "user"
             what = "setgroups"
@@ -186,7 +263,7 @@ def _rotate(log: str, keep: int) -> None:
         pass
 
 
-USAGE = ("usage: shim.py STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-u UID GID GROUPS] [-e ENV_FD] "
+USAGE = ("usage: shim.py STATE LOG LOG_MAX LOG_KEEP HANDSHAKE_FD CWD [-u UID GID GROUPS] [-l LIMITS] [-e ENV_FD] "
          "[-p PROCS]... [-b SRC DST MODE]... -- ARGV...")
 
 
@@ -207,6 +284,8 @@ class _Args:
         self.user: _User = None
         #: where the workload's environment comes from (-e); None: an empty one
         self.envfd: int | None = None
+        #: the workload's resource limits (-l)
+        self.limits: _Limits = []
         i = 6
         while i < len(argv):
             a = argv[i]
@@ -223,6 +302,12 @@ class _Args:
                 except ValueError:
                     raise _BadArgs(f"shim.py: bad -u {' '.join(argv[i + 1:i + 4])}") from None
                 i += 4
+            elif a == "-l" and i + 1 < len(argv):
+                try:
+                    self.limits += parse_limits(argv[i + 1])
+                except ValueError:
+                    raise _BadArgs(f"shim.py: bad -l {argv[i + 1]}") from None
+                i += 2
             elif a == "-e" and i + 1 < len(argv):
                 if not argv[i + 1].isdigit() or int(argv[i + 1]) < 3 or int(argv[i + 1]) == self.hs:
                     raise _BadArgs(f"shim.py: bad -e {argv[i + 1]}")
@@ -431,7 +516,7 @@ def main(argv: list[str]) -> int:
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     child = os.fork()
     if child == 0:
-        _child(args.procs, args.binds, args.cwd, out_w, err_w, args.cmd, env, args.user)
+        _child(args.procs, args.binds, args.cwd, out_w, err_w, args.cmd, env, args.user, args.limits)
     os.close(out_w)
     os.close(err_w)
     err = b""
