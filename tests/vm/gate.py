@@ -14,6 +14,7 @@ then fail fast and say more.
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 __all__ = ["GuestTimeout", "MARKER", "is_timeout", "stop_reason"]
@@ -22,8 +23,9 @@ __all__ = ["GuestTimeout", "MARKER", "is_timeout", "stop_reason"]
 MARKER = "vm_gate"
 #: systemctl's words when a start/stop job ran past the unit's timeout
 SYSTEMD_TIMEOUT = "timeout was exceeded"
-#: how pytest-timeout words its failure ("Timeout >300.0s")
-PYTEST_TIMEOUT_PREFIX = "Timeout >"
+#: how pytest-timeout words its failure: "Timeout (>300.0s) from pytest-timeout." (2.x),
+#: "Timeout >300.0s" (1.x)
+PYTEST_TIMEOUT = re.compile(r"Timeout \(?>[0-9.]+s\)?")
 
 
 class GuestTimeout(AssertionError):
@@ -34,7 +36,7 @@ def is_timeout(exc: BaseException) -> bool:
     """Whether a test failed because something ran out of time, not because it was wrong."""
     if isinstance(exc, (GuestTimeout, subprocess.TimeoutExpired)):
         return True
-    return str(exc).startswith(PYTEST_TIMEOUT_PREFIX)
+    return PYTEST_TIMEOUT.match(str(exc)) is not None
 
 
 def stop_reason(test: str, exc: BaseException, not_run: int) -> str:
