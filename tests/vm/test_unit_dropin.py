@@ -39,7 +39,8 @@ def test_budgets_scale_by_the_slowdown_and_never_shrink() -> None:
     scaled = scaled_timings(real, 10.0)
     assert scaled["TimeoutStartSec"] == math.ceil(calibrate.budget(60, 10.0))
     assert scaled["TimeoutStopSec"] == math.ceil(calibrate.budget(30, 10.0))
-    assert scaled["WatchdogSec"] == 300  # the ratio alone: the wedged-daemon test waits it out
+    assert scaled["WatchdogSec"] == 90  # the ratio alone, capped at 3: the wedged-daemon test waits it out
+    assert scaled_timings(real, 2.0)["WatchdogSec"] == 60
     assert "X" not in scaled
     assert scaled_timings(real, 1.0)["WatchdogSec"] == 30
 
@@ -55,4 +56,4 @@ def test_systemd_accepts_the_dropin_over_the_shipped_unit(tmp_path: Path) -> Non
     r = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True,
                        env={"SYSTEMD_UNIT_PATH": f"{tmp_path}:", "PATH": "/usr/bin:/bin"})
     assert "50-vm-tier-emulator.conf" not in r.stderr, r.stderr
-    assert "TimeoutStartSec=2250s" in dropin.read_text() and "WatchdogSec=375s" in dropin.read_text()
+    assert "TimeoutStartSec=2250s" in dropin.read_text() and "WatchdogSec=90s" in dropin.read_text()
