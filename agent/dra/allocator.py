@@ -109,6 +109,7 @@ def allocate(claim: ResourceClaim, classes: Mapping[str, DeviceClass], devices: 
     verdicts = _Verdicts(claim, exprs, order)
 
     _check_all_requests(claim, order, free, held, verdicts)
+    _check_size(claim, order, verdicts)
     errors = _check_counts(claim, order, free, verdicts)
     problem = Problem(
         modes=[req.mode for req in claim.requests], counts=[req.count for req in claim.requests],
@@ -164,6 +165,20 @@ def _check_all_requests(claim: ResourceClaim, order: Sequence[DraDevice], free: 
         if not any(verdicts.get(r, pos) for pos in range(len(order))):
             raise _refuse(claim, f" request {req.name}: no device of class {req.device_class} matches "
                                  "(allocationMode All needs at least one)")
+
+
+#: resource.k8s.io's AllocationResultsMaxSize: the most devices one claim's allocation may hold
+MAX_RESULTS = 32
+
+
+def _check_size(claim: ResourceClaim, order: Sequence[DraDevice], verdicts: _Verdicts) -> None:
+    """Refuse a claim whose allocation would hold more than ``MAX_RESULTS`` devices, counted over
+    all its requests (``count`` for ``ExactCount``, every matching device for ``All``), before any
+    search, as upstream does: the allocation result could not be stored."""
+    total = sum(req.count if req.mode != "All" else sum(1 for pos in range(len(order)) if verdicts.get(r, pos) is True)
+                for r, req in enumerate(claim.requests))
+    if total > MAX_RESULTS:
+        raise _refuse(claim, f": number of requested devices {total} exceeds the claim limit of {MAX_RESULTS}")
 
 
 def _check_counts(claim: ResourceClaim, order: Sequence[DraDevice], free: Sequence[bool],

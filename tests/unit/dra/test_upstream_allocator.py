@@ -255,3 +255,24 @@ KEPT = {
 @pytest.mark.parametrize("name", sorted(KEPT))
 def test_kept_behaviour(name: str) -> None:
     check(KEPT[name])
+
+
+# -- issue 33 follow-up: what the differential run found after the first fixes ---------------------
+
+MANY = [dev(f"d{i:02}", kind="pci") for i in range(40)]
+LIMITS = {
+    # an allocation holds at most 32 devices (AllocationResultsMaxSize), counted over all requests
+    "all-over-33": Case(MANY[:33], mode="All", refused="number of requested devices 33 exceeds the claim limit of 32"),
+    "all-over-32": Case(MANY[:32], mode="All", want={d.name for d in MANY[:32]}),
+    "exact-counts-sum-to-33": Case(MANY, count=20, more=(("r1", "ExactCount", 13, ()),),
+                                   refused="number of requested devices 33 exceeds the claim limit of 32"),
+    "exact-and-all-sum-to-34": Case(MANY[:30], count=4, more=(("r1", "All", 0, ()),),
+                                    refused="number of requested devices 34 exceeds the claim limit of 32"),
+    "exact-counts-sum-to-32": Case(MANY, count=20, more=(("r1", "ExactCount", 12, ()),),
+                                   want={d.name for d in MANY[:32]}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIMITS))
+def test_at_most_32_devices_per_claim(name: str) -> None:
+    check(LIMITS[name])
