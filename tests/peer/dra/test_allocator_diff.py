@@ -138,3 +138,12 @@ def test_no_allocation_the_real_allocator_rejects(seeded: Counter[str]) -> None:
 def test_no_satisfiable_claim_refused(seeded: Counter[str]) -> None:
     refused = {k: n for k, n in seeded.items() if k.startswith("REFUSES:")}
     assert not refused, f"{CASES} cases (seed {SEED}): {dict(seeded)}"
+
+
+def test_no_claim_gets_more_than_32_devices(peer: Peer) -> None:
+    """Upstream refuses a claim whose requests add up to more than 32 devices (All over 33 here);
+    the random run found hwagent allocating all 33."""
+    big = _case([{"name": f"d{i}"} for i in range(33)], [{"name": "r", "exactly": {"deviceClassName": "c",
+                                                                                     "allocationMode": "All"}}])
+    v = classify(big, hw_allocate(big), peer)
+    assert not v.kind.startswith("INVALID:"), (v.kind, v.peer["outcomes"])
