@@ -416,11 +416,16 @@ def prefix_length(c: Any) -> celtypes.IntType:
     return celtypes.IntType(c.interface.network.prefixlen)
 
 
-def to_string(v: Any) -> Any:
-    """``string(x)``: cel-python's conversion, plus ip and cidr values."""
-    if isinstance(v, (IP, CIDR)):
-        return celtypes.StringType(str(v))
-    return celtypes.StringType(v)
+class StringConversion(celtypes.StringType):
+    """``string(x)``: cel-python's conversion, plus ip and cidr values. A class, not a function,
+    because the identifier ``string`` is also the type value (``type(x) == string``), as cel-python's
+    own ``int`` and ``double`` are; its results are plain ``StringType`` values."""
+
+    def __new__(cls, v: Any, *rest: Any) -> Any:
+        return celtypes.StringType(str(v) if isinstance(v, (IP, CIDR)) else v, *rest)
+
+
+to_string = StringConversion
 
 
 # -- optional values ------------------------------------------------------------------------------

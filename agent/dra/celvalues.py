@@ -146,8 +146,26 @@ def _kind(v: Any) -> type | None:
     return None
 
 
+def _type_name(cls: type) -> str:
+    """The CEL type a cel-python type value stands for: cel-python gives ``type(x)`` and the
+    identifiers ``int``, ``map``, ``null_type``... as Python classes (``IntType``, a subclass of
+    ``MapType`` for the device's domain map, ``NoneType``), so a class is named by its nearest
+    CEL ancestor."""
+    names = {celtypes.BoolType: "bool", celtypes.IntType: "int", celtypes.UintType: "uint",
+             celtypes.DoubleType: "double", celtypes.StringType: "string", celtypes.BytesType: "bytes",
+             celtypes.ListType: "list", celtypes.MapType: "map", celtypes.TypeType: "type",
+             type(None): "null_type", celtypes.TimestampType: "google.protobuf.Timestamp",
+             celtypes.DurationType: "google.protobuf.Duration", type: "type"}
+    for klass in cls.__mro__:
+        if klass in names:
+            return names[klass]
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def cel_eq(a: Any, b: Any) -> bool:  # noqa: C901 - one case per CEL type family
     """cel-go's ``==``; ``NoOverload`` where the left operand's type has no equality with the right's."""
+    if isinstance(a, type) or isinstance(b, type):  # type values (``type(x) == int``)
+        return isinstance(a, type) and isinstance(b, type) and _type_name(a) == _type_name(b)
     if isinstance(a, Quantity):
         if not isinstance(b, Quantity):
             raise NoOverload(f"no such overload: Quantity == {type(b).__name__}")

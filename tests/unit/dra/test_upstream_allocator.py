@@ -276,3 +276,23 @@ LIMITS = {
 @pytest.mark.parametrize("name", sorted(LIMITS))
 def test_at_most_32_devices_per_claim(name: str) -> None:
     check(LIMITS[name])
+
+
+TYPE_OF = {
+    "numa-is-int": Case([dev("a", numaNode=1), dev("b")], count=1,
+                        selectors=(f"has({HW}.numaNode) && type({HW}.numaNode) == int",), want={"a"}),
+    "not-int-skips-int": Case([dev("a", numaNode=1), dev("b", numaNode="x")], count=1,
+                              selectors=(f"!(type({HW}.numaNode) == int)",), want={"b"}),
+    "each-type": Case([dev("a", kind="pci", vf=True, fw=Version("1.2.3"))], count=1, selectors=(
+        f"type({HW}.kind) == string && type({HW}.vf) == bool && type({HW}.kind) != int",
+        "type(1u) == uint && type(1.0) == double && type(b'x') == bytes && type([]) == list",
+        "type({}) == map && type(null) == null_type && type(int) == type && type(type(1)) == type",
+        f"type(device.attributes) == map && type({HW}.fw) == type(semver('1.0.0'))",
+        f"type({HW}.fw) != type('1.0.0') && type(quantity('1')) != int && type(1) == type(2)",
+    ), want={"a"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TYPE_OF))
+def test_type_values_compare(name: str) -> None:
+    check(TYPE_OF[name])
