@@ -18,6 +18,7 @@ refuses them:
   homogeneous aggregate literals);
 - a call of a function no library declares (``kind.reverse()``), which
   cel-python would only find when evaluating it, and ``||`` could hide;
+- a conditional ``c ? a : b`` whose branches have two known, different types;
 - ``"%s".format([...])`` with a dynamic value in the literal list (cel-go checks
   a literal format string's clauses against the list's element types).
 """
@@ -125,6 +126,8 @@ class _Checker:
                 return DYN
         if data == "relation" and len(kids) == 2:
             return self.relation(kids[0], kids[1])
+        if data == "expr" and len(kids) == 3:
+            return self.conditional(kids)
         if data in ("addition", "multiplication") and len(kids) == 2:
             left = self.type_of(kids[0].children[0]) if kids[0].children else None
             right = self.type_of(kids[1])
@@ -153,6 +156,16 @@ class _Checker:
                 and DYN not in (left, right) and left != right:
             self.errors.append(f"found no matching overload for '{_EQ[op]}' applied to '({left}, {right})'")
         return "bool"
+
+    def conditional(self, kids: Any) -> str | None:
+        """``c ? a : b``: cel-go's ``_?_:_`` takes two branches of one type; two known, different
+        ones (``c ? size() : 0 > 3``, an int and a bool) do not compile. ``null`` is left alone (it
+        is assignable to several types)."""
+        cond, yes, no = (self.type_of(k) for k in kids)
+        known = {yes, no} - {None, DYN, "null_type"}
+        if len(known) == 2 and yes in known and no in known:
+            self.errors.append(f"found no matching overload for '_?_:_' applied to '({cond or 'bool'}, {yes}, {no})'")
+        return yes if yes == no else None
 
     def declared(self, name: str) -> None:
         from agent.dra.cellib import FUNCTIONS

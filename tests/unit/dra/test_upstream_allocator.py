@@ -296,3 +296,21 @@ TYPE_OF = {
 @pytest.mark.parametrize("name", sorted(TYPE_OF))
 def test_type_values_compare(name: str) -> None:
     check(TYPE_OF[name])
+
+
+TERNARY = {
+    # cel-go's _?_:_ needs both branches of one type: int against bool does not compile
+    "int-or-bool": Case([dev("a", kind="pci")], selectors=(f"has({HW}.kind) ? {HW}.kind.size() : 0 > 3",),
+                        refused="no matching overload for '_\\?_:_' applied to '\\(bool, int, bool\\)'"),
+    "string-or-int": Case([dev("a", kind="pci")], selectors=("(true ? 'x' : 1) == 'x'",), refused="does not compile"),
+    # same types, or a dynamic branch, compile
+    "int-or-int": Case([dev("a", kind="pci")], selectors=(f"(has({HW}.kind) ? {HW}.kind.size() : 0) > 2",),
+                       want={"a"}),
+    "dyn-or-int": Case([dev("a", numaNode=1)], selectors=(f"(has({HW}.numaNode) ? {HW}.numaNode : 0) == 1",),
+                       want={"a"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TERNARY))
+def test_ternary_branches_share_a_type(name: str) -> None:
+    check(TERNARY[name])
