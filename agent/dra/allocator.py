@@ -19,7 +19,10 @@ the search reaches them, in order, and an error refuses the claim only if
 the search reaches that device before it has an answer (``allocsearch``).
 
 Devices are tried in preference order: those on the preferred NUMA nodes first,
-then by pool and in the slice's order. There is no step bound on ordinary
+then by pool and in the slice's order. Where a selector fails on some device
+and the preference changes the order, the claim is first walked without it
+(upstream's order decides whether an error refuses the claim), then the
+preferred answer is chosen among the devices whose selectors match. There is no step bound on ordinary
 claims; only the truly exponential search gives up, saying so.
 
 ``claim_hints`` is the topology manager's view: on which NUMA node sets a
@@ -79,8 +82,13 @@ class _Verdicts:
     def __call__(self, r: int, pos: int) -> bool:
         v = self.get(r, pos)
         if isinstance(v, CELError):
+            if self.lenient:
+                return False
             raise SearchAbort(r, pos, v)
         return v
+
+    #: a device whose selector fails counts as not matching (once upstream's order has found an answer)
+    lenient = False
 
 
 def _refuse(claim: ResourceClaim, msg: str) -> AllocationRefused:
@@ -111,6 +119,11 @@ def allocate(claim: ResourceClaim, classes: Mapping[str, DeviceClass], devices: 
     _check_all_requests(claim, order, free, held, verdicts)
     _check_size(claim, order, verdicts)
     errors = _check_counts(claim, order, free, verdicts)
+    if errors and numa is not None and order != _prefer(devices, None):
+        # upstream has no NUMA preference: which failing selectors count is decided by its order;
+        # once that walk has an answer, the preferred one is chosen among the devices that match
+        allocate(claim, classes, devices, held, None)
+        verdicts.lenient, errors = True, False
     problem = Problem(
         modes=[req.mode for req in claim.requests], counts=[req.count for req in claim.requests],
         n=len(order), free=free, verdict=verdicts,

@@ -58,7 +58,8 @@ def run(case: Case) -> set[str]:
     reqs += [DeviceRequest(n, "cls", s, m, c if m == "ExactCount" else 0) for n, m, c, s in case.more]
     claim = ResourceClaim("ns", "claim", "uid-1", tuple(reqs), tuple(Constraint((), a) for a in case.match))
     held = {d.key: "other-claim" for d in case.devices if d.name in case.held}
-    got = allocate(claim, {"cls": DeviceClass("cls", case.class_selectors)}, case.devices, held)
+    got = allocate(claim, {"cls": DeviceClass("cls", case.class_selectors)}, case.devices, held,
+                   case.extra.get("numa"))
     return {r.device for r in got}
 
 
@@ -314,3 +315,23 @@ TERNARY = {
 @pytest.mark.parametrize("name", sorted(TERNARY))
 def test_ternary_branches_share_a_type(name: str) -> None:
     check(TERNARY[name])
+
+
+SIZE_GE1 = (f'{CAP}.size.compareTo(quantity("1")) >= 0',)
+PREFERENCE = {
+    # upstream (no preference) takes a before it meets b's error; the preferred node's b fails, c fits
+    "preferred-device-fails": Case([dev("a", {"size": 5}, numaNode=0), dev("b", numaNode=1),
+                                    dev("c", {"size": 5}, numaNode=1)], class_selectors=SIZE_GE1,
+                                   extra={"numa": frozenset({1})}, want={"c"}),
+    # upstream meets b's error first: refused, though the preferred node's a would fit
+    "upstream-order-fails": Case([dev("b", numaNode=1), dev("a", {"size": 5}, numaNode=0)], class_selectors=SIZE_GE1,
+                                 extra={"numa": frozenset({0})}, refused="failed on device b"),
+    # no error anywhere: the preference decides
+    "preferred-without-errors": Case([dev("a", {"size": 5}, numaNode=0), dev("c", {"size": 5}, numaNode=1)],
+                                     class_selectors=SIZE_GE1, extra={"numa": frozenset({1})}, want={"c"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PREFERENCE))
+def test_numa_preference_keeps_upstream_errors(name: str) -> None:
+    check(PREFERENCE[name])
