@@ -19,10 +19,12 @@ the search reaches them, in order, and an error refuses the claim only if
 the search reaches that device before it has an answer (``allocsearch``).
 
 Devices are tried in preference order: those on the preferred NUMA nodes first,
-then by pool and in the slice's order. Where a selector fails on some device
-and the preference changes the order, the claim is first walked without it
-(upstream's order decides whether an error refuses the claim), then the
-preferred answer is chosen among the devices whose selectors match. There is no step bound on ordinary
+then by pool and in the slice's order. Where upstream's order decides the verdict
+(a selector fails on some device, or an ``All`` request shares a constraint
+with a request before it) and the preference changes the order, the claim is
+first walked without it (an error there refuses the claim, as upstream), then
+the preferred answer is chosen among the devices whose selectors match, or
+upstream's answer where the preferred walk finds none. There is no step bound on ordinary
 claims; only the truly exponential search gives up, saying so.
 
 ``claim_hints`` is the topology manager's view: on which NUMA node sets a
@@ -119,11 +121,6 @@ def allocate(claim: ResourceClaim, classes: Mapping[str, DeviceClass], devices: 
     _check_all_requests(claim, order, free, held, verdicts)
     _check_size(claim, order, verdicts)
     errors = _check_counts(claim, order, free, verdicts)
-    if errors and numa is not None and order != _prefer(devices, None):
-        # upstream has no NUMA preference: which failing selectors count is decided by its order;
-        # once that walk has an answer, the preferred one is chosen among the devices that match
-        allocate(claim, classes, devices, held, None)
-        verdicts.lenient, errors = True, False
     problem = Problem(
         modes=[req.mode for req in claim.requests], counts=[req.count for req in claim.requests],
         n=len(order), free=free, verdict=verdicts,
@@ -133,6 +130,28 @@ def allocate(claim: ResourceClaim, classes: Mapping[str, DeviceClass], devices: 
         value=lambda c, pos: _value(order[pos], claim.constraints[c].match_attribute),
         aligned=[numa is None or d.numa_node is None or d.numa_node in numa for d in order])
     walk = errors or _all_after_constrained(claim, problem.binds)
+    upstream: tuple[AllocatedDevice, ...] | None = None
+    if walk and numa is not None and order != _prefer(devices, None):
+        # upstream has no NUMA preference, and here its order decides whether the claim errors: walk
+        # it so first (its error refuses the claim); then prefer, among the devices that match, an
+        # answer on the pod's nodes, falling back to upstream's where the preferred walk stops short
+        upstream = allocate(claim, classes, devices, held, None)
+        verdicts.lenient = True
+        walk = _all_after_constrained(claim, problem.binds)
+    try:
+        got = _search(claim, order, problem, walk, errors)
+    except AllocationRefused:
+        if upstream is not None:
+            return upstream
+        raise
+    return tuple(AllocatedDevice(req.name, order[pos].driver, order[pos].pool, order[pos].name)
+                 for req, picks in zip(claim.requests, got, strict=True) for pos in picks)
+
+
+def _search(claim: ResourceClaim, order: Sequence[DraDevice], problem: Problem, walk: bool,
+            errors: bool) -> list[list[int]]:
+    """Per request the positions chosen, in upstream's walk or the pruned search; the refusal
+    that says why there is none."""
     try:
         got = exact_search(problem) if walk else fast_search(problem)
     except SearchAbort as e:
@@ -150,8 +169,7 @@ def allocate(claim: ResourceClaim, classes: Mapping[str, DeviceClass], devices: 
         attrs = ", ".join(c.match_attribute for c in claim.constraints) or "none"
         raise _refuse(claim, f": no set of free devices satisfies its requests together with its constraints "
                              f"(matchAttribute: {attrs})")
-    return tuple(AllocatedDevice(req.name, order[pos].driver, order[pos].pool, order[pos].name)
-                 for req, picks in zip(claim.requests, got, strict=True) for pos in picks)
+    return got
 
 
 def _all_after_constrained(claim: ResourceClaim, binds: Sequence[frozenset[int]]) -> bool:

@@ -335,3 +335,14 @@ PREFERENCE = {
 @pytest.mark.parametrize("name", sorted(PREFERENCE))
 def test_numa_preference_keeps_upstream_errors(name: str) -> None:
     check(PREFERENCE[name])
+
+
+def test_numa_preference_keeps_upstream_constraint_error() -> None:
+    """An All request under a constraint with the request before it: upstream (no preference) takes
+    x for r0 first and stops with an error on g; preferring node 0 must not find y + g instead."""
+    case = Case([dev("x", numaNode=2), dev("y", numaNode=0), dev("g", numaNode=0, grp=1)], count=1,
+                more=(("r1", "All", 0, (f"has({HW}.grp)",)),), match=("hwagent.io/numaNode",),
+                extra={"numa": frozenset({0})}, refused="device g .*claim constraint would not be satisfied")
+    check(case)
+    # the same claim without the device that breaks it: the preferred answer
+    check(Case(case.devices[1:], count=1, more=case.more, match=case.match, extra=case.extra, want={"y", "g"}))
