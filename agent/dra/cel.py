@@ -227,6 +227,7 @@ def _program(expression: str) -> Any:
     from agent.dra.cellib import FUNCTIONS, OPERATORS
 
     from agent.dra.celcheck import static_errors
+    from agent.dra.celcost import estimated_cost
 
     env, _, _ = _runtime()
     try:
@@ -236,6 +237,11 @@ def _program(expression: str) -> Any:
     errors = static_errors(ast)
     if errors:
         raise CELError(f"CEL expression {expression[:200]!r} does not compile: {errors[0]}")
+    cost = estimated_cost(ast)
+    if cost > COST_LIMIT:
+        raise CELError(f"CEL expression {expression[:200]!r} does not compile: estimated cost limit exceeded: "
+                       f"{cost} > {COST_LIMIT} with every comprehension run to its end (Kubernetes' API "
+                       "server refuses such a selector; its allocator stops it at the same limit)")
     return env.program(ast, functions={**OPERATORS, **FUNCTIONS})
 
 
