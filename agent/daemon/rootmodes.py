@@ -62,12 +62,27 @@ def tighten_root(root: Path, private: Iterable[str] = ROOT_ONLY) -> list[str]:
         if not stat.S_ISDIR(st.st_mode):
             continue  # a link or a file where a directory belongs: its owner refuses it
         _narrow(top, st, PRIVATE_DIR_MODE, changed)
-        for dirpath, dirnames, filenames in os.walk(top):  # os.walk does not follow links
-            for n in dirnames + filenames:
-                p = os.path.join(dirpath, n)
-                est = os.lstat(p)
-                if stat.S_ISDIR(est.st_mode):
-                    _narrow(p, est, PRIVATE_DIR_MODE, changed)
-                elif stat.S_ISREG(est.st_mode):
-                    _narrow(p, est, PRIVATE_FILE_MODE, changed)
+        _tighten_below(str(top), changed)
     return changed
+
+
+def _tighten_below(top: str, changed: list[str]) -> None:
+    """Every directory (0700 at most) and regular file (0600 at most) below ``top``, links
+    neither followed nor changed. ``os.scandir``'s entry gives the type without a syscall and
+    one ``lstat`` for the mode (``os.walk`` plus an ``lstat`` per name cost twice: a restart
+    with 5,000 pods walks 5,000 records, issue 37 item 17)."""
+    stack = [top]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue  # as os.walk did: a directory gone or unreadable meanwhile is skipped
+        with it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    _narrow(e.path, e.stat(follow_symlinks=False), PRIVATE_DIR_MODE, changed)
+                    stack.append(e.path)
+                elif e.is_file(follow_symlinks=False):
+                    est = e.stat(follow_symlinks=False)
+                    if est.st_mode & 0o7177:  # a file already 0600 or narrower (the common case): nothing to do
+                        _narrow(e.path, est, PRIVATE_FILE_MODE, changed)

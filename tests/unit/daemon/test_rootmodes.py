@@ -55,3 +55,27 @@ def test_a_stricter_root_and_absent_dirs_are_left_alone(tmp_path):
     root.mkdir()
     os.chmod(root, 0o700)
     assert tighten_root(root) == [] and _mode(root) == 0o700
+
+
+def test_deep_dirs_special_bits_and_a_linked_dir_under_roots_state(tmp_path):
+    """The per-entry pass (one lstat per entry, issue 37 item 17) still reaches nested directories,
+    drops setuid/setgid/sticky bits of a file already 0600, and does not enter a linked directory."""
+    root = tmp_path / "root"
+    deep = root / "workloads" / "a" / "b"
+    deep.mkdir(parents=True)
+    os.chmod(root / "workloads" / "a", 0o755)
+    (deep / "rec.json").write_text("x")
+    os.chmod(deep / "rec.json", 0o4600)
+    (deep / "ok.json").write_text("x")
+    os.chmod(deep / "ok.json", 0o600)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "f").write_text("x")
+    os.chmod(elsewhere / "f", 0o644)
+    (root / "workloads" / "linked").symlink_to(elsewhere, target_is_directory=True)
+    changed = tighten_root(root)
+    assert _mode(root / "workloads" / "a") == 0o700
+    assert (_mode(deep / "rec.json"), _mode(deep / "ok.json")) == (0o600, 0o600)
+    assert (_mode(elsewhere / "f"), _mode(elsewhere)) == (0o644, 0o755)  # the link was not entered
+    assert any(c.endswith("rec.json 0o4600->0o600") for c in changed) and not any("ok.json" in c for c in changed)
+    assert tighten_root(root) == []
