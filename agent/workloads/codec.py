@@ -7,10 +7,11 @@ and reading refuses anything that does not decode to the exact types.
 
 from __future__ import annotations
 
+from sys import intern
 from typing import Any
 
 from agent.cpuset import CPUSet
-from agent.sharedvalues import shared_map, text
+from agent.sharedvalues import shared_map
 from agent.contracts.pods import (
     AdmittedPod,
     ContainerAssignment,
@@ -104,8 +105,11 @@ def _str(v: Any) -> str:
 
 def _sym(v: Any) -> str:
     """A string that many records repeat (namespace, kinds, names, reasons): one copy
-    held for all (``agent.sharedvalues``; a restart decodes 10,000 records)."""
-    return text(_str(v))
+    held for all (``agent.sharedvalues``; a restart decodes 10,000 records). One call,
+    not three: a restart makes ~14 of these per pod (issue 37 item 17)."""
+    if isinstance(v, str):
+        return intern(v)  # what agent.sharedvalues.text is, without its call
+    raise TypeError(f"expected a string, got {v!r}")
 
 
 def _str_map(v: Any) -> dict[str, str]:
@@ -126,7 +130,7 @@ def _resources_from(d: dict[str, Any]) -> Resources:
         memory_limit_bytes=_opt_int(d["memory_limit_bytes"]),
         extended={_str(k): int(_opt_int(v) or 0) for k, v in ext.items()},
         hugepages={_str(k): int(_opt_int(v) or 0) for k, v in _mapping(d.get("hugepages", {})).items()},
-        claims=tuple(_str(c) for c in d.get("claims", ())),
+        claims=tuple(map(_str, d.get("claims", ()))),
     )
 
 
@@ -139,8 +143,8 @@ def _mapping(v: Any) -> dict[Any, Any]:
 def _container_from(d: dict[str, Any]) -> ContainerSpec:
     return ContainerSpec(
         name=_sym(d["name"]),
-        command=tuple(_sym(s) for s in d["command"]),
-        args=tuple(_sym(s) for s in d["args"]),
+        command=tuple(map(_sym, d["command"])),
+        args=tuple(map(_sym, d["args"])),
         env=tuple(EnvVar(_sym(n), _str(v)) for n, v in d["env"]),
         working_dir=None if d["working_dir"] is None else _str(d["working_dir"]),
         resources=_resources_from(d["resources"]),
@@ -154,8 +158,8 @@ def spec_from_json(d: dict[str, Any]) -> PodSpec:
         name=_sym(d["name"]),
         namespace=_sym(d["namespace"]),
         uid=_sym(d["uid"]),
-        containers=tuple(_container_from(c) for c in d["containers"]),
-        init_containers=tuple(_container_from(c) for c in d["init_containers"]),
+        containers=tuple(map(_container_from, d["containers"])),
+        init_containers=tuple(map(_container_from, d["init_containers"])),
         annotations=_str_map(d["annotations"]),
         labels=_str_map(d["labels"]),
         restart_policy=_sym(d["restart_policy"]),
@@ -184,7 +188,7 @@ def _grant_from(d: dict[str, Any]) -> DeviceGrant:
         mounts=tuple(Mount(_str(c), _str(h), bool(ro)) for c, h, ro in d["mounts"]),
         devices=tuple(DeviceNode(_str(c), _str(h), _str(p)) for c, h, p in d["devices"]),
         annotations=_str_map(d["annotations"]),
-        cdi_devices=tuple(_str(s) for s in d["cdi_devices"]),
+        cdi_devices=tuple(map(_str, d["cdi_devices"])),
     )
 
 
@@ -206,7 +210,7 @@ def _assignment_from(d: dict[str, Any]) -> ContainerAssignment:
         cpus=CPUSet.parse(_str(d["cpus"])),
         mems=None if d["mems"] is None else CPUSet.parse(_str(d["mems"])),
         numa_affinity=None if aff is None else frozenset(int(_opt_int(n) or 0) for n in aff),
-        devices={_sym(r): tuple(_str(i) for i in ids) for r, ids in d["devices"].items()},
+        devices={_sym(r): tuple(map(_str, ids)) for r, ids in d["devices"].items()},
         grant=_grant_from(d["grant"]),
     )
 

@@ -164,10 +164,18 @@ class PodFileStore:
 
     def _read(self, dfd: int, name: str) -> bytes:
         fd = open_file(dfd, name, os.O_RDONLY | os.O_NONBLOCK, where=self.dir, root=self.root)
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 raise RegistryStateError("not a regular file")
-            return f.read()
+            # plain reads on the descriptor, no file object per record (a restart reads one
+            # file per pod, issue 37 item 17); to the end, whatever fstat said its size was
+            chunks: list[bytes] = []
+            while chunk := os.read(fd, st.st_size + 1 if not chunks else 1 << 16):
+                chunks.append(chunk)
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        finally:
+            os.close(fd)
 
     def load(self, accept_loss: bool = False) -> list[PodRecord]:
         try:
