@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -420,8 +421,11 @@ def test_impossible_request_is_refused_and_changes_nothing(daemon: Daemon, story
     # one line naming the resource and what each node had free
     assert "RESOURCE_EXHAUSTED" not in err and "cpu" in err and len(err.splitlines()) == 1, err
     free = {n: len(cs - story.first.cpus) for n, cs in nodes.items()}
-    assert "free per NUMA node: " + "; ".join(f"node {n}: {free[n]} CPU{'' if free[n] == 1 else 's'}"
-                                              for n in sorted(free)) in err, err
+    # each node's free CPUs, then the devices the pod asked for (", N example.com/vdisk")
+    assert "free per NUMA node: " in err, err
+    line = err.split("free per NUMA node: ", 1)[1]
+    for n in sorted(free):
+        assert re.search(rf"(^|; )node {n}: {free[n]} CPUs?(,|;|$)", line), (n, free[n], err)
     assert daemon.ps() == ps_before
     assert listed(daemon) == pr_before
     assert not (daemon.base / "toobig" / "status").exists()
@@ -484,9 +488,10 @@ def test_restarted_daemon_hands_out_nothing_twice_and_stop_releases(daemon: Daem
     decision = json.loads(p.stdout)
     assert decision["would_admit"] and [c["numa_nodes"] for c in decision["containers"]] == [[first.node]], decision
     nodes = node_cpus()
-    free_cpus = " ".join(f"{n}={len(nodes[n] - (second.cpus if n == second.node else set()))}" for n in sorted(nodes))
-    free_disks = " ".join(f"{n}={0 if n == second.node else 1}" for n in sorted(nodes))
-    assert f"cpu {free_cpus}; {DISK} {free_disks}" in decision["free"], decision["free"]
+    free_cpus = {n: len(nodes[n] - (second.cpus if n == second.node else set())) for n in sorted(nodes)}
+    expected = "; ".join(f"node {n}: {k} CPU{'' if k == 1 else 's'}, {0 if n == second.node else 1} {DISK}"
+                         for n, k in free_cpus.items())
+    assert f"free per NUMA node: {expected}" in decision["free"], decision["free"]
     assert [p["name"] for p in daemon.ps()] == ["first", "second"]  # a dry run admits nothing
 
     for name, pod_out in (("second", out2),):
