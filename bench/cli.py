@@ -134,16 +134,7 @@ class Hwagent:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
-        # the runtime's subtree in the other hierarchies (cpuacct is ours, removed below)
-        for h in Path("/sys/fs/cgroup").iterdir():
-            sub = h / self.acct.path.name
-            if h.name != "cpuacct" and sub.is_dir():
-                for d in sorted((p for p in sub.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [sub]:
-                    try:
-                        d.rmdir()
-                    except OSError:
-                        pass
-        self.acct.remove()
+        remove_subtree(self.acct)
 
 
 # --- Slurm ---------------------------------------------------------------------------
@@ -267,6 +258,20 @@ def idle_cpu(acct: Acct, seconds: float = 3.0) -> float:
     s0 = acct.seconds()
     time.sleep(seconds)
     return (acct.seconds() - s0) / seconds
+
+
+def remove_subtree(acct: Acct) -> None:
+    """The bench daemon's runtime subtree in every hierarchy (named after its cpuacct group),
+    deepest first, then the cpuacct group itself."""
+    for h in Path("/sys/fs/cgroup").iterdir():
+        sub = h / acct.path.name
+        if h.name != "cpuacct" and sub.is_dir():
+            for d in sorted((p for p in sub.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [sub]:
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+    acct.remove()
 
 
 def main() -> None:

@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.cli import Acct, children_cpu, wait_for  # noqa: E402
+from bench.cli import Acct, children_cpu, remove_subtree, wait_for  # noqa: E402
 
 PY = sys.executable
 HWAGENT = str(Path(PY).parent / "hwagent")
@@ -112,15 +112,7 @@ class Daemon:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
-        for h in Path("/sys/fs/cgroup").iterdir():
-            sub = h / self.acct.path.name
-            if h.name != "cpuacct" and sub.is_dir():
-                for d in sorted((p for p in sub.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [sub]:
-                    try:
-                        d.rmdir()
-                    except OSError:
-                        pass
-        self.acct.remove()
+        remove_subtree(self.acct)
 
 
 class Client:
