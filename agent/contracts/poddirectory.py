@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent.cgroups.ancestry import nearest_ancestor
+from agent.contracts.pressure import Container
 from agent.cpuset import CPUSet
 
 __all__ = [
@@ -101,3 +102,13 @@ class PodDirectory:
 
     def holder_of(self, resource: str, device_id: str) -> DeviceHolder | None:
         return self.devices.get((resource, device_id))
+
+    def pressure_containers(self, node_cpus: CPUSet) -> list[Container]:
+        """The containers as the pressure evaluator's values (a container without a cpuset of its
+        own may run on any of ``node_cpus``); one translation for every source of names."""
+        return [
+            Container(pod_uid=c.pod_uid, container_name=c.container or c.cgroup.rsplit("/", 1)[-1], qos_level=c.qos,
+                      cpuset=c.cpus if c.cpus else node_cpus, cgroup_path=c.cgroup,
+                      pod_namespace=c.namespace, pod_name=c.pod)
+            for c in self.containers
+        ]

@@ -56,17 +56,7 @@ class KubeletPodDirectorySource:
 
     def containers_for_pressure(self) -> list[Any]:
         """The directory's containers as the pressure evaluator's ``Container`` values."""
-        from agent.contracts.pressure import Container
-
-        d = self.current
-        return [
-            Container(
-                pod_uid=c.pod_uid, container_name=c.container or c.cgroup.rsplit("/", 1)[-1], qos_level=c.qos,
-                cpuset=c.cpus if c.cpus else self.node_cpus, cgroup_path=c.cgroup,
-                pod_namespace=c.namespace, pod_name=c.pod,
-            )
-            for c in d.containers
-        ]
+        return self.current.pressure_containers(self.node_cpus)
 
 
 class PodDirectoryComponent:

@@ -4,13 +4,16 @@ Pure bookkeeping, no I/O: ``Synchronize`` replaces the whole picture (the
 runtime sends every pod and container it knows), and each event updates one
 entry. The placement decisions that will read it are still to come
 (docs/nri.md); for now it is what `Synchronize` and the events recorded, kept
-small (names, ids, state), never the runtime's whole messages.
+small (names, ids, state, and what the pod directory names a container by:
+cgroup, pid, annotations, CPU limit), never the runtime's whole messages.
+``version`` counts the changes, so a reader rebuilds what it derives only when
+the picture moved (``agent.nri.directory``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from agent.api.nri.v1alpha1 import api_pb2 as nri
 
@@ -34,10 +37,19 @@ class PodInfo:
     namespace: str
     name: str
     uid: str
+    #: the pod's annotations (Katalyst's qos_level is read from them)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    #: the kubelet's cgroup parent of the pod (its QoS class is in it: .../besteffort/..., -burstable-)
+    cgroup_parent: str = ""
+    #: the sandbox (pause) container's cgroup, as the runtime names it
+    cgroups_path: str = ""
+    pid: int = 0
 
     @classmethod
     def of(cls, pod: nri.PodSandbox) -> PodInfo:
-        return cls(id=pod.id, namespace=pod.namespace, name=pod.name, uid=pod.uid)
+        return cls(id=pod.id, namespace=pod.namespace, name=pod.name, uid=pod.uid,
+                   annotations=dict(pod.annotations), cgroup_parent=pod.linux.cgroup_parent,
+                   cgroups_path=pod.linux.cgroups_path, pid=pod.pid)
 
 
 @dataclass(frozen=True)
@@ -46,24 +58,49 @@ class ContainerInfo:
     pod_id: str
     name: str
     state: str
+    #: the container's cgroup as the runtime names it (OCI linux.cgroupsPath: a path, or systemd's slice:prefix:name)
+    cgroups_path: str = ""
+    #: its init process on the host, 0 before it started
+    pid: int = 0
+    #: the CPU limit in milli-CPUs (quota / period), 0 without one
+    cpu_limit_milli: int = 0
+    #: the cpuset the runtime reports for it ("" when it set none)
+    cpuset_cpus: str = ""
 
     @classmethod
     def of(cls, ctr: nri.Container, state: str | None = None) -> ContainerInfo:
+        cpu = ctr.linux.resources.cpu
+        quota, period = cpu.quota.value if cpu.HasField("quota") else 0, cpu.period.value if cpu.HasField("period") else 0
+        limit = quota * 1000 // period if quota > 0 and period > 0 else 0
         return cls(id=ctr.id, pod_id=ctr.pod_sandbox_id, name=ctr.name,
-                   state=state or _STATE_NAMES.get(ctr.state, "unknown"))
+                   state=state or _STATE_NAMES.get(ctr.state, "unknown"),
+                   cgroups_path=ctr.linux.cgroups_path, pid=ctr.pid, cpu_limit_milli=limit, cpuset_cpus=cpu.cpus)
+
+    def merged(self, earlier: ContainerInfo | None) -> ContainerInfo:
+        """This event's word, keeping what an earlier one said and this one left out (a stop
+        event may carry no pid or cgroup)."""
+        if earlier is None:
+            return self
+        return replace(self, cgroups_path=self.cgroups_path or earlier.cgroups_path, pid=self.pid or earlier.pid,
+                       cpu_limit_milli=self.cpu_limit_milli or earlier.cpu_limit_milli,
+                       cpuset_cpus=self.cpuset_cpus or earlier.cpuset_cpus)
 
 
 @dataclass
 class NodeView:
     pods: dict[str, PodInfo] = field(default_factory=dict)
     containers: dict[str, ContainerInfo] = field(default_factory=dict)
+    #: bumped on every change (a synchronize or an event)
+    version: int = 0
 
     def synchronize(self, pods: Iterable[nri.PodSandbox], containers: Iterable[nri.Container]) -> None:
         """The runtime's full list: whatever it does not name is gone."""
+        self.version += 1
         self.pods = {p.id: PodInfo.of(p) for p in pods}
         self.containers = {c.id: ContainerInfo.of(c) for c in containers}
 
     def pod_event(self, event: int, pod: nri.PodSandbox) -> None:
+        self.version += 1
         if event == nri.REMOVE_POD_SANDBOX:
             self.pods.pop(pod.id, None)
             for cid in [c.id for c in self.containers.values() if c.pod_id == pod.id]:
@@ -72,6 +109,7 @@ class NodeView:
             self.pods[pod.id] = PodInfo.of(pod)
 
     def container_event(self, event: int, pod: nri.PodSandbox | None, ctr: nri.Container) -> None:
+        self.version += 1
         if pod is not None and pod.id:
             self.pods.setdefault(pod.id, PodInfo.of(pod))
         if event == nri.REMOVE_CONTAINER:
@@ -79,7 +117,7 @@ class NodeView:
             return
         state = _EVENT_STATES.get(event)
         if ctr.id:
-            self.containers[ctr.id] = ContainerInfo.of(ctr, state)
+            self.containers[ctr.id] = ContainerInfo.of(ctr, state).merged(self.containers.get(ctr.id))
 
     def describe(self, pod_id: str, container_name: str = "") -> str:
         """"namespace/name[/container]" for logs, or the bare id of a pod not (yet) known."""
