@@ -52,6 +52,7 @@ SECTIONS: dict[str, str] = {
     "dra": "agent.dra.config:DraConfig",
     "advisor": "agent.advisor.config:AdvisorConfig",
     "nri": "agent.nri.config:NriConfig",
+    "slurm": "agent.slurm.config:SlurmConfig",
 }
 
 log = get_logger("hwagent.config")

@@ -83,6 +83,8 @@ COMPONENTS: tuple[str, ...] = (
     "agent.workloads.component:factory",
     # kubelet mode: who runs in which cgroup (POD_DIRECTORY), before pressure labels its signals with it
     "agent.kubelet.component:factory",
+    # [slurm] on (standalone mode): who runs in which Slurm cgroup (POD_DIRECTORY), before pressure
+    "agent.slurm.component:factory",
     # looks up CPU_POLICY, DEVICE_MANAGER, DEVICE_HEALTH, POD_DIRECTORY; publishes PRESSURE
     "agent.pressure.component:factory",
     # after admission: restores the pods its registry (WORKLOADS) holds; publishes RUNTIME
@@ -110,6 +112,7 @@ NEEDS: Mapping[str, tuple[str | None, str | None]] = {
     "agent.devicemanager.component:factory": ("standalone", "devicemanager"),
     "agent.workloads.component:factory": ("standalone", "workloads"),
     "agent.kubelet.component:factory": ("kubelet", None),
+    "agent.slurm.component:factory": ("standalone", "slurm"),
     "agent.runtime.component:factory": ("standalone", "runtime"),
     "agent.advisor.component:factory": (None, "advisor"),
     "agent.kubelet.evictionplugin:factory": ("kubelet", None),

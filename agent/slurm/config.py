@@ -1,0 +1,65 @@
+"""The [slurm] config section: hwagent beside slurmd (off by default, docs/slurm.md).
+
+Slurm runs as a component on top of standalone mode, not as a mode of its own: the
+node's owners (topology, devices and their health, pressure, the CPU and memory
+policies) are the same as on a plain box; only the workloads are Slurm's, not
+hwagent's. So the component reads Slurm's cgroups and asks Slurm who runs them,
+and writes nothing of Slurm's. The other Slurm parts (drain, preemption) add their
+keys to this section.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agent.config import SectionKey
+
+__all__ = ["SLURM_SECTION", "SlurmConfig"]
+
+#: a Slurm node name as slurm.conf takes it (and as ``slurm_<node>`` names its cgroup)
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    #: on: name Slurm's jobs in hwagent's signals (standalone mode only)
+    enabled: bool = False
+    #: this node's name in Slurm; empty = the short host name (as slurmd takes it)
+    node_name: str = ""
+    #: directory of Slurm's client programs (squeue, scontrol): absolute, never the caller's PATH
+    bin_dir: str = "/usr/bin"
+    #: slurm.conf the client programs read (their SLURM_CONF); empty = Slurm's own default
+    slurm_conf: str = ""
+    #: where Slurm's cgroup tree hangs below each hierarchy's root ("" = the root itself, where
+    #: slurmd's default CgroupMountpoint puts it); a test or a nested setup names its own subtree
+    cgroup_parent: str = ""
+    #: seconds between walks of Slurm's cgroup tree
+    refresh_s: float = 2.0
+    #: seconds a job's user and partition, as Slurm answered them, are kept before asking again
+    job_info_ttl_s: float = 60.0
+    #: seconds one squeue call may take before it is abandoned (the walk goes on with what is cached)
+    query_timeout_s: float = 10.0
+    #: steps served with their own job/step/user/partition labels, the busiest first; the rest summed
+    #: in job="other" (the metric's cardinality stays bounded, as the pod series are)
+    max_step_series: int = 200
+
+    def validate(self) -> None:
+        if self.node_name and not _NODE.match(self.node_name):
+            raise ValueError(f"node_name must be letters, digits, '_', '.', '-', not {self.node_name!r}")
+        if not self.bin_dir.startswith("/"):
+            raise ValueError(f"bin_dir must be absolute, not {self.bin_dir!r}")
+        if self.slurm_conf and not self.slurm_conf.startswith("/"):
+            raise ValueError(f"slurm_conf must be absolute, not {self.slurm_conf!r}")
+        parts = self.cgroup_parent.strip("/").split("/") if self.cgroup_parent.strip("/") else []
+        if any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"cgroup_parent must be a plain relative path, not {self.cgroup_parent!r}")
+        for key in ("refresh_s", "job_info_ttl_s", "query_timeout_s"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"{key} must be > 0")
+        if self.max_step_series < 1:
+            raise ValueError("max_step_series must be >= 1")
+
+
+#: ``config[SLURM_SECTION]``, the [slurm] section
+SLURM_SECTION: SectionKey[SlurmConfig] = SectionKey("slurm", SlurmConfig)

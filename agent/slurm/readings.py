@@ -1,0 +1,81 @@
+"""Per-step readings from the step's own cgroup: run-queue delay, memory, CPU pressure (thin I/O).
+
+- run-queue delay: the threads' ``run_delay`` from ``/proc/<tid>/schedstat``, summed
+  into a cumulative counter per step (a thread that exits keeps what it added);
+  the threads are the step's ``tasks`` (v1) / ``cgroup.threads`` (v2), below it included;
+- memory: ``memory.usage_in_bytes`` (v1 memory controller) or ``memory.current`` (v2);
+- CPU pressure: the step's ``cpu.pressure`` "some total" (v2 only: v1 has no per-cgroup PSI).
+A reading that cannot be taken (the step ended meanwhile) is left out, never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.cgroups.tree import cgroup_thread_ids
+from agent.fsread import read_optional
+from agent.pressure.procfs import read_psi, schedstats
+
+__all__ = ["StepReading", "StepReader"]
+
+
+@dataclass(frozen=True)
+class StepReading:
+    #: cumulative seconds the step's threads waited runnable for a CPU
+    runqueue_delay_s: float
+    memory_bytes: int | None = None
+    #: cumulative seconds some of the step's threads stalled on CPU (v2 PSI), None on v1
+    cpu_pressure_some_s: float | None = None
+    threads: int = 0
+
+
+def _int_file(path: Path) -> int | None:
+    text = read_optional(path)
+    if text is None:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+class StepReader:
+    """Reads the steps it is asked about; keeps per-thread last values for the cumulative delay.
+    ``tasks_mount``: where the step's threads are listed (v1 freezer/cpuset, or v2);
+    ``memory_mount``: the v1 memory controller or v2; ``v2``: whether those are cgroup v2."""
+
+    def __init__(self, tasks_mount: Path | None, memory_mount: Path | None, v2: bool,
+                 procfs_root: str = "/proc") -> None:
+        self.tasks_mount = tasks_mount
+        self.memory_mount = memory_mount
+        self.v2 = v2
+        self.procfs_root = procfs_root
+        self._last: dict[int, int] = {}
+        self._totals: dict[str, int] = {}
+
+    def read(self, paths: Iterable[str]) -> dict[str, StepReading]:
+        out: dict[str, StepReading] = {}
+        seen: dict[int, int] = {}
+        totals: dict[str, int] = {}
+        for path in paths:
+            tids = cgroup_thread_ids(self.tasks_mount, path) if self.tasks_mount is not None else []
+            grown = 0
+            for tid, (delay, _n) in schedstats(tids, self.procfs_root).items():
+                prev = self._last.get(tid)
+                grown += delay - prev if prev is not None and delay >= prev else 0 if prev is not None else delay
+                seen[tid] = delay
+            totals[path] = self._totals.get(path, 0) + grown
+            mem = None
+            if self.memory_mount is not None:
+                name = "memory.current" if self.v2 else "memory.usage_in_bytes"
+                mem = _int_file(self.memory_mount / path.lstrip("/") / name)
+            psi = None
+            if self.v2 and self.tasks_mount is not None:
+                p = read_psi(self.tasks_mount / path.lstrip("/") / "cpu.pressure")
+                psi = p.some_total_us / 1e6 if p is not None else None
+            out[path] = StepReading(totals[path] / 1e9, mem, psi, len(tids))
+        self._last = seen
+        self._totals = totals  # steps that ended are forgotten: their series end with them
+        return out

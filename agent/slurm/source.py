@@ -1,0 +1,108 @@
+"""The Slurm job directory's state: one refresh walks, asks, reads and swaps (runs in an executor).
+
+``SlurmJobSource`` is what the component publishes as ``POD_DIRECTORY`` (a
+``PodDirectorySource``) and what the Slurm metrics and status read: the steps
+found on this node, named by Slurm, with their last readings. Each refresh builds
+new values and swaps them in whole, so a reader on another thread (the scrape)
+sees one consistent picture.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.contracts.poddirectory import PodDirectory
+from agent.slurm.config import SlurmConfig
+from agent.slurm.jobinfo import JobInfoCache
+from agent.slurm.jobs import SlurmStep, join_steps, pod_directory
+from agent.slurm.layout import StepCgroup, walk_slurm_cgroups
+from agent.slurm.readings import StepReader, StepReading
+
+if TYPE_CHECKING:
+    from agent.contracts import DaemonContext
+
+__all__ = ["SlurmJobSource", "SlurmSnapshot", "WALKED_V1_CONTROLLERS"]
+
+#: v1 controllers Slurm's plugins make their tree in (proctrack/cgroup: freezer; task/cgroup:
+#: cpuset, memory, devices); the walk takes the union, so either plugin alone is seen
+WALKED_V1_CONTROLLERS = ("freezer", "cpuset", "memory", "devices")
+
+
+@dataclass(frozen=True)
+class SlurmSnapshot:
+    steps: tuple[SlurmStep, ...] = ()
+    readings: Mapping[str, StepReading] = field(default_factory=dict)
+    directory: PodDirectory = field(default_factory=PodDirectory)
+    at: float = 0.0
+
+
+class SlurmJobSource:
+    def __init__(self, node: str, roots: Mapping[str, Path], parent: str, cache: JobInfoCache,
+                 reader: StepReader, node_cpus: Any = None) -> None:
+        """``roots``: controller (or "v2") -> its mount, the hierarchies walked for Slurm's tree."""
+        self.node = node
+        self.roots = dict(roots)
+        self.parent = parent
+        self.cache = cache
+        self.reader = reader
+        self.node_cpus = node_cpus
+        self.snapshot = SlurmSnapshot()
+        self.refreshes = 0
+
+    @classmethod
+    def for_daemon(cls, ctx: DaemonContext, cfg: SlurmConfig, node: str) -> SlurmJobSource:
+        from agent.cgroups.mounts import cgroup_mounts
+        from agent.daemonconfig import DAEMON_SECTION
+
+        procfs = ctx.config[DAEMON_SECTION].procfs_root
+        mounts = cgroup_mounts(procfs)
+        roots = {k: mounts[k] for k in (*WALKED_V1_CONTROLLERS, "v2") if k in mounts}
+        v1 = any(k in mounts for k in WALKED_V1_CONTROLLERS)
+        tasks = (mounts.get("freezer") or mounts.get("cpuset")) if v1 else mounts.get("v2")
+        memory = mounts.get("memory") if v1 else mounts.get("v2")
+        cache = JobInfoCache(cfg.bin_dir, cfg.slurm_conf, cfg.job_info_ttl_s, cfg.query_timeout_s)
+        return cls(node, roots, cfg.cgroup_parent, cache, StepReader(tasks, memory, not v1, procfs),
+                   ctx.topology.online)
+
+    # -- the refresh (an executor thread; one at a time) ------------------------------
+    def walk(self) -> list[StepCgroup]:
+        """This node's step cgroups over every walked hierarchy, one per path."""
+        by_path: dict[str, StepCgroup] = {}
+        for mount in self.roots.values():
+            for s in walk_slurm_cgroups(mount, self.parent, self.node):
+                old = by_path.get(s.path)
+                if old is None or len(s.tasks) > len(old.tasks):
+                    by_path[s.path] = s
+        return list(by_path.values())
+
+    def refresh(self) -> SlurmSnapshot:
+        cgroups = self.walk()
+        jobs = self.cache.lookup({c.job for c in cgroups})
+        steps = join_steps(cgroups, jobs)
+        readings = self.reader.read([s.cgroup for s in steps])
+        now = time.monotonic()
+        source = f"slurm cgroups of node {self.node} and squeue"
+        self.snapshot = SlurmSnapshot(steps, readings, pod_directory(steps, source=source, at=now), now)
+        self.refreshes += 1
+        return self.snapshot
+
+    # -- PodDirectorySource ---------------------------------------------------------
+    @property
+    def current(self) -> PodDirectory:
+        return self.snapshot.directory
+
+    @property
+    def last_error(self) -> str:
+        return self.cache.last_error
+
+    def containers_for_pressure(self) -> list[Any]:
+        from agent.contracts.pressure import Container
+
+        return [Container(pod_uid=c.pod_uid, container_name=c.container, qos_level=c.qos,
+                          cpuset=c.cpus if c.cpus else self.node_cpus, cgroup_path=c.cgroup,
+                          pod_namespace=c.namespace, pod_name=c.pod)
+                for c in self.current.containers]
