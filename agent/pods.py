@@ -9,9 +9,27 @@ Katalyst's residual cleanup ask.
 
 from __future__ import annotations
 
-from agent.contracts import ActivePods
+from agent.contracts import ActivePods, Deferred
 
-__all__ = ["ActivePods", "StaticActivePods"]
+__all__ = ["ActivePods", "JoinedActivePods", "StaticActivePods"]
+
+
+class JoinedActivePods:
+    """One source's pods and those of the fronts beside it (the NRI front's, published later:
+    a ``Deferred``, nothing until then): residual cleanup must not take the CPUs of a pod
+    another front placed because the registry does not know it."""
+
+    def __init__(self, main: ActivePods, *others: Deferred[ActivePods]) -> None:
+        self.main = main
+        self.others = others
+
+    def active_pod_uids(self) -> frozenset[str]:
+        uids = self.main.active_pod_uids()
+        for ref in self.others:
+            src = ref()
+            if src is not None:
+                uids = uids | src.active_pod_uids()
+        return uids
 
 
 class StaticActivePods:

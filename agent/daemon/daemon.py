@@ -81,6 +81,9 @@ COMPONENTS: tuple[str, ...] = (
     # after the CPU policy and the device manager (looked up): restores the registry, then
     # publishes WORKLOADS and ACTIVE_PODS (nothing is cleaned up before); the runtime is deferred
     "agent.workloads.component:factory",
+    # [nri] on, both modes: hwagent as the runtime's NRI plugin; looks up CPU_POLICY, MEMORY_MANAGER,
+    # DEVICE_MANAGER and WORKLOADS (standalone: pods it must not touch); publishes NRI_PLUGIN and NRI_PODS
+    "agent.nri.component:factory",
     # kubelet mode: who runs in which cgroup (POD_DIRECTORY), before pressure labels its signals with it
     "agent.kubelet.component:factory",
     # [slurm] on (standalone mode): who runs in which Slurm cgroup (POD_DIRECTORY), before pressure
@@ -118,6 +121,7 @@ NEEDS: Mapping[str, tuple[str | None, str | None]] = {
     "agent.kubelet.evictionplugin:factory": ("kubelet", None),
     "agent.memory.plugin:factory": ("kubelet", None),
     "agent.dra.kubeletplugin.component:factory": ("kubelet", "dra"),
+    "agent.nri.component:factory": (None, "nri"),
 }
 
 

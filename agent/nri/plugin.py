@@ -10,9 +10,13 @@ then the events. When the runtime stops it calls ``Shutdown`` or just closes the
 socket; the plugin then tries again every ``reconnect_interval_s`` until the
 runtime is back, so a restarted containerd finds it registered again.
 
-This is the foundation of issue 34: the plugin records what the runtime tells it
-(``agent.nri.view``) and answers every call with no adjustment; the placement
-(cpusets, memory nodes, QoS classes) comes next (docs/nri.md).
+The plugin records what the runtime tells it (``agent.nri.view``). Given a
+``Placer`` (``agent.nri.placement``; the daemon component gives it the owners)
+it answers CreateContainer with the owners' placement, reconciles at
+Synchronize, releases at StopPodSandbox/RemovePodSandbox and pushes moved
+placements to running containers with UpdateContainers (``_pusher``: after each
+release, and every ``push_interval_s`` for pool re-sizes). Without one (``main``,
+run on its own) it answers every call with no adjustment.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 from agent.api.nri.v1alpha1 import api_pb2 as nri
@@ -37,6 +41,9 @@ from agent.nri.config import NriConfig
 from agent.nri.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, Mux
 from agent.nri.ttrpc import Client, ConnectionClosed, Handler, Server, TtrpcError, unary
 from agent.nri.view import NodeView
+
+if TYPE_CHECKING:
+    from agent.nri.placement import Placer
 
 __all__ = ["PLUGIN_SERVICE", "RUNTIME_SERVICE", "SUBSCRIBED", "NriPlugin", "PluginState",
            "event_mask", "events_of", "main"]
@@ -84,14 +91,23 @@ class PluginState:
     last_error: str = ""
     register_ms: float = 0.0
     calls: Counter[str] = field(default_factory=Counter)
+    synchronized: int = 0
 
 
 class NriPlugin:
     """The plugin: ``run(stop)`` keeps a session with the runtime until ``stop`` is set."""
 
-    def __init__(self, cfg: NriConfig, on_event: EventSink | None = None) -> None:
+    #: seconds between looks for placements that moved (pool re-sizes, ramp-ups ended)
+    push_interval_s: float = 1.0
+
+    def __init__(self, cfg: NriConfig, on_event: EventSink | None = None, placer: Placer | None = None) -> None:
         cfg.validate()
         self.cfg = cfg
+        self.placer = placer
+        self._kick = asyncio.Event()
+        self._repair_due = False
+        #: Synchronize done in this session (the pusher waits for it)
+        self._synced = False
         self.view = NodeView()
         self.state = PluginState()
         self._on_event = on_event
@@ -129,10 +145,21 @@ class NriPlugin:
         if req.more:
             return nri.SynchronizeResponse(more=True)
         parts, self._sync_parts = self._sync_parts, []
-        self.view.synchronize([p for r in parts for p in r.pods], [c for r in parts for c in r.containers])
+        pods, containers = [p for r in parts for p in r.pods], [c for r in parts for c in r.containers]
+        self.view.synchronize(pods, containers)
+        updates: list[nri.ContainerUpdate] = []
+        fields: dict[str, Any] = {}
+        if self.placer is not None:
+            updates, released, decisions = await self.placer.synchronize(pods, containers)
+            for d in decisions:
+                self._record(d)
+            fields = {"released": len(released), "placed": sum(d.outcome == "adjusted" for d in decisions),
+                      "refused": sum(d.outcome == "refused" for d in decisions), "updates": len(updates)}
+        self.state.synchronized += 1
+        self._synced = True
         log.info("nri synchronized", pods=len(self.view.pods), containers=len(self.view.containers),
-               parts=len(parts))
-        return nri.SynchronizeResponse()
+               parts=len(parts), **fields)
+        return nri.SynchronizeResponse(update=updates)
 
     async def shutdown(self, req: nri.Empty) -> nri.Empty:
         self._count("Shutdown")
@@ -143,9 +170,22 @@ class NriPlugin:
     async def create_container(self, req: nri.CreateContainerRequest) -> nri.CreateContainerResponse:
         self._count("CreateContainer")
         self.view.container_event(nri.CREATE_CONTAINER, req.pod, req.container)
-        log.info("nri create container", pod=self._pod_name(req.pod), container=req.container.name,
-               id=req.container.id, decision="no adjustment (placement not implemented yet)")
-        return nri.CreateContainerResponse()
+        if self.placer is None:
+            log.info("nri create container", pod=self._pod_name(req.pod), container=req.container.name,
+                     id=req.container.id, decision="no adjustment (no placer)")
+            return nri.CreateContainerResponse()
+        from agent.nri.metrics import DECISION_SECONDS
+        from agent.nri.placement import adjustment
+
+        started = time.perf_counter()
+        d = await self.placer.create(req.pod, req.container)
+        adjust = adjustment(d, self.placer.cgroup_v2)
+        # a dedicated container shrinks the shared pool: the running shared containers move with it
+        updates = self.placer.pending_updates(exclude=req.container.id)
+        DECISION_SECONDS.observe(time.perf_counter() - started)
+        self._record(d)
+        log.info("nri create container", id=req.container.id, updates=len(updates), **d.fields())
+        return nri.CreateContainerResponse(adjust=adjust, update=updates)
 
     async def update_container(self, req: nri.UpdateContainerRequest) -> nri.UpdateContainerResponse:
         self._count("UpdateContainer")
@@ -164,8 +204,15 @@ class NriPlugin:
         pod = self._pod_name(req.pod)
         if req.event in (nri.RUN_POD_SANDBOX, nri.STOP_POD_SANDBOX, nri.REMOVE_POD_SANDBOX):
             self.view.pod_event(req.event, req.pod)
+            if self.placer is not None and req.event != nri.RUN_POD_SANDBOX and \
+                    await self.placer.release_pod(req.pod.uid):
+                log.info("nri pod released", pod=pod, uid=req.pod.uid)
+                self._repair_due = True  # what was refused may fit now
+                self._kick.set()  # not from inside the runtime's call: the pusher sends the updates
         elif req.HasField("container"):
             self.view.container_event(req.event, req.pod if req.HasField("pod") else None, req.container)
+            if self.placer is not None and req.event == nri.REMOVE_CONTAINER:
+                self.placer.forget_container(req.container.id)
         log.info("nri state change", runtime_event=nri.Event.Name(req.event) if req.event in nri.Event.values() else req.event,
                pod=pod, container=req.container.name)
         return nri.Empty()
@@ -197,6 +244,7 @@ class NriPlugin:
         client.start()
         self.state.sessions += 1
         self.state.connected = True
+        self._synced = False
         try:
             started = time.monotonic()
             reg = nri.RegisterPluginRequest(plugin_name=self.cfg.plugin_name, plugin_idx=self.cfg.plugin_index)
@@ -207,6 +255,8 @@ class NriPlugin:
             self.state.last_error = ""
             log.info("nri registered", name=f"{self.cfg.plugin_index}-{self.cfg.plugin_name}",
                    socket=self.cfg.socket_path, round_trip_ms=round(self.state.register_ms, 3))
+            if self.placer is not None:
+                tasks.append(asyncio.create_task(self._pusher(), name="nri-push"))
             waits = [tasks[0], asyncio.create_task(self._shutdown.wait())]
             if stop is not None:
                 waits.append(asyncio.create_task(stop.wait()))
@@ -254,6 +304,67 @@ class NriPlugin:
                 self.state.last_error = error
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.cfg.reconnect_interval_s)
+
+    async def _pusher(self) -> None:
+        """Moved placements to running containers, outside the runtime's own calls (a plugin
+        that calls UpdateContainers while the runtime waits for its answer would wait on
+        itself): after a release (and then repair what runs unadjusted), and every
+        ``push_interval_s`` (pool re-sizes by the advisor, ramp-ups ended)."""
+        from agent.nri.metrics import UPDATES
+        from agent.nri.placement import update_for
+
+        assert self.placer is not None
+        placer = self.placer
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), self.push_interval_s)
+            self._kick.clear()
+            if not self._synced or not self.state.registered:
+                continue
+            repaired: list[nri.ContainerUpdate] = []
+            if self._repair_due:
+                self._repair_due = False
+                for cid, d in await placer.repair():
+                    self._record(d)
+                    log.info("nri container repaired", id=cid, **d.fields())
+                    repaired.append(update_for(cid, d, placer.cgroup_v2))
+                placer.counters.updates += len(repaired)
+            updates = repaired + placer.pending_updates()
+            if not updates:
+                continue
+            try:
+                failed = await self.update_containers(updates)
+            except (ConnectionClosed, TtrpcError, OSError) as exc:
+                UPDATES.labels("error").inc(len(updates))
+                log.warning("nri update containers failed", error=str(exc), updates=len(updates))
+                continue
+            UPDATES.labels("failed").inc(len(failed))
+            UPDATES.labels("applied").inc(len(updates) - len(failed))
+            log.info("nri containers updated", updates=len(updates), failed=len(failed),
+                     containers=[u.container_id for u in updates],
+                     cpus=sorted({u.linux.resources.cpu.cpus for u in updates}))
+
+    def _record(self, d: Any) -> None:
+        from agent.nri.metrics import ADJUSTMENTS
+
+        ADJUSTMENTS.labels(d.outcome, d.level or "none").inc()
+        if d.outcome == "refused":
+            log.warning("nri adjustment refused", note="the container runs unadjusted until the owners can place it",
+                        **d.fields())
+
+    def snapshot(self) -> dict[str, Any]:
+        """What `hwagent status` shows (agent.contracts.nri.NriPluginView.state)."""
+        st, p = self.state, self.placer
+        c = p.counters if p is not None else None
+        return {
+            "socket": self.cfg.socket_path, "name": f"{self.cfg.plugin_index}-{self.cfg.plugin_name}",
+            "connected": st.connected, "registered": st.registered, "runtime": st.runtime,
+            "runtime_version": st.runtime_version, "sessions": st.sessions, "last_error": st.last_error,
+            "synchronized": st.synchronized, "pods": len(self.view.pods), "containers": len(self.view.containers),
+            "adjusted": c.adjusted if c else 0, "failed": c.failed if c else 0,
+            "unadjusted": len(p.unadjusted) if p else 0, "updates": c.updates if c else 0,
+            "released": c.released if c else 0,
+        }
 
     # -- helpers ---------------------------------------------------------------
 

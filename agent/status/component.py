@@ -20,6 +20,7 @@ from typing import Any
 
 from agent.contracts import CPU_POLICY, DEVICE_MANAGER, DEVICE_PLUGINS, EVICTION_PLUGIN, MEMORY_MANAGER, POD_DIRECTORY
 from agent.contracts.drakubelet import DRA_KUBELET_PLUGIN
+from agent.contracts.nri import NRI_PLUGIN, NriPluginView
 from agent.contracts import EVICTION_GATE, PRESSURE, WORKLOADS
 from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
@@ -52,6 +53,7 @@ class StatusComponent:
         self._t0 = time.monotonic()
         self._collector: Any = None
         self._http: Any = None
+        self._nri: NriPluginView | None = None
 
     # -- the answers ----------------------------------------------------------------------
     def status(self) -> Any:
@@ -114,6 +116,10 @@ class StatusComponent:
             p = s.eviction_plugin
             reg = {None: "not yet registered", True: "registered", False: f"registration failed: {p.registration_error}"}
             return f"socket {p.socket_path}, {reg[p.registered]}"
+        if name == "nri" and self._nri is not None:
+            from agent.contracts.nri import summary
+
+            return summary(self._nri.state())
         if name == "dra-kubeletplugin" and s.dra_plugin is not None:
             st = s.dra_plugin.state()
             reg = {None: "not yet registered", True: "registered", False: f"registration failed: {st['error']}"}
@@ -167,6 +173,7 @@ class StatusComponent:
                 return pb.GetViewResponse(json_document=json.dumps(doc, sort_keys=True, default=str))
 
         self._ctx = ctx
+        self._nri = ctx.lookup(NRI_PLUGIN)
         self._handles = Handles(
             cpu=ctx.lookup(CPU_POLICY), devices=ctx.lookup(DEVICE_MANAGER), plugins=ctx.lookup(DEVICE_PLUGINS),
             pods=ctx.lookup(POD_DIRECTORY), pressure=ctx.lookup(PRESSURE), eviction_plugin=ctx.lookup(EVICTION_PLUGIN),

@@ -34,6 +34,8 @@ from typing import Any
 from agent.topologymanager.config import TOPOLOGY_MANAGER_SECTION
 from agent.contracts import DaemonContext
 from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, MEMORY_MANAGER, RUNTIME, WORKLOADS
+from agent.contracts.nri import NRI_PODS
+from agent.pods import JoinedActivePods
 from agent.contracts.dra import DRA_POD_CLAIMS
 from agent.eventlog import get_logger
 from agent.rootpaths import ADMISSION_SOCKET as SOCKET_NAME
@@ -139,7 +141,8 @@ class WorkloadsComponent:
             logs=LogDirs(ctx.root_dir),
         )
         ctx.publish(WORKLOADS, self.workloads)
-        ctx.publish(ACTIVE_PODS, self.workloads)
+        # the NRI front's pods too (agent.nri.component publishes them after this one starts)
+        ctx.publish(ACTIVE_PODS, JoinedActivePods(self.workloads, ctx.deferred(NRI_PODS)))
         await self.workloads.reconcile_after_restore()
         await loop.run_in_executor(None, _remove_orphan_logs, ctx.root_dir, registry.records())
         from agent.workloads.autoremove import AutoRemover

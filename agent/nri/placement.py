@@ -1,0 +1,406 @@
+"""The NRI front's decisions: a container the runtime creates, placed by the same owners
+and with the same requests as standalone admission's.
+
+A front decides nothing itself (docs/ARCHITECTURE): ``Placer.create`` turns the
+runtime's container into the one-container ``PodSpec`` admission would build
+from the equivalent manifest (``agent.nri.classify`` reads the QoS and requests
+back from what the kubelet wrote), asks the topology manager to align and place
+it with admission's own hint providers (``agent.workloads.providers``: the CPU
+policy, the memory manager) plus the NUMA nodes of the container's device nodes,
+then commits exactly the requests the decision recorded, as admission does. The
+answer to the runtime is the owners' placement, read back from them: cpuset
+CPUs and memory nodes, hugepage limits, and for reclaimed containers the low
+``cpu.shares`` (cgroup v1) or ``cpu.idle`` (v2, through the ``unified`` map).
+
+Never blocking the node: whatever refuses (the policy, the memory manager, the
+topology manager) is counted and logged, the container runs unadjusted, and it
+is kept as *unadjusted* to be placed when resources allow (``repair``: at the
+next Synchronize, or after a release). Placement is pod-scoped in the owners
+(they release by pod), so a pod's CPUs go back when its sandbox stops or is
+removed, and a container re-created in a pod still held gets its place back.
+
+Pure helpers (``adjustment``, ``update_for``) build the runtime's messages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.api.nri.v1alpha1 import api_pb2 as nri
+from agent.contracts import CPUAllocator, MemoryAllocator
+from agent.contracts.cpu import RECLAIMED
+from agent.contracts.hints import TopologyHint
+from agent.contracts.memory import MemoryRefused
+from agent.contracts.pods import ContainerSpec, PodSpec
+from agent.contracts.pods import Resources as PodResources
+from agent.cpu.errors import PolicyError
+from agent.cpuset import CPUSet
+from agent.eventlog import get_logger
+from agent.nri.classify import Classified, Resources, classify
+from agent.nri.devnuma import device_numa_nodes
+from agent.topologymanager import TopologyAffinityError, TopologyManager
+from agent.topologymanager.manager import HintProvider
+from agent.workloads.errors import AdmissionError
+from agent.workloads.providers import (
+    CPUProvider,
+    MemoryProvider,
+    admission_error_from_memory,
+    admission_error_from_policy,
+)
+
+__all__ = ["DEVICES_RESOURCE", "Decision", "Placer", "adjustment", "pod_spec", "resources_of", "update_for"]
+
+log = get_logger("hwagent.nri")
+
+#: the topology manager's resource name for the NUMA nodes of a container's device nodes
+DEVICES_RESOURCE = "devices"
+
+#: the cpu.shares of a reclaimed container on cgroup v1 (the kubelet's minimum, BestEffort's)
+RECLAIMED_SHARES = 2
+
+#: adjusted: the owners placed it; held: they already held it (a re-created container);
+#: refused: they could not (it runs unadjusted); ignored: opted out; off: no owner runs here
+OUTCOMES = ("adjusted", "held", "refused", "ignored", "off")
+
+
+@dataclass(frozen=True)
+class Decision:
+    pod: str
+    container: str
+    outcome: str
+    reason: str
+    level: str = ""
+    kube_qos: str = ""
+    cpus: CPUSet | None = None
+    mems: CPUSet | None = None
+    #: page size as the runtime names it ("2MB") -> bytes
+    hugepage_limits: Mapping[str, int] = field(default_factory=dict)
+    decide_ms: float = 0.0
+
+    @property
+    def applied(self) -> bool:
+        return self.outcome in ("adjusted", "held")
+
+    def fields(self) -> dict[str, Any]:
+        """The decision as log fields."""
+        out: dict[str, Any] = {"pod": self.pod, "container": self.container, "decision": self.outcome,
+                               "reason": self.reason, "qos": self.level, "decide_ms": round(self.decide_ms, 3)}
+        if self.kube_qos:
+            out["kube_qos"] = self.kube_qos
+        if self.cpus is not None:
+            out["cpus"] = str(self.cpus)
+        if self.mems is not None:
+            out["mems"] = str(self.mems)
+        return out
+
+
+# --- the runtime's messages, pure ---------------------------------------------------------
+
+def resources_of(ctr: nri.Container) -> Resources:
+    """What the runtime says of a container's resources, as plain values."""
+    r = ctr.linux.resources
+    cpu, mem = r.cpu, r.memory
+    return Resources(
+        cpu_shares=cpu.shares.value if cpu.HasField("shares") else None,
+        cpu_quota=cpu.quota.value if cpu.HasField("quota") else None,
+        cpu_period=cpu.period.value if cpu.HasField("period") else None,
+        memory_limit=mem.limit.value if mem.HasField("limit") and mem.limit.value > 0 else None,
+        hugepages={h.page_size: h.limit for h in r.hugepage_limits},
+    )
+
+
+def _resources_msg(d: Decision, v2: bool, with_cpu_class: bool) -> nri.LinuxResources:
+    res = nri.LinuxResources()
+    if d.cpus is not None:
+        res.cpu.cpus = str(d.cpus)
+    if d.mems is not None:
+        res.cpu.mems = str(d.mems)
+    if with_cpu_class and d.level == RECLAIMED:
+        if v2:
+            res.unified["cpu.idle"] = "1"
+        else:
+            res.cpu.shares.value = RECLAIMED_SHARES
+    for size, limit in sorted(d.hugepage_limits.items()):
+        res.hugepage_limits.append(nri.HugepageLimit(page_size=size, limit=limit))
+    return res
+
+
+def adjustment(d: Decision, v2: bool) -> nri.ContainerAdjustment | None:
+    """The answer to CreateContainer: the owners' placement (None: no adjustment)."""
+    if not d.applied:
+        return None
+    return nri.ContainerAdjustment(linux=nri.LinuxContainerAdjustment(resources=_resources_msg(d, v2, True)))
+
+
+def update_for(container_id: str, d: Decision, v2: bool) -> nri.ContainerUpdate:
+    """An UpdateContainers entry moving a running container to the owners' placement now."""
+    return nri.ContainerUpdate(container_id=container_id,
+                               linux=nri.LinuxContainerUpdate(resources=_resources_msg(d, v2, True)))
+
+
+def pod_spec(pod: nri.PodSandbox, ctr: nri.Container, c: Classified) -> PodSpec:
+    """The one-container pod admission would decide for the equivalent manifest: the same
+    name, namespace, uid, the QoS annotations, CPU request (= limit for a Guaranteed pod),
+    memory limit and hugepages."""
+    mem = c.memory_limit_bytes
+    res = PodResources(cpu_request_milli=c.cpu_request_milli or None, cpu_limit_milli=c.cpu_limit_milli,
+                       memory_request_bytes=mem, memory_limit_bytes=mem, hugepages=dict(c.hugepages))
+    return PodSpec(name=pod.name, namespace=pod.namespace, uid=pod.uid,
+                   containers=(ContainerSpec(name=ctr.name, command=("nri",), resources=res),),
+                   annotations=dict(c.annotations), labels={})
+
+
+class DeviceNodeHints:
+    """The container's device nodes as a hint provider: they sit where they sit, so the only
+    hint is their NUMA nodes (preferred); nothing to place. None: no device with a node."""
+
+    name = "devices"
+
+    def __init__(self, nodes: frozenset[int]) -> None:
+        self.nodes = nodes
+
+    async def container_hints(self, pod: PodSpec, container: str) -> Mapping[str, Sequence[TopologyHint] | None]:
+        return {DEVICES_RESOURCE: [TopologyHint(self.nodes, True)]} if self.nodes else {}
+
+    async def pod_hints(self, pod: PodSpec) -> Mapping[str, Sequence[TopologyHint] | None]:
+        return await self.container_hints(pod, "")
+
+    async def place(self, pod: PodSpec, container: str, hint: TopologyHint) -> None:
+        return None
+
+
+# --- the placer -----------------------------------------------------------------------------
+
+@dataclass
+class Counters:
+    adjusted: int = 0
+    failed: int = 0
+    updates: int = 0
+    released: int = 0
+
+
+class Placer:
+    """The owners behind the NRI front. ``foreign(uid)``: a pod the owners hold for another
+    front (standalone admission's registry), never released or moved by this one."""
+
+    def __init__(self, tm: TopologyManager, cpu_policy: CPUAllocator | None = None,
+                 memory_manager: MemoryAllocator | None = None, device_manager: Any = None, *,
+                 cgroup_v2: bool = False, sysfs_root: str = "/sys",
+                 foreign: Callable[[str], bool] = lambda uid: False,
+                 on_refused: Callable[[str], None] | None = None) -> None:
+        self.tm = tm
+        self.cpu_policy = cpu_policy
+        self.memory_manager = memory_manager
+        self.device_manager = device_manager
+        self.cgroup_v2 = cgroup_v2
+        self.sysfs_root = sysfs_root
+        self.foreign = foreign
+        self.on_refused = on_refused
+        self.counters = Counters()
+        #: container id -> (pod, container) of containers running without the adjustment they should have
+        self.unadjusted: dict[str, tuple[nri.PodSandbox, nri.Container]] = {}
+        #: container id -> (pod uid, name, level) of every container whose placement the runtime applied
+        self.placed: dict[str, tuple[str, str, str]] = {}
+        #: container id -> (cpus, mems) the runtime was last told (or reported)
+        self.told: dict[str, tuple[str, str]] = {}
+
+    # -- one container ---------------------------------------------------------------------
+
+    def held(self, pod_uid: str, container: str) -> bool:
+        svc, mm = self.cpu_policy, self.memory_manager
+        return (svc is not None and svc.placement(pod_uid, container) is not None) or \
+            (mm is not None and bool(mm.blocks(pod_uid, container)))
+
+    def current(self, pod_uid: str, container: str) -> tuple[CPUSet | None, CPUSet | None]:
+        """Where the owners have the container now: (cpus, mems); None for what they do not place."""
+        cpus = mems = None
+        svc, mm = self.cpu_policy, self.memory_manager
+        p = svc.placement(pod_uid, container) if svc is not None else None
+        if p is not None:
+            cpus, mems = p.cpus, p.mems
+        blocks = mm.blocks(pod_uid, container) if mm is not None else ()
+        if blocks:
+            mems = CPUSet({n for b in blocks for n in b.numa_nodes})
+        return cpus, mems
+
+    async def create(self, pod: nri.PodSandbox, ctr: nri.Container) -> Decision:
+        """Decide and commit one container; never raises for a refusal (the Decision says it)."""
+        started = time.perf_counter()
+        name = f"{pod.namespace}/{pod.name}"
+        try:
+            c = classify(dict(pod.annotations), dict(ctr.annotations), pod.linux.cgroup_parent, resources_of(ctr))
+        except ValueError as e:
+            return self._refused(ctr, pod, name, str(e), "", "", started)
+        if c.ignored:
+            self.unadjusted.pop(ctr.id, None)
+            return Decision(name, ctr.name, "ignored", c.reason, decide_ms=_ms(started))
+        if self.cpu_policy is None and self.memory_manager is None:
+            return Decision(name, ctr.name, "off", "no cpu policy or memory manager runs here", c.level, c.kube_qos,
+                            decide_ms=_ms(started))
+        outcome = "held"
+        if not self.held(pod.uid, ctr.name):
+            try:
+                await self._place(pod_spec(pod, ctr, c), ctr)
+            except AdmissionError as e:
+                return self._refused(ctr, pod, name, str(e), c.level, c.kube_qos, started)
+            outcome = "adjusted"
+        cpus, mems = self.current(pod.uid, ctr.name)
+        d = Decision(name, ctr.name, outcome, c.reason, c.level, c.kube_qos, cpus, mems,
+                     _hugepage_limits(ctr, self.memory_manager, pod.uid), _ms(started))
+        self.unadjusted.pop(ctr.id, None)
+        self.placed[ctr.id] = (pod.uid, ctr.name, c.level)
+        self.told[ctr.id] = (str(cpus) if cpus is not None else "", str(mems) if mems is not None else "")
+        self.counters.adjusted += 1
+        return d
+
+    async def _place(self, spec: PodSpec, ctr: nri.Container) -> None:
+        """Admission's decision for ``spec`` (its providers, the topology manager), then its
+        commit: the requests the decision recorded, memory first then CPUs, rolled back together."""
+        cpu, memory = CPUProvider(self.cpu_policy), MemoryProvider(self.memory_manager)
+        devices = DeviceNodeHints(device_numa_nodes(
+            ((d.type, d.major, d.minor) for d in ctr.linux.devices), self.sysfs_root))
+        providers: list[HintProvider[PodSpec]] = [cpu, memory, devices]
+        try:
+            hints = await self.tm.decide(spec, [ctr.name], providers)
+        except TopologyAffinityError as e:
+            raise AdmissionError("RESOURCE_EXHAUSTED", str(e), reason="topology_affinity") from None
+        except PolicyError as e:
+            raise admission_error_from_policy(e) from None
+        except MemoryRefused as e:
+            raise admission_error_from_memory(e) from None
+        del hints  # the requests carry the chosen hints
+        svc, mm = self.cpu_policy, self.memory_manager
+        try:
+            mreq = memory.requests.get(ctr.name)
+            if mreq is not None and mm is not None:
+                await mm.allocate(mreq)
+            req = cpu.requests.get(ctr.name)
+            if req is not None and svc is not None:
+                await svc.allocate(req)
+        except BaseException as e:
+            await self._release_owners(spec.uid)
+            if isinstance(e, PolicyError):
+                raise admission_error_from_policy(e) from None
+            if isinstance(e, MemoryRefused):
+                raise admission_error_from_memory(e) from None
+            raise
+
+    def _refused(self, ctr: nri.Container, pod: nri.PodSandbox, name: str, why: str, level: str, kube: str,
+                 started: float) -> Decision:
+        self.counters.failed += 1
+        self.unadjusted[ctr.id] = (pod, ctr)
+        if self.on_refused is not None:
+            self.on_refused(level or "unknown")
+        return Decision(name, ctr.name, "refused", why, level, kube, decide_ms=_ms(started))
+
+    # -- pods going away -------------------------------------------------------------------
+
+    async def _release_owners(self, pod_uid: str) -> bool:
+        released = False
+        if self.cpu_policy is not None:
+            released = await self.cpu_policy.release_pod(pod_uid) or released
+        if self.memory_manager is not None:
+            released = await self.memory_manager.release_pod(pod_uid) or released
+        return released
+
+    async def release_pod(self, pod_uid: str) -> bool:
+        """The pod's sandbox stopped or went: every owner gives its resources back."""
+        if not pod_uid or self.foreign(pod_uid):
+            return False
+        for cid in [cid for cid, (uid, _, _) in self.placed.items() if uid == pod_uid]:
+            del self.placed[cid]
+            self.told.pop(cid, None)
+        for cid in [cid for cid, (p, _) in self.unadjusted.items() if p.uid == pod_uid]:
+            del self.unadjusted[cid]
+        released = await self._release_owners(pod_uid)
+        if released:
+            self.counters.released += 1
+        return released
+
+    def forget_container(self, container_id: str) -> None:
+        self.placed.pop(container_id, None)
+        self.told.pop(container_id, None)
+        self.unadjusted.pop(container_id, None)
+
+    def held_pods(self) -> set[str]:
+        """Pods the owners hold for this front."""
+        uids: set[str] = set()
+        if self.cpu_policy is not None:
+            uids.update(a.pod_uid for a in self.cpu_policy.allocations())
+        if self.memory_manager is not None:
+            uids.update(uid for uid, _ in self.memory_manager.all_blocks())
+        return {u for u in uids if not self.foreign(u)}
+
+    # -- reconciling with the runtime ------------------------------------------------------
+
+    async def synchronize(self, pods: Iterable[nri.PodSandbox], containers: Iterable[nri.Container]
+                          ) -> tuple[list[nri.ContainerUpdate], list[str], list[Decision]]:
+        """The runtime's full picture, reconciled as the restore after kill -9 does: pods the
+        owners hold that the runtime no longer has are released; containers the owners do not
+        hold (created while hwagent was down, or refused before) are placed; every container
+        whose cpuset differs from the owners' placement is moved. Returns (updates for the
+        runtime, released pod uids, decisions made)."""
+        by_id = {p.id: p for p in pods}
+        live_uids = {p.uid for p in by_id.values()}
+        released = [uid for uid in sorted(self.held_pods() - live_uids) if await self.release_pod(uid)]
+        self.placed.clear()
+        self.told.clear()
+        self.unadjusted.clear()
+        decisions: list[Decision] = []
+        updates: list[nri.ContainerUpdate] = []
+        for ctr in containers:
+            pod = by_id.get(ctr.pod_sandbox_id)
+            if pod is None or ctr.state not in (nri.CONTAINER_CREATED, nri.CONTAINER_RUNNING,
+                                                nri.CONTAINER_PAUSED):
+                continue
+            d = await self.create(pod, ctr)
+            decisions.append(d)
+            if not d.applied:
+                continue
+            now = ctr.linux.resources.cpu
+            if (now.cpus, now.mems) != (str(d.cpus) if d.cpus is not None else now.cpus,
+                                        str(d.mems) if d.mems is not None else now.mems):
+                updates.append(update_for(ctr.id, d, self.cgroup_v2))
+        self.counters.updates += len(updates)
+        return updates, released, decisions
+
+    def pending_updates(self, exclude: str = "") -> list[nri.ContainerUpdate]:
+        """Containers whose placement moved since the runtime was last told (a pool re-size,
+        a ramp-up ended, the advisor): one update each, recorded as told."""
+        out: list[nri.ContainerUpdate] = []
+        for cid, (uid, name, level) in self.placed.items():
+            if cid == exclude:
+                continue
+            cpus, mems = self.current(uid, name)
+            now = (str(cpus) if cpus is not None else "", str(mems) if mems is not None else "")
+            if cpus is None or now == self.told.get(cid):
+                continue
+            self.told[cid] = now
+            d = Decision("", name, "held", "placement moved", level, cpus=cpus, mems=mems)
+            out.append(update_for(cid, d, self.cgroup_v2))
+        self.counters.updates += len(out)
+        return out
+
+    async def repair(self) -> list[tuple[str, Decision]]:
+        """Place the containers that run unadjusted, where the owners can now; (id, decision) of
+        each one placed (the caller pushes them as updates)."""
+        done: list[tuple[str, Decision]] = []
+        for cid, (pod, ctr) in list(self.unadjusted.items()):
+            d = await self.create(pod, ctr)
+            if d.applied:
+                done.append((cid, d))
+        return done
+
+
+def _hugepage_limits(ctr: nri.Container, mm: MemoryAllocator | None, pod_uid: str) -> dict[str, int]:
+    """The hugepage limits the container asked for, where the memory manager placed them."""
+    if mm is None or not mm.blocks(pod_uid, ctr.name):
+        return {}
+    return {h.page_size: h.limit for h in ctr.linux.resources.hugepage_limits if h.limit}
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
