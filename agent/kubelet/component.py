@@ -5,7 +5,8 @@ Kubelet mode only. Every ``refresh_s`` it asks the kubelet's pod-resources API
 log layout in an executor, joins them (``resolve.build_directory``) and swaps
 the new ``PodDirectory`` in.
 
-Publishes ``POD_DIRECTORY`` (a ``PodDirectorySource``). Looks up ``CPU_POLICY``
+Publishes ``POD_DIRECTORY`` (a ``PodDirectorySource``; joined behind the NRI
+front's where that runs: ``agent.poddirectories``). Looks up ``CPU_POLICY``
 at start (started before it): its allocations name containers the kubelet's
 pod-resources do not.
 
@@ -23,12 +24,13 @@ from typing import Any
 
 from agent.cgroups.config import CGROUPS_SECTION
 from agent.daemonconfig import DAEMON_SECTION
-from agent.contracts import CPU_POLICY, POD_DIRECTORY, CPUAllocations
+from agent.contracts import CPU_POLICY, CPUAllocations
 from agent.cpuset import CPUSet
 from agent.contracts import DaemonContext
 from agent.eventlog import get_logger
 from agent.kubelet.config import KUBELET_SECTION, KubeletConfig
 from agent.contracts.poddirectory import PodDirectory, PodResourcesSnapshot
+from agent.poddirectories import publish_pod_directory
 from agent.rootpaths import kubelet_pod_resources_socket
 from agent.tasks import cancel_and_wait
 
@@ -90,7 +92,7 @@ class PodDirectoryComponent:
             log.warning("kubepods unavailable", error=e)
             self._roots = None
         await self.refresh_once()
-        ctx.publish(POD_DIRECTORY, self.service)
+        publish_pod_directory(ctx, self.service)  # behind the NRI front's names where it runs (agent.poddirectories)
         self._task = asyncio.create_task(self._run(), name="kubelet-pods")
 
     def _walk(self, snapshot: PodResourcesSnapshot | None, allocs: list[Any]) -> PodDirectory:

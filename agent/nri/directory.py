@@ -71,24 +71,30 @@ def _cpus(text: str) -> CPUSet | None:
 def build_directory(view: NodeView, *, qos_of: QosOf | None = None, source: str = "", at: float = 0.0) -> PodDirectory:
     """Every container (and each pod's sandbox, with an empty container name, as in kubelet mode)
     whose cgroup the runtime named, with its pod's names; a container whose pod the runtime has
-    not reported is left out (no names to give it)."""
+    not reported is left out (no names to give it). The sandbox takes its containers' level where
+    they agree, so a pod shows one QoS wherever it is listed."""
 
     def qos(pod: PodInfo, ctr: ContainerInfo | None) -> str:
         own = qos_of(pod, ctr) if qos_of is not None else None
         return (own or qos_label(pod, ctr)).removesuffix("_cores")
 
     out: list[ContainerIdentity] = []
-    for pod in view.pods.values():
-        cg = _cgroup(pod.cgroups_path)
-        if cg:
-            out.append(ContainerIdentity(pod.namespace, pod.name, "", pod.uid, qos(pod, None), cg, None))
+    levels: dict[str, set[str]] = {}
     for ctr in view.containers.values():
         owner = view.pods.get(ctr.pod_id)
         cg = _cgroup(ctr.cgroups_path)
         if owner is None or not cg:
             continue
-        out.append(ContainerIdentity(owner.namespace, owner.name, ctr.name, owner.uid, qos(owner, ctr), cg,
+        level = qos(owner, ctr)
+        levels.setdefault(owner.id, set()).add(level)
+        out.append(ContainerIdentity(owner.namespace, owner.name, ctr.name, owner.uid, level, cg,
                                      _cpus(ctr.cpuset_cpus)))
+    for pod in view.pods.values():
+        cg = _cgroup(pod.cgroups_path)
+        if cg:  # the sandbox has its containers' level where they agree (a pod has one, as Katalyst's)
+            same = levels.get(pod.id, set())
+            level = next(iter(same)) if len(same) == 1 else qos(pod, None)
+            out.append(ContainerIdentity(pod.namespace, pod.name, "", pod.uid, level, cg, None))
     out.sort(key=lambda c: (c.namespace, c.pod, c.container, c.cgroup))
     pods = {p.uid: (p.namespace, p.name) for p in view.pods.values() if p.uid}
     return PodDirectory(tuple(out), {}, pods, source=source, at=at)

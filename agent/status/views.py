@@ -24,6 +24,7 @@ from agent.contracts import (
     WorkloadRegistry,
 )
 from agent.contracts.drakubelet import DRAKubeletPluginView
+from agent.contracts.poddirectory import PodDirectory
 
 __all__ = ["Handles", "resources_view", "cpus_view", "memory_view", "pods_view", "evictions_view", "ViewUnavailable"]
 
@@ -126,7 +127,9 @@ def pods_view(handles: Handles) -> tuple[list[dict[str, Any]], str]:
 
     Standalone: the workload registry, ended pods included, as `hwagent ps` lists them (the
     CPU policy's allocations left out the pods that ended and gave their CPUs back: status
-    said 2 pods beside ps's 6). Kubelet mode: the kubelet's pods, then the CPU policy's."""
+    said 2 pods beside ps's 6), then the pods another front names in the pod directory (the NRI
+    runtime's). Kubelet mode: the pod directory's pods (the NRI runtime's and the kubelet's), then
+    the CPU policy's."""
     registry = handles.workloads
     if registry is not None:
         listed = []
@@ -136,23 +139,20 @@ def pods_view(handles: Handles) -> tuple[list[dict[str, Any]], str]:
                        for d in ids]
             listed.append({"uid": spec.uid, "namespace": spec.namespace, "name": spec.name, "qos": pod.qos,
                            "containers": [c.name for c in spec.all_containers()], "devices": devices})
-        return sorted(listed, key=lambda p: (p["namespace"], p["name"], p["uid"])), REGISTRY_SOURCE
+        source = REGISTRY_SOURCE
+        if handles.pods is not None:
+            admitted = {p["uid"] for p in listed}
+            others = [p for p in _directory_pods(handles.pods.current) if p["uid"] not in admitted]
+            if others:
+                listed += others
+                source += f"; {handles.pods.current.source}"
+        return sorted(listed, key=lambda p: (p["namespace"], p["name"], p["uid"])), source
     pods = handles.pods
     out: dict[str, dict[str, Any]] = {}
     source = ""
     if pods is not None:
-        d = pods.current
-        source = d.source
-        for c in d.containers:
-            p = out.setdefault(c.pod_uid, {"uid": c.pod_uid, "namespace": c.namespace, "name": c.pod,
-                                          "qos": c.qos, "containers": [], "devices": []})
-            if c.container and c.container not in p["containers"]:
-                p["containers"].append(c.container)
-        by_name = {(p["namespace"], p["name"]): p for p in out.values()}
-        for (resource, dev), h in sorted(d.devices.items()):
-            holder = by_name.get((h.namespace, h.pod))
-            if holder is not None:
-                holder["devices"].append(f"{resource}/{dev}")
+        source = pods.current.source
+        out = {p["uid"]: p for p in _directory_pods(pods.current)}
     policy = handles.cpu
     if policy is not None:
         source = source or "cpu policy allocations"
@@ -162,6 +162,22 @@ def pods_view(handles: Handles) -> tuple[list[dict[str, Any]], str]:
             if a.container_name not in p["containers"]:
                 p["containers"].append(a.container_name)
     return sorted(out.values(), key=lambda p: (p["namespace"], p["name"], p["uid"])), source
+
+
+def _directory_pods(d: PodDirectory) -> list[dict[str, Any]]:
+    """The pods a pod directory names, with their containers and the devices they hold."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in d.containers:
+        p = out.setdefault(c.pod_uid, {"uid": c.pod_uid, "namespace": c.namespace, "name": c.pod,
+                                      "qos": c.qos, "containers": [], "devices": []})
+        if c.container and c.container not in p["containers"]:
+            p["containers"].append(c.container)
+    by_name = {(p["namespace"], p["name"]): p for p in out.values()}
+    for (resource, dev), h in sorted(d.devices.items()):
+        holder = by_name.get((h.namespace, h.pod))
+        if holder is not None:
+            holder["devices"].append(f"{resource}/{dev}")
+    return list(out.values())
 
 
 def evictions_view(handles: Handles, keep: int = 10) -> list[dict[str, Any]]:

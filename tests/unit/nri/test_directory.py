@@ -83,7 +83,7 @@ def test_every_container_is_named_with_namespace_pod_container_and_qos() -> None
     d = build_directory(_view(), source="NRI test")
     named = {(c.namespace, c.pod, c.container, c.qos, c.cgroup) for c in d.containers}
     assert named == {
-        ("default", "web", "", "shared", "/kubepods/pod1/sb1"),   # the sandbox, as kubelet mode lists it
+        ("default", "web", "", "dedicated", "/kubepods/pod1/sb1"),  # the sandbox, with its container's level
         ("default", "web", "main", "dedicated", "/kubepods/pod1/c1"),  # Guaranteed, 2 whole CPUs
         ("jobs", "batch", "work", "reclaimed", "/kubepods/besteffort/pod2/c2"),
         ("default", "api", "srv", "dedicated", "/kubepods/burstable/pod3/c3"),  # Katalyst's annotation wins
