@@ -25,10 +25,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.integration.slurm.cgroups import SlurmCgroups
 from tests.integration.slurm.netns import NetNode, node_network
 
 __all__ = ["SLURM_BINARIES", "missing_binaries", "free_port", "SlurmNode", "SlurmCluster", "slurm_cluster",
-           "multi_node_cluster"]
+           "multi_node_cluster", "owned_cgroups"]
 
 SLURM_BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "srun", "sinfo", "scontrol", "nsenter", "unshare")
 
@@ -64,6 +65,8 @@ class SlurmCluster:
     gres_conf: str = ""
     gres_types: tuple[str, ...] = ()
     controller_addr: str = "127.0.0.1"
+    #: Slurm's cgroup plugins (proctrack/cgroup, task/cgroup) in a test-owned subtree; None: no cgroup plugins
+    cgroups: SlurmCgroups | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -107,8 +110,8 @@ class SlurmCluster:
             f"SlurmdPidFile={run}/slurmd.%n.pid",
             f"SlurmctldLogFile={b / 'log' / 'slurmctld.log'}",
             f"SlurmdLogFile={b / 'log'}/slurmd.%n.log",
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
+            *(["ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup,task/affinity"] if self.cgroups else
+              ["ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none"]),
             "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none",
             "JobCompType=jobcomp/none",
@@ -127,6 +130,9 @@ class SlurmCluster:
         lines.append("PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
         self.conf.write_text("\n".join(lines) + "\n")
         (self.base / "etc" / "gres.conf").write_text(self.gres_conf)
+        if self.cgroups is not None:
+            self.cgroups.create()
+            (self.base / "etc" / "cgroup.conf").write_text(self.cgroups.cgroup_conf())
 
     def _start(self, name: str, argv: list[str]) -> None:
         out = open(self.base / "log" / f"{name}.out", "wb")
@@ -201,14 +207,25 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        if self.cgroups is not None:
+            self.cgroups.remove()
+
+
+def owned_cgroups(base: Path) -> SlurmCgroups:
+    """A subtree named after this process and ``base`` (two clusters never share one), linked from ``base``."""
+    import zlib
+
+    return SlurmCgroups(f"hwagent-slurmtest-{os.getpid()}-{zlib.crc32(str(base).encode()):08x}", base / "cgroup")
 
 
 @contextmanager
-def slurm_cluster(base: Path, node_line: str, gres_conf: str = "", gres_types: tuple[str, ...] = ()
-                  ) -> Iterator[SlurmCluster]:
-    """One node on this host: ``node_line`` is hwagent's ``NodeName=<host> ...`` line."""
+def slurm_cluster(base: Path, node_line: str, gres_conf: str = "", gres_types: tuple[str, ...] = (),
+                  cgroups: bool = False) -> Iterator[SlurmCluster]:
+    """One node on this host: ``node_line`` is hwagent's ``NodeName=<host> ...`` line; ``cgroups``:
+    proctrack/cgroup and task/cgroup in a test-owned subtree (``SlurmCluster.cgroups``)."""
     name, _, fields = node_line.removeprefix("NodeName=").partition(" ")
-    cluster = SlurmCluster(base, (SlurmNode(name, fields),), gres_conf, tuple(gres_types))
+    cluster = SlurmCluster(base, (SlurmNode(name, fields),), gres_conf, tuple(gres_types),
+                           cgroups=owned_cgroups(base) if cgroups else None)
     try:
         cluster.start()
         yield cluster
@@ -218,12 +235,13 @@ def slurm_cluster(base: Path, node_line: str, gres_conf: str = "", gres_types: t
 
 @contextmanager
 def multi_node_cluster(base: Path, names: list[str], fields: str, gres_conf: str = "",
-                       gres_types: tuple[str, ...] = ()) -> Iterator[SlurmCluster]:
+                       gres_types: tuple[str, ...] = (), cgroups: bool = False) -> Iterator[SlurmCluster]:
     """A node per name, each in its own network and UTS namespace on a test bridge, all with the
     node line ``fields`` (they share this machine's hardware); slurmctld on the bridge's address."""
     with node_network(names) as net:
         nodes = tuple(SlurmNode(n.name, fields, n.addr, n) for n in net.nodes)
-        cluster = SlurmCluster(base, nodes, gres_conf, tuple(gres_types), net.controller_addr)
+        cluster = SlurmCluster(base, nodes, gres_conf, tuple(gres_types), net.controller_addr,
+                               cgroups=owned_cgroups(base) if cgroups else None)
         try:
             cluster.start()
             yield cluster
