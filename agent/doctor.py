@@ -1,6 +1,6 @@
 """Checks of what the probes need from the machine, each with the exact fix.
 
-Pure over roots (procfs, sysfs, /lib/modules, /boot) so fixture trees test it;
+Pure over roots (procfs, sysfs, /lib/modules, /boot, the kubelet's root dir) so fixture trees test it;
 only the bcc import check touches the running interpreter.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agent.cgroups.detect import DEFAULT_CGROUP_ROOT, CgroupError, cgroup_mount_root, detect
 
-__all__ = ["Check", "run_checks", "read_kernel_config"]
+__all__ = ["Check", "run_checks", "read_kernel_config", "kubelet_cpu_manager_check"]
 
 #: option -> (why the agent needs it, severity if missing)
 KERNEL_OPTIONS = {
@@ -67,6 +67,15 @@ def read_kernel_config(release: str, procfs_root: str = "/proc", boot_root: str 
     return opts, where
 
 
+def kubelet_cpu_manager_check(kubelet_root: str) -> Check:
+    """The kubelet's CPU manager must be none where hwagent places pods through NRI
+    (agent.kubelet.cpumanager: hwagent refuses to place while it is static)."""
+    from agent.kubelet.cpumanager import check
+
+    v = check(kubelet_root)
+    return Check("kubelet cpu manager", not v.conflict and v.certain, v.detail, v.fix, "warn")
+
+
 def run_checks(
     release: str,
     procfs_root: str = "/proc",
@@ -74,6 +83,7 @@ def run_checks(
     modules_root: str = "/lib/modules",
     boot_root: str = "/boot",
     check_bcc: bool = True,
+    kubelet_root: str = "/var/lib/kubelet",
 ) -> list[Check]:
     out: list[Check] = []
     opts, where = read_kernel_config(release, procfs_root, boot_root)
@@ -147,4 +157,5 @@ def run_checks(
     sched = Path(procfs_root) / "self" / "schedstat"
     out.append(Check("schedstat", sched.is_file(), f"{sched} {'present' if sched.is_file() else 'missing'}",
                      "" if sched.is_file() else "kernel needs CONFIG_SCHED_INFO=y", "warn"))
+    out.append(kubelet_cpu_manager_check(kubelet_root))
     return out

@@ -13,7 +13,7 @@ from agent.commands._format import add_format_option
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "doctor",
-        help="check kernel config, BTF, tracefs, headers, bcc, cgroup mode and PSI",
+        help="check kernel config, BTF, tracefs, headers, bcc, cgroup mode, PSI and the kubelet's CPU manager",
         description="Check what the eBPF probes and pressure signals need; print each missing piece with its fix. "
         "Exit status 1 when an error-level check fails.",
     )
@@ -23,12 +23,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--modules-root", default="/lib/modules", help=argparse.SUPPRESS)
     p.add_argument("--boot-root", default="/boot", help=argparse.SUPPRESS)
     p.add_argument("--release", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--kubelet-root-dir", default="/var/lib/kubelet", metavar="DIR",
+                   help="the kubelet's root dir, where its cpu_manager_state and config.yaml are read "
+                   "(default /var/lib/kubelet): its CPU manager must be none on an NRI node")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     checks = run_checks(
-        args.release or os.uname().release, args.procfs_root, args.sysfs_root, args.modules_root, args.boot_root
+        args.release or os.uname().release, args.procfs_root, args.sysfs_root, args.modules_root, args.boot_root,
+        kubelet_root=args.kubelet_root_dir,
     )
     failed = [c for c in checks if not c.ok and c.severity == "error"]
     if args.format == "json":
