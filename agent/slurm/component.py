@@ -6,10 +6,10 @@ v2 ``.../slurmstepd.scope/job_<j>/step_<s>``), asks Slurm for the user and parti
 of the jobs it has not seen (``agent.slurm.jobinfo``: one ``squeue`` call, cached),
 joins them (``agent.slurm.jobs.build_directory``) and swaps the new directory in.
 
-Publishes ``POD_DIRECTORY``: the same door kubelet-mode pods reach the pressure
-engine and status through, so Slurm's steps are watched and labelled by the owners
-that already do it for pods (one owner per fact: the pressure engine measures, this
-component names). Kubelet mode has its own directory; the two never run together.
+Publishes ``POD_DIRECTORY`` (joined behind an earlier front's, agent.poddirectories):
+the same door kubelet-mode and NRI pods reach the pressure engine and status through,
+so Slurm's steps are listed and labelled by the owners that already do it for pods
+(this component names; it measures only what its own series need, below).
 
 It reads cgroupfs and runs Slurm's client programs; it writes nothing of Slurm's.
 """
@@ -20,7 +20,8 @@ import asyncio
 import socket
 from typing import Any
 
-from agent.contracts import POD_DIRECTORY, DaemonContext
+from agent.contracts import DaemonContext
+from agent.poddirectories import publish_pod_directory
 from agent.eventlog import get_logger
 from agent.slurm.config import SLURM_SECTION, SlurmConfig
 from agent.tasks import cancel_and_wait
@@ -54,7 +55,7 @@ class SlurmJobsComponent:
         svc = SlurmJobSource.for_daemon(ctx, self.cfg, node_name(self.cfg))
         self.service = svc
         await self.refresh_once()
-        ctx.publish(POD_DIRECTORY, svc)
+        publish_pod_directory(ctx, svc)
         self._collector = SlurmStepCollector(lambda: (svc.snapshot.steps, svc.snapshot.readings),
                                              self.cfg.max_step_series,
                                              labels_on=ctx.config[DAEMON_SECTION].metrics_pod_labels)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cgroup_support import kill_and_remove_subtree
-from tests.integration.daemon.test_lifecycle import Daemon
+from tests.integration.daemon.test_lifecycle import HWAGENT, Daemon
 from tests.integration.runtime.test_end_to_end import until
 from tests.integration.slurm.cluster import SlurmCluster, free_port
 
@@ -71,6 +72,14 @@ class JobAgent:
             for s in fam.samples:
                 out.setdefault(s.name, []).append((dict(s.labels), s.value))
         return out
+
+    def status(self) -> str:
+        """``hwagent status`` (as root) of this daemon."""
+        assert self.daemon is not None
+        r = subprocess.run([str(HWAGENT), "status", "--root-dir", str(self.daemon.root)], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
 
     def series(self, name: str) -> dict[tuple[str, str, str, str], float]:
         """A step family's samples by (job, step, user, partition)."""

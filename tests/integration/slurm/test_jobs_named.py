@@ -12,9 +12,13 @@ reader is tested on fixture trees in tests/unit/slurm/test_layout.py).
 
 from __future__ import annotations
 
+import os
+import pwd
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -39,36 +43,56 @@ def _node_line(tmp) -> str:
     return r.stdout.strip()
 
 
+@pytest.fixture
+def job_user() -> Iterator[str]:
+    """A local user of the test's own (random name), removed with its home afterwards."""
+    name = f"hwsj{uuid.uuid4().hex[:8]}"
+    subprocess.run(["useradd", "-m", name], check=True, capture_output=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", "-r", name], capture_output=True)
+
+
 def _wait_job(cluster, name: str) -> str:
     """The id of the running job called ``name``."""
     return until(lambda: (out := cluster.run(["squeue", "-h", "-n", name, "-t", "R", "-o", "%A"]).stdout.strip())
                  and out.split()[0], f"job {name} to run")
 
 
-def test_a_step_is_named_by_job_step_user_partition_and_its_cgroups_are_the_test_subtree(short_tmp_path):
+def test_a_users_step_is_named_by_job_step_user_partition_and_its_cgroups_are_the_test_subtree(
+        short_tmp_path, job_user):
     line = _node_line(short_tmp_path)
+    short_tmp_path.chmod(0o755)  # the user's srun reads slurm.conf and reaches munged's socket through it
+    uid = pwd.getpwnam(job_user).pw_uid
     with slurm_cluster(short_tmp_path / "slurm", line, cgroups=True) as c:
+        (c.base).chmod(0o755)
         c.wait_registered()
         node = c.node_name
         with job_agent(short_tmp_path / "hw", c, node) as hw:
             assert hw.named_steps() == set()
-            srun = subprocess.Popen(["srun", "-N1", "-J", "named", "sleep", "30"], env=c.env,
+            srun = subprocess.Popen(["runuser", "-u", job_user, "--", "env", f"SLURM_CONF={c.conf}",
+                                     "srun", "-N1", "-J", "named", "sleep", "30"],
+                                    cwd=os.path.expanduser(f"~{job_user}"),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             try:
                 job = _wait_job(c, "named")
-                want = (job, "0", "root", "test")
+                want = (job, "0", job_user, "test")
                 until(lambda: want in hw.named_steps(), f"hwagent to name {want}", hw.daemon)
                 # Slurm's tree is in the test-owned subtree of every controller, none at the top
                 tag = c.cgroups.tag
                 for ctl in CONTROLLERS:
-                    assert (c.cgroups.v1_root / ctl / tag / f"slurm_{node}" / "uid_0" / f"job_{job}"
+                    assert (c.cgroups.v1_root / ctl / tag / f"slurm_{node}" / f"uid_{uid}" / f"job_{job}"
                             / "step_0").is_dir(), ctl
                     assert not (c.cgroups.v1_root / ctl / f"slurm_{node}").exists()
                 # the job's process really is in that step's cgroup (proctrack/cgroup's freezer)
-                tasks = (c.cgroups.subtree("freezer") / f"slurm_{node}/uid_0/job_{job}/step_0/tasks").read_text()
-                cmds = {open(f"/proc/{p}/comm").read().strip() for p in tasks.split()}
-                assert "sleep" in cmds
+                tasks = (c.cgroups.subtree("freezer") / f"slurm_{node}/uid_{uid}/job_{job}/step_0/tasks").read_text()
+                procs = {(open(f"/proc/{p}/comm").read().strip(), os.stat(f"/proc/{p}").st_uid) for p in tasks.split()}
+                assert ("sleep", uid) in procs
                 assert hw.series("hwagent_slurm_step_memory_bytes")[want] > 0
+                # and `hwagent status` lists it where it lists kubelet-mode and NRI pods (POD_DIRECTORY)
+                status = hw.status()
+                assert f"test/job_{job}" in status and "containers=step_0" in status, status
             finally:
                 subprocess.run(["scancel", "-n", "named"], env=c.env, capture_output=True)
                 srun.wait(30)
