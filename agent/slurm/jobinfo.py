@@ -33,6 +33,11 @@ class JobInfo:
     qos: str = ""
 
 
+def _none(field: str) -> str:
+    """squeue prints an unset field (account and QOS without accounting) as "(null)"."""
+    return "" if field == "(null)" else field
+
+
 def parse_squeue(text: str) -> dict[str, JobInfo]:
     """``squeue -h -o SQUEUE_FORMAT`` output -> job id -> info; malformed lines are skipped."""
     out: dict[str, JobInfo] = {}
@@ -40,7 +45,7 @@ def parse_squeue(text: str) -> dict[str, JobInfo]:
         parts = line.strip().split("|")
         if len(parts) != 6 or not parts[0].isdigit() or not parts[1].isdigit():
             continue
-        job, uid, user, partition, account, qos = parts
+        job, uid, user, partition, account, qos = (_none(p) for p in parts)
         out[job] = JobInfo(job, int(uid), user, partition, account, qos)
     return out
 

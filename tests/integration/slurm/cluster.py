@@ -4,7 +4,8 @@ Everything lives under one test-owned directory: the munge key and socket, the
 configuration (slurm.conf and gres.conf side by side, where slurmd looks for
 gres.conf), state, spool, logs and pid files. Ports are chosen free; the daemons
 run as root (``SlurmUser=root``), with no cgroup plugins (``proctrack/linuxproc``,
-``task/none``): the tests make no cgroups outside their own subtrees. Each daemon
+``task/none``) unless asked: then proctrack/cgroup and task/cgroup in a test-owned
+subtree (tests/integration/slurm/cgroups.py), so the tests make no cgroups outside their own. Each daemon
 is started in the foreground as our child and stopped by its pid on exit, so
 nothing of the packages' system services (stopped by scripts/setup.sh) is used
 or disturbed. One node runs on this host's loopback (``slurm_cluster``); several

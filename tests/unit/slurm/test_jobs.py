@@ -14,7 +14,7 @@ from agent.slurm.readings import StepReading
 
 
 def test_squeue_lines_parsed_and_bad_ones_skipped():
-    text = "5|1000|alice|batch|proj|normal\n17|0|root|gpu,debug||\ngarbage\n6|x|bob|p||\n7|1|a|b|c\n"
+    text = "5|1000|alice|batch|proj|normal\n17|0|root|gpu,debug|(null)|(null)\ngarbage\n6|x|bob|p||\n7|1|a|b|c\n"
     assert parse_squeue(text) == {
         "5": JobInfo("5", 1000, "alice", "batch", "proj", "normal"),
         "17": JobInfo("17", 0, "root", "gpu,debug", "", ""),
