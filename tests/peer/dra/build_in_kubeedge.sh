@@ -5,6 +5,7 @@
 #
 #   tests/peer/dra/build_in_kubeedge.sh NAME SENTINEL KUBEEDGE_GIT_DIR GO BUILD_DIR
 #
+# SRC_DIR (environment): where NAME's *.go are when not tests/peer/dra/NAME (another tier's program).
 # SENTINEL: a vendored file NAME needs, checked after the extraction (a mirror without it
 #   is not the tree we want). The tree is extracted once per BUILD_DIR and kubeedge commit;
 #   rebuilds reuse BUILD_DIR/gocache (or $GOCACHE). The binary is BUILD_DIR/NAME (printed last).
@@ -32,7 +33,7 @@ if [ "$(cat "$tree/.$NAME-commit" 2>/dev/null)" != "$head" ]; then
   echo "$head" > "$tree/.$NAME-commit"
 fi
 rm -rf "${tree:?}/hack/$NAME"; mkdir -p "$tree/hack/$NAME"
-cp "$here/$NAME"/*.go "$tree/hack/$NAME/"
+cp "${SRC_DIR:-$here/$NAME}"/*.go "$tree/hack/$NAME/"
 export GOWORK=off GOFLAGS=-mod=vendor GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0 GOTELEMETRY=off
 export GOCACHE="${GOCACHE:-$OUT/gocache}" GOPATH="$OUT/gopath"
 cd "$tree"
