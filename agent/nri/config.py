@@ -26,6 +26,10 @@ class NriConfig:
     reconnect_interval_s: float = 1.0
     #: seconds to wait for RegisterPlugin's answer (the runtime's own registration timeout is 5 s)
     register_timeout_s: float = 5.0
+    #: seconds CreateContainer may take to decide before it is answered with no adjustment (the
+    #: runtime gives a plugin 2 s, then runs the container without it); a decision that completes
+    #: later is pushed to the running container with UpdateContainers
+    answer_within_s: float = 1.0
 
     def validate(self) -> None:
         if not (len(self.plugin_index) == 2 and self.plugin_index.isdigit()):
@@ -38,6 +42,8 @@ class NriConfig:
             raise ValueError("reconnect_interval_s must be > 0")
         if self.register_timeout_s <= 0:
             raise ValueError("register_timeout_s must be > 0")
+        if not 0 < self.answer_within_s < 2:
+            raise ValueError("answer_within_s must be > 0 and under the runtime's 2 s plugin timeout")
 
 
 NRI_SECTION = SectionKey("nri", NriConfig)

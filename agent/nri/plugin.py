@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import signal
@@ -178,7 +179,17 @@ class NriPlugin:
         from agent.nri.placement import adjustment
 
         started = time.perf_counter()
-        d = await self.placer.create(req.pod, req.container)
+        deciding = asyncio.ensure_future(self.placer.create(req.pod, req.container))
+        try:
+            d = await asyncio.wait_for(asyncio.shield(deciding), self.cfg.answer_within_s)
+        except TimeoutError:
+            # never keep the node waiting: run it unadjusted now, push the placement when it is decided
+            deciding.add_done_callback(functools.partial(self._decided_late, container_id=req.container.id))
+            DECISION_SECONDS.observe(time.perf_counter() - started)
+            log.warning("nri create container late", pod=self._pod_name(req.pod), container=req.container.name,
+                        id=req.container.id, after_s=self.cfg.answer_within_s,
+                        note="answered with no adjustment; the placement is pushed once decided")
+            return nri.CreateContainerResponse()
         adjust = adjustment(d, self.placer.cgroup_v2)
         # a dedicated container shrinks the shared pool: the running shared containers move with it
         updates = self.placer.pending_updates(exclude=req.container.id)
@@ -343,6 +354,20 @@ class NriPlugin:
             log.info("nri containers updated", updates=len(updates), failed=len(failed),
                      containers=[u.container_id for u in updates],
                      cpus=sorted({u.linux.resources.cpu.cpus for u in updates}))
+
+    def _decided_late(self, task: asyncio.Future[Any], *, container_id: str) -> None:
+        """A decision that missed the answer: what it placed goes out as an update (the pusher
+        sends every placed container whose runtime was told something else)."""
+        if task.cancelled() or task.exception() is not None:
+            log.warning("nri late decision failed", id=container_id,
+                        error=str(task.exception()) if not task.cancelled() else "cancelled")
+            return
+        d = task.result()
+        self._record(d)
+        log.info("nri create container decided late", id=container_id, **d.fields())
+        if d.applied and self.placer is not None and container_id in self.placer.told:
+            self.placer.told[container_id] = ("", "")  # the runtime applied nothing of it
+            self._kick.set()
 
     def _record(self, d: Any) -> None:
         from agent.nri.metrics import ADJUSTMENTS
