@@ -190,6 +190,7 @@ type result struct {
 	Adjustments  map[string]int     `json:"adjustments"`
 	Updates      int                `json:"updates_from_plugin"`
 	Errors       []string           `json:"errors"`
+	SyncFailures []string           `json:"sync_failures"`
 	Pctl         map[string]float64 `json:"percentiles_us"`
 }
 
@@ -201,6 +202,7 @@ func driveMain(args []string) error {
 	batch := fs.Int("batch", 10, "timed creates per round")
 	warmup := fs.Int("warmup", 1, "untimed rounds first")
 	pluginPID := fs.Int("plugin-pid", 0, "the plugin's pid, for its CPU time")
+	pidFile := fs.String("plugin-pid-file", "", "a file the plugin's pid is written to (read once it synchronized)")
 	wait := fs.Duration("wait", 60*time.Second, "how long to wait for a plugin")
 	_ = fs.Parse(args)
 	if *socket == "" {
@@ -210,7 +212,7 @@ func driveMain(args []string) error {
 	defer os.RemoveAll(dir)
 
 	res := &result{Known: *known, Batch: *batch, Rounds: *rounds, PluginPID: *pluginPID,
-		Adjustments: map[string]int{}, Errors: []string{}}
+		Adjustments: map[string]int{}, Errors: []string{}, SyncFailures: []string{}}
 	pods := make([]*api.PodSandbox, *known)
 	ctrs := make([]*api.Container, *known)
 	for i := range pods {
@@ -219,13 +221,24 @@ func driveMain(args []string) error {
 	}
 	synced := make(chan time.Duration, 1)
 	started := false // Start() syncs the pre-installed plugins (none): only a connecting plugin counts
+	// a plugin whose Synchronize fails (e.g. answers after the 2 s request timeout) is dropped by
+	// the runtime; it may connect again: each failure is reported, the first success starts the run
 	syncFn := func(ctx context.Context, cb adaptation.SyncCB) error {
 		began := time.Now()
 		_, err := cb(ctx, pods, ctrs)
-		if started {
-			synced <- time.Since(began)
+		if !started {
+			return err
 		}
-		return err
+		if err != nil {
+			res.SyncFailures = append(res.SyncFailures, fmt.Sprintf("after %.0f ms: %v",
+				float64(time.Since(began).Microseconds())/1000, err))
+			return err
+		}
+		select {
+		case synced <- time.Since(began):
+		default:
+		}
+		return nil
 	}
 	updateFn := func(_ context.Context, u []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
 		res.Updates += len(u)
@@ -250,6 +263,16 @@ func driveMain(args []string) error {
 		return fmt.Errorf("no plugin synchronized in %s", *wait)
 	}
 	time.Sleep(200 * time.Millisecond) // the adaptation adds the plugin right after its sync returns
+	if *pidFile != "" {
+		b, err := os.ReadFile(*pidFile)
+		if err != nil {
+			return err
+		}
+		if *pluginPID, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+			return fmt.Errorf("%s: %w", *pidFile, err)
+		}
+		res.PluginPID = *pluginPID
+	}
 
 	ctx := context.Background()
 	next := 1_000_000
