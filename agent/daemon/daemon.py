@@ -88,6 +88,8 @@ COMPONENTS: tuple[str, ...] = (
     "agent.kubelet.component:factory",
     # [slurm] on (standalone mode): who runs in which Slurm cgroup (POD_DIRECTORY), before pressure
     "agent.slurm.component:factory",
+    # [slurm] on with preemptible partitions/QOS: looks up POD_DIRECTORY (the Slurm jobs'); suppresses, then requeues
+    "agent.slurm.preempt:factory",
     # looks up CPU_POLICY, DEVICE_MANAGER, DEVICE_HEALTH, POD_DIRECTORY; publishes PRESSURE
     "agent.pressure.component:factory",
     # after admission: restores the pods its registry (WORKLOADS) holds; publishes RUNTIME
@@ -116,6 +118,7 @@ NEEDS: Mapping[str, tuple[str | None, str | None]] = {
     "agent.workloads.component:factory": ("standalone", "workloads"),
     "agent.kubelet.component:factory": ("kubelet", None),
     "agent.slurm.component:factory": ("standalone", "slurm"),
+    "agent.slurm.preempt:factory": ("standalone", "slurm"),
     "agent.runtime.component:factory": ("standalone", "runtime"),
     "agent.advisor.component:factory": (None, "advisor"),
     "agent.kubelet.evictionplugin:factory": ("kubelet", None),

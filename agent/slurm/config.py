@@ -43,6 +43,23 @@ class SlurmConfig:
     #: steps served with their own job/step/user/partition labels, the busiest first; the rest summed
     #: in job="other" (the metric's cardinality stays bounded, as the pod series are)
     max_step_series: int = 200
+    # -- preemptible jobs (agent.slurm.preempt; docs/slurm.md "Preemptible jobs"): none by default
+    #: jobs of these partitions / QOS are hwagent's reclaimed class
+    preemptible_partitions: tuple[str, ...] = ()
+    preemptible_qos: tuple[str, ...] = ()
+    #: protected (other) jobs' tasks waiting for a CPU, on average, that count as pressure
+    preempt_threshold: float = 0.5
+    preempt_calm_fraction: float = 0.5
+    preempt_suppress_after_s: float = 5.0
+    preempt_requeue_after_s: float = 30.0
+    preempt_relax_after_s: float = 30.0
+    #: CPUs all preemptible jobs share while suppressed (their CFS quota)
+    preempt_quota_cpus: float = 0.1
+    #: "requeue" (scontrol requeue) or "cancel" (scancel)
+    preempt_action: str = "requeue"
+    #: with "cancel": the signal scancel sends (--signal); "" = Slurm's own cancel
+    preempt_cancel_signal: str = ""
+    preempt_retry_s: float = 60.0
 
     def validate(self) -> None:
         if self.node_name and not _NODE.match(self.node_name):
@@ -59,6 +76,9 @@ class SlurmConfig:
                 raise ValueError(f"{key} must be > 0")
         if self.max_step_series < 1:
             raise ValueError("max_step_series must be >= 1")
+        from agent.slurm.preempt_policy import policy_from_config
+
+        policy_from_config(self).validate()
 
 
 #: ``config[SLURM_SECTION]``, the [slurm] section

@@ -3,7 +3,8 @@
 A job of a configured partition or QOS is *preemptible*: hwagent's ``reclaimed`` class.
 Every other job on the node is *protected*: its tasks' run-queue wait is the pressure
 signal (``waiting_level``: how many of the protected tasks, on average over an interval,
-were ready to run but waited for a CPU; read from ``/proc/<pid>/task/<tid>/schedstat``).
+were ready to run but waited for a CPU: the growth of their steps' run-queue delay, which
+the Slurm jobs component reads from the threads' ``schedstat``).
 
 The response is graduated, in this order, as the advisor's suppress-before-evict is:
 
@@ -23,8 +24,13 @@ out its ``Step``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.slurm.config import SlurmConfig
 
 __all__ = [
     "RECLAIMED",
@@ -37,6 +43,7 @@ __all__ = [
     "job_class",
     "waiting_level",
     "decide",
+    "policy_from_config",
 ]
 
 #: hwagent's class names for a Slurm job
@@ -44,6 +51,8 @@ RECLAIMED = "reclaimed"
 PROTECTED = "protected"
 #: how a job is handed back to Slurm
 ACTIONS = ("requeue", "cancel")
+#: a signal as scancel --signal takes it: a name (USR1, SIGTERM) or a number
+_SIGNAL = re.compile(r"^(SIG)?[A-Z][A-Z0-9+]{0,11}$|^[0-9]{1,2}$")
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,8 @@ class PreemptPolicy:
     action: str = "requeue"
     #: a job asked to leave that still runs this long after is asked again
     retry_s: float = 60.0
+    #: with "cancel": the signal ``scancel --signal`` sends; "" = Slurm's own cancel
+    cancel_signal: str = ""
 
     def validate(self) -> None:
         if self.threshold <= 0:
@@ -77,6 +88,13 @@ class PreemptPolicy:
             raise ValueError("preempt_quota_cpus must be >= 0.01 (the kernel's 1 ms per 100 ms period)")
         if self.action not in ACTIONS:
             raise ValueError(f"preempt_action must be one of {', '.join(ACTIONS)}, not {self.action!r}")
+        if self.cancel_signal and not _SIGNAL.match(self.cancel_signal):
+            raise ValueError(f"preempt_cancel_signal must be a signal name or number, not {self.cancel_signal!r}")
+        if self.cancel_signal and self.action != "cancel":
+            raise ValueError("preempt_cancel_signal is for preempt_action = \"cancel\"")
+        for name in (*self.partitions, *self.qos):
+            if not name or "," in name or any(c.isspace() for c in name):
+                raise ValueError(f"a preemptible partition or QOS must be one word, not {name!r}")
 
     @property
     def active(self) -> bool:
@@ -93,20 +111,21 @@ def job_class(partition: str, qos: str, policy: PreemptPolicy) -> str:
     return PROTECTED
 
 
-def waiting_level(before: Mapping[int, int], after: Mapping[int, int], seconds: float) -> float | None:
+def waiting_level(before: Mapping[str, float], after: Mapping[str, float], seconds: float) -> float | None:
     """Protected tasks waiting for a CPU, on average over ``seconds``: the growth of their
-    ``run_delay`` (ns, per task id) divided by the wall time. A task seen only in ``after``
-    counts from zero (it started, or joined the protected set, inside the interval: its
-    whole wait is at most the interval's); a task gone from ``after`` adds nothing (its last
-    wait is lost with it). None when there is nothing to measure (no interval, no tasks)."""
+    steps' cumulative run-queue delay (seconds, per step cgroup) divided by the wall time.
+    A step seen only in ``after`` counts from zero (it started inside the interval: its
+    whole wait is at most the interval's); a step gone from ``after`` adds nothing; a
+    counter that went back (a step cgroup made again) adds nothing. None when there is
+    nothing to measure (no interval, no protected step)."""
     if seconds <= 0 or not after:
         return None
-    grown = 0
-    for tid, delay in after.items():
-        prev = before.get(tid, 0)
+    grown = 0.0
+    for key, delay in after.items():
+        prev = before.get(key, 0.0)
         if delay > prev:
             grown += delay - prev
-    return grown / (seconds * 1e9)
+    return grown / seconds
 
 
 @dataclass(frozen=True)
@@ -199,3 +218,13 @@ def decide(state: PreemptState, now: float, level: float | None, jobs: Sequence[
     st = replace(st, escalate_at=now + policy.requeue_after_s, asked={**asked, victim: now})
     return Step(st, policy.quota_cpus, (victim,), policy.action,
                 f"{shown} persisted {policy.requeue_after_s:g}s after suppression: {policy.action} job {victim}")
+
+
+def policy_from_config(cfg: SlurmConfig) -> PreemptPolicy:
+    """The ``[slurm] preemptible_*`` / ``preempt_*`` keys as a policy."""
+    return PreemptPolicy(
+        partitions=frozenset(cfg.preemptible_partitions), qos=frozenset(cfg.preemptible_qos),
+        threshold=cfg.preempt_threshold, calm_fraction=cfg.preempt_calm_fraction,
+        suppress_after_s=cfg.preempt_suppress_after_s, requeue_after_s=cfg.preempt_requeue_after_s,
+        relax_after_s=cfg.preempt_relax_after_s, quota_cpus=cfg.preempt_quota_cpus, action=cfg.preempt_action,
+        retry_s=cfg.preempt_retry_s, cancel_signal=cfg.preempt_cancel_signal)

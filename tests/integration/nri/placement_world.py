@@ -14,6 +14,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -144,6 +145,24 @@ socket_group = ""
         if d.proc.poll() is not None:
             raise AssertionError(f"hwagent exited ({d.proc.returncode}):\n{d.log()[-3000:]}")
         return {"registered": 'msg="nri synchronized"' in d.log().rsplit('msg="nri disconnected"', 1)[-1]}
+
+    def metric(self, d: Daemon, series: str) -> float:
+        """One series' value on the daemon's /metrics (0 when absent)."""
+        url = re.findall(r'msg="metrics endpoint listening".* url=(\S+)', d.log())[-1].strip('"')
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        for line in text.splitlines():
+            if line.startswith(series + " "):
+                return float(line.split()[-1])
+        return 0.0
+
+    def kill_containerd(self) -> None:
+        """SIGKILL, as a crash: its shims and containers keep running; a new start serves them again."""
+        ctd = self.containerd
+        assert ctd.proc is not None
+        ctd.proc.kill()
+        ctd.proc.wait(10)
+        ctd.nri_socket.unlink(missing_ok=True)  # left behind by the kill: the next start makes a new one
 
     def synchronized(self, d: Daemon) -> list[dict[str, str]]:
         """The fields of every 'nri synchronized' line the daemon logged."""

@@ -91,6 +91,7 @@ def test_each_qos_gets_what_standalone_admission_decides_and_a_refusal_is_repair
         assert Path(f"/proc/{g2}").exists() and readback(g2)["cgroup_cpus"] == ALL
         assert "1 refused, 1 running unadjusted" in w.status_detail()
         assert 'msg="nri adjustment refused"' in d.log()
+        assert w.metric(d, 'hwagent_nri_adjustments_total{outcome="refused",qos="dedicated_cores"}') == 1.0
         assert sum(q == "dedicated_cores" for q, _ in w.allocations().values()) == 1
 
         # the first dedicated pod goes: its CPU is released and the refused container is repaired there
@@ -103,6 +104,9 @@ def test_each_qos_gets_what_standalone_admission_decides_and_a_refusal_is_repair
 
 
 def test_kill_9_restart_synchronize_and_containerd_restart_reconcile_without_double_booking() -> None:
+    """hwagent killed -9 (with a pod gone and one created meanwhile; also mid-creation), containerd
+    restarted, both killed -9: each time Synchronize leaves the owners holding exactly the runtime's
+    pods, each dedicated CPU once, and the containers where the owners hold them."""
     with world_of("nri-sync-") as w:
         d = w.start_hwagent()
         apod, _, a = w.run("a", "Guaranteed", milli=1000)
@@ -150,4 +154,15 @@ def test_kill_9_restart_synchronize_and_containerd_restart_reconcile_without_dou
         assert w.synchronized(d)[-1]["released"] == "0"
         assert w.allocations() == before
         assert readback(c)["cgroup_cpus"] == dedicated[0]
+
+        # both killed -9, then back: the same placements, nothing released, moved or booked twice
+        w.kill_hwagent(d)
+        w.kill_containerd()
+        w.containerd.start()
+        d = w.start_hwagent()
+        assert w.synchronized(d)[-1]["released"] == "0"
+        assert w.allocations() == before
+        assert readback(c)["cgroup_cpus"] == dedicated[0]
+        for pid in made:
+            assert readback(pid)["cgroup_cpus"] == ALL - dedicated[0]
         _figures(w, "restart test")

@@ -28,7 +28,7 @@ def test_standalone_rules_out_the_kubelet_components_and_the_advisor_that_is_off
     cfg = loads("")
     off = {s for s in COMPONENTS if off_before_import(s, "standalone", cfg)}
     assert off == {*KUBELET_ONLY, "agent.advisor.component:factory", "agent.slurm.component:factory",
-                   "agent.nri.component:factory"}
+                   "agent.slurm.preempt:factory", "agent.nri.component:factory", "agent.slurm.drainer:factory"}
     assert "mode" in str(off_before_import("agent.memory.plugin:factory", "standalone", cfg))
     assert "[advisor]" in str(off_before_import("agent.advisor.component:factory", "standalone", cfg))
 

@@ -45,17 +45,18 @@ def test_no_preemptible_configuration_protects_everyone():
 
 
 def test_waiting_level():
-    # two tasks waited 0.5 s and 1.5 s over 2 s: one task waiting on average
-    assert waiting_level({1: 0, 2: 10**9}, {1: 5 * 10**8, 2: 25 * 10**8}, 2.0) == pytest.approx(1.0)
-    # a new task counts from zero, a gone one adds nothing, a counter that went back adds nothing
-    assert waiting_level({1: 10**9, 3: 10**9}, {1: 5 * 10**8, 2: 10**9}, 1.0) == pytest.approx(1.0)
+    # two steps' tasks waited 0.5 s and 1.5 s over 2 s: one task waiting on average
+    assert waiting_level({"a": 0.0, "b": 1.0}, {"a": 0.5, "b": 2.5}, 2.0) == pytest.approx(1.0)
+    # a new step counts from zero, a gone one adds nothing, a counter that went back adds nothing
+    assert waiting_level({"a": 1.0, "c": 1.0}, {"a": 0.5, "b": 1.0}, 1.0) == pytest.approx(1.0)
     assert waiting_level({}, {}, 1.0) is None
-    assert waiting_level({1: 0}, {1: 1}, 0.0) is None
+    assert waiting_level({"a": 0.0}, {"a": 1.0}, 0.0) is None
 
 
 @pytest.mark.parametrize("bad", [
     {"threshold": 0}, {"calm_fraction": 1.0}, {"calm_fraction": 0}, {"suppress_after_s": -1},
-    {"quota_cpus": 0.001}, {"action": "kill"},
+    {"quota_cpus": 0.001}, {"action": "kill"}, {"action": "cancel", "cancel_signal": "USR1; rm"},
+    {"cancel_signal": "USR1"}, {"partitions": frozenset({"a,b"})}, {"qos": frozenset({""})},
 ])
 def test_policy_validation_refuses(bad):
     with pytest.raises(ValueError):
