@@ -8,6 +8,7 @@ of the pod's class). Every read-back is the kernel's: the container's cgroup fil
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -189,10 +190,23 @@ socket_group = ""
         assert doc["source"] == "cpu policy (live)", doc["source"]
         return {a["pod_uid"]: (a["qos_level"], CPUSet.parse(a["cpus"])) for a in doc["allocations"]}
 
-    def decide_ms(self) -> list[float]:
-        """decide_ms of every CreateContainer the daemons logged (the figures)."""
+    def decide_ms(self) -> list[tuple[float, float]]:
+        """(wall ms, loop-thread CPU ms) of every CreateContainer decision the daemons logged."""
         logs = self.old_logs + [d.log() for d in self.daemons if d.proc.poll() is None]
-        return [float(m) for log in logs for m in re.findall(r'msg="nri create container".* decide_ms=([0-9.]+)', log)]
+        pat = r'msg="nri create container".* decide_ms=([0-9.]+) decide_cpu_ms=([0-9.]+)'
+        return [(float(a), float(b)) for log in logs for a, b in re.findall(pat, log)]
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """utime+stime so far of the running hwagent and containerd processes."""
+        tick = os.sysconf("SC_CLK_TCK")
+        out: dict[str, float] = {}
+        procs = {"hwagent": next((d.proc for d in reversed(self.daemons) if d.proc.poll() is None), None),
+                 "containerd": self.containerd.proc}
+        for name, proc in procs.items():
+            if proc is not None and proc.poll() is None:
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                out[name] = (int(fields[11]) + int(fields[12])) / tick
+        return out
 
     # -- pods --------------------------------------------------------------------------------
     def pod_parent(self, kube_qos: str, uid: str) -> str:
