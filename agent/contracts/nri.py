@@ -23,7 +23,8 @@ class NriPluginView(Protocol):
         """socket, name ("90-hwagent"), connected, registered, runtime, runtime_version, sessions,
         last_error, pods, containers (known to the runtime), adjusted, failed (adjustments made /
         that could not be made since start), unadjusted (containers running without hwagent's
-        adjustment now), updates (UpdateContainers pushed)."""
+        adjustment now), updates (UpdateContainers pushed), kubelet_cpu_manager (what the kubelet's
+        CPU-manager files said), placement_paused (why nothing is placed, with the fix; "" = placing)."""
 
 
 def summary(st: Mapping[str, Any]) -> str:
@@ -35,9 +36,11 @@ def summary(st: Mapping[str, Any]) -> str:
     else:
         err = st.get("last_error") or "not connected"
         conn = f"waiting for the runtime at {st.get('socket', '')} ({err})"
-    return (f"{conn.strip()}; {st.get('pods', 0)} pods, {st.get('containers', 0)} containers known; "
+    line = (f"{conn.strip()}; {st.get('pods', 0)} pods, {st.get('containers', 0)} containers known; "
             f"{st.get('adjusted', 0)} adjusted, {st.get('failed', 0)} refused, "
             f"{st.get('unadjusted', 0)} running unadjusted, {st.get('updates', 0)} updates pushed")
+    # the kubelet's CPU manager is not none: nothing is placed (agent.kubelet.cpumanager)
+    return line + (f"; PLACEMENT REFUSED: {st['placement_paused']}" if st.get("placement_paused") else "")
 
 
 #: agent.nri.component ([nri] enabled, both modes)

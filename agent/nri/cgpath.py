@@ -1,4 +1,4 @@
-"""A runtime's cgroup names as cgroupfs paths, and the kubelet's QoS class in them (pure).
+"""A runtime's cgroup names as cgroupfs paths (pure).
 
 The runtime tells NRI a container's cgroup as the OCI spec's ``linux.cgroupsPath``:
 under the cgroupfs driver a path (``/kubepods/burstable/pod<uid>/<id>``), under
@@ -8,17 +8,13 @@ places at ``/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_
 (each dash in a slice's name is one level deeper). Every other part of hwagent
 (pressure, metrics, the pod directory) keys containers by that cgroupfs path,
 relative to a controller root and starting with "/".
-
-The kubelet puts every pod under a parent that names its QoS class:
-``/kubepods/besteffort/...``, ``/kubepods/burstable/...`` or straight under
-``/kubepods`` for Guaranteed (systemd: ``kubepods-besteffort-...slice`` and so on).
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["cgroupfs_path", "slice_path", "kube_qos_class"]
+__all__ = ["cgroupfs_path", "slice_path"]
 
 _SYSTEMD = re.compile(r"^((?:[^:/]*\.slice)?):([^:/]*):([^:/]+)$")
 
@@ -53,15 +49,3 @@ def cgroupfs_path(runtime_path: str) -> str:
         raise ValueError(f"cgroup path with . or ..: {runtime_path!r}")
     return path
 
-
-def kube_qos_class(cgroup_parent: str) -> str:
-    """"besteffort", "burstable" or "guaranteed" from a kubelet pod's cgroup parent (either driver);
-    "" when the parent is not under the kubelet's ``kubepods``."""
-    words = [w for part in cgroup_parent.split("/") for w in part.removesuffix(".slice").split("-")]
-    if "kubepods" not in words:
-        return ""
-    after = words[words.index("kubepods") + 1:]
-    for cls in ("besteffort", "burstable"):
-        if cls in after:
-            return cls
-    return "guaranteed"

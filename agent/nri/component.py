@@ -21,6 +21,13 @@ resources for, which standalone mode's ``ACTIVE_PODS`` joins to the registry's s
 that residual cleanup leaves them alone. Until the runtime's first Synchronize
 every pod the owners hold for this front counts as active (hwagent cannot tell a
 gone pod from one not yet reported); after it, the pods the runtime reported.
+
+Also publishes ``POD_DIRECTORY`` (``agent.nri.directory``: the runtime's pods by
+cgroup, with the placement's QoS level; the kubelet's directory, started after,
+joins it: ``agent.poddirectories``), so pressure, metrics and status name NRI
+pods. Every ``CPU_MANAGER_RECHECK_S`` it reads the kubelet's CPU manager policy
+(``agent.kubelet.cpumanager``): while it is not ``none`` no container is placed
+(``Placer.paused``), and status says why and what to do.
 """
 
 from __future__ import annotations
@@ -36,7 +43,10 @@ from agent.eventlog import get_logger
 from agent.daemonconfig import DAEMON_SECTION
 from agent.nri.config import NRI_SECTION, NriConfig
 
-__all__ = ["NriComponent", "factory"]
+__all__ = ["CPU_MANAGER_RECHECK_S", "NriComponent", "factory"]
+
+#: seconds between reads of the kubelet's CPU-manager files (two small files; it changes only with a kubelet restart)
+CPU_MANAGER_RECHECK_S = 10.0
 
 log = get_logger("hwagent.nri")
 
@@ -49,7 +59,11 @@ class NriComponent:
         self.plugin: Any = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._recheck: asyncio.Task[None] | None = None
         self._ctx: DaemonContext | None = None
+        self._kubelet_root = "/var/lib/kubelet"
+        #: what the kubelet's CPU-manager files said at the last read
+        self._cpu_manager = ""
 
     async def start(self, ctx: DaemonContext) -> None:
         from agent.nri.placement import Placer
@@ -72,13 +86,58 @@ class NriComponent:
         self._stop = asyncio.Event()
         ctx.publish(NRI_PLUGIN, self)
         ctx.publish(NRI_PODS, self)
+        self._publish_directory(ctx, placer)
+        self._kubelet_root = ctx.config[DAEMON_SECTION].kubelet_root_dir
+        await self._check_cpu_manager()
         self._task = asyncio.get_running_loop().create_task(self.plugin.run(self._stop), name="nri-plugin")
+        self._recheck = asyncio.get_running_loop().create_task(self._recheck_cpu_manager(), name="nri-cpu-manager")
         log.info("nri plugin started", socket=self.cfg.socket_path, mode=ctx.mode,
                  name=f"{self.cfg.plugin_index}-{self.cfg.plugin_name}",
                  cpu_policy=placer.cpu_policy is not None, memory_manager=placer.memory_manager is not None)
 
+    def _publish_directory(self, ctx: DaemonContext, placer: Any) -> None:
+        from agent.nri.directory import NriPodDirectorySource
+        from agent.poddirectories import publish_pod_directory
+
+        plugin = self.plugin
+
+        def placed_level(pod: Any, ctr: Any) -> str | None:
+            rec = placer.placed.get(ctr.id) if ctr is not None else None
+            return rec[2] if rec is not None else None
+
+        publish_pod_directory(ctx, NriPodDirectorySource(
+            plugin.view, ctx.topology.online, source=f"NRI runtime at {self.cfg.socket_path}", qos_of=placed_level,
+            error=lambda: plugin.state.last_error))
+
+    async def _check_cpu_manager(self) -> None:
+        """Read the kubelet's CPU-manager files (in an executor) and pause or resume the placement."""
+        from agent.kubelet.cpumanager import check
+
+        v = await asyncio.get_running_loop().run_in_executor(None, check, self._kubelet_root)
+        paused = f"{v.detail}; fix: {v.fix}" if v.conflict else ""
+        placer = self.plugin.placer
+        if paused != placer.paused:
+            if paused:
+                log.warning("nri placement refused: the kubelet's cpu manager places cpus too", detail=v.detail,
+                            fix=v.fix)
+            else:
+                log.info("nri placement resumed", detail=v.detail)
+        placer.paused = paused
+        self._cpu_manager = v.detail
+
+    async def _recheck_cpu_manager(self) -> None:
+        while True:
+            await asyncio.sleep(CPU_MANAGER_RECHECK_S)
+            try:
+                await self._check_cpu_manager()
+            except Exception:
+                log.exception("kubelet cpu manager check failed")
+
     def state(self) -> Mapping[str, Any]:
-        return self.plugin.snapshot() if self.plugin is not None else {}
+        if self.plugin is None:
+            return {}
+        paused = self.plugin.placer.paused if self.plugin.placer is not None else ""
+        return {**self.plugin.snapshot(), "kubelet_cpu_manager": self._cpu_manager, "placement_paused": paused}
 
     def active_pod_uids(self) -> frozenset[str]:
         """NRI_PODS: before the runtime's first Synchronize, every pod held for this front;
@@ -92,6 +151,11 @@ class NriComponent:
 
     async def stop(self) -> None:
         self._stop.set()
+        if self._recheck is not None:
+            self._recheck.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._recheck
+            self._recheck = None
         if self._task is not None:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
                 await asyncio.wait_for(self._task, 5)

@@ -10,11 +10,12 @@ plugin's :class:`~agent.nri.view.NodeView` into the same
 names kubelet pods (status, pressure signals and their metric labels, the
 eviction plugin) names NRI pods the same way by asking it.
 
-QoS label, as the kubelet and Katalyst would classify: Katalyst's
-``katalyst.kubewharf.io/qos_level`` annotation where present; else the kubelet's
-class (from the pod's cgroup parent): BestEffort -> reclaimed, Guaranteed with an
-integer CPU limit -> dedicated, the rest -> shared. A placement that decided a
-container's level itself passes ``qos_of`` and its word wins.
+QoS label: the level the placement gave the container (``qos_of``: the NRI
+placement's record), else the one classification of the NRI front
+(``agent.nri.classify``, as the kubelet and Katalyst would: Katalyst's
+``katalyst.kubewharf.io/qos_level`` annotation, else BestEffort -> reclaimed,
+Guaranteed with whole CPUs -> dedicated, the rest -> shared); a pod opted out of
+placement keeps the label its class would give.
 
 :class:`NriPodDirectorySource` is the thin adapter the daemon publishes as
 ``POD_DIRECTORY``: it rebuilds the value only when the view changed.
@@ -28,30 +29,22 @@ from collections.abc import Callable
 from agent.contracts.poddirectory import ContainerIdentity, PodDirectory
 from agent.contracts.pressure import Container
 from agent.cpuset import CPUSet
-from agent.nri.cgpath import cgroupfs_path, kube_qos_class
+from agent.nri.cgpath import cgroupfs_path
+from agent.nri.classify import OPT_OUT_KEY, Resources, classify
 from agent.nri.view import ContainerInfo, NodeView, PodInfo
 
-__all__ = ["QOS_ANNOTATION", "NriPodDirectorySource", "QosOf", "build_directory", "qos_label"]
-
-QOS_ANNOTATION = "katalyst.kubewharf.io/qos_level"
-_LEVELS = ("dedicated", "shared", "reclaimed", "system")
+__all__ = ["NriPodDirectorySource", "QosOf", "build_directory", "qos_label"]
 
 #: a placement's own word on a container's QoS level (``None``: it has none)
 QosOf = Callable[[PodInfo, ContainerInfo | None], str | None]
 
 
 def qos_label(pod: PodInfo, ctr: ContainerInfo | None) -> str:
-    """The QoS label of a container (``ctr`` None: the pod's sandbox), as the module doc says;
-    "" for a pod outside the kubelet's tree without an annotation."""
-    level = pod.annotations.get(QOS_ANNOTATION, "").strip().lower().removesuffix("_cores")
-    if level in _LEVELS:
-        return level
-    cls = kube_qos_class(pod.cgroup_parent)
-    if cls == "besteffort":
-        return "reclaimed"
-    if cls == "guaranteed" and ctr is not None and ctr.cpu_limit_milli > 0 and ctr.cpu_limit_milli % 1000 == 0:
-        return "dedicated"
-    return "shared" if cls else ""
+    """The QoS label of a container (``ctr`` None: the pod's sandbox), by the NRI front's classification."""
+    res = Resources() if ctr is None else Resources(cpu_shares=ctr.cpu_shares, cpu_quota=ctr.cpu_quota,
+                                                    cpu_period=ctr.cpu_period)
+    annotations = {k: v for k, v in pod.annotations.items() if k != OPT_OUT_KEY}  # opted out: still named
+    return classify(annotations, {}, pod.cgroup_parent, res).level.strip().lower().removesuffix("_cores")
 
 
 def _cgroup(runtime_path: str) -> str:

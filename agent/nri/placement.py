@@ -209,6 +209,8 @@ class Placer:
         self.placed: dict[str, tuple[str, str, str]] = {}
         #: container id -> (cpus, mems) the runtime was last told (or reported)
         self.told: dict[str, tuple[str, str]] = {}
+        #: why no container is placed now ("" = place): the kubelet's CPU manager is not none
+        self.paused = ""
 
     # -- one container ---------------------------------------------------------------------
 
@@ -243,6 +245,8 @@ class Placer:
         if self.cpu_policy is None and self.memory_manager is None:
             return Decision(name, ctr.name, "off", "no cpu policy or memory manager runs here", c.level, c.kube_qos,
                             decide_ms=_ms(started))
+        if self.paused:  # the kubelet's CPU manager places CPUs too (agent.kubelet.cpumanager)
+            return Decision(name, ctr.name, "off", self.paused, c.level, c.kube_qos, decide_ms=_ms(started))
         outcome = "held"
         if not self.held(pod.uid, ctr.name):
             try:

@@ -5,7 +5,7 @@ runtime sends every pod and container it knows), and each event updates one
 entry. The placement decisions that will read it are still to come
 (docs/nri.md); for now it is what `Synchronize` and the events recorded, kept
 small (names, ids, state, and what the pod directory names a container by:
-cgroup, pid, annotations, CPU limit), never the runtime's whole messages.
+cgroup, pid, annotations, CPU resources), never the runtime's whole messages.
 ``version`` counts the changes, so a reader rebuilds what it derives only when
 the picture moved (``agent.nri.directory``).
 """
@@ -62,19 +62,24 @@ class ContainerInfo:
     cgroups_path: str = ""
     #: its init process on the host, 0 before it started
     pid: int = 0
-    #: the CPU limit in milli-CPUs (quota / period), 0 without one
-    cpu_limit_milli: int = 0
+    #: the CPU resources the kubelet set (None: unset), from which its QoS is classified (agent.nri.classify)
+    cpu_shares: int | None = None
+    cpu_quota: int | None = None
+    cpu_period: int | None = None
     #: the cpuset the runtime reports for it ("" when it set none)
     cpuset_cpus: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, ctr: nri.Container, state: str | None = None) -> ContainerInfo:
         cpu = ctr.linux.resources.cpu
-        quota, period = cpu.quota.value if cpu.HasField("quota") else 0, cpu.period.value if cpu.HasField("period") else 0
-        limit = quota * 1000 // period if quota > 0 and period > 0 else 0
         return cls(id=ctr.id, pod_id=ctr.pod_sandbox_id, name=ctr.name,
                    state=state or _STATE_NAMES.get(ctr.state, "unknown"),
-                   cgroups_path=ctr.linux.cgroups_path, pid=ctr.pid, cpu_limit_milli=limit, cpuset_cpus=cpu.cpus)
+                   cgroups_path=ctr.linux.cgroups_path, pid=ctr.pid,
+                   cpu_shares=cpu.shares.value if cpu.HasField("shares") else None,
+                   cpu_quota=cpu.quota.value if cpu.HasField("quota") else None,
+                   cpu_period=cpu.period.value if cpu.HasField("period") else None,
+                   cpuset_cpus=cpu.cpus, annotations=dict(ctr.annotations))
 
     def merged(self, earlier: ContainerInfo | None) -> ContainerInfo:
         """This event's word, keeping what an earlier one said and this one left out (a stop
@@ -82,8 +87,11 @@ class ContainerInfo:
         if earlier is None:
             return self
         return replace(self, cgroups_path=self.cgroups_path or earlier.cgroups_path, pid=self.pid or earlier.pid,
-                       cpu_limit_milli=self.cpu_limit_milli or earlier.cpu_limit_milli,
-                       cpuset_cpus=self.cpuset_cpus or earlier.cpuset_cpus)
+                       cpu_shares=earlier.cpu_shares if self.cpu_shares is None else self.cpu_shares,
+                       cpu_quota=earlier.cpu_quota if self.cpu_quota is None else self.cpu_quota,
+                       cpu_period=earlier.cpu_period if self.cpu_period is None else self.cpu_period,
+                       cpuset_cpus=self.cpuset_cpus or earlier.cpuset_cpus,
+                       annotations=self.annotations or earlier.annotations)
 
 
 @dataclass

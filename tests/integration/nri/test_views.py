@@ -112,7 +112,7 @@ def world() -> Iterator[dict[str, Any]]:
         cri = CriClient(ctd.cri_socket)
         plugin = InProcessPlugin(ctd.nri_socket)
         plugin.wait("registration", lambda: plugin is not None and plugin.plugin.state.registered)
-        yield {"cri": cri, "parent": parent, "plugin": plugin, "base": base}
+        yield {"cri": cri, "parent": parent, "plugin": plugin, "base": base, "containerd": ctd}
     finally:
         if cri is not None:
             for pod_id in cri.pod_ids():
@@ -200,3 +200,77 @@ def test_cri_pods_are_named_by_the_directory_pressure_metrics_and_status_then_go
         cri.remove_pod(pod.id)
     plugin.wait("every pod gone", lambda: not plugin.source.current.containers)
     assert plugin.on_loop(lambda: pods_view(Handles(pods=plugin.source)))[0] == []
+
+
+def _container_series() -> dict[tuple[str, str, str, str], float]:
+    """hwagent_pressure_container_runqueue_delay_seconds_sum by its labels, as /metrics serves it."""
+    from prometheus_client import REGISTRY, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.labels["namespace"], s.labels["pod"], s.labels["container"], s.labels["qos"]): s.value
+            for f in text_string_to_metric_families(generate_latest(REGISTRY).decode()) for s in f.samples
+            if s.name == "hwagent_pressure_container_runqueue_delay_seconds_sum"}
+
+
+def test_a_busy_nri_container_has_its_run_queue_series_labelled_by_its_pod(world: dict[str, Any]) -> None:
+    """The real pressure engine (eBPF run-queue probe) beside the plugin on one loop, as in the daemon:
+    CPU hogs inside a CRI pod's container cgroup make a series labelled with its namespace, pod,
+    container and QoS; none of its labels is a cgroup path."""
+    import os
+
+    from agent.config import section_defaults
+    from agent.contracts import DaemonContext
+    from agent.poddirectories import publish_pod_directory
+    from agent.pressure.component import PressureComponent
+    from agent.topology.sysfs import read_topology
+    from tests.cgroup_support import spawn_in
+
+    cri: CriClient = world["cri"]
+    parent = world["parent"]
+    world["plugin"].close()  # this test runs its own plugin on the pressure engine's loop
+    topo = read_topology()
+    cfg = (section_defaults()
+           .replace("daemon", metrics_pod_labels=True)
+           .replace("pressure", interval_s=0.5, blockio=False, netdev=False, iommu=False, thermal=False, irq=False,
+                    eviction_enabled=False, max_container_series=10))
+    hogs: list[Any] = []
+
+    async def scenario() -> None:
+        plugin = NriPlugin(NriConfig(enabled=True, socket_path=str(world["containerd"].nri_socket),
+                                     reconnect_interval_s=0.1))
+        stop = asyncio.Event()
+        task = asyncio.create_task(plugin.run(stop))
+        pressure = PressureComponent()
+        try:
+            while not plugin.state.registered:
+                await asyncio.sleep(0.05)
+            ctx = DaemonContext(cfg, world["base"] / "root", topo, mode="standalone")
+            publish_pod_directory(ctx, NriPodDirectorySource(plugin.view, topo.online, source="NRI runtime (test)"))
+            await pressure.start(ctx)
+            pod = await asyncio.to_thread(cri.run_pod, "batch-7", "jobs", "uid-batch-7", log_dir=world["base"] / "logs",
+                                          cgroup_parent=f"{parent}/kubepods/besteffort/poduid-batch-7")
+            cid = await asyncio.to_thread(_container, cri, pod, "work")
+            pid = await asyncio.to_thread(cri.container_pid, cid)
+            # the container's cgroup in every hierarchy it has one (the v1 controllers)
+            dirs = [CGROUP_ROOT / line.split(":", 2)[1].split(",")[0].removeprefix("name=") / line.split(":", 2)[2]
+                    .lstrip("/") for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+                    if line.split(":", 2)[1] and parent in line]
+            dirs = [d for d in dirs if (d / "cgroup.procs").exists()]
+            for _ in range(2 * (os.cpu_count() or 1) + 2):
+                hogs.append(spawn_in(dirs, ["/bin/sh", "-c", "while :; do :; done"]))
+            deadline = time.monotonic() + 90
+            series = _container_series()
+            while ("jobs", "batch-7", "work", "reclaimed") not in series and time.monotonic() < deadline:
+                await asyncio.sleep(0.5)
+                series = _container_series()
+            assert series.get(("jobs", "batch-7", "work", "reclaimed"), 0) > 0, (pressure.state, series)
+            assert not any("/" in v for labels in series for v in labels)
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait(5)
+            await pressure.stop()
+            stop.set()
+            await task
+
+    asyncio.run(scenario())

@@ -6,7 +6,7 @@ import pytest
 
 from agent.api.nri.v1alpha1 import api_pb2 as nri
 from agent.cpuset import CPUSet
-from agent.nri.cgpath import cgroupfs_path, kube_qos_class, slice_path
+from agent.nri.cgpath import cgroupfs_path, slice_path
 from agent.nri.directory import NriPodDirectorySource, build_directory
 from agent.nri.view import NodeView
 
@@ -17,9 +17,11 @@ def _pod(pid: str, name: str, *, ns: str = "default", parent: str = "", annotati
                           linux=nri.LinuxPodSandbox(cgroup_parent=parent, cgroups_path=sandbox_cgroup), pid=100)
 
 
-def _ctr(cid: str, pod_id: str, name: str, cgroup: str, *, quota: int = 0, period: int = 0, cpus: str = "",
-         pid: int = 0) -> nri.Container:
+def _ctr(cid: str, pod_id: str, name: str, cgroup: str, *, shares: int = 0, quota: int = 0, period: int = 0,
+         cpus: str = "", pid: int = 0) -> nri.Container:
     cpu = nri.LinuxCPU(cpus=cpus)
+    if shares:
+        cpu.shares.value = shares
     if quota:
         cpu.quota.value = quota
     if period:
@@ -53,16 +55,6 @@ def test_slice_nesting_follows_systemd() -> None:
     assert slice_path("a-b-c.slice") == "/a.slice/a-b.slice/a-b-c.slice"
 
 
-@pytest.mark.parametrize(("parent", "cls"), [
-    ("/kubepods/besteffort/pod1", "besteffort"), ("/kubepods/burstable/pod1", "burstable"),
-    ("/kubepods/pod1", "guaranteed"), ("kubepods-besteffort-pod1.slice", "besteffort"),
-    ("kubepods-burstable-pod1.slice", "burstable"), ("kubepods-pod1.slice", "guaranteed"),
-    ("/custom/kubepods/burstable/pod1", "burstable"), ("/hwagent.slice/x", ""), ("", ""),
-])
-def test_the_kubelet_class_is_read_from_the_pod_cgroup_parent(parent: str, cls: str) -> None:
-    assert kube_qos_class(parent) == cls
-
-
 def _view() -> NodeView:
     v = NodeView()
     v.synchronize(
@@ -71,10 +63,11 @@ def _view() -> NodeView:
          _pod("p3", "api", parent="/kubepods/burstable/pod3",
               annotations={"katalyst.kubewharf.io/qos_level": "dedicated_cores"}),
          _pod("p4", "frac", parent="/kubepods/pod4")],
-        [_ctr("c1", "p1", "main", "/kubepods/pod1/c1", quota=200000, period=100000, cpus="2-3", pid=4242),
+        [_ctr("c1", "p1", "main", "/kubepods/pod1/c1", shares=2048, quota=200000, period=100000, cpus="2-3",
+              pid=4242),
          _ctr("c2", "p2", "work", "/kubepods/besteffort/pod2/c2"),
-         _ctr("c3", "p3", "srv", "/kubepods/burstable/pod3/c3"),
-         _ctr("c4", "p4", "half", "/kubepods/pod4/c4", quota=50000, period=100000),
+         _ctr("c3", "p3", "srv", "/kubepods/burstable/pod3/c3", shares=102),
+         _ctr("c4", "p4", "half", "/kubepods/pod4/c4", shares=512, quota=50000, period=100000),
          _ctr("c9", "gone", "orphan", "/kubepods/pod9/c9")])
     return v
 
@@ -120,3 +113,10 @@ def test_a_later_event_without_pid_or_cgroup_keeps_what_an_earlier_one_said() ->
     v.container_event(nri.STOP_CONTAINER, pod, nri.Container(id="c1", pod_sandbox_id="p1", name="main"))
     c = v.containers["c1"]
     assert (c.state, c.pid, c.cgroups_path) == ("stopped", 77, "/kubepods/pod1/c1")
+
+
+def test_an_opted_out_pod_is_still_named_with_its_class() -> None:
+    v = NodeView()
+    v.synchronize([_pod("p1", "raw", parent="/kubepods/besteffort/pod1", annotations={"hwagent.io/nri": "ignore"})],
+                  [_ctr("c1", "p1", "main", "/kubepods/besteffort/pod1/c1")])
+    assert [(c.container, c.qos) for c in build_directory(v).containers] == [("main", "reclaimed")]
