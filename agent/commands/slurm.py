@@ -28,9 +28,10 @@ __all__ = ["add_parser"]
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "slurm",
-        help="Slurm mode: the node's slurm.conf and gres.conf lines",
+        help="Slurm mode: the node's slurm.conf and gres.conf lines, its health for HealthCheckProgram",
         description="Slurm mode (docs/slurm.md). `hwagent slurm conf` prints this node's slurm.conf NodeName line "
-                    "and gres.conf lines from the hardware hwagent reads.",
+                    "and gres.conf lines from the hardware hwagent reads; `hwagent slurm health` reports the node's "
+                    "problems as Slurm's HealthCheckProgram.",
     )
     sub = p.add_subparsers(dest="slurm_command", metavar="SUBCOMMAND")
     sub.required = True
@@ -55,6 +56,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--gres-name", action="append", default=[], metavar="RESOURCE=NAME",
                    help="the GRES name for a resource (default: its last path part, e.g. example.com/x -> x)")
     c.set_defaults(func=run_conf)
+    from agent.commands._slurmhealth import add_parser as add_health
+
+    add_health(sub)
 
 
 def _memtotal_kib(procfs_root: str) -> int | None:

@@ -103,6 +103,8 @@ COMPONENTS: tuple[str, ...] = (
     # kubelet mode, [dra] on: the DRA driver's kubelet plugin (plugins_registry/ and plugins/<driver>/dra.sock);
     # DRA_DRIVER deferred, DEVICE_PLUGINS looked up
     "agent.dra.kubeletplugin.component:factory",
+    # [slurm] on with drain: looks up DEVICE_PLUGINS; drains the node through scontrol while a device is unhealthy
+    "agent.slurm.drainer:factory",
     # last: answers `hwagent status` about everything above (looks every handle up)
     "agent.status.component:factory",
 )
@@ -118,6 +120,7 @@ NEEDS: Mapping[str, tuple[str | None, str | None]] = {
     "agent.workloads.component:factory": ("standalone", "workloads"),
     "agent.kubelet.component:factory": ("kubelet", None),
     "agent.slurm.component:factory": ("standalone", "slurm"),
+    "agent.slurm.drainer:factory": ("standalone", "slurm"),
     "agent.slurm.preempt:factory": ("standalone", "slurm"),
     "agent.runtime.component:factory": ("standalone", "runtime"),
     "agent.advisor.component:factory": (None, "advisor"),

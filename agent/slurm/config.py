@@ -43,6 +43,13 @@ class SlurmConfig:
     #: steps served with their own job/step/user/partition labels, the busiest first; the rest summed
     #: in job="other" (the metric's cardinality stays bounded, as the pod series are)
     max_step_series: int = 200
+    # -- the drain (agent.slurm.drainer; docs/slurm.md "Unhealthy devices drain the node")
+    #: drain the node through scontrol while a device hwagent offers is unhealthy; resume hwagent's own drain
+    drain: bool = True
+    #: seconds between reads of the devices' health (values in the daemon, no I/O)
+    drain_interval_s: float = 0.5
+    #: seconds between asking Slurm for the node's state when nothing changed here
+    drain_recheck_s: float = 60.0
     # -- preemptible jobs (agent.slurm.preempt; docs/slurm.md "Preemptible jobs"): none by default
     #: jobs of these partitions / QOS are hwagent's reclaimed class
     preemptible_partitions: tuple[str, ...] = ()
@@ -76,6 +83,8 @@ class SlurmConfig:
                 raise ValueError(f"{key} must be > 0")
         if self.max_step_series < 1:
             raise ValueError("max_step_series must be >= 1")
+        if self.drain_interval_s <= 0 or self.drain_recheck_s < self.drain_interval_s:
+            raise ValueError("need 0 < drain_interval_s <= drain_recheck_s")
         from agent.slurm.preempt_policy import policy_from_config
 
         policy_from_config(self).validate()

@@ -245,7 +245,7 @@ def ask_status(root_dir: str | Path, timeout_s: float = 5.0) -> dict[str, Any]:
 
 
 def ask_view(root_dir: str | Path, name: str, timeout_s: float = 5.0) -> dict[str, Any]:
-    """The named view (resources, cpus, memory); StatusError FAILED_PRECONDITION when the part behind
+    """The named view (resources, cpus, memory, health); StatusError FAILED_PRECONDITION when the part behind
     it does not run in this daemon, INVALID_ARGUMENT for a name that is no view."""
     from agent.workloads.wire import quote
 

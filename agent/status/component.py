@@ -138,6 +138,10 @@ class StatusComponent:
             return cpus_view(self._handles, _numa_cpus(ctx.topology))
         if name == "memory":
             return memory_view(self._handles)
+        if name == "health":
+            from agent.status.views import health_view
+
+            return health_view(self._handles, ctx.component_health() if ctx.component_health else [])
         raise KeyError(name)
 
     # -- life cycle -----------------------------------------------------------------------
@@ -164,7 +168,7 @@ class StatusComponent:
                     doc = component.view(request.name)
                 except KeyError:
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                        f"unknown view {request.name!r} (known: resources, cpus, memory)")
+                                        f"unknown view {request.name!r} (known: resources, cpus, memory, health)")
                 except ViewUnavailable as e:
                     await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
                 except Exception as e:  # a view that breaks is our bug: say so, never UNKNOWN

@@ -13,7 +13,7 @@ unprivileged in a test): a socket an admin loosened (chmod 0666) still tells any
 and nothing more.
 
     GET /v1/status          the status document (agent.status.document)
-    GET /v1/views/NAME      the view NAME (resources, cpus, memory), as GetView's json_document:
+    GET /v1/views/NAME      the view NAME (resources, cpus, memory, health), as GetView's json_document:
                             400 FAILED_PRECONDITION when its part does not run here,
                             404 INVALID_ARGUMENT for a name that is no view
 """
@@ -36,7 +36,7 @@ __all__ = ["StatusHttpApi", "route", "allowed", "VIEWS"]
 
 log = get_logger("hwagent.status")
 
-VIEWS = ("resources", "cpus", "memory")
+VIEWS = ("resources", "cpus", "memory", "health")
 
 
 def allowed(caller: Caller, daemon_uid: int) -> bool:

@@ -26,7 +26,8 @@ from agent.contracts import (
 from agent.contracts.drakubelet import DRAKubeletPluginView
 from agent.contracts.poddirectory import PodDirectory
 
-__all__ = ["Handles", "resources_view", "cpus_view", "memory_view", "pods_view", "evictions_view", "ViewUnavailable"]
+__all__ = ["Handles", "resources_view", "cpus_view", "memory_view", "pods_view", "evictions_view", "health_view",
+           "ViewUnavailable"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,17 @@ def resources_view(handles: Handles) -> dict[str, Any]:
                                 "container_type": "", "resource": resource, "devices": [dev], "numa": []})
     return {"source": "built-in device plugins registered with the kubelet (live)", "resources": resources,
             "deleted_resources": [], "allocations": allocations}
+
+
+def health_view(handles: Handles, components: list[tuple[str, bool]]) -> dict[str, Any]:
+    """The node's problems (``hwagent slurm health``): each unhealthy device hwagent offers, each
+    unhealthy component, as the Slurm drain counts them (agent.slurm.health, one definition)."""
+    from agent.slurm.health import node_problems
+
+    plugins = handles.plugins
+    states = [*plugins.plugin_states(), *plugins.dra_states()] if plugins is not None else []
+    return {"problems": [{"subject": p.subject, "why": p.why} for p in node_problems(states, components)],
+            "devices_watched": plugins is not None}
 
 
 def cpus_view(handles: Handles, numa_cpus: Mapping[int, Any]) -> dict[str, Any]:

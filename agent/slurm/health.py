@@ -1,0 +1,67 @@
+"""What hwagent counts as a problem of this node, in words Slurm's drain reason and
+``HealthCheckProgram`` lines can carry (docs/slurm.md, issue 35 part 3).
+
+One definition for both doors: the daemon's drain (``agent.slurm.drainer``) and
+``hwagent slurm health`` (through the status socket's ``health`` view) call
+``node_problems`` over the same values, so the node is drained for exactly the
+lines the health check prints. Pure: the owners' values in, problems out.
+
+A problem is a device one of hwagent's rules offers that is unhealthy now (its
+probes' verdicts and the rule's own, as the device plugins serve them), or one of
+hwagent's components that reports itself unhealthy (the node's devices are then
+not watched as they should be). Components named in ``IGNORED_COMPONENTS`` are
+not counted: the drain itself, which must not drain the node for its own
+trouble with Slurm.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from agent.contracts.plugins import PluginState
+
+__all__ = ["Problem", "node_problems", "problem_line", "IGNORED_COMPONENTS", "REASON_PREFIX"]
+
+#: how every drain reason and health line of hwagent's begins: the mark of hwagent's own drain
+REASON_PREFIX = "hwagent: "
+
+#: components whose own health is not the node's (the drain's trouble reaching slurmctld)
+IGNORED_COMPONENTS = frozenset({"slurm-drain"})
+
+#: anything but printable ASCII is replaced: a reason travels as one argv word to scontrol and
+#: as one line of a health check's output
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]+")
+
+
+def _clean(text: str) -> str:
+    return " ".join(_UNPRINTABLE.sub(" ", text).split())
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """``subject`` (``<resource> <device>`` or ``component <name>``) and why it is a problem."""
+
+    subject: str
+    why: str
+
+    def text(self) -> str:
+        """``<subject> <why>``, printable and on one line."""
+        return _clean(f"{self.subject} {self.why}")
+
+
+def node_problems(plugins: Iterable[PluginState], components: Iterable[tuple[str, bool]] = ()) -> tuple[Problem, ...]:
+    """The node's problems, sorted (so the same situation always reads the same): each
+    unhealthy device of ``plugins`` (every resource hwagent offers, plugin or DRA) and each
+    unhealthy component of ``components`` ((name, healthy) as the daemon reports them)."""
+    out = [Problem(f"{st.resource} {d.id}", d.reason or "unhealthy")
+           for st in plugins for d in st.devices if not d.healthy]
+    out += [Problem(f"component {name}", "unhealthy") for name, ok in components
+            if not ok and name not in IGNORED_COMPONENTS]
+    return tuple(sorted(set(out)))
+
+
+def problem_line(problem: Problem) -> str:
+    """One line of ``hwagent slurm health``'s output: ``hwagent: <subject> <why>``."""
+    return REASON_PREFIX + problem.text()
