@@ -86,19 +86,6 @@ class Decision:
     def applied(self) -> bool:
         return self.outcome in ("adjusted", "held")
 
-    def fields(self) -> dict[str, Any]:
-        """The decision as log fields."""
-        out: dict[str, Any] = {"pod": self.pod, "container": self.container, "decision": self.outcome,
-                               "reason": self.reason, "qos": self.level, "decide_ms": round(self.decide_ms, 3),
-                               "decide_cpu_ms": round(self.decide_cpu_ms, 3)}
-        if self.kube_qos:
-            out["kube_qos"] = self.kube_qos
-        if self.cpus is not None:
-            out["cpus"] = str(self.cpus)
-        if self.mems is not None:
-            out["mems"] = str(self.mems)
-        return out
-
 
 # --- the runtime's messages, pure ---------------------------------------------------------
 

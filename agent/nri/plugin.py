@@ -149,17 +149,17 @@ class NriPlugin:
         pods, containers = [p for r in parts for p in r.pods], [c for r in parts for c in r.containers]
         self.view.synchronize(pods, containers)
         updates: list[nri.ContainerUpdate] = []
-        fields: dict[str, Any] = {}
+        released: list[str] = []
+        decisions: list[Any] = []
         if self.placer is not None:
             updates, released, decisions = await self.placer.synchronize(pods, containers)
             for d in decisions:
                 self._record(d)
-            fields = {"released": len(released), "placed": sum(d.outcome == "adjusted" for d in decisions),
-                      "refused": sum(d.outcome == "refused" for d in decisions), "updates": len(updates)}
         self.state.synchronized += 1
         self._synced = True
         log.info("nri synchronized", pods=len(self.view.pods), containers=len(self.view.containers),
-               parts=len(parts), **fields)
+                 parts=len(parts), released=len(released), placed=sum(d.outcome == "adjusted" for d in decisions),
+                 refused=sum(d.outcome == "refused" for d in decisions), updates=len(updates))
         return nri.SynchronizeResponse(update=updates)
 
     async def shutdown(self, req: nri.Empty) -> nri.Empty:
@@ -195,7 +195,7 @@ class NriPlugin:
         updates = self.placer.pending_updates(exclude=req.container.id)
         DECISION_SECONDS.observe(time.perf_counter() - started)
         self._record(d)
-        log.info("nri create container", id=req.container.id, updates=len(updates), **d.fields())
+        _log_decision("create", req.container.id, d, len(updates))
         return nri.CreateContainerResponse(adjust=adjust, update=updates)
 
     async def update_container(self, req: nri.UpdateContainerRequest) -> nri.UpdateContainerResponse:
@@ -337,7 +337,7 @@ class NriPlugin:
                 self._repair_due = False
                 for cid, d in await placer.repair():
                     self._record(d)
-                    log.info("nri container repaired", id=cid, **d.fields())
+                    _log_decision("repaired", cid, d)
                     repaired.append(update_for(cid, d, placer.cgroup_v2))
                 placer.counters.updates += len(repaired)
             updates = repaired + placer.pending_updates()
@@ -364,7 +364,7 @@ class NriPlugin:
             return
         d = task.result()
         self._record(d)
-        log.info("nri create container decided late", id=container_id, **d.fields())
+        _log_decision("late", container_id, d)
         if d.applied and self.placer is not None and container_id in self.placer.told:
             self.placer.told[container_id] = ("", "")  # the runtime applied nothing of it
             self._kick.set()
@@ -374,8 +374,7 @@ class NriPlugin:
 
         ADJUSTMENTS.labels(d.outcome, d.level or "none").inc()
         if d.outcome == "refused":
-            log.warning("nri adjustment refused", note="the container runs unadjusted until the owners can place it",
-                        **d.fields())
+            _log_decision("refused", "", d)
 
     def snapshot(self) -> dict[str, Any]:
         """What `hwagent status` shows (agent.contracts.nri.NriPluginView.state)."""
@@ -400,6 +399,26 @@ class NriPlugin:
     def _count(self, call: str) -> None:
         self.state.calls[call] += 1
 
+
+
+def _log_decision(kind: str, cid: str, d: Any, updates: int = 0) -> None:
+    """One decision's log line (``kind``: create, repaired, late, refused), every field named."""
+    cpus = "" if d.cpus is None else str(d.cpus)
+    mems = "" if d.mems is None else str(d.mems)
+    wall, cpu = round(d.decide_ms, 3), round(d.decide_cpu_ms, 3)
+    if kind == "create":
+        log.info("nri create container", id=cid, updates=updates, pod=d.pod, container=d.container,
+                 decision=d.outcome, reason=d.reason, qos=d.level, kube_qos=d.kube_qos, cpus=cpus, mems=mems,
+                 decide_ms=wall, decide_cpu_ms=cpu)
+    elif kind == "repaired":
+        log.info("nri container repaired", id=cid, pod=d.pod, container=d.container, decision=d.outcome,
+                 qos=d.level, cpus=cpus, mems=mems, decide_ms=wall)
+    elif kind == "late":
+        log.info("nri create container decided late", id=cid, pod=d.pod, container=d.container,
+                 decision=d.outcome, qos=d.level, cpus=cpus, mems=mems, decide_ms=wall)
+    else:
+        log.warning("nri adjustment refused", pod=d.pod, container=d.container, reason=d.reason, qos=d.level,
+                    kube_qos=d.kube_qos, note="the container runs unadjusted until the owners can place it")
 
 
 class _EventHandler(logging.Handler):
