@@ -180,3 +180,35 @@ def _suppressed_then_requeued(c: SlurmCluster) -> None:
         # the protected job ran on throughout, and hwagent's cgroup of the gone run is removed
         assert _job(c, protected)["JobState"] == "RUNNING"
         until(lambda: not mine.exists(), "hwagent's cpu cgroup of the requeued run to go", hw.daemon)
+
+
+def test_a_job_slurm_will_not_requeue_keeps_running_suppressed(short_tmp_path):
+    """``--no-requeue``: Slurm refuses hwagent's ``scontrol requeue``; the job must run on, held to
+    its quota, its processes alive: hwagent has no other way to end it and takes none."""
+    fields = _node_fields(short_tmp_path)
+    with cluster(short_tmp_path / "slurm", fields) as c:
+        c.wait_registered()
+        assert c.cgroups is not None
+        try:
+            keys = ('preemptible_partitions = ["scavenger"]\npreempt_threshold = 0.3\n'
+                    "preempt_suppress_after_s = 1\npreempt_requeue_after_s = 2\npreempt_quota_cpus = 0.05\n")
+            with preempting_agent(short_tmp_path / "hw", c, "n1", keys) as hw:
+                _sbatch(c, "-p", "test", "-w", "n1", "-c", "1", "-J", "latency", "--wrap", SPIN.format(n=3))
+                job = _sbatch(c, "-p", "scavenger", "-w", "n1", "-c", "1", "--no-requeue", "-J", "stay",
+                              "--wrap", SPIN.format(n=2))
+                until(lambda: _job(c, job).get("JobState") == "RUNNING", "the preemptible job to run")
+                mine = CPU / c.cgroups.tag / "hwagent_slurm_n1" / f"job_{job}"
+                until(lambda: _read(mine / "cpu.cfs_quota_us") == "5000", "the quota cut", hw.daemon)
+                until(lambda: "Slurm refused to take a preemptible job back" in hw.daemon.log(),
+                      "hwagent's requeue to be refused", hw.daemon)
+                pids = set(_read(mine / "cgroup.procs").split())
+                time.sleep(3)
+                record = _job(c, job)
+                assert record["JobState"] == "RUNNING" and record["Restarts"] == "0" and record["Requeue"] == "0"
+                assert pids and all(Path(f"/proc/{p}").exists() for p in pids)
+                assert _read(mine / "cpu.cfs_quota_us") == "5000"
+                assert f"Requeuing JobId={job}" not in c.log("slurmctld")
+                refused = [ln for ln in hw.daemon.log().splitlines() if "Slurm refused" in ln]
+                assert f"job={job}" in refused[0] and "disabled" in refused[0].lower(), refused
+        finally:
+            rmdir_cgroup_tree(CPU / c.cgroups.tag)
