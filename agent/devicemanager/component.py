@@ -20,7 +20,16 @@ from pathlib import Path
 import grpc
 
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
-from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, MEMORY_MANAGER, WORKLOADS, ActivePods, Deferred
+from agent.contracts import (
+    ACTIVE_PODS,
+    CPU_POLICY,
+    DEVICE_MANAGER,
+    MEMORY_MANAGER,
+    POD_DIRECTORY,
+    WORKLOADS,
+    ActivePods,
+    Deferred,
+)
 from agent.contracts import DaemonContext
 from agent.contracts.dra import DRA_POD_CLAIMS
 from agent.devicemanager.config import DEVICEMANAGER_SECTION, DeviceManagerConfig
@@ -101,7 +110,7 @@ class DeviceManagerComponent:
         memory = ctx.deferred(MEMORY_MANAGER)
         servicer = PodResourcesServicer(
             devices=lambda: manager, cpus=cpus, workloads=workloads, active_pods=ctx.deferred(ACTIVE_PODS),
-            memory=memory, claims=ctx.deferred(DRA_POD_CLAIMS),
+            memory=memory, claims=ctx.deferred(DRA_POD_CLAIMS), directory=ctx.deferred(POD_DIRECTORY),
         )
         pr_grpc.add_PodResourcesListerServicer_to_server(servicer, self._pod_resources)
         await serve_unix(self._pod_resources, paths.pod_resources_socket)

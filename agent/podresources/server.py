@@ -3,7 +3,9 @@
 Devices come from the device manager (``DeviceAllocations``), exclusive CPU ids
 from the CPU policy (``CPUAllocations``) when it is running, memory blocks from
 the memory manager (``MemoryAllocations``), the pod list from admission's
-registry and the active-pods source: the kubelet's
+registry, the pod directory (``POD_DIRECTORY``: the pods another front names, the
+NRI runtime's, with their containers even where they hold nothing) and the
+active-pods source: the kubelet's
 ``DevicesProvider``/``CPUsProvider``/``MemoryProvider``/``PodsProvider``. Each is a reference
 resolved per request (``Deferred``): the server starts with the device manager,
 before the components that publish the others. Like
@@ -16,14 +18,22 @@ anything allocatable (the kubelet's memory manager shapes).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import grpc
 
 from agent.api.podresources.v1 import api_pb2 as pr
 from agent.api.podresources.v1 import api_pb2_grpc as pr_grpc
-from agent.contracts import ActivePods, CPUAllocations, Deferred, DeviceAllocations, MemoryAllocations, WorkloadRegistry
+from agent.contracts import (
+    ActivePods,
+    CPUAllocations,
+    Deferred,
+    DeviceAllocations,
+    MemoryAllocations,
+    PodDirectorySource,
+    WorkloadRegistry,
+)
 from agent.contracts.dra import PodClaims
 from agent.contracts.memory import MemoryBlock
 from agent.contracts.pods import PodSpec
@@ -89,6 +99,17 @@ def add_dynamic_resources(p: _Pod, spec: PodSpec, claims: PodClaims) -> None:
                     pool_name=d.pool, device_name=d.device) for d in devices]))
 
 
+def add_directory_pods(pod: Callable[[str, str, str], _Pod], directory: PodDirectorySource | None) -> None:
+    """The pods another front names by their sandbox's metadata (the NRI runtime's), each app
+    container listed even where it holds nothing; a pod's sandbox is no container of the API. A
+    front's workloads that are no pods (Slurm's steps) are not active pods: the caller's filter
+    leaves them out."""
+    for ident in directory.current.containers if directory is not None else ():
+        p = pod(ident.pod_uid, ident.pod, ident.namespace)
+        if ident.container:
+            p.container(ident.container)
+
+
 class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
     """Reads its providers at request time (they may start after this server)."""
 
@@ -101,8 +122,10 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
         active_pods: Deferred[ActivePods] = lambda: None,
         memory: Deferred[MemoryAllocations] = lambda: None,
         claims: Deferred[PodClaims] = lambda: None,
+        directory: Deferred[PodDirectorySource] = lambda: None,
     ) -> None:
         self._claims = claims
+        self._directory = directory
         self._devices = devices
         self._cpus = cpus
         self._workloads = workloads
@@ -145,6 +168,7 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
                     p.container(spec.name)
                 if claims is not None and ap.spec.resource_claims:
                     add_dynamic_resources(p, ap.spec, claims)
+        add_directory_pods(pod, self._directory())
         active = self._active_pods()
         if active is not None:
             uids = active.active_pod_uids()
