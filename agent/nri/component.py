@@ -118,8 +118,8 @@ class NriComponent:
         placer = self.plugin.placer
         if paused != placer.paused:
             if paused:
-                log.warning("nri placement refused: the kubelet's cpu manager places cpus too", detail=v.detail,
-                            fix=v.fix)
+                log.warning("nri placement refused", why="the kubelet's cpu manager places cpus too",
+                            detail=v.detail, fix=v.fix)
             else:
                 log.info("nri placement resumed", detail=v.detail)
         placer.paused = paused
