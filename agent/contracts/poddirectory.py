@@ -64,6 +64,9 @@ class ContainerIdentity:
     #: the container's cgroup, relative to the controller root
     cgroup: str
     cpus: CPUSet | None = None
+    #: the uid it runs as, where its front knows it for certain (a Slurm job's, as Slurm says it):
+    #: the one user besides root who may see it listed (``hwagent ps``); None = root only
+    owner_uid: int | None = None
 
     @property
     def labels(self) -> tuple[str, str, str, str]:

@@ -69,5 +69,6 @@ def pod_directory(steps: Iterable[SlurmStep], *, source: str = "", at: float = 0
     for s in steps:
         uid = job_uid(s.job)
         pods[uid] = (s.partition, f"job_{s.job}")
-        containers.append(ContainerIdentity(s.partition, f"job_{s.job}", f"step_{s.step}", uid, QOS_LEVEL, s.cgroup))
+        containers.append(ContainerIdentity(s.partition, f"job_{s.job}", f"step_{s.step}", uid, QOS_LEVEL, s.cgroup,
+                                            owner_uid=s.uid))
     return PodDirectory(tuple(containers), {}, pods, source=source, at=at)

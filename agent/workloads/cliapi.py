@@ -13,6 +13,8 @@ and answers the message as JSON (``agent.workloads.podjson``). An
 ``AdmissionError`` becomes an HTTP status with ``{"code", "message"}``, the code
 the gRPC status's name. The socket has the admission socket's mode and group.
 
+    GET    /v1/directory                     the workloads other fronts name (Slurm's jobs), the caller's own
+                                             unless root: {"source": S, "containers": [...]}
     GET    /v1/pods[?limit=N][&continue=T]   List    {"pods": [...], "manifest_errors": [...], "continue": T}
                                              (the summary form: no events, no record; limit 0 or
                                              none: every pod; "continue" empty on the last page)
@@ -236,13 +238,19 @@ class CliApi(PeerSocketServer):
 
     def __init__(self, path: Path, workloads: Any, manifest_errors: Callable[[], Sequence[tuple[str, str]]],
                  *, max_body: int, mode: int = 0o600, gid: int | None = None,
-                 limiter: ConnectionLimiter | None = None, idle_s: float = READ_TIMEOUT_S) -> None:
+                 limiter: ConnectionLimiter | None = None, idle_s: float = READ_TIMEOUT_S,
+                 directory: Callable[[], Any] | None = None) -> None:
+        """``directory``: the pod directory's source when a front publishes one (``POD_DIRECTORY``,
+        deferred: the fronts start after admission), for ``GET /v1/directory``."""
         super().__init__(path, mode=mode, gid=gid, limit=MAX_HEAD, limiter=limiter, cost=1, idle_s=idle_s)
+        self.directory = directory
         self.max_body = max_body
         # the caller is passed where the gRPC servicer gets its context: it is the caller
         self.servicer = AdmissionServicer(workloads, manifest_errors, caller_of=lambda caller: caller)
 
     async def handle(self, req: Request, caller: Caller) -> Response:
+        if req.parts == ("v1", "directory"):
+            return self._directory(req, caller)
         try:
             method, message = route(req)
             # the servicer's method as written, without the wrapper that turns errors into gRPC aborts
@@ -261,6 +269,17 @@ class CliApi(PeerSocketServer):
         except Exception as e:  # noqa: BLE001 - a clear 500, never a traceback to the client
             log.exception("cli api failed", method=req.method, path="/".join(req.parts))
             return Response(500, {"code": "INTERNAL", "message": f"{type(e).__name__}: {e}"})
+
+    def _directory(self, req: Request, caller: Caller) -> Response:
+        """The workloads other fronts name (Slurm's jobs), as far as ``caller`` may see them
+        (agent.workloads.directoryview); empty where no front publishes a directory."""
+        from agent.workloads.directoryview import visible_entries
+
+        if req.method != "GET":
+            return Response(405, {"code": "UNIMPLEMENTED", "message": f"{req.method} is not allowed on /v1/directory "
+                                  "(only GET)"})
+        source = self.directory() if self.directory is not None else None
+        return Response(200, visible_entries(source.current if source is not None else None, caller.uid))
 
     def refusal(self, why: str) -> bytes:
         """A connection over its caller's cap is answered ``429`` with the reason, then closed."""

@@ -21,7 +21,8 @@ log directories no record names are removed at start.
 Publishes ``WORKLOADS`` (``WorkloadRegistry``) and ``ACTIVE_PODS``. Looks up
 ``CPU_POLICY``, ``DEVICE_MANAGER`` and ``MEMORY_MANAGER`` at start (all started before it, see
 ``COMPONENTS``); the runtime, started after it, is a deferred ``RUNTIME``
-asked at each admission.
+asked at each admission; the pod directory a later front publishes (Slurm's jobs) is a
+deferred ``POD_DIRECTORY`` the CLI API shows (``GET /v1/directory``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 
 from agent.topologymanager.config import TOPOLOGY_MANAGER_SECTION
 from agent.contracts import DaemonContext
-from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, MEMORY_MANAGER, RUNTIME, WORKLOADS
+from agent.contracts import ACTIVE_PODS, CPU_POLICY, DEVICE_MANAGER, MEMORY_MANAGER, POD_DIRECTORY, RUNTIME, WORKLOADS
 from agent.contracts.nri import NRI_PODS
 from agent.pods import JoinedActivePods
 from agent.contracts.dra import DRA_POD_CLAIMS
@@ -180,7 +181,8 @@ class WorkloadsComponent:
         ctx.remove_on_exit(inner)
         # the CLI's socket before the admission socket: one that waits for admission.sock may run `hwagent ps`
         cli = CliApi(cli_socket(ctx.root_dir), self.workloads, self.manifests.errors, max_body=MAX_MANIFEST_BYTES,
-                     mode=front.mode, gid=gid, limiter=limiter, idle_s=idle_s)
+                     mode=front.mode, gid=gid, limiter=limiter, idle_s=idle_s,
+                     directory=ctx.deferred(POD_DIRECTORY))
         await cli.start()
         self._cli = cli
         ctx.remove_on_exit(cli.path)
