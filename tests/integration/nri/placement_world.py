@@ -93,6 +93,10 @@ class World:
     def config(self) -> Path:
         cfg = self.base / "hwagent.toml"
         cfg.write_text(f"""
+[daemon]
+# no kubelet here: the test's own (absent) dir, whatever this machine's /var/lib/kubelet holds
+kubelet_root_dir = "{self.base}/kubelet"
+
 [nri]
 enabled = true
 socket_path = "{self.containerd.nri_socket}"
