@@ -206,3 +206,20 @@ def _end_ramp_up(node: Node) -> None:
 
 if __name__ == "__main__":
     pytest.main([__file__])
+
+
+def test_the_advisors_resize_of_the_shared_pool_becomes_an_update() -> None:
+    async def body(node: Node, placer: Placer) -> None:
+        await placer.create(*nri_container("s", "/kubepods/burstable/pods", shares=1024))
+        _end_ramp_up(node)
+        placer.pending_updates()
+        before = placer.current("s", "main")[0]
+        assert before is not None and len(before) == 4
+        # the advisor's call (SharedPoolSizer.resize_shared): a 3-CPU shared pool
+        assert await node._engine.resize_shared(3)
+        after = placer.current("s", "main")[0]
+        assert after is not None and len(after) == 3
+        [u] = placer.pending_updates()
+        assert u.container_id == "ct-s-main" and CPUSet.parse(u.linux.resources.cpu.cpus) == after
+
+    on_node(body)
