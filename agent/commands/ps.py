@@ -37,7 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="list admitted pods",
         description="List the pods the daemon admitted: QoS, status (as kubectl names it: Running, "
         "Completed, Error, OOMKilled, CrashLoopBackOff, StartError, Evicted ...), restarts, CPUs, NUMA nodes and "
-        "devices per container, age, and static manifest files that are not admitted (with why).",
+        "devices per container, age, and static manifest files that are not admitted (with why); then the "
+        "workloads another front names on this node (Slurm's job steps with [slurm] on: partition, job, step, "
+        "user), root seeing every one, anyone else only their own.",
     )
     add(p, FLAGS)
     p.set_defaults(func=run)
