@@ -17,6 +17,7 @@ every CPU, no adjustment), status says PLACEMENT REFUSED with the fix; once the 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,14 @@ NONE = {"policyName": "none", "defaultCpuSet": "", "checksum": 1353318690}
 def _start(w: World, kubelet_root: Path) -> Daemon:
     """World's daemon config, with hwagent's pod-resources server and the given kubelet root dir."""
     cfg = w.config()
-    cfg.write_text(cfg.read_text() + f'\n[daemon]\nkubelet_root_dir = "{kubelet_root}"\n')
+    text, key = cfg.read_text(), f'kubelet_root_dir = "{kubelet_root}"'
+    if re.search(r"(?m)^kubelet_root_dir = ", text):
+        text = re.sub(r"(?m)^kubelet_root_dir = .*$", key.replace("\\", "\\\\"), text)
+    elif "[daemon]\n" in text:
+        text = text.replace("[daemon]\n", f"[daemon]\n{key}\n", 1)
+    else:
+        text += f"\n[daemon]\n{key}\n"
+    cfg.write_text(text)
     d = Daemon(w.base / "hw", "--config", str(cfg), components=COMPONENTS)
     w.daemons.append(d)
     wait_for("hwagent registered with containerd", lambda: w.nri_state(d).get("registered"), 60)
