@@ -207,6 +207,9 @@ class NriPlugin:
     async def stop_container(self, req: nri.StopContainerRequest) -> nri.StopContainerResponse:
         self._count("StopContainer")
         self.view.container_event(nri.STOP_CONTAINER, req.pod, req.container)
+        if self.placer is not None:
+            # nothing runs to move any more (its pod keeps the placement until the pod goes)
+            self.placer.forget_container(req.container.id)
         log.info("nri stop container", pod=self._pod_name(req.pod), container=req.container.name)
         return nri.StopContainerResponse()
 

@@ -118,3 +118,55 @@ def test_a_slow_decision_is_answered_unadjusted_in_time_and_pushed_when_decided(
                 await node.stop()
 
     asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_a_released_pod_lets_the_refused_container_in_and_a_stopped_one_is_not_pushed() -> None:
+    """StopPodSandbox releases; the pusher repairs the refused container with UpdateContainers (not
+    from inside the runtime's call); a stopped container's moves are never pushed."""
+    async def go() -> None:
+        with tempfile.TemporaryDirectory(prefix="nri", dir="/tmp") as d:
+            node = await Node(Path(d) / "node", TWO_NODES, "single-numa-node", "container",
+                              "exclusive-cores").start()  # type: ignore[arg-type]
+            path = str(Path(d) / "nri.sock")
+            runtime = Runtime(path)
+            await runtime.start()
+            placer = Placer(node.workloads.topology_manager, cpu_policy=node._engine)
+            plugin = NriPlugin(NriConfig(enabled=True, socket_path=path, reconnect_interval_s=0.05), placer=placer)
+            plugin.push_interval_s = 0.05
+            stop = asyncio.Event()
+            task = asyncio.create_task(plugin.run(stop))
+            try:
+                client = await asyncio.wait_for(runtime.client, 5)
+                await call(client, "Configure", nri.ConfigureRequest(runtime_name="fake"), nri.ConfigureResponse)
+                await call(client, "Synchronize", nri.SynchronizeRequest(), nri.SynchronizeResponse)
+
+                async def create(uid: str, shares: int, quota: int = 0, parent: str = "") -> Any:
+                    pod, ctr = nri_container(uid, parent or f"/kubepods/pod{uid}", shares=shares, quota=quota)
+                    r = await call(client, "CreateContainer", nri.CreateContainerRequest(pod=pod, container=ctr),
+                                   nri.CreateContainerResponse)
+                    return pod, ctr, r
+
+                spod, sctr, _ = await create("s", 1024, parent="/kubepods/burstable/pods")
+                await call(client, "StopContainer", nri.StopContainerRequest(pod=spod, container=sctr),
+                           nri.StopContainerResponse)
+                apod, _, a = await create("a", 3072, 300_000)
+                _, _, b = await create("b", 4096, 400_000)
+                _, lctr, late = await create("late", 3072, 300_000)
+                assert a.HasField("adjust") and b.HasField("adjust") and not late.HasField("adjust")
+                assert not any(u.container_id == sctr.id for r in (a, b) for u in r.update)  # stopped: not moved
+
+                await call(client, "StateChange", nri.StateChangeEvent(event=nri.STOP_POD_SANDBOX, pod=apod),
+                           nri.Empty)
+                req = await asyncio.wait_for(runtime.updates.get(), 5)
+                assert [u.container_id for u in req.update] == [lctr.id]
+                held = node._engine.placement("late", "main")
+                assert held is not None and CPUSet.parse(req.update[0].linux.resources.cpu.cpus) == held.cpus
+                await asyncio.sleep(0.3)
+                assert runtime.updates.empty()  # nothing else, the stopped container least of all
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 5)
+                await runtime.stop()
+                await node.stop()
+
+    asyncio.run(asyncio.wait_for(go(), 30))
