@@ -3,10 +3,11 @@
 A real cluster (Debian's slurm-wlm 22.05: munged, slurmctld, three slurmds each in its own
 network and UTS namespace, proctrack/cgroup and task/cgroup in a test-owned subtree; the
 tests' harness, tests/integration/slurm/cluster.py) runs ``srun -N1 true`` and
-``srun -N3 true`` in blocks, alternately without hwagent and with one hwagent daemon per
-node (standalone mode, ``[slurm]`` on at its defaults with a preemptible partition
-configured, so the jobs component and the preemption component both run; devices and
-pressure off). The order of the two flips every round.
+``srun -N3 true`` one at a time, each with one hwagent daemon per node running
+(standalone mode, ``[slurm]`` on at its defaults with a preemptible partition configured,
+so the jobs, drain and preemption components all run; devices and pressure off) or with
+those daemons stopped (SIGSTOP: no CPU, no call to Slurm, no cgroup read: as if absent),
+in ABBA order over single runs, so drift in the machine's load falls on both modes alike.
 
 Figures per kind and mode:
 
@@ -21,13 +22,14 @@ Figures per kind and mode:
   job ran on);
 - the floor is the "without" mode of the same run; ``/proc/loadavg`` before and after.
 
-Run as root from the repo: ``.venv/bin/python bench/slurm_srun.py [--rounds 3 --runs 10]``.
+Run as root from the repo: ``.venv/bin/python bench/slurm_srun.py [--runs 20]`` (about two minutes).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -106,22 +108,27 @@ class Agents:
         self.daemons, self.subtrees = [], []
 
 
-def run_block(cluster, srun_acct: Acct, nodes: int, runs: int) -> list[float]:
-    walls = []
-    for _ in range(runs):
-        t0 = time.monotonic()
-        r = subprocess.run(srun_acct.enter_argv(["srun", f"-N{nodes}", "-p", "test", "true"]), env=cluster.env,
-                           capture_output=True, text=True, timeout=120)
-        walls.append(time.monotonic() - t0)
-        if r.returncode != 0:
-            raise SystemExit(f"srun -N{nodes} true failed: {r.stderr.strip()}")
-    return walls
+def one_srun(cluster, srun_acct: Acct, nodes: int) -> float:
+    t0 = time.monotonic()
+    r = subprocess.run(srun_acct.enter_argv(["srun", f"-N{nodes}", "-p", "test", "true"]), env=cluster.env,
+                       capture_output=True, text=True, timeout=120)
+    wall = time.monotonic() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"srun -N{nodes} true failed: {r.stderr.strip()}")
+    return wall
+
+
+def pause(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--runs", type=int, default=10, help="sruns per kind per block")
+    ap.add_argument("--runs", type=int, default=20, help="sruns per kind and mode")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root (cgroups, namespaces, Slurm's daemons)")
@@ -150,35 +157,41 @@ def main() -> int:
             slurmd_pids = [p.pid for name, p in c.procs.items() if name.startswith("slurmd.")]
             agents = Agents(base / "hw", c, accts["hwagent"])
             stack.callback(agents.stop)
-            run_block(c, accts["srun"], 3, 3)  # warm-up: first launches load plugins and caches
-            for rnd in range(args.rounds):
-                for mode in (("without", "with") if rnd % 2 == 0 else ("with", "without")):
-                    if mode == "with":
-                        agents.start()
-                    for nodes in (1, 3):
-                        key = (nodes, mode)
-                        before = {k: a.seconds() for k, a in accts.items()}
-                        sd0 = sum(proc_cpu(p) for p in slurmd_pids)
-                        walls.setdefault(key, []).extend(run_block(c, accts["srun"], nodes, args.runs))
-                        time.sleep(0.5)  # the steps' epilogue and stepd exits are charged before the reading
-                        sd1 = sum(proc_cpu(p) for p in slurmd_pids)
-                        got = {k: a.seconds() - before[k] for k, a in accts.items()}
-                        acc = cpu.setdefault(key, {})
-                        acc["slurmctld"] = acc.get("slurmctld", 0) + got["ctld"]
-                        acc["slurmd"] = acc.get("slurmd", 0) + (sd1 - sd0)
-                        acc["slurmstepd"] = acc.get("slurmstepd", 0) + got["slurmd"] - (sd1 - sd0)
-                        acc["srun"] = acc.get("srun", 0) + got["srun"]
-                        acc["hwagent"] = acc.get("hwagent", 0) + got["hwagent"]
-                        jobs[key] = jobs.get(key, 0) + args.runs
-                    if mode == "with":
-                        agents.stop()
+            agents.start()
+            hw_pids = [d.proc.pid for d in agents.daemons]
+            for _ in range(3):  # warm-up: the first launches load plugins and fill caches
+                one_srun(c, accts["srun"], 3)
+            # ABBA over single runs: "without" has every hwagent stopped (SIGSTOP: no CPU, no calls
+            # to Slurm, no cgroup reads), "with" has them running; drift in the machine's load falls
+            # on both modes alike
+            order = ("without", "with", "with", "without")
+            for i in range(args.runs * 2):
+                for nodes in (1, 3):
+                    mode = order[i % 4]
+                    key = (nodes, mode)
+                    pause(hw_pids, signal.SIGSTOP if mode == "without" else signal.SIGCONT)
+                    time.sleep(0.2)
+                    before = {k: a.seconds() for k, a in accts.items()}
+                    sd0 = sum(proc_cpu(p) for p in slurmd_pids)
+                    walls.setdefault(key, []).append(one_srun(c, accts["srun"], nodes))
+                    time.sleep(0.3)  # the steps' stepd exits are charged before the reading
+                    sd1 = sum(proc_cpu(p) for p in slurmd_pids)
+                    got = {k: a.seconds() - before[k] for k, a in accts.items()}
+                    acc = cpu.setdefault(key, {})
+                    acc["slurmctld"] = acc.get("slurmctld", 0) + got["ctld"]
+                    acc["slurmd"] = acc.get("slurmd", 0) + (sd1 - sd0)
+                    acc["slurmstepd"] = acc.get("slurmstepd", 0) + got["slurmd"] - (sd1 - sd0)
+                    acc["srun"] = acc.get("srun", 0) + got["srun"]
+                    acc["hwagent"] = acc.get("hwagent", 0) + got["hwagent"]
+                    jobs[key] = jobs.get(key, 0) + 1
+            pause(hw_pids, signal.SIGCONT)
     finally:
         for a in accts.values():
             a.remove()
         subprocess.run(["rm", "-rf", str(base)], check=False)
     load1 = Path("/proc/loadavg").read_text().split()[:3]
 
-    print(f"srun with and without hwagent on 3 nodes; {args.rounds} alternating rounds x {args.runs} runs per kind; "
+    print(f"srun with and without hwagent on 3 nodes; {args.runs} runs per kind and mode, ABBA-interleaved; "
           f"loadavg before {' '.join(load0)}, after {' '.join(load1)}; {os.cpu_count()} CPUs")
     print(f"{'kind':<10} {'mode':<8} {'wall p50':>9} {'wall p90':>9} {'ratio':>6}  CPU ms per job: "
           f"{'ctld':>6} {'slurmd':>6} {'stepd':>6} {'srun':>6} {'hwagent':>7} {'total':>6} {'ratio':>6}")
