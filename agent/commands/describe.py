@@ -13,7 +13,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               description="Show one pod: its spec, CPUs, memory nodes, NUMA affinity, requests and "
                               "limits (cpu, memory, hugepages, devices), devices, device grants and memory blocks (memory and hugepages per NUMA node) per container, "
                               "its status and its events, and its cgroups with the pids in each container's cgroup, "
-                              "read when the daemon answers.")
+                              "read when the daemon answers. A pod hwagent did not admit but another front names "
+                              "(the NRI runtime's) is shown as the pod directory has it: its containers, QoS and "
+                              "cgroups.")
     add_common(p)
     p.add_argument("name")
     p.add_argument("--namespace", default="default")
@@ -61,8 +63,48 @@ def memory_line(b: dict) -> str:
     return f"{b['resource']} {_quantity(b['size'])} on NUMA {where}" + (f" ({split})" if split else "")
 
 
+def directory_pod(entries: list[dict], namespace: str, name: str) -> list[dict]:
+    """The directory's entries of pod ``namespace/name`` (a ``name`` written NAMESPACE/NAME names
+    its namespace), its sandbox first (pure)."""
+    if "/" in name:
+        namespace, _, name = name.rpartition("/")
+    return sorted((x for x in entries if (x["namespace"], x["pod"]) == (namespace, name)),
+                  key=lambda x: (x["container"] != "", x["container"]))
+
+
+def describe_named(named: dict, entries: list[dict]) -> list[str]:
+    """A pod another front names (the NRI runtime's), as far as the pod directory knows it."""
+    head = entries[0]
+    out = [f"{head['namespace']}/{head['pod']}: named by {named['source']} (not admitted by hwagent: "
+           "`hwagent cpus` and `hwagent memory` show where its containers are placed)",
+           "containers:"]
+    for entry in entries:
+        who = entry["container"] or "(pod sandbox)"
+        out.append(f"  {who}: qos {entry['qos'] or '-'}, cgroup {entry['cgroup']}")
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
-    pod = call(args, "GET", pod_path(args.namespace, args.name), name=args.name, timeout=30)["pod"]
+    from agent.cli import CommandError
+    from agent.commands._exitcodes import EXIT_NOT_FOUND
+
+    try:
+        pod = call(args, "GET", pod_path(args.namespace, args.name), name=args.name, timeout=30)["pod"]
+    except CommandError as refused:
+        if refused.code != EXIT_NOT_FOUND:
+            raise
+        # not admitted here: a pod another front names (the NRI runtime's) is described as the directory has it
+        from agent.commands.ps import directory
+
+        named = directory(args)
+        entries = directory_pod(named["containers"], args.namespace, args.name)
+        if not entries:
+            raise
+        if args.format == "json":
+            print(dumps({"source": named["source"], "containers": entries}))
+        else:
+            print("\n".join(describe_named(named, entries)))
+        return 0
     record = pod["record"]
     if args.format == "json":
         print(dumps(pod))

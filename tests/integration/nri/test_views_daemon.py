@@ -4,9 +4,10 @@ hwagent runs as its own process (standalone mode: CPU policy, memory manager, de
 hwagent's own pod-resources server, admission, the NRI component, status) beside a private
 containerd 1.7 with NRI on (``tests.integration.nri.placement_world``). Pods are created as the
 kubelet would (cgroup parents of its shape under a test-owned subtree). Checked from outside, as
-an operator or a monitoring agent would: `hwagent status` lists each pod with the namespace,
-name, container and QoS of its sandbox's metadata; hwagent's pod-resources List names it with
-its container and the CPUs hwagent placed it on; after the pods are removed, both forget them.
+an operator or a monitoring agent would: `hwagent status` and `hwagent ps` list each pod with the
+namespace, name, container and QoS of its sandbox's metadata, `hwagent describe` shows one;
+hwagent's pod-resources List names it with its container and the CPUs hwagent placed it on;
+after the pods are removed, every view forgets them.
 
 Then the kubelet's CPU manager: with a kubelet root dir whose ``cpu_manager_state`` says
 ``static`` (the kubelet's own checkpoint format), hwagent places nothing (the container keeps
@@ -104,9 +105,23 @@ def test_status_and_pod_resources_name_cri_pods_then_forget_them() -> None:
             ("default", "db-0", "main")]) == 1
         assert listed[("default", "raw-3", "main")] == CPUSet()  # listed, holding nothing
 
+        # hwagent ps (root) lists them under the directory's source; describe shows one as the directory has it
+        ps = w.hw("ps").stdout
+        assert "named by NRI runtime at" in ps, ps
+        rows = {tuple(line.split()[:4]) for line in ps.split("named by", 1)[1].splitlines()[1:] if line.strip()}
+        assert {("default", "db-0", "main", "dedicated"), ("default", "web-1", "main", "shared"),
+                ("default", "batch-7", "main", "reclaimed"), ("default", "raw-3", "main", "shared")} <= rows, ps
+        described = w.hw("describe", "default/db-0")
+        assert described.returncode == 0, described.stderr
+        assert described.stdout.startswith("default/db-0: named by NRI runtime at"), described.stdout
+        assert "  main: qos dedicated, cgroup /hwagent-nri-core-" in described.stdout
+
         for pod in (gpod, bpod, epod, opod):
             w.cri.remove_pod(pod.id)
         wait_for("status forgets them", lambda: not {p for p in _status_pods(w) if p[1] in names})
+        assert "db-0" not in w.hw("ps").stdout
+        gone = w.hw("describe", "default/db-0", check=False)
+        assert gone.returncode == 3 and "no pod default/db-0" in gone.stderr, (gone.returncode, gone.stderr)
         wait_for("pod-resources forgets them", lambda: not _pod_resources(w))
 
 

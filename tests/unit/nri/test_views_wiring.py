@@ -75,3 +75,17 @@ def test_the_component_publishes_the_directory_and_pauses_on_a_static_kubelet(tm
             await comp.stop()
 
     asyncio.run(go())
+
+
+def test_describe_finds_a_directory_pod_by_namespace_and_name() -> None:
+    from agent.commands.describe import describe_named, directory_pod
+
+    entries = [{"namespace": "shop", "pod": "db-0", "container": "main", "qos": "dedicated", "cgroup": "/k/p/c"},
+               {"namespace": "shop", "pod": "db-0", "container": "", "qos": "dedicated", "cgroup": "/k/p/s"},
+               {"namespace": "default", "pod": "db-0", "container": "main", "qos": "shared", "cgroup": "/k/q/c"}]
+    found = directory_pod(entries, "default", "shop/db-0")  # NAMESPACE/NAME names its namespace
+    assert [e["cgroup"] for e in found] == ["/k/p/s", "/k/p/c"]  # the sandbox first
+    assert directory_pod(entries, "shop", "web") == []
+    lines = describe_named({"source": "NRI runtime at /run/nri.sock"}, found)
+    assert lines[0].startswith("shop/db-0: named by NRI runtime at /run/nri.sock")
+    assert lines[2:] == ["  (pod sandbox): qos dedicated, cgroup /k/p/s", "  main: qos dedicated, cgroup /k/p/c"]
