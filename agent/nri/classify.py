@@ -118,14 +118,16 @@ def _page_name(size: str) -> str:
 
 
 def classify(pod_annotations: Mapping[str, str], container_annotations: Mapping[str, str],
-             cgroup_parent: str, res: Resources) -> Classified:
+             cgroup_parent: str, res: Resources, *, allow_opt_out: bool = True) -> Classified:
     """The level and requests of one container. A bad Katalyst annotation is not judged
-    here: the CPU policy refuses it with its own reason (counted, container unadjusted)."""
+    here: the CPU policy refuses it with its own reason (counted, container unadjusted).
+    ``allow_opt_out`` False: the opt-out annotation is not honoured (``[nri] honor_opt_out``)."""
     request = milli_from_shares(res.cpu_shares)
     limit = milli_from_quota(res.cpu_quota, res.cpu_period)
     pages = {_page_name(k): v for k, v in res.hugepages.items() if v}
     katalyst = {k: v for k, v in pod_annotations.items() if k.startswith(_KATALYST_PREFIX)}
-    opted_out = OPT_OUT_VALUE in (pod_annotations.get(OPT_OUT_KEY), container_annotations.get(OPT_OUT_KEY))
+    opted_out = allow_opt_out and \
+        OPT_OUT_VALUE in (pod_annotations.get(OPT_OUT_KEY), container_annotations.get(OPT_OUT_KEY))
 
     def out(level: str, kube: str, reason: str) -> Classified:
         ann = {**katalyst, QOS_KEY: level} if level else {}

@@ -81,7 +81,8 @@ class NriComponent:
         placer = Placer(tm, cpu_policy=ctx.lookup(CPU_POLICY), memory_manager=ctx.lookup(MEMORY_MANAGER),
                         device_manager=ctx.lookup(DEVICE_MANAGER), cgroup_v2=_cgroup_v2(ctx),
                         sysfs_root=ctx.config[DAEMON_SECTION].sysfs_root,
-                        foreign=(lambda uid: registry.get(uid) is not None) if registry is not None else _none)
+                        foreign=(lambda uid: registry.get(uid) is not None) if registry is not None else _none,
+                        allow_opt_out=self.cfg.honor_opt_out)
         self.plugin = NriPlugin(self.cfg, placer=placer)
         self._stop = asyncio.Event()
         ctx.publish(NRI_PLUGIN, self)

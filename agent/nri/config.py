@@ -30,6 +30,9 @@ class NriConfig:
     #: runtime gives a plugin 2 s, then runs the container without it); a decision that completes
     #: later is pushed to the running container with UpdateContainers
     answer_within_s: float = 1.0
+    #: honour the opt-out annotation (hwagent.io/nri: ignore). An opted-out container runs on every
+    #: CPU its parent allows, dedicated ones included: false where who may annotate a pod is not trusted
+    honor_opt_out: bool = True
 
     def validate(self) -> None:
         if not (len(self.plugin_index) == 2 and self.plugin_index.isdigit()):

@@ -180,7 +180,7 @@ class Placer:
                  memory_manager: MemoryAllocator | None = None, device_manager: Any = None, *,
                  cgroup_v2: bool = False, sysfs_root: str = "/sys",
                  foreign: Callable[[str], bool] = lambda uid: False,
-                 on_refused: Callable[[str], None] | None = None) -> None:
+                 allow_opt_out: bool = True) -> None:
         self.tm = tm
         self.cpu_policy = cpu_policy
         self.memory_manager = memory_manager
@@ -188,7 +188,7 @@ class Placer:
         self.cgroup_v2 = cgroup_v2
         self.sysfs_root = sysfs_root
         self.foreign = foreign
-        self.on_refused = on_refused
+        self.allow_opt_out = allow_opt_out
         self.counters = Counters()
         #: container id -> (pod, container) of containers running without the adjustment they should have
         self.unadjusted: dict[str, tuple[nri.PodSandbox, nri.Container]] = {}
@@ -223,7 +223,8 @@ class Placer:
         started, cpu0 = time.perf_counter(), time.thread_time()
         name = f"{pod.namespace}/{pod.name}"
         try:
-            c = classify(dict(pod.annotations), dict(ctr.annotations), pod.linux.cgroup_parent, resources_of(ctr))
+            c = classify(dict(pod.annotations), dict(ctr.annotations), pod.linux.cgroup_parent, resources_of(ctr),
+                         allow_opt_out=self.allow_opt_out)
         except ValueError as e:
             return self._refused(ctr, pod, name, str(e), "", "", started)
         if c.ignored:
@@ -287,8 +288,6 @@ class Placer:
                  started: float) -> Decision:
         self.counters.failed += 1
         self.unadjusted[ctr.id] = (pod, ctr)
-        if self.on_refused is not None:
-            self.on_refused(level or "unknown")
         return Decision(name, ctr.name, "refused", why, level, kube, decide_ms=_ms(started))
 
     # -- pods going away -------------------------------------------------------------------

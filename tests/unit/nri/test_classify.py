@@ -82,3 +82,10 @@ def test_hugepage_sizes_named_as_the_memory_manager_names_them() -> None:
     assert c.hugepages == {"hugepages-2Mi": 4 << 20}
     with pytest.raises(ValueError):
         classify({}, {}, "/kubepods/podx", Resources(hugepages={"huge": 1}))
+
+
+def test_opt_out_off_by_config() -> None:
+    """[nri] honor_opt_out = false: whoever may annotate a pod cannot take it off hwagent's placement."""
+    ann = {"hwagent.io/nri": "ignore"}
+    c = classify(ann, ann, "/kubepods/besteffort/podx", Resources(cpu_shares=2), allow_opt_out=False)
+    assert not c.ignored and c.level == "reclaimed_cores"

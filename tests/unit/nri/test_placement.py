@@ -120,6 +120,11 @@ def test_opted_out_containers_get_nothing_and_hold_nothing() -> None:
                                                annotations={"hwagent.io/nri": "ignore"}))
         assert d.outcome == "ignored" and adjustment(d, v2=False) is None
         assert node._engine.allocations() == []
+        # with [nri] honor_opt_out = false the same container is placed as its class says
+        strict = Placer(placer.tm, cpu_policy=placer.cpu_policy, allow_opt_out=False)
+        d = await strict.create(*nri_container("x", "/kubepods/podx", shares=2048, quota=200_000,
+                                               annotations={"hwagent.io/nri": "ignore"}))
+        assert d.outcome == "adjusted" and d.level == "dedicated_cores"
 
     on_node(body)
 
