@@ -80,8 +80,10 @@ def test_join_names_steps_by_slurm_and_leaves_unanswered_ones_unnamed():
         SlurmStep("6", "batch", "", "", "/slurm_n1/uid_0/job_6/step_batch", 0),
     )
     d = pod_directory(steps, source="s")
+    # the owner is Slurm's uid where Slurm answered (it wins over the tree's), the tree's before
     assert d.containers[0] == ContainerIdentity("batch", "job_5", "step_0", "slurm-job-5", "shared",
-                                                "/slurm_n1/uid_1000/job_5/step_0")
+                                                "/slurm_n1/uid_1000/job_5/step_0", owner_uid=1001)
+    assert d.containers[1].owner_uid == 0
     assert d.container_of("/slurm_n1/uid_1000/job_5/step_0/task_0").pod == "job_5"
     assert d.pods == {"slurm-job-5": ("batch", "job_5"), "slurm-job-6": ("", "job_6")}
 
