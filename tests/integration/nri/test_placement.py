@@ -5,8 +5,9 @@ component) registers with a private containerd 1.7; pods are created through the
 kubelet would create them (``placement_world``). For each container the test first asks
 standalone admission's dry run what the equivalent pod manifest would get, then creates the
 container and reads what the kernel applied: the container's cpuset cgroup, its cpu.shares and
-``/proc/<pid>/status``. This machine has 2 CPUs on one NUMA node: a dedicated container takes
-one, and the shared pool shrinks to the other (pushed to the running shared container).
+``/proc/<pid>/status``. On a machine of one NUMA node and N CPUs (2 here) a dedicated container
+of N-1 CPUs leaves the shared pool one (pushed to the running shared container), and a second
+dedicated container is refused: it would leave shared pods no CPU.
 """
 
 from __future__ import annotations
@@ -26,14 +27,15 @@ from tests.integration.nri.placement_world import KATALYST, NUMA_BINDING, World,
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 _SKIP = skip_reason() or (None if shutil.which("gcc") and shutil.which("ctr") else "needs gcc and ctr")
-if not _SKIP and len(CPUSet.parse(Path("/sys/devices/system/cpu/online").read_text().strip())) != 2:
-    _SKIP = "written for this 2-CPU machine (one dedicated CPU, one shared)"
+ALL = CPUSet.parse(Path("/sys/devices/system/cpu/online").read_text().strip())
+_NODES = [d for d in Path("/sys/devices/system/node").glob("node[0-9]*")]
+if not _SKIP and (len(_NODES) > 1 or len(ALL) < 2):
+    _SKIP = "written for one NUMA node with 2 CPUs or more (dedicated pods take all but one, one stays shared)"
 if not _SKIP and not (Path("/sys/fs/cgroup/cpuset").is_dir() and Path("/sys/fs/cgroup/cpu").is_dir()):
     _SKIP = "reads cgroup v1 cpuset and cpu controllers"
 if _SKIP:
     pytestmark.append(pytest.mark.skip(reason=_SKIP))
 
-ALL = CPUSet({0, 1})
 
 
 def _same(w: World, pid: int, cpus: CPUSet, mems: CPUSet | None = None) -> dict:
@@ -78,11 +80,12 @@ def test_each_qos_gets_what_standalone_admission_decides_and_a_refusal_is_repair
         _, _, k = w.run("k", "Burstable", milli=500, annotations={KATALYST: "reclaimed_cores"})
         assert _same(w, k, want[0])["shares"] == 2
 
-        # Guaranteed, 1 whole CPU -> dedicated and NUMA-bound: one CPU, its memory node
-        want = w.dry_run("g", "dedicated_cores", "1", "64Mi", NUMA_BINDING)
-        gpod, _, g = w.run("g", "Guaranteed", milli=1000)
+        # Guaranteed, N-1 whole CPUs -> dedicated and NUMA-bound: its CPUs, its memory node
+        n = len(ALL) - 1
+        want = w.dry_run("g", "dedicated_cores", str(n), "64Mi", NUMA_BINDING)
+        gpod, _, g = w.run("g", "Guaranteed", milli=n * 1000)
         _same(w, g, want[0], want[1])
-        assert len(want[0]) == 1 and want[1] == CPUSet({0})
+        assert len(want[0]) == n and want[1] == CPUSet({0})
 
         # the shared pool shrank to the other CPU: pushed to the running shared container's cgroup
         rest = ALL - want[0]
@@ -101,12 +104,14 @@ def test_each_qos_gets_what_standalone_admission_decides_and_a_refusal_is_repair
         assert w.metric(d, 'hwagent_nri_adjustments_total{outcome="refused",qos="dedicated_cores"}') == 1.0
         assert sum(q == "dedicated_cores" for q, _ in w.allocations().values()) == 1
 
-        # the first dedicated pod goes: its CPU is released and the refused container is repaired there
+        # the first dedicated pod goes: its CPUs are released and the refused container is repaired there
         w.cri.remove_pod(gpod.id)
-        wait_for("the refused container placed", lambda: readback(g2)["cgroup_cpus"] == want[0])
-        _same(w, g2, want[0], want[1])
+        wait_for("the refused container placed", lambda: len(readback(g2)["cgroup_cpus"]) == 1)
+        g2_cpus = _same(w, g2, readback(g2)["cgroup_cpus"], want[1])["cgroup_cpus"]
+        assert g2_cpus <= want[0]
         assert "0 running unadjusted" in w.status_detail()
-        _same(w, b, rest)  # the shared one stays off it
+        # the shared pool is everything else now, and the shared container follows it (never g2's CPU)
+        wait_for("the shared container on the grown pool", lambda: readback(b)["cgroup_cpus"] == ALL - g2_cpus)
         _figures(w, "placement test")
 
 
