@@ -249,7 +249,8 @@ class Placer:
         self.unadjusted.pop(ctr.id, None)
         self.placed[ctr.id] = (pod.uid, ctr.name, c.level)
         self.told[ctr.id] = (str(cpus) if cpus is not None else "", str(mems) if mems is not None else "")
-        self.counters.adjusted += 1
+        if outcome == "adjusted":  # a new placement (a held one answered again is not counted twice)
+            self.counters.adjusted += 1
         return d
 
     async def _place(self, spec: PodSpec, ctr: nri.Container) -> None:

@@ -172,6 +172,7 @@ def test_synchronize_reconciles_as_the_restore_after_kill_9() -> None:
         updates, released, decisions = await again.synchronize([kept[0], new[0]], [kept[1], new[1]])
         assert released == ["gone"]
         assert [d.outcome for d in decisions] == ["held", "adjusted"]
+        assert again.counters.adjusted == 1  # "kept" was held already: one new placement
         assert [u.container_id for u in updates] == ["ct-new-main"]  # "kept" already runs where it should
         cpus = {a.pod_uid: a.cpuset for a in node._engine.allocations() if a.qos_level == "dedicated_cores"}
         assert set(cpus) == {"kept", "new", own.pod.uid}
