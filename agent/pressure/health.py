@@ -87,6 +87,9 @@ class HealthTracker:
                 out.append(HealthChange(dev[0], dev[1], False, reason, now))
             elif d.unhealthy and now - d.last_error >= p.recovery_s:
                 d.unhealthy = False
+                # the errors it recovered from are history: counted again while still in the window,
+                # they flipped it unhealthy on the next tick (recovery_s < window_s)
+                d.events.clear()
                 out.append(HealthChange(dev[0], dev[1], True, f"no errors for {p.recovery_s:g}s", now))
         return out
 
