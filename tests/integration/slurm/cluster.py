@@ -68,6 +68,8 @@ class SlurmCluster:
     controller_addr: str = "127.0.0.1"
     #: Slurm's cgroup plugins (proctrack/cgroup, task/cgroup) in a test-owned subtree; None: no cgroup plugins
     cgroups: SlurmCgroups | None = None
+    #: more slurm.conf lines, before the nodes' (e.g. HealthCheckProgram=)
+    extra_conf: tuple[str, ...] = ()
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -126,6 +128,7 @@ class SlurmCluster:
         ]
         if self.gres_types:
             lines.append("GresTypes=" + ",".join(self.gres_types))
+        lines += self.extra_conf
         lines += [f"NodeName={n.name} NodeAddr={n.addr} NodeHostname={n.name} {n.fields} State=UNKNOWN"
                   for n in self.nodes]
         lines.append("PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
@@ -236,13 +239,15 @@ def slurm_cluster(base: Path, node_line: str, gres_conf: str = "", gres_types: t
 
 @contextmanager
 def multi_node_cluster(base: Path, names: list[str], fields: str, gres_conf: str = "",
-                       gres_types: tuple[str, ...] = (), cgroups: bool = False) -> Iterator[SlurmCluster]:
+                       gres_types: tuple[str, ...] = (), cgroups: bool = False,
+                       extra_conf: tuple[str, ...] = ()) -> Iterator[SlurmCluster]:
     """A node per name, each in its own network and UTS namespace on a test bridge, all with the
-    node line ``fields`` (they share this machine's hardware); slurmctld on the bridge's address."""
+    node line ``fields`` (they share this machine's hardware); slurmctld on the bridge's address;
+    ``extra_conf``: more slurm.conf lines."""
     with node_network(names) as net:
         nodes = tuple(SlurmNode(n.name, fields, n.addr, n) for n in net.nodes)
         cluster = SlurmCluster(base, nodes, gres_conf, tuple(gres_types), net.controller_addr,
-                               cgroups=owned_cgroups(base) if cgroups else None)
+                               cgroups=owned_cgroups(base) if cgroups else None, extra_conf=tuple(extra_conf))
         try:
             cluster.start()
             yield cluster

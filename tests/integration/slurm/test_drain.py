@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from tests.integration.slurm.agents import RESOURCE, node_agents
+from tests.integration.slurm.agents import HWAGENT, RESOURCE, node_agents
 from tests.integration.slurm.cluster import SlurmCluster, missing_binaries, multi_node_cluster
 
 pytestmark = [
@@ -101,9 +101,41 @@ def test_a_failing_disk_drains_its_node_only_and_only_hwagents_drain_is_resumed(
         until("n3's disk healthy again", lambda: agents["n3"].cli("slurm", "health").returncode == 0, timeout=60)
         time.sleep(1.5)  # three of the drain's rounds after n3's disk is healthy again
         got = reasons(c)
-        assert got.get("n3") == ADMIN_REASON and "n2" not in got and "n1" not in got, got
+        assert got.get("n3") == ADMIN_REASON and "n2" not in got and "n1" not in got, (got, "\n".join(
+            line for line in agents["n2"].log().splitlines() if "health" in line or "slurm" in line))
         assert c.node_states()["n3"].startswith("drained"), c.node_states()
         assert "node resumed" not in agents["n3"].log() and "node drained" not in agents["n3"].log()
         assert "node drained" not in agents["n1"].log()
         for a in agents.values():
             assert "scontrol failed" not in a.log(), a.log()[-3000:]
+
+
+def test_hwagent_slurm_health_as_slurmds_health_check_program_drains_and_resumes(short_tmp_path):
+    """With the daemon's drain off (``[slurm] drain = false``), slurmd's own HealthCheckProgram,
+    ``hwagent slurm health --drain`` run by each slurmd in its node's namespaces every 2 s,
+    drains node 2 for its failing disk with the same reason and resumes it once healthy."""
+    agents_dir = short_tmp_path / "agents"
+    check = short_tmp_path / "hwagent-health-check"
+    # slurmd runs the program with no arguments: which node it is on is the UTS namespace's host name
+    check.write_text("#!/bin/sh\nn=$(/bin/hostname)\n"
+                     f'exec {HWAGENT} slurm health --drain --config {agents_dir}/"$n"/agent/hwagent.toml '
+                     f'--root-dir {agents_dir}/"$n"/agent/root\n')
+    check.chmod(0o755)
+    extra = (f"HealthCheckProgram={check}", "HealthCheckInterval=2", "HealthCheckNodeState=ANY")
+    with multi_node_cluster(short_tmp_path / "slurm", NAMES, node_fields(short_tmp_path), extra_conf=extra) as c, \
+            node_agents(c, agents_dir, recovery_s=10.0, slurm={"drain": "false"}) as agents:
+        # the disk stays unhealthy for 10 s: several of slurmd's checks, however late the controller asks
+        c.wait_registered()
+        for a in agents.values():
+            assert "component=slurm-drain" not in a.log()  # the daemon's drain is off: the check alone drains
+        t0 = time.monotonic()
+        agents["n2"].disk.fail()
+        until("n2 drained by the health check", lambda: reasons(c).get("n2", "").startswith("hwagent: "), logs=agents)
+        t1 = time.monotonic()
+        got = reasons(c)
+        assert got["n2"].startswith(f"hwagent: {RESOURCE} {agents['n2'].disk.name} "), got
+        assert "n1" not in got and "n3" not in got, got
+        until("n2 resumed by the health check", lambda: c.node_states().get("n2") == "idle none", timeout=60)
+        print(f"health check: drained {t1 - t0:.1f}s after the failed writes, resumed {time.monotonic() - t1:.1f}s "
+              "after that (HealthCheckInterval=2, recovery_s=10)")
+        assert {n: s for n, s in c.node_states().items()} == {n: "idle none" for n in NAMES}
