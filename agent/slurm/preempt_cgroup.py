@@ -69,8 +69,8 @@ class JobCpuCgroups:
         self.cpu_root = fs.cpu_root
         self.subtree = own_subtree(parent, node)
         self.procfs_root = procfs_root
-        #: v1: where Slurm's job cgroups list the job's processes
-        self.procs_mounts = [mounts[c] for c in _PROCS_CONTROLLERS if c in mounts and not self.v2]
+        #: v1: (controller, mount) where Slurm's job cgroups list the job's processes
+        self.procs_mounts = [(c, mounts[c]) for c in _PROCS_CONTROLLERS if c in mounts and not self.v2]
 
     # -- where ---------------------------------------------------------------------
     def _dir(self, rel: str) -> Path:
@@ -95,6 +95,7 @@ class JobCpuCgroups:
             return rel
         if own:
             self._ensure_dir(self.subtree)
+            self._write_shares(self.subtree, LOW_SHARES)
             self._ensure_dir(rel)
             self._move_in(rel, steps)
         self._write_shares(rel, LOW_SHARES)
@@ -105,8 +106,6 @@ class JobCpuCgroups:
         if not d.is_dir():
             # parents too: the configured parent need not exist in the cpu hierarchy (Slurm makes none there)
             d.mkdir(parents=True, exist_ok=True)
-            if rel == self.subtree:
-                self._write_shares(rel, LOW_SHARES)
 
     def _write_shares(self, rel: str, value: int) -> None:
         f = self._dir(rel) / "cpu.shares"
@@ -117,17 +116,22 @@ class JobCpuCgroups:
             raise CgroupVanished(rel) from None
 
     def _move_in(self, rel: str, step_cgroups: list[str]) -> None:
-        """Every process of Slurm's job cgroup (but slurmstepd) into ``rel``: new ones each interval."""
+        """Every process of Slurm's job cgroup (but slurmstepd) into ``rel``: new ones each interval.
+        A pid is checked to be in the job's cgroup right before it is moved (``_belongs``): a process
+        of the job that ended and a pid the kernel handed to someone else since are not moved."""
         want: set[int] = set()
-        for mount in self.procs_mounts:
+        controller = ""
+        for ctl, mount in self.procs_mounts:
             for sc in step_cgroups:
                 want |= cgroup_procs(cgroup_dirs(mount, job_dir_of(sc)))
             if want:
+                controller = ctl
                 break
         here = set(cgroup_procs([self._dir(rel)]))
         procs = self._dir(rel) / "cgroup.procs"
+        job_dirs = {job_dir_of(sc) for sc in step_cgroups}
         for pid in sorted(want - here):
-            if self._is_stepd(pid):
+            if not self._belongs(pid, controller, job_dirs):
                 continue
             try:
                 with open(procs, "w") as f:
@@ -137,12 +141,23 @@ class JobCpuCgroups:
                     log.warning("cannot move a Slurm job's process into its cpu cgroup", pid=pid, cgroup=rel,
                                 error=e.strerror)
 
-    def _is_stepd(self, pid: int) -> bool:
+    def _belongs(self, pid: int, controller: str, job_dirs: set[str]) -> bool:
+        """Whether ``pid`` is, now, a process of the job (in its cgroup of ``controller``) other
+        than slurmstepd (Slurm's own daemon is never throttled)."""
+        base = os.path.join(self.procfs_root, str(pid))
         try:
-            with open(os.path.join(self.procfs_root, str(pid), "comm")) as f:
-                return f.read().strip() == "slurmstepd"
+            with open(os.path.join(base, "comm")) as f:
+                if f.read().strip() == "slurmstepd":
+                    return False
+            with open(os.path.join(base, "cgroup")) as f:
+                lines = f.read().splitlines()
         except OSError:
-            return True  # gone: nothing to move
+            return False  # gone: nothing to move
+        for line in lines:
+            _, ctls, path = line.split(":", 2)
+            if controller in ctls.split(","):
+                return any(path == d or path.startswith(d + "/") for d in job_dirs)
+        return False
 
     # -- the quota -------------------------------------------------------------------
     def set_quota(self, rel: str, quota_us: int | None, period_us: int) -> bool:

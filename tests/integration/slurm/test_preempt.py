@@ -76,6 +76,9 @@ def cluster(base: Path, fields: str) -> Iterator[SlurmCluster]:
             subprocess.run(["scancel", "--full", "-u", "root"], env=c.env, capture_output=True, timeout=30)
             time.sleep(1)
             c.stop()
+            # hwagent's cpu cgroups below the test's subtree, once the jobs' processes are gone
+            if c.cgroups is not None and (CPU / c.cgroups.tag).exists():
+                rmdir_cgroup_tree(CPU / c.cgroups.tag)
 
 
 @contextmanager
@@ -123,11 +126,7 @@ def test_a_preemptible_job_is_suppressed_then_requeued_by_slurm_never_killed(sho
     fields = _node_fields(short_tmp_path)
     with cluster(short_tmp_path / "slurm", fields) as c:
         c.wait_registered()
-        assert c.cgroups is not None
-        try:
-            _suppressed_then_requeued(c)
-        finally:
-            rmdir_cgroup_tree(CPU / c.cgroups.tag)
+        _suppressed_then_requeued(c)
 
 
 def _suppressed_then_requeued(c: SlurmCluster) -> None:
@@ -189,26 +188,23 @@ def test_a_job_slurm_will_not_requeue_keeps_running_suppressed(short_tmp_path):
     with cluster(short_tmp_path / "slurm", fields) as c:
         c.wait_registered()
         assert c.cgroups is not None
-        try:
-            keys = ('preemptible_partitions = ["scavenger"]\npreempt_threshold = 0.3\n'
-                    "preempt_suppress_after_s = 1\npreempt_requeue_after_s = 2\npreempt_quota_cpus = 0.05\n")
-            with preempting_agent(short_tmp_path / "hw", c, "n1", keys) as hw:
-                _sbatch(c, "-p", "test", "-w", "n1", "-c", "1", "-J", "latency", "--wrap", SPIN.format(n=3))
-                job = _sbatch(c, "-p", "scavenger", "-w", "n1", "-c", "1", "--no-requeue", "-J", "stay",
-                              "--wrap", SPIN.format(n=2))
-                until(lambda: _job(c, job).get("JobState") == "RUNNING", "the preemptible job to run")
-                mine = CPU / c.cgroups.tag / "hwagent_slurm_n1" / f"job_{job}"
-                until(lambda: _read(mine / "cpu.cfs_quota_us") == "5000", "the quota cut", hw.daemon)
-                until(lambda: "Slurm refused to take a preemptible job back" in hw.daemon.log(),
-                      "hwagent's requeue to be refused", hw.daemon)
-                pids = set(_read(mine / "cgroup.procs").split())
-                time.sleep(3)
-                record = _job(c, job)
-                assert record["JobState"] == "RUNNING" and record["Restarts"] == "0" and record["Requeue"] == "0"
-                assert pids and all(Path(f"/proc/{p}").exists() for p in pids)
-                assert _read(mine / "cpu.cfs_quota_us") == "5000"
-                assert f"Requeuing JobId={job}" not in c.log("slurmctld")
-                refused = [ln for ln in hw.daemon.log().splitlines() if "Slurm refused" in ln]
-                assert f"job={job}" in refused[0] and "disabled" in refused[0].lower(), refused
-        finally:
-            rmdir_cgroup_tree(CPU / c.cgroups.tag)
+        keys = ('preemptible_partitions = ["scavenger"]\npreempt_threshold = 0.3\n'
+                "preempt_suppress_after_s = 1\npreempt_requeue_after_s = 2\npreempt_quota_cpus = 0.05\n")
+        with preempting_agent(short_tmp_path / "hw", c, "n1", keys) as hw:
+            _sbatch(c, "-p", "test", "-w", "n1", "-c", "1", "-J", "latency", "--wrap", SPIN.format(n=3))
+            job = _sbatch(c, "-p", "scavenger", "-w", "n1", "-c", "1", "--no-requeue", "-J", "stay",
+                          "--wrap", SPIN.format(n=2))
+            until(lambda: _job(c, job).get("JobState") == "RUNNING", "the preemptible job to run")
+            mine = CPU / c.cgroups.tag / "hwagent_slurm_n1" / f"job_{job}"
+            until(lambda: _read(mine / "cpu.cfs_quota_us") == "5000", "the quota cut", hw.daemon)
+            until(lambda: "Slurm refused to take a preemptible job back" in hw.daemon.log(),
+                  "hwagent's requeue to be refused", hw.daemon)
+            pids = set(_read(mine / "cgroup.procs").split())
+            time.sleep(3)
+            record = _job(c, job)
+            assert record["JobState"] == "RUNNING" and record["Restarts"] == "0" and record["Requeue"] == "0"
+            assert pids and all(Path(f"/proc/{p}").exists() for p in pids)
+            assert _read(mine / "cpu.cfs_quota_us") == "5000"
+            assert f"Requeuing JobId={job}" not in c.log("slurmctld")
+            refused = [ln for ln in hw.daemon.log().splitlines() if "Slurm refused" in ln]
+            assert f"job={job}" in refused[0] and "disabled" in refused[0].lower(), refused

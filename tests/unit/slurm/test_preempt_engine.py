@@ -135,3 +135,30 @@ def test_hand_back_argv(action, signal, want):
 def test_hand_back_refuses_what_is_not_a_job_id():
     with pytest.raises(ValueError):
         hand_back_argv("/usr/bin", "requeue", "", "42 --all")
+
+
+def test_v1_moves_only_the_jobs_own_processes_never_slurmstepd_or_a_reused_pid(tmp_path):
+    """Slurm's freezer lists 100 (the job's shell), 101 (slurmstepd) and 102, whose pid now names a
+    process of another cgroup (the job's process ended, the kernel handed the pid on): only 100 moves."""
+    step = "/tag/slurm_n1/uid_0/job_9/step_batch"
+    freezer = tmp_path / "freezer"
+    (freezer / step.lstrip("/")).mkdir(parents=True)
+    (freezer / step.lstrip("/") / "cgroup.procs").write_text("100\n101\n102\n")
+    proc = tmp_path / "proc"
+    for pid, comm, where in ((100, "sh", step), (101, "slurmstepd", step), (102, "sshd", "/system")):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "comm").write_text(comm + "\n")
+        (proc / str(pid) / "cgroup").write_text(f"5:cpu:/\n4:freezer:{where}\n")
+    (tmp_path / "cpu").mkdir()
+    fs = CgroupFS(CgroupLayout("v1", tmp_path))
+    c = JobCpuCgroups(fs, {"freezer": freezer}, "/tag", "n1", str(proc))
+    # the cpu files a v1 cgroup has (a fixture: the kernel would make them)
+    for d in ("tag/hwagent_slurm_n1", "tag/hwagent_slurm_n1/job_9"):
+        (tmp_path / "cpu" / d).mkdir(parents=True)
+        (tmp_path / "cpu" / d / "cpu.shares").write_text("1024\n")
+    rel = c.make_reclaimed("9", [step])
+    assert rel == "/tag/hwagent_slurm_n1/job_9"
+    # a plain file keeps the last write; pids are moved in ascending order: 101 or 102 would show
+    assert (tmp_path / "cpu/tag/hwagent_slurm_n1/job_9/cgroup.procs").read_text() == "100"
+    assert (tmp_path / "cpu/tag/hwagent_slurm_n1/job_9/cpu.shares").read_text() == "2"
+    assert (tmp_path / "cpu/tag/hwagent_slurm_n1/cpu.shares").read_text() == "2"
