@@ -106,3 +106,12 @@ def test_an_outsider_reaches_nothing(world):
     r = box.cli(MALLORY, "ps")
     assert r.returncode != 0
     assert not any(f"job_{j}" in r.stdout + r.stderr for j in ids.values())
+
+
+def test_describe_shows_a_members_own_job_and_no_one_elses(world):
+    box, _c, ids = world
+    own = box.cli(ALICE, "describe", f"test/job_{ids['alicejob']}")
+    assert own.returncode == 0 and "step_0" in own.stdout and "slurm cgroups of node" in own.stdout, own.stderr
+    other = box.cli(ALICE, "describe", f"test/job_{ids['mallojob']}")
+    assert other.returncode != 0 and "step_0" not in other.stdout + other.stderr
+    assert f"job_{ids['mallojob']}" in box.cli(None, "describe", f"test/job_{ids['mallojob']}").stdout
