@@ -134,7 +134,7 @@ class Containerd:
         self.config.write_text(config_text(base, self.nri_socket, sandbox_image, self.version[0]))
 
     def start(self, timeout: float = 20.0) -> float:
-        """Start containerd; return the seconds until its NRI socket was there."""
+        """Start containerd; return the seconds until its NRI and gRPC sockets were there."""
         log = self.base / f"containerd.{len(self.logs)}.log"
         self.logs.append(log)
         began = time.monotonic()
@@ -145,10 +145,12 @@ class Containerd:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"containerd exited with {self.proc.returncode}:\n{log.read_text()[-3000:]}")
-            if self.nri_socket.is_socket():
+            # both: containerd 2.x may open the NRI socket before its gRPC (CRI, ctr) socket
+            if self.nri_socket.is_socket() and self.cri_socket.is_socket():
                 return time.monotonic() - began
             time.sleep(0.02)
-        raise RuntimeError(f"containerd's NRI socket did not appear in {timeout} s:\n{log.read_text()[-3000:]}")
+        raise RuntimeError(f"containerd's NRI and gRPC sockets did not appear in {timeout} s:\n"
+                           f"{log.read_text()[-3000:]}")
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 10 s; the socket is gone afterwards (a restart makes a new one)."""
