@@ -108,6 +108,7 @@ class NriPodDirectorySource:
         self._error = error
         self._built: PodDirectory = PodDirectory(source=source)
         self._version = -1
+        self._pressure: tuple[PodDirectory | None, list[Container]] = (None, [])
 
     @property
     def current(self) -> PodDirectory:
@@ -122,4 +123,8 @@ class NriPodDirectorySource:
         return self._error() if self._error is not None else ""
 
     def containers_for_pressure(self) -> list[Container]:
-        return self.current.pressure_containers(self.node_cpus)
+        """The directory's containers for the pressure tick, translated once per change of the view."""
+        d = self.current
+        if self._pressure[0] is not d:
+            self._pressure = (d, d.pressure_containers(self.node_cpus))
+        return list(self._pressure[1])

@@ -100,6 +100,7 @@ def test_the_source_rebuilds_after_an_event_and_a_removed_pod_is_gone() -> None:
     assert src.current is first  # nothing changed: no rebuild
     v.pod_event(nri.REMOVE_POD_SANDBOX, _pod("p2", "batch", ns="jobs"))
     assert "batch" not in {c.pod for c in src.current.containers}
+    assert src.containers_for_pressure() == src.containers_for_pressure()  # translated once, a copy each time
     pressure = {c.container_name: c for c in src.containers_for_pressure()}
     assert pressure["main"].cpuset == CPUSet.parse("2-3") and pressure["half"].cpuset == CPUSet.parse("0-7")
     assert (pressure["main"].pod_namespace, pressure["main"].pod_name, pressure["main"].qos_level) == (
