@@ -8,10 +8,11 @@ lines the health check prints. Pure: the owners' values in, problems out.
 
 A problem is a device one of hwagent's rules offers that is unhealthy now (its
 probes' verdicts and the rule's own, as the device plugins serve them), or one of
-hwagent's components that reports itself unhealthy (the node's devices are then
-not watched as they should be). Components named in ``IGNORED_COMPONENTS`` are
-not counted: the drain itself, which must not drain the node for its own
-trouble with Slurm.
+the components that watch the devices (``DEVICE_WATCHERS``: the device plugins,
+the pressure probes) reporting itself unhealthy: the devices' health is then not
+known. Other components' trouble (the Slurm jobs' walk, the drain's own calls to
+slurmctld, the CPU policy) is hwagent's, not the node's hardware's: ``hwagent
+status`` and /healthz say it, and it drains nothing.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from dataclasses import dataclass
 
 from agent.contracts.plugins import PluginState
 
-__all__ = ["Problem", "node_problems", "problem_line", "IGNORED_COMPONENTS", "REASON_PREFIX"]
+__all__ = ["Problem", "node_problems", "problem_line", "DEVICE_WATCHERS", "REASON_PREFIX"]
 
 #: how every drain reason and health line of hwagent's begins: the mark of hwagent's own drain
 REASON_PREFIX = "hwagent: "
 
-#: components whose own health is not the node's (the drain's trouble reaching slurmctld)
-IGNORED_COMPONENTS = frozenset({"slurm-drain"})
+#: the components whose failure leaves the devices' health unknown (their names in the daemon)
+DEVICE_WATCHERS = frozenset({"deviceplugins", "pressure"})
 
 #: anything but printable ASCII is replaced: a reason travels as one argv word to scontrol and
 #: as one line of a health check's output
@@ -54,11 +55,11 @@ class Problem:
 def node_problems(plugins: Iterable[PluginState], components: Iterable[tuple[str, bool]] = ()) -> tuple[Problem, ...]:
     """The node's problems, sorted (so the same situation always reads the same): each
     unhealthy device of ``plugins`` (every resource hwagent offers, plugin or DRA) and each
-    unhealthy component of ``components`` ((name, healthy) as the daemon reports them)."""
+    unhealthy device watcher among ``components`` ((name, healthy) as the daemon reports them)."""
     out = [Problem(f"{st.resource} {d.id}", d.reason or "unhealthy")
            for st in plugins for d in st.devices if not d.healthy]
     out += [Problem(f"component {name}", "unhealthy") for name, ok in components
-            if not ok and name not in IGNORED_COMPONENTS]
+            if not ok and name in DEVICE_WATCHERS]
     return tuple(sorted(set(out)))
 
 

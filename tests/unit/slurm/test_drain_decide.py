@@ -122,8 +122,10 @@ def test_parse_refuses_what_is_not_this_nodes_record(text):
 def test_problems_from_the_owners_values():
     states = [PluginState("example.com/scratch", socket=__import__("pathlib").Path("/x"), devices=(
         PluginDeviceState("loop7", False, "hwagent-probes: 3 errors\nin 30s"), PluginDeviceState("loop8", True)))]
-    got = node_problems(states, [("pressure", True), ("deviceplugins", False), ("slurm-drain", False)])
+    got = node_problems(states, [("pressure", True), ("deviceplugins", False), ("slurm-drain", False),
+                                 ("slurm-jobs", False), ("cpu", False)])
     assert got == (Problem("component deviceplugins", "unhealthy"),
                    Problem("example.com/scratch loop7", "hwagent-probes: 3 errors\nin 30s"))
     assert problem_line(got[1]) == "hwagent: example.com/scratch loop7 hwagent-probes: 3 errors in 30s"
     assert node_problems([], []) == ()
+    assert node_problems([], [("pressure", False)]) == (Problem("component pressure", "unhealthy"),)
