@@ -2,8 +2,8 @@
 
 hwagent never signals a job's processes itself: Slurm requeues the job (ending its
 steps its own way, ``KillWait`` included, and counting the restart in its record) or
-cancels it, optionally with a signal the job may catch (``scancel --signal=USR1``: it
-checkpoints and exits). The job id is the cgroup's number (digits only, read by the
+cancels it, or signals it with a signal the job may catch (``scancel --signal=USR1 --full``:
+the batch script and every step get it; the job checkpoints and exits, or not: it decides). The job id is the cgroup's number (digits only, read by the
 layout); the programs run with a clean environment (``PATH`` of ``bin_dir``, ``LANG=C``,
 ``SLURM_CONF`` when configured), as the other Slurm clients do (agent.slurm.jobinfo).
 """
@@ -26,7 +26,9 @@ def hand_back_argv(bin_dir: str, action: str, signal: str, job: str) -> list[str
     if action == "requeue":
         return [os.path.join(bin_dir, "scontrol"), "requeue", job]
     if action == "cancel":
-        return [os.path.join(bin_dir, "scancel"), *((f"--signal={signal}",) if signal else ()), job]
+        # --full: the batch script and its children get the signal too (scancel leaves the batch
+        # step out otherwise, and a plain sbatch job has no other step)
+        return [os.path.join(bin_dir, "scancel"), *((f"--signal={signal}", "--full") if signal else ()), job]
     raise ValueError(f"unknown hand-back action {action!r}")
 
 

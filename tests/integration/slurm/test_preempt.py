@@ -208,3 +208,27 @@ def test_a_job_slurm_will_not_requeue_keeps_running_suppressed(short_tmp_path):
             assert f"Requeuing JobId={job}" not in c.log("slurmctld")
             refused = [ln for ln in hw.daemon.log().splitlines() if "Slurm refused" in ln]
             assert f"job={job}" in refused[0] and "disabled" in refused[0].lower(), refused
+
+
+def test_cancel_with_a_signal_lets_the_job_end_itself(short_tmp_path):
+    """``preempt_action = "cancel"`` with ``preempt_cancel_signal = "USR1"``: hwagent asks Slurm
+    (``scancel --signal=USR1 --full``), Slurm delivers USR1 to the batch script, which traps it,
+    leaves a mark and exits 0: the job completes on its own terms, not cancelled, not requeued."""
+    fields = _node_fields(short_tmp_path)
+    mark = short_tmp_path / "usr1"
+    with cluster(short_tmp_path / "slurm", fields) as c:
+        c.wait_registered()
+        assert c.cgroups is not None
+        keys = ('preemptible_partitions = ["scavenger"]\npreempt_threshold = 0.3\n'
+                "preempt_suppress_after_s = 1\npreempt_requeue_after_s = 2\npreempt_quota_cpus = 0.05\n"
+                'preempt_action = "cancel"\npreempt_cancel_signal = "USR1"\n')
+        with preempting_agent(short_tmp_path / "hw", c, "n1", keys) as hw:
+            _sbatch(c, "-p", "test", "-w", "n1", "-c", "1", "-J", "latency", "--wrap", SPIN.format(n=3))
+            script = f"trap 'echo checkpointed > {mark}; exit 0' USR1; " + SPIN.format(n=2)
+            job = _sbatch(c, "-p", "scavenger", "-w", "n1", "-c", "1", "-J", "ends", "--wrap", script)
+            until(lambda: _job(c, job).get("JobState") == "COMPLETED", "the job to end on USR1", hw.daemon)
+            assert mark.read_text().strip() == "checkpointed"
+            record = _job(c, job)
+            assert record["ExitCode"] == "0:0" and record["Restarts"] == "0", record
+            acted = re.findall(r'msg="slurm preempt decision" action=(suppress|cancel)', hw.daemon.log())
+            assert acted[:2] == ["suppress", "cancel"], acted

@@ -126,7 +126,7 @@ def test_v1_knobs_are_hwagents_own_unless_slurm_has_a_cpu_cgroup(tmp_path):
 @pytest.mark.parametrize(("action", "signal", "want"), [
     ("requeue", "", ["/usr/bin/scontrol", "requeue", "42"]),
     ("cancel", "", ["/usr/bin/scancel", "42"]),
-    ("cancel", "USR1", ["/usr/bin/scancel", "--signal=USR1", "42"]),
+    ("cancel", "USR1", ["/usr/bin/scancel", "--signal=USR1", "--full", "42"]),
 ])
 def test_hand_back_argv(action, signal, want):
     assert hand_back_argv("/usr/bin", action, signal, "42") == want
