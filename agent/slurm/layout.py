@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["StepCgroup", "parse_step_path", "walk_slurm_cgroups", "V1_PREFIX", "V2_SCOPE"]
+__all__ = ["StepCgroup", "has_slurm_tree", "parse_step_path", "walk_slurm_cgroups", "V1_PREFIX", "V2_SCOPE"]
 
 #: a v1 tree's top directory: ``slurm`` or ``slurm_<node>``
 V1_PREFIX = re.compile(r"^slurm(?:_(?P<node>[A-Za-z0-9][A-Za-z0-9_.-]*))?$")
@@ -83,14 +83,13 @@ def _subdirs(d: str) -> Iterator[str]:
         return
 
 
-def _task_ids(step_dir: str) -> tuple[int, ...]:
+def _task_ids(step_dir: str, v2: bool) -> tuple[int, ...]:
     """``task_<t>`` right below the step (v1) or below its ``user`` directory (v2)."""
     out = []
-    for d in (step_dir, os.path.join(step_dir, "user")):
-        for name in _subdirs(d):
-            m = _TASK.match(name)
-            if m is not None:
-                out.append(int(m.group(1)))
+    for name in _subdirs(os.path.join(step_dir, "user") if v2 else step_dir):
+        m = _TASK.match(name)
+        if m is not None:
+            out.append(int(m.group(1)))
     return tuple(sorted(out))
 
 
@@ -110,6 +109,13 @@ def _tops(root: str, node: str | None) -> Iterator[tuple[str, str]]:
             yield os.path.join(root, "system.slice", name), f"/system.slice/{name}"
 
 
+def has_slurm_tree(root: str | Path, parent: str = "", node: str | None = None) -> bool:
+    """Whether ``root`` (one hierarchy) holds a Slurm tree of ``node``: a listing of one or two
+    directories, so the walk can keep to the one hierarchy that has it."""
+    base = os.path.join(str(root), parent.strip("/")) if parent.strip("/") else str(root)
+    return next(_tops(base, node), None) is not None
+
+
 def walk_slurm_cgroups(root: str | Path, parent: str = "", node: str | None = None) -> list[StepCgroup]:
     """Every step cgroup of Slurm's tree in one hierarchy: ``root`` is the hierarchy's mount (a
     fixture tree in tests), ``parent`` where Slurm's tree hangs below it, ``node`` this node's
@@ -123,6 +129,7 @@ def walk_slurm_cgroups(root: str | Path, parent: str = "", node: str | None = No
             levels = [(top, top_rel)]
         else:
             levels = [(os.path.join(top, u), f"{top_rel}/{u}") for u in _subdirs(top) if _UID.match(u)]
+        v2 = top_rel.startswith("/system.slice/")
         for d, rel in levels:
             for j in _subdirs(d):
                 if not _JOB.match(j):
@@ -130,6 +137,6 @@ def walk_slurm_cgroups(root: str | Path, parent: str = "", node: str | None = No
                 for s in _subdirs(os.path.join(d, j)):
                     step = parse_step_path(f"{rel_base}{rel}/{j}/{s}")
                     if step is not None:
-                        tasks = _task_ids(os.path.join(d, j, s))
+                        tasks = _task_ids(os.path.join(d, j, s), v2)
                         out.append(StepCgroup(step.job, step.step, step.path, step.node, step.uid, tasks))
     return sorted(out, key=lambda s: (s.path))

@@ -19,7 +19,7 @@ from agent.contracts.poddirectory import PodDirectory
 from agent.slurm.config import SlurmConfig
 from agent.slurm.jobinfo import JobInfoCache
 from agent.slurm.jobs import SlurmStep, join_steps, pod_directory
-from agent.slurm.layout import StepCgroup, walk_slurm_cgroups
+from agent.slurm.layout import StepCgroup, has_slurm_tree, walk_slurm_cgroups
 from agent.slurm.readings import StepReader, StepReading
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["SlurmJobSource", "SlurmSnapshot", "WALKED_V1_CONTROLLERS"]
 
 #: v1 controllers Slurm's plugins make their tree in (proctrack/cgroup: freezer; task/cgroup:
-#: cpuset, memory, devices); the walk takes the union, so either plugin alone is seen
+#: cpuset, memory, devices), in the order the walk tries them: either plugin alone is seen
 WALKED_V1_CONTROLLERS = ("freezer", "cpuset", "memory", "devices")
 
 
@@ -70,14 +70,14 @@ class SlurmJobSource:
 
     # -- the refresh (an executor thread; one at a time) ------------------------------
     def walk(self) -> list[StepCgroup]:
-        """This node's step cgroups over every walked hierarchy, one per path."""
-        by_path: dict[str, StepCgroup] = {}
+        """This node's step cgroups, from the first hierarchy (in ``roots``' order: freezer, where
+        proctrack/cgroup tracks every step, then task/cgroup's) that holds its Slurm tree. One
+        hierarchy, not their union: every plugin makes the same step directories, and each walk
+        costs a listing per job and step (tests/unit/slurm/test_source.py)."""
         for mount in self.roots.values():
-            for s in walk_slurm_cgroups(mount, self.parent, self.node):
-                old = by_path.get(s.path)
-                if old is None or len(s.tasks) > len(old.tasks):
-                    by_path[s.path] = s
-        return list(by_path.values())
+            if has_slurm_tree(mount, self.parent, self.node):
+                return walk_slurm_cgroups(mount, self.parent, self.node)
+        return []
 
     def refresh(self) -> SlurmSnapshot:
         cgroups = self.walk()

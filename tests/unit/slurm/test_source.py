@@ -88,3 +88,15 @@ def test_refresh_names_this_nodes_steps_reads_them_and_publishes_them_as_pods(tm
         shutil.rmtree(tmp_path / ctl / "hwt" / "slurm_n1" / "uid_1000" / "job_42")
     snap = src.refresh()
     assert snap.steps == () and dict(snap.readings) == {} and src.current.containers == ()
+
+
+def test_the_walk_keeps_to_the_first_hierarchy_holding_this_nodes_tree(tmp_path):
+    """task/cgroup alone (no freezer tree) is still seen; with both, one hierarchy is walked."""
+    (tmp_path / "freezer" / "slurm_n9" / "uid_0" / "job_1" / "step_0").mkdir(parents=True)  # another node's
+    (tmp_path / "cpuset" / "slurm_n1" / "uid_0" / "job_2" / "step_0").mkdir(parents=True)
+    (tmp_path / "memory" / "slurm_n1" / "uid_0" / "job_3" / "step_0").mkdir(parents=True)
+    roots = {c: tmp_path / c for c in ("freezer", "cpuset", "memory")}
+    src = SlurmJobSource("n1", roots, "", JobInfoCache("/usr/bin", runner=Squeue("")), StepReader(None, None, False))
+    assert [s.job for s in src.walk()] == ["2"]
+    (tmp_path / "freezer" / "slurm_n1" / "uid_0" / "job_2" / "step_0").mkdir(parents=True)
+    assert [s.path for s in src.walk()] == ["/slurm_n1/uid_0/job_2/step_0"]
