@@ -145,7 +145,7 @@ def main() -> int:
                 r = c.run(["scontrol", "update", "NodeName=n2", "State=RESUME"])
                 assert r.returncode == 0, r.stderr
                 wait("the floor's resume", lambda: reason_of(c, "n2") == "")
-        assert "node drained" not in agents["n1"].log() + agents["n3"].log()
+        assert "slurm node drained" not in agents["n1"].log() + agents["n3"].log()
     load1 = Path("/proc/loadavg").read_text().split()[:3]
 
     def ms(xs: list[float]) -> str:

@@ -89,8 +89,8 @@ class SlurmDrain:
         self._plugins = ctx.lookup(DEVICE_PLUGINS)
         self._components = ctx.component_health
         if self._plugins is None:
-            log.warning("slurm drain: no device plugins run in this daemon ([devices] off); only hwagent's "
-                        "components are watched", node=self.settings.node_name)
+            log.warning("slurm drain without device plugins", node=self.settings.node_name,
+                        note="[devices] is off: only the pressure probes' own health is watched")
         self._task = asyncio.get_running_loop().create_task(self._run(), name="slurm-drain")
         log.info("slurm drain started", node=self.settings.node_name, scontrol=self.scontrol.path,
                  interval_s=self.settings.interval_s, recheck_s=self.settings.recheck_s)
@@ -125,7 +125,7 @@ class SlurmDrain:
             self.last_error = str(e)
             self._retry_at = now + self._backoff
             self._backoff = min(self._backoff * 2, self.settings.recheck_s)
-            log.error("slurm drain: scontrol failed", node=self.settings.node_name, error=str(e),
+            log.error("slurm drain call failed", node=self.settings.node_name, error=str(e),
                       retry_in_s=round(self._retry_at - now, 2))
             return None
         self.applied, self.last_error = problems, ""
@@ -140,12 +140,12 @@ class SlurmDrain:
         decision = decide(node, problems)
         if decision.action is Action.DRAIN:
             await loop.run_in_executor(None, self.scontrol.drain, name, decision.reason)
-            log.warning("slurm drain: node drained", node=name, reason=decision.reason, why=decision.why)
+            log.warning("slurm node drained", node=name, reason=decision.reason, why=decision.why)
         elif decision.action is Action.RESUME:
             await loop.run_in_executor(None, self.scontrol.resume, name)
-            log.warning("slurm drain: node resumed", node=name, was=node.reason, why=decision.why)
+            log.warning("slurm node resumed", node=name, was=node.reason, why=decision.why)
         elif decision != self.last_decision:
-            log.info("slurm drain: nothing to do", node=name, state="+".join([node.base, *sorted(node.flags)]),
+            log.info("slurm drain unchanged", node=name, state="+".join([node.base, *sorted(node.flags)]),
                      reason=node.reason or "-", problems=len(problems), why=decision.why)
         self.last_decision = decision
         return decision

@@ -104,10 +104,10 @@ def test_a_failing_disk_drains_its_node_only_and_only_hwagents_drain_is_resumed(
         assert got.get("n3") == ADMIN_REASON and "n2" not in got and "n1" not in got, (got, "\n".join(
             line for line in agents["n2"].log().splitlines() if "health" in line or "slurm" in line))
         assert c.node_states()["n3"].startswith("drained"), c.node_states()
-        assert "node resumed" not in agents["n3"].log() and "node drained" not in agents["n3"].log()
-        assert "node drained" not in agents["n1"].log()
+        assert "slurm node resumed" not in agents["n3"].log() and "slurm node drained" not in agents["n3"].log()
+        assert "slurm node drained" not in agents["n1"].log()
         for a in agents.values():
-            assert "scontrol failed" not in a.log(), a.log()[-3000:]
+            assert "slurm drain call failed" not in a.log(), a.log()[-3000:]
 
 
 def test_hwagent_slurm_health_as_slurmds_health_check_program_drains_and_resumes(short_tmp_path):
