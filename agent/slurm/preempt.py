@@ -110,7 +110,7 @@ class PreemptEngine:
             except CgroupVanished:
                 continue  # the job ended meanwhile
             except OSError as e:
-                log.warning("cannot set a preemptible job's class", job=j.job, error=str(e))
+                log.warning("cannot set a preemptible job class", job=j.job, error=str(e))
             self.first_seen.setdefault(j.job, at)
         self.first_seen = {k: v for k, v in self.first_seen.items() if k in knobs}
         delays = {k: v for j in protected for k, v in j.delays.items()}
@@ -126,13 +126,13 @@ class PreemptEngine:
             except CgroupVanished:
                 pass
             except (OSError, ValueError) as e:
-                log.warning("cannot write a preemptible job's cpu quota", cgroup=rel, error=str(e))
+                log.warning("cannot write a preemptible job cpu quota", cgroup=rel, error=str(e))
         for job in step.leave:
             try:
                 self.hand_back(job)
             except OSError as e:
                 self.refused[job] = str(e)
-                log.warning("Slurm refused to take a preemptible job back", job=job, action=self.policy.action,
+                log.warning("slurm refused to take a preemptible job back", job=job, action=self.policy.action,
                             error=str(e))
             else:
                 self.handed_back.append(job)

@@ -138,7 +138,7 @@ class JobCpuCgroups:
                     f.write(str(pid))
             except OSError as e:
                 if e.errno != errno.ESRCH:  # ended meanwhile: nothing to move
-                    log.warning("cannot move a Slurm job's process into its cpu cgroup", pid=pid, cgroup=rel,
+                    log.warning("cannot move a slurm job process into its cpu cgroup", pid=pid, cgroup=rel,
                                 error=e.strerror)
 
     def _belongs(self, pid: int, controller: str, job_dirs: set[str]) -> bool:
@@ -195,6 +195,6 @@ class JobCpuCgroups:
                 removed.append(name)
             except OSError as e:
                 if e.errno not in (errno.EBUSY, errno.ENOENT):
-                    log.warning("cannot remove an ended job's cpu cgroup", cgroup=str(base / name),
+                    log.warning("cannot remove an ended job cpu cgroup", cgroup=str(base / name),
                                 error=e.strerror)
         return removed

@@ -197,7 +197,7 @@ def test_a_job_slurm_will_not_requeue_keeps_running_suppressed(short_tmp_path):
             until(lambda: _job(c, job).get("JobState") == "RUNNING", "the preemptible job to run")
             mine = CPU / c.cgroups.tag / "hwagent_slurm_n1" / f"job_{job}"
             until(lambda: _read(mine / "cpu.cfs_quota_us") == "5000", "the quota cut", hw.daemon)
-            until(lambda: "Slurm refused to take a preemptible job back" in hw.daemon.log(),
+            until(lambda: "slurm refused to take a preemptible job back" in hw.daemon.log(),
                   "hwagent's requeue to be refused", hw.daemon)
             pids = set(_read(mine / "cgroup.procs").split())
             time.sleep(3)
@@ -206,7 +206,7 @@ def test_a_job_slurm_will_not_requeue_keeps_running_suppressed(short_tmp_path):
             assert pids and all(Path(f"/proc/{p}").exists() for p in pids)
             assert _read(mine / "cpu.cfs_quota_us") == "5000"
             assert f"Requeuing JobId={job}" not in c.log("slurmctld")
-            refused = [ln for ln in hw.daemon.log().splitlines() if "Slurm refused" in ln]
+            refused = [ln for ln in hw.daemon.log().splitlines() if "slurm refused" in ln]
             assert f"job={job}" in refused[0] and "disabled" in refused[0].lower(), refused
 
 
