@@ -10,13 +10,13 @@ A reading that cannot be taken (the step ended meanwhile) is left out, never zer
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.cgroups.tree import cgroup_thread_ids
 from agent.fsread import read_optional
-from agent.pressure.procfs import read_psi, schedstats
+from agent.pressure.procfs import read_psi
 
 __all__ = ["StepReading", "StepReader"]
 
@@ -29,6 +29,54 @@ class StepReading:
     #: cumulative seconds some of the step's threads stalled on CPU (v2 PSI), None on v1
     cpu_pressure_some_s: float | None = None
     threads: int = 0
+
+
+#: the file listing a cgroup's own threads: v1 ``tasks``, v2 ``cgroup.threads``
+_THREADS = {False: "tasks", True: "cgroup.threads"}
+#: how deep below a step its threads may be (v2: step/user/task_N; v1: step/task_N)
+_MAX_DEPTH = 3
+
+
+def _read(path: str) -> bytes | None:
+    """A small kernel file's bytes, or None when it is gone (a step or thread that ended)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def step_thread_ids(step_dir: str, v2: bool, depth: int = 0) -> list[int]:
+    """The threads in a step's cgroup and below it (Slurm's layout is a few levels deep: no
+    unbounded walk, no links followed); the files are read bare, as the kernel writes them."""
+    out: list[int] = []
+    data = _read(os.path.join(step_dir, _THREADS[v2]))
+    if data:
+        out.extend(int(t) for t in data.split())
+    if depth < _MAX_DEPTH:
+        try:
+            with os.scandir(step_dir) as it:
+                subdirs = [e.path for e in it if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            subdirs = []
+        for d in subdirs:
+            out.extend(step_thread_ids(d, v2, depth + 1))
+    return out
+
+
+def run_delay_ns(tid: int, procfs_root: str) -> int | None:
+    """Field 2 of ``/proc/<tid>/schedstat``: ns the thread waited runnable; None once it exited."""
+    data = _read(f"{procfs_root}/{tid}/schedstat")
+    parts = data.split() if data else []
+    try:
+        return int(parts[1]) if len(parts) >= 2 else None
+    except ValueError:
+        return None
 
 
 def _int_file(path: Path) -> int | None:
@@ -60,9 +108,13 @@ class StepReader:
         seen: dict[int, int] = {}
         totals: dict[str, int] = {}
         for path in paths:
-            tids = cgroup_thread_ids(self.tasks_mount, path) if self.tasks_mount is not None else []
+            tids = (step_thread_ids(os.path.join(str(self.tasks_mount), path.lstrip("/")), self.v2)
+                    if self.tasks_mount is not None else [])
             grown = 0
-            for tid, (delay, _n) in schedstats(tids, self.procfs_root).items():
+            for tid in tids:
+                delay = run_delay_ns(tid, self.procfs_root)
+                if delay is None:
+                    continue
                 prev = self._last.get(tid)
                 grown += delay - prev if prev is not None and delay >= prev else 0 if prev is not None else delay
                 seen[tid] = delay
