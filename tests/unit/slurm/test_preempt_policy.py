@@ -5,6 +5,7 @@ suppress before hand-back, hand-back only while pressure persists, restore only 
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -153,3 +154,27 @@ def test_every_sequence_keeps_the_order(length):
                 last_calm = t
         for s in run("".join(seq), jobs=()):
             assert s.action == "idle" and s.quota_cpus is None and not s.leave
+
+
+@pytest.mark.parametrize(("toml", "says"), [
+    ('preempt_action = "kill"', "preempt_action must be one of requeue, cancel"),
+    ('preemptible_partitions = ["a b"]', "must be one word"),
+    ('preempt_cancel_signal = "USR1"', 'is for preempt_action = "cancel"'),
+    ('preemptible_partitions = "scavenger"', "expected a list"),
+    ("preempt_quota_cpus = 0", "preempt_quota_cpus must be >= 0.01"),
+])
+def test_the_slurm_section_refuses_bad_preemption_keys_with_a_clear_error(toml, says):
+    from agent.config import ConfigError, loads
+
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        loads(f"[slurm]\n{toml}\n")
+
+
+def test_the_slurm_section_gives_the_policy():
+    from agent.config import loads
+    from agent.slurm.config import SLURM_SECTION
+    from agent.slurm.preempt_policy import policy_from_config
+
+    cfg = loads('[slurm]\npreemptible_qos = ["low"]\npreempt_action = "cancel"\npreempt_cancel_signal = "USR1"\n')
+    p = policy_from_config(cfg[SLURM_SECTION])
+    assert p.qos == frozenset({"low"}) and p.action == "cancel" and p.cancel_signal == "USR1" and p.active
