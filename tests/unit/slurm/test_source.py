@@ -100,3 +100,25 @@ def test_the_walk_keeps_to_the_first_hierarchy_holding_this_nodes_tree(tmp_path)
     assert [s.job for s in src.walk()] == ["2"]
     (tmp_path / "freezer" / "slurm_n1" / "uid_0" / "job_2" / "step_0").mkdir(parents=True)
     assert [s.path for s in src.walk()] == ["/slurm_n1/uid_0/job_2/step_0"]
+
+
+def test_v2_readings_threads_below_user_memory_current_and_cpu_pressure(tmp_path):
+    """The v2 layout's files on a fixture tree: threads in step/user/task_N and step/slurm, PSI."""
+    step = tmp_path / "system.slice" / "slurmstepd.scope" / "job_8" / "step_0"
+    (step / "user" / "task_0").mkdir(parents=True)
+    (step / "slurm").mkdir()
+    (step / "cgroup.threads").write_text("")
+    (step / "user" / "cgroup.threads").write_text("")
+    (step / "user" / "task_0" / "cgroup.threads").write_text(f"{os.getpid()}\n")
+    (step / "slurm" / "cgroup.threads").write_text("999999999\n")  # a thread that is gone: left out
+    (step / "memory.current").write_text("8192\n")
+    (step / "cpu.pressure").write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=2500000\n"
+                                       "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    reader = StepReader(tmp_path, tmp_path, True)
+    rel = "/system.slice/slurmstepd.scope/job_8/step_0"
+    first = reader.read([rel])[rel]
+    assert first.threads == 2 and first.memory_bytes == 8192 and first.cpu_pressure_some_s == 2.5
+    assert first.runqueue_delay_s >= 0
+    again = reader.read([rel])[rel]
+    assert again.runqueue_delay_s >= first.runqueue_delay_s  # cumulative
+    assert reader.read(["/gone"])["/gone"] == type(first)(0.0, None, None, 0)
