@@ -93,6 +93,9 @@ class NodeAgent:
     base: Path
     disk: FailingDisk
     proc: subprocess.Popen
+    argv: tuple[str, ...] = ()
+    #: where the current run's log begins (a restart appends to the same file)
+    log_start: int = 0
 
     @property
     def root(self) -> Path:
@@ -112,14 +115,25 @@ class NodeAgent:
                               timeout=timeout, stdin=subprocess.DEVNULL)
 
     def wait_for(self, text: str, timeout: float = 90) -> None:
+        """Until the log of this daemon's current run (since its last restart) holds ``text``."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if text in self.log():
+            if text in self.log()[self.log_start:]:
                 return
             if self.proc.poll() is not None:
                 raise AssertionError(f"hwagent on {self.node} exited ({self.proc.returncode}):\n{self.log()[-3000:]}")
             time.sleep(0.1)
         raise AssertionError(f"no {text!r} from hwagent on {self.node} within {timeout}s:\n{self.log()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL the daemon: nothing of it runs on, nothing of it is cleaned up."""
+        self.proc.kill()
+        self.proc.wait()
+
+    def restart(self) -> None:
+        """Start it again as before (after ``kill``), its log appended to the same file."""
+        self.log_start = len(self.log())
+        self.proc = _spawn(list(self.argv), self.base)
 
     def stop(self) -> int | None:
         if self.proc.poll() is None:
@@ -140,10 +154,13 @@ def start_agent(cluster: SlurmCluster, node: str, base: Path, disk: FailingDisk,
     argv = ["nsenter", f"--target={slurmd.pid}", "--net", "--uts", "--",
             str(HWAGENT), "run", "--config", str(base / "hwagent.toml"), "--root-dir", str(base / "root"),
             "--metrics-address", "127.0.0.1:0", "--mode", "standalone", "--lock-dir", str(base / "locks")]
-    with open(base / "stderr.log", "wb") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+    return NodeAgent(node, base, disk, _spawn(argv, base), tuple(argv))
+
+
+def _spawn(argv: list[str], base: Path) -> subprocess.Popen:
+    with open(base / "stderr.log", "ab") as err:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                 cwd=str(Path(__file__).resolve().parents[3]))
-    return NodeAgent(node, base, disk, proc)
 
 
 @contextmanager

@@ -139,3 +139,25 @@ def test_hwagent_slurm_health_as_slurmds_health_check_program_drains_and_resumes
         print(f"health check: drained {t1 - t0:.1f}s after the failed writes, resumed {time.monotonic() - t1:.1f}s "
               "after that (HealthCheckInterval=2, recovery_s=10)")
         assert {n: s for n, s in c.node_states().items()} == {n: "idle none" for n in NAMES}
+
+
+def test_hwagent_killed_and_restarted_keeps_no_state_and_asks_slurm_again(short_tmp_path):
+    """kill -9 of node 2's hwagent while it holds node 2 drained changes nothing of Slurm's; the
+    restarted daemon has seen no error on the disk since it started (its probe counts from
+    zero), finds its own drain and resumes it, and the disk failing again drains the node again."""
+    with multi_node_cluster(short_tmp_path / "slurm", NAMES, node_fields(short_tmp_path)) as c, \
+            node_agents(c, short_tmp_path / "agents", recovery_s=60.0) as agents:
+        c.wait_registered()
+        n2 = agents["n2"]
+        n2.disk.fail()
+        until("n2 drained", lambda: reasons(c).get("n2", "").startswith("hwagent: "), logs=agents)
+        first = reasons(c)["n2"]
+        n2.kill()
+        time.sleep(1.0)
+        assert reasons(c).get("n2") == first  # a killed hwagent leaves the node as it was
+        n2.restart()
+        n2.wait_for('msg="pressure ready"')
+        until("n2 resumed by the restarted hwagent", lambda: c.node_states().get("n2") == "idle none", logs=agents)
+        n2.disk.fail()
+        until("n2 drained again", lambda: reasons(c).get("n2", "").startswith("hwagent: "), logs=agents)
+        assert c.node_states()["n1"] == "idle none" and c.node_states()["n3"] == "idle none"
