@@ -183,7 +183,8 @@ def _suppressed_then_requeued(c: SlurmCluster) -> None:
 
 def test_a_job_slurm_will_not_requeue_keeps_running_suppressed(short_tmp_path):
     """``--no-requeue``: Slurm refuses hwagent's ``scontrol requeue``; the job must run on, held to
-    its quota, its processes alive: hwagent has no other way to end it and takes none."""
+    its quota, its processes alive: hwagent has no other way to end it and takes none. Then hwagent
+    is killed -9 and restarted: nothing of the job is disturbed, and the quota needs no memory."""
     fields = _node_fields(short_tmp_path)
     with cluster(short_tmp_path / "slurm", fields) as c:
         c.wait_registered()
@@ -208,6 +209,15 @@ def test_a_job_slurm_will_not_requeue_keeps_running_suppressed(short_tmp_path):
             assert f"Requeuing JobId={job}" not in c.log("slurmctld")
             refused = [ln for ln in hw.daemon.log().splitlines() if "slurm refused" in ln]
             assert f"job={job}" in refused[0] and "disabled" in refused[0].lower(), refused
+            # hwagent killed -9 mid-suppression: the job runs on, the quota stays until a hwagent lifts it;
+            # the restarted one keeps no memory of it, lifts it at its first interval, then cuts it again
+            hw.kill()
+            assert _job(c, job)["JobState"] == "RUNNING" and _read(mine / "cpu.cfs_quota_us") == "5000"
+            hw.start()
+            until(lambda: _read(mine / "cpu.cfs_quota_us") == "-1", "the restarted hwagent to lift the quota",
+                  hw.daemon)
+            until(lambda: _read(mine / "cpu.cfs_quota_us") == "5000", "the quota cut again", hw.daemon)
+            assert _job(c, job)["Restarts"] == "0" and all(Path(f"/proc/{p}").exists() for p in pids)
 
 
 def test_cancel_with_a_signal_lets_the_job_end_itself(short_tmp_path):
