@@ -176,6 +176,8 @@ def _suppressed_then_requeued(c: SlurmCluster) -> None:
         decisions = re.findall(r'msg="slurm preempt decision" action=(\w+) .*? jobs="?([\d,]*)"?', hw.daemon.log())
         acted = [(a, j) for a, j in decisions if a not in ("hold", "idle")]
         assert acted[:2] == [("suppress", ""), ("requeue", victim)], acted
+        counted = {lb["action"]: v for lb, v in hw.metrics().get("hwagent_slurm_preempt_actions_total", [])}
+        assert counted.get("suppress", 0) >= 1 and counted.get("requeue", 0) == 1, counted
         # the protected job ran on throughout, and hwagent's cgroup of the gone run is removed
         assert _job(c, protected)["JobState"] == "RUNNING"
         until(lambda: not mine.exists(), "hwagent's cpu cgroup of the requeued run to go", hw.daemon)
