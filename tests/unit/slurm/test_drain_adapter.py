@@ -94,3 +94,17 @@ def test_a_failing_scontrol_is_retried_with_a_growing_pause_and_drains_nothing(t
     assert 3 <= len(made) <= 8, made  # 1 s of ticks: 0.05, 0.1, 0.2, 0.4, 0.4 ... apart, not every tick
     assert "Unable to contact slurm controller" in drain.last_error and drain.applied is None
     assert drain.healthy()
+
+
+def test_health_check_without_a_daemon_says_so_and_exits_5(tmp_path):
+    """As a HealthCheckProgram: no daemon is one clear line and exit 5 (not 0: it cannot vouch for
+    the devices; not 1: that is the node's problems), and nothing on stdout."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "agent", "slurm", "health", "--root-dir", str(tmp_path / "none")],
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (5, "")
+    assert r.stderr.strip().splitlines() == [
+        f"hwagent slurm: error: hwagent is not running with root dir {tmp_path / 'none'}: no status socket at "
+        f"{tmp_path / 'none'}/status.sock; no device health to report"]
