@@ -25,6 +25,9 @@ class PluginDeviceState:
     reason: str = ""
     #: the device's NUMA node; None = sysfs reports none
     numa_node: int | None = None
+    #: host paths of the device's nodes the rule hands out: how a device is known by its file
+    #: (a Slurm job's GRES record names files)
+    nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -40,12 +40,17 @@ log = get_logger("hwagent.deviceplugin")
 
 
 
+def _nodes(rule: ResourceRule, device: Device) -> tuple[str, ...]:
+    """Host paths of the device's nodes the rule hands out (its ``dev_nodes`` kinds)."""
+    return tuple(n.path for n in device.nodes_of(rule.dev_nodes))
+
+
 def plugin_state(plugin: DevicePluginServer, registrar: Registrar | None) -> PluginState:
     """What status shows of one plugin, copied out of its server and registrar."""
     return PluginState(
         resource=plugin.resource,
         socket=plugin.socket_path,
-        devices=tuple(PluginDeviceState(d.id, d.healthy, d.reason, d.device.numa_node)
+        devices=tuple(PluginDeviceState(d.id, d.healthy, d.reason, d.device.numa_node, _nodes(plugin.rule, d.device))
                       for _, d in sorted(plugin.devices.items())),
         registered=registrar is not None and registrar.registered.is_set(),
         last_error=registrar.last_error if registrar is not None else "",
@@ -128,7 +133,8 @@ class DevicePluginsComponent:
         """The resources offered through DRA, by resource, with their devices' health (rule and
         board joined, as a plugin's snapshot would say): what the DRA health stream sends. No
         plugin serves them, so ``socket`` is empty and nothing is registered."""
-        return [PluginState(r, Path(), tuple(PluginDeviceState(d.id, d.healthy, d.reason, d.device.numa_node)
+        return [PluginState(r, Path(), tuple(PluginDeviceState(d.id, d.healthy, d.reason, d.device.numa_node,
+                                                               _nodes(self.rules[r], d.device))
                                              for d in sorted(self._snapshot(r), key=lambda d: d.id)))
                 for r in sorted(self.dra_resources & self.assignment.members.keys())] if self._started else []
 

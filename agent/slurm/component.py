@@ -11,6 +11,10 @@ the same door kubelet-mode and NRI pods reach the pressure engine and status thr
 so Slurm's steps are listed and labelled by the owners that already do it for pods
 (this component names; it measures only what its own series need, below).
 
+The devices a job holds are named from Slurm's own words (agent.slurm.gresmap: the job's
+GRES indexes, slurmd's records) joined with the devices hwagent offers (``DEVICE_PLUGINS``,
+looked up: started before it), whose health the job's series then carry.
+
 It reads cgroupfs and runs Slurm's client programs; it writes nothing of Slurm's.
 """
 
@@ -20,7 +24,7 @@ import asyncio
 import socket
 from typing import Any
 
-from agent.contracts import DaemonContext
+from agent.contracts import DEVICE_PLUGINS, DaemonContext
 from agent.poddirectories import publish_pod_directory
 from agent.eventlog import get_logger
 from agent.slurm.config import SLURM_SECTION, SlurmConfig
@@ -44,6 +48,7 @@ class SlurmJobsComponent:
         self.service: Any = None
         self._task: asyncio.Task[None] | None = None
         self._collector: Any = None
+        self._devices: Any = None
 
     async def start(self, ctx: DaemonContext) -> None:
         from prometheus_client import REGISTRY
@@ -54,9 +59,10 @@ class SlurmJobsComponent:
 
         svc = SlurmJobSource.for_daemon(ctx, self.cfg, node_name(self.cfg))
         self.service = svc
+        self._devices = ctx.lookup(DEVICE_PLUGINS)
         await self.refresh_once()
         publish_pod_directory(ctx, svc)
-        self._collector = SlurmStepCollector(lambda: (svc.snapshot.steps, svc.snapshot.readings),
+        self._collector = SlurmStepCollector(lambda: (svc.snapshot.steps, svc.snapshot.readings, svc.snapshot.held),
                                              self.cfg.max_step_series,
                                              labels_on=ctx.config[DAEMON_SECTION].metrics_pod_labels)
         REGISTRY.register(self._collector)
@@ -65,7 +71,9 @@ class SlurmJobsComponent:
     async def refresh_once(self) -> None:
         svc = self.service
         assert svc is not None
-        await asyncio.get_running_loop().run_in_executor(None, svc.refresh)
+        plugins = self._devices  # their states are the loop's: read here, handed to the executor
+        states = [*plugins.plugin_states(), *plugins.dra_states()] if plugins is not None else []
+        await asyncio.get_running_loop().run_in_executor(None, svc.refresh, states)
 
     async def _run(self) -> None:
         while True:

@@ -29,6 +29,9 @@ class SlurmConfig:
     node_name: str = ""
     #: directory of Slurm's client programs (squeue, scontrol): absolute, never the caller's PATH
     bin_dir: str = "/usr/bin"
+    #: slurmd, run as ``slurmd -G`` (print the node's GRES records and exit) to know which device
+    #: file a job's GRES index names; empty: jobs are not joined with the devices they hold
+    slurmd_path: str = "/usr/sbin/slurmd"
     #: slurm.conf the client programs read (their SLURM_CONF); empty = Slurm's own default
     slurm_conf: str = ""
     #: where Slurm's cgroup tree hangs below each hierarchy's root ("" = the root itself, where
@@ -73,6 +76,8 @@ class SlurmConfig:
             raise ValueError(f"node_name must be letters, digits, '_', '.', '-', not {self.node_name!r}")
         if not self.bin_dir.startswith("/"):
             raise ValueError(f"bin_dir must be absolute, not {self.bin_dir!r}")
+        if self.slurmd_path and not self.slurmd_path.startswith("/"):
+            raise ValueError(f"slurmd_path must be absolute, not {self.slurmd_path!r}")
         if self.slurm_conf and not self.slurm_conf.startswith("/"):
             raise ValueError(f"slurm_conf must be absolute, not {self.slurm_conf!r}")
         parts = self.cgroup_parent.strip("/").split("/") if self.cgroup_parent.strip("/") else []

@@ -13,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from agent.contracts.poddirectory import ContainerIdentity, PodDirectory
+from agent.contracts.plugins import PluginState
+from agent.contracts.poddirectory import ContainerIdentity, DeviceHolder, PodDirectory
+from agent.slurm.gresmap import held_files
 from agent.slurm.jobinfo import JobInfo
 from agent.slurm.layout import StepCgroup
 
-__all__ = ["SlurmStep", "join_steps", "pod_directory", "job_uid", "QOS_LEVEL"]
+__all__ = ["HeldDevice", "SlurmStep", "held_devices", "join_steps", "pod_directory", "job_uid", "QOS_LEVEL"]
 
 #: the QoS level Slurm's steps carry in hwagent's terms: shared (part 4 makes preemptible jobs reclaimed)
 QOS_LEVEL = "shared"
@@ -43,6 +45,37 @@ class SlurmStep:
         return (self.job, self.step, self.user, self.partition)
 
 
+@dataclass(frozen=True)
+class HeldDevice:
+    """A device hwagent offers that a Slurm job holds (by Slurm's GRES index), with its health."""
+
+    resource: str
+    device_id: str
+    healthy: bool
+    reason: str = ""
+
+
+def held_devices(jobs: Mapping[str, JobInfo], records: Mapping[str, list[tuple[str, ...]]],
+                 states: Iterable[PluginState]) -> dict[str, tuple[HeldDevice, ...]]:
+    """job id -> the devices it holds on this node: its GRES indexes -> the records' files (slurmd's
+    order) -> hwagent's devices with those nodes. A file hwagent does not offer names nothing."""
+    by_file: dict[str, HeldDevice] = {}
+    for st in states:
+        for d in st.devices:
+            for path in d.nodes:
+                by_file[path] = HeldDevice(st.resource, d.id, d.healthy, d.reason)
+    out: dict[str, tuple[HeldDevice, ...]] = {}
+    for job, info in jobs.items():
+        found: dict[tuple[str, str], HeldDevice] = {}
+        for path in held_files(info.held, records):
+            dev = by_file.get(path)
+            if dev is not None:
+                found.setdefault((dev.resource, dev.device_id), dev)
+        if found:
+            out[job] = tuple(found[k] for k in sorted(found))
+    return out
+
+
 def job_uid(job: str) -> str:
     """The pod uid a Slurm job takes in the pod directory (unique across the cluster)."""
     return f"slurm-job-{job}"
@@ -63,12 +96,18 @@ def join_steps(cgroups: Iterable[StepCgroup], jobs: Mapping[str, JobInfo]) -> tu
     return tuple(sorted(out, key=lambda s: (int(s.job), s.step, s.cgroup)))
 
 
-def pod_directory(steps: Iterable[SlurmStep], *, source: str = "", at: float = 0.0) -> PodDirectory:
+def pod_directory(steps: Iterable[SlurmStep], held: Mapping[str, tuple[HeldDevice, ...]] | None = None, *,
+                  source: str = "", at: float = 0.0) -> PodDirectory:
+    """The steps as the pod directory's containers; the devices a job holds held by the job (its
+    pod; no one step: Slurm gives devices to the job)."""
     containers = []
     pods: dict[str, tuple[str, str]] = {}
+    devices: dict[tuple[str, str], DeviceHolder] = {}
     for s in steps:
         uid = job_uid(s.job)
         pods[uid] = (s.partition, f"job_{s.job}")
         containers.append(ContainerIdentity(s.partition, f"job_{s.job}", f"step_{s.step}", uid, QOS_LEVEL, s.cgroup,
                                             owner_uid=s.uid))
-    return PodDirectory(tuple(containers), {}, pods, source=source, at=at)
+        for d in (held or {}).get(s.job, ()):
+            devices[(d.resource, d.device_id)] = DeviceHolder(s.partition, f"job_{s.job}", "")
+    return PodDirectory(tuple(containers), devices, pods, source=source, at=at)

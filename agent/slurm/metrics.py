@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from agent.slurm.jobs import SlurmStep
+from agent.slurm.jobs import HeldDevice, SlurmStep
 from agent.slurm.readings import StepReading
 
 __all__ = ["SlurmStepCollector", "bounded_steps", "OTHER"]
@@ -36,7 +36,8 @@ def bounded_steps(steps: Sequence[SlurmStep], readings: Mapping[str, StepReading
 
 
 class SlurmStepCollector:
-    def __init__(self, snapshot: Callable[[], tuple[Sequence[SlurmStep], Mapping[str, StepReading]]],
+    def __init__(self, snapshot: Callable[[], tuple[Sequence[SlurmStep], Mapping[str, StepReading],
+                                                    Mapping[str, Sequence[HeldDevice]]]],
                  cap: int, *, labels_on: bool) -> None:
         self.snapshot = snapshot
         self.cap = cap
@@ -46,7 +47,7 @@ class SlurmStepCollector:
         return []  # dynamic: the registry must not call collect() at registration
 
     def collect(self) -> Iterator:
-        steps, readings = self.snapshot()
+        steps, readings, held = self.snapshot()
         count = GaugeMetricFamily(f"{NS}_steps", "Slurm job steps with a cgroup on this node")
         count.add_metric([], float(len(steps)))
         yield count
@@ -69,3 +70,15 @@ class SlurmStepCollector:
                 if ps:
                     psi.add_metric(lv, sum(ps))
         yield from (rq, mem, psi, threads)
+        dev = GaugeMetricFamily(f"{NS}_job_device_healthy",
+                                "Health of a device hwagent offers that a Slurm job holds (1 healthy, 0 not), "
+                                "by Slurm's GRES index", labels=["job", "user", "partition", "resource", "device_id"])
+        if self.labels_on:
+            named = {s.job: s for s in steps}
+            for job, devices in sorted(held.items()):
+                s = named.get(job)
+                if s is None:
+                    continue
+                for d in devices:
+                    dev.add_metric([job, s.user, s.partition, d.resource, d.device_id], 1.0 if d.healthy else 0.0)
+        yield dev

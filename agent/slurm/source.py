@@ -10,15 +10,16 @@ sees one consistent picture.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.contracts.plugins import PluginState
 from agent.contracts.poddirectory import PodDirectory
 from agent.slurm.config import SlurmConfig
 from agent.slurm.jobinfo import JobInfoCache
-from agent.slurm.jobs import SlurmStep, join_steps, pod_directory
+from agent.slurm.jobs import HeldDevice, SlurmStep, held_devices, join_steps, pod_directory
 from agent.slurm.layout import StepCgroup, has_slurm_tree, walk_slurm_cgroups
 from agent.slurm.readings import StepReader, StepReading
 
@@ -38,13 +39,20 @@ class SlurmSnapshot:
     readings: Mapping[str, StepReading] = field(default_factory=dict)
     directory: PodDirectory = field(default_factory=PodDirectory)
     at: float = 0.0
+    #: job id -> the devices hwagent offers that it holds, with their health now
+    held: Mapping[str, tuple[HeldDevice, ...]] = field(default_factory=dict)
 
 
 class SlurmJobSource:
     def __init__(self, node: str, roots: Mapping[str, Path], parent: str, cache: JobInfoCache,
-                 reader: StepReader, node_cpus: Any = None) -> None:
-        """``roots``: controller (or "v2") -> its mount, the hierarchies walked for Slurm's tree."""
+                 reader: StepReader, node_cpus: Any = None, slurmd: str = "") -> None:
+        """``roots``: controller (or "v2") -> its mount, the hierarchies walked for Slurm's tree;
+        ``slurmd``: the program asked for the node's GRES records ("" = devices not joined)."""
         self.node = node
+        self.slurmd = slurmd
+        #: GRES name -> record files in index order (``slurmd -G``), asked when a job first needs it
+        self.records: dict[str, list[tuple[str, ...]]] | None = None
+        self._records_at = -1e18
         self.roots = dict(roots)
         self.parent = parent
         self.cache = cache
@@ -64,9 +72,9 @@ class SlurmJobSource:
         v1 = any(k in mounts for k in WALKED_V1_CONTROLLERS)
         tasks = (mounts.get("freezer") or mounts.get("cpuset")) if v1 else mounts.get("v2")
         memory = mounts.get("memory") if v1 else mounts.get("v2")
-        cache = JobInfoCache(cfg.bin_dir, cfg.slurm_conf, cfg.job_info_ttl_s, cfg.query_timeout_s)
+        cache = JobInfoCache(cfg.bin_dir, cfg.slurm_conf, cfg.job_info_ttl_s, cfg.query_timeout_s, node=node)
         return cls(node, roots, cfg.cgroup_parent, cache, StepReader(tasks, memory, not v1, procfs),
-                   ctx.topology.online)
+                   ctx.topology.online, cfg.slurmd_path)
 
     # -- the refresh (an executor thread; one at a time) ------------------------------
     def walk(self) -> list[StepCgroup]:
@@ -79,14 +87,30 @@ class SlurmJobSource:
                 return walk_slurm_cgroups(mount, self.parent, self.node)
         return []
 
-    def refresh(self) -> SlurmSnapshot:
+    def gres_records(self, jobs: Mapping[str, Any]) -> dict[str, list[tuple[str, ...]]]:
+        """slurmd's GRES records, asked once a job holds GRES, again (at most once per ttl) when a
+        job names a GRES or index the records lack (gres.conf changed and slurmd restarted)."""
+        wanted = {(name, i) for info in jobs.values() for name, idxs in info.held.items() for i in idxs}
+        if not wanted:
+            return self.records or {}
+        have = self.records or {}
+        missing = any(i >= len(have.get(name, ())) for name, i in wanted)
+        now = time.monotonic()
+        if (self.records is None or missing) and now - self._records_at > self.cache.ttl:
+            self._records_at = now
+            self.records = self.cache.gres_records(self.slurmd)
+        return self.records or {}
+
+    def refresh(self, device_states: Sequence[PluginState] = ()) -> SlurmSnapshot:
+        """One refresh; ``device_states``: the devices hwagent offers (read on the loop by the caller)."""
         cgroups = self.walk()
         jobs = self.cache.lookup({c.job for c in cgroups})
         steps = join_steps(cgroups, jobs)
         readings = self.reader.read([s.cgroup for s in steps])
+        held = held_devices(jobs, self.gres_records(jobs), device_states) if device_states else {}
         now = time.monotonic()
         source = f"slurm cgroups of node {self.node} and squeue"
-        self.snapshot = SlurmSnapshot(steps, readings, pod_directory(steps, source=source, at=now), now)
+        self.snapshot = SlurmSnapshot(steps, readings, pod_directory(steps, held, source=source, at=now), now, held)
         self.refreshes += 1
         return self.snapshot
 

@@ -30,7 +30,8 @@ STEP_FAMILY = "hwagent_slurm_step_runqueue_delay_seconds"
 
 
 class JobAgent:
-    def __init__(self, base: Path, cluster: SlurmCluster, node: str) -> None:
+    def __init__(self, base: Path, cluster: SlurmCluster, node: str, devices: str = "") -> None:
+        """``devices``: the daemon's [devices] section's body (rules); empty = devices off."""
         assert cluster.cgroups is not None, "the cluster runs without cgroup plugins: nothing to name"
         self.base = base
         self.node = node
@@ -40,7 +41,8 @@ class JobAgent:
         self.config = base / "hwagent.toml"
         self.config.write_text(
             "[daemon]\nmetrics_pod_labels = true\n"
-            "[pressure]\nenabled = false\n[devices]\nenabled = false\n"
+            "[pressure]\nenabled = false\n"
+            + (f"[devices]\n{devices}" if devices else "[devices]\nenabled = false\n") +
             f'[runtime]\ncgroup_subtree = "{self.subtree}"\n'
             f'[slurm]\nenabled = true\nnode_name = "{node}"\nslurm_conf = "{cluster.conf}"\n'
             f'cgroup_parent = "{cluster.cgroups.tag}"\nrefresh_s = 0.5\n')
@@ -91,8 +93,8 @@ class JobAgent:
 
 
 @contextmanager
-def job_agent(base: Path, cluster: SlurmCluster, node: str) -> Iterator[JobAgent]:
-    agent = JobAgent(base, cluster, node)
+def job_agent(base: Path, cluster: SlurmCluster, node: str, devices: str = "") -> Iterator[JobAgent]:
+    agent = JobAgent(base, cluster, node, devices)
     try:
         agent.start()
         yield agent

@@ -14,16 +14,17 @@ from agent.slurm.readings import StepReading
 
 
 def test_squeue_lines_parsed_and_bad_ones_skipped():
-    text = "5|1000|alice|batch|proj|normal\n17|0|root|gpu,debug|(null)|(null)\ngarbage\n6|x|bob|p||\n7|1|a|b|c\n"
+    text = ("5|1000|alice|batch|proj|normal|N/A\n17|0|root|gpu,debug|(null)|(null)|gres:gpu:1\ngarbage\n"
+            "6|x|bob|p|||\n7|1|a|b|c|d\n")
     assert parse_squeue(text) == {
         "5": JobInfo("5", 1000, "alice", "batch", "proj", "normal"),
-        "17": JobInfo("17", 0, "root", "gpu,debug", "", ""),
+        "17": JobInfo("17", 0, "root", "gpu,debug", "", "", "gres:gpu:1"),
     }
 
 
 def test_squeue_argv_is_absolute_and_sorted():
     assert squeue_argv("/usr/bin/", ["10", "9", "10"]) == [
-        "/usr/bin/squeue", "-h", "-o", "%A|%U|%u|%P|%a|%q", "-j", "9,10"]
+        "/usr/bin/squeue", "-h", "-o", "%A|%U|%u|%P|%a|%q|%b", "-j", "9,10"]
 
 
 class FakeSlurm:
@@ -43,18 +44,18 @@ def test_cache_asks_once_per_new_job_then_after_the_ttl_and_forgets_ended_jobs()
     now = [0.0]
     slurm = FakeSlurm()
     cache = JobInfoCache("/opt/slurm/bin", "/etc/slurm/x.conf", ttl=60, runner=slurm, clock=lambda: now[0])
-    slurm.answer = "5|1000|alice|batch||\n"
+    slurm.answer = "5|1000|alice|batch|||\n"
     assert cache.lookup(["5"]) == {"5": JobInfo("5", 1000, "alice", "batch")}
     argv, env = slurm.calls[0]
     assert argv[0] == "/opt/slurm/bin/squeue" and argv[-1] == "5"
     assert env == {"PATH": "/opt/slurm/bin", "LANG": "C", "SLURM_CONF": "/etc/slurm/x.conf"}
     now[0] = 30
     assert cache.lookup(["5"])["5"].user == "alice" and len(slurm.calls) == 1
-    slurm.answer = "6|0|root|debug||\n"
+    slurm.answer = "6|0|root|debug|||\n"
     assert set(cache.lookup(["5", "6"])) == {"5", "6"}
     assert slurm.calls[-1][0][-1] == "6"  # only the job not known yet
     now[0] = 100
-    slurm.answer = "5|1000|alice|batch||\n6|0|root|debug||\n"
+    slurm.answer = "5|1000|alice|batch|||\n6|0|root|debug|||\n"
     cache.lookup(["5", "6"])
     assert slurm.calls[-1][0][-1] == "5,6"  # both older than the ttl
     assert set(cache.lookup(["6"])) == {"6"}
@@ -63,7 +64,7 @@ def test_cache_asks_once_per_new_job_then_after_the_ttl_and_forgets_ended_jobs()
 def test_a_failed_query_keeps_what_is_known_and_says_why():
     slurm = FakeSlurm()
     cache = JobInfoCache("/usr/bin", runner=slurm)
-    slurm.answer = "5|1000|alice|batch||\n"
+    slurm.answer = "5|1000|alice|batch|||\n"
     cache.lookup(["5"])
     slurm.fail = True
     assert set(cache.lookup(["5", "6"])) == {"5"}
@@ -104,7 +105,7 @@ def test_collector_serves_labels_only_when_allowed():
     steps, readings = _steps(3)
 
     def samples(on: bool) -> dict[str, list]:
-        fams = list(SlurmStepCollector(lambda: (steps, readings), 10, labels_on=on).collect())
+        fams = list(SlurmStepCollector(lambda: (steps, readings, {}), 10, labels_on=on).collect())
         return {f.name: [(s.labels, s.value) for s in f.samples] for f in fams}
 
     on = samples(True)

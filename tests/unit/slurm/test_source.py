@@ -65,7 +65,7 @@ def _v1_tree(root: Path, pid: int) -> None:
 
 def test_refresh_names_this_nodes_steps_reads_them_and_publishes_them_as_pods(tmp_path):
     _v1_tree(tmp_path, os.getpid())
-    squeue = Squeue("42|1000|alice|batch|proj|normal\n")
+    squeue = Squeue("42|1000|alice|batch|proj|normal|N/A\n")
     src = SlurmJobSource("n1", {"freezer": tmp_path / "freezer", "memory": tmp_path / "memory"}, "hwt",
                          JobInfoCache("/usr/bin", runner=squeue), StepReader(tmp_path / "freezer", tmp_path / "memory",
                                                                              False))
