@@ -8,7 +8,9 @@ an executor thread:
 1. classes the jobs (``agent.slurm.preempt_policy.job_class``): a preemptible job's cpu
    cgroup gets the reclaimed class (``agent.slurm.preempt_cgroup``: v1 low ``cpu.shares``
    in hwagent's own cpu cgroup, v2 ``cpu.idle``);
-2. measures the protected jobs' run-queue wait and decides (``preempt_policy.decide``);
+2. measures the run-queue wait of the protected jobs that share CPUs with a preemptible
+   one (``preempt_policy.contending``: a job waiting on cores of its own is not pressure a
+   preemptible job can relieve) and decides (``preempt_policy.decide``);
 3. applies the decision: the preemptible jobs' CFS quota (split evenly, as the advisor
    splits it over reclaimed pods), and a hand-back through Slurm (``scontrol requeue``
    or ``scancel``, ``agent.slurm.preempt_slurm``). hwagent never signals a job's
@@ -36,6 +38,7 @@ from agent.slurm.preempt_policy import (
     PreemptPolicy,
     PreemptState,
     Step,
+    contending,
     decide,
     job_class,
     policy_from_config,
@@ -113,9 +116,14 @@ class PreemptEngine:
                 log.warning("cannot set a preemptible job class", job=j.job, error=str(e))
             self.first_seen.setdefault(j.job, at)
         self.first_seen = {k: v for k, v in self.first_seen.items() if k in knobs}
-        delays = {k: v for j in protected for k, v in j.delays.items()}
+        # only the protected steps that share CPUs with a preemptible job: its wait is theirs to relieve
+        theirs = [self.cgroups.step_cpus(s) for j in preemptible for s in j.steps]
+        near = contending({k: self.cgroups.step_cpus(k) for j in protected for k in j.delays}, theirs)
+        every = {k: v for j in protected for k, v in j.delays.items()}
+        delays = {k: v for k, v in every.items() if k in near}
         self.level = None if self._at is None else waiting_level(self._delays, delays, at - self._at)
-        self._delays, self._at = delays, at
+        # every protected step is remembered, so one that comes to share CPUs later counts from here
+        self._delays, self._at = every, at
         step = decide(self.state, self.clock(), self.level,
                       [PreemptibleJob(k, self.first_seen[k]) for k in sorted(knobs)], self.policy)
         self.state = step.state

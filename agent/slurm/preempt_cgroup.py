@@ -36,6 +36,7 @@ from pathlib import Path
 
 from agent.cgroups.fs import CgroupFS, CgroupVanished
 from agent.cgroups.tree import cgroup_dirs, cgroup_procs
+from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 
 __all__ = ["JobCpuCgroups", "LOW_SHARES", "own_subtree", "job_dir_of"]
@@ -158,6 +159,15 @@ class JobCpuCgroups:
             if controller in ctls.split(","):
                 return any(path == d or path.startswith(d + "/") for d in job_dirs)
         return False
+
+    def step_cpus(self, step_cgroup: str) -> CPUSet | None:
+        """The CPUs a step may run on (its cpuset, as task/cgroup set it); None when unknown (no
+        cpuset cgroup for it: task/cgroup off, or the step ended)."""
+        try:
+            cpus = self.fs.read_effective_cpus(step_cgroup)
+        except (CgroupVanished, OSError, ValueError):
+            return None
+        return cpus or None
 
     # -- the quota -------------------------------------------------------------------
     def set_quota(self, rel: str, quota_us: int | None, period_us: int) -> bool:

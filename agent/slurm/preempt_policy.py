@@ -1,8 +1,8 @@
 """Preemptible Slurm jobs: which jobs are hwagent's reclaimed class, and what pressure does to them (pure).
 
 A job of a configured partition or QOS is *preemptible*: hwagent's ``reclaimed`` class.
-Every other job on the node is *protected*: its tasks' run-queue wait is the pressure
-signal (``waiting_level``: how many of the protected tasks, on average over an interval,
+Every other job on the node is *protected*: its tasks' run-queue wait, where it shares CPUs
+with a preemptible job (``contending``), is the pressure signal (``waiting_level``: how many of the protected tasks, on average over an interval,
 were ready to run but waited for a CPU: the growth of their steps' run-queue delay, which
 the Slurm jobs component reads from the threads' ``schedstat``).
 
@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from agent.cpuset import CPUSet
+
 if TYPE_CHECKING:
     from agent.slurm.config import SlurmConfig
 
@@ -42,6 +44,7 @@ __all__ = [
     "Step",
     "job_class",
     "waiting_level",
+    "contending",
     "decide",
     "policy_from_config",
 ]
@@ -114,18 +117,32 @@ def job_class(partition: str, qos: str, policy: PreemptPolicy) -> str:
 def waiting_level(before: Mapping[str, float], after: Mapping[str, float], seconds: float) -> float | None:
     """Protected tasks waiting for a CPU, on average over ``seconds``: the growth of their
     steps' cumulative run-queue delay (seconds, per step cgroup) divided by the wall time.
-    A step seen only in ``after`` counts from zero (it started inside the interval: its
-    whole wait is at most the interval's); a step gone from ``after`` adds nothing; a
-    counter that went back (a step cgroup made again) adds nothing. None when there is
+    Only steps in both readings count: a step seen first in ``after`` starts counting there
+    (its counter may hold waits from long before: a job Slurm has only just named, a step
+    that has only now come to share CPUs with a preemptible job); a step gone adds nothing;
+    a counter that went back (a step cgroup made again) adds nothing. None when there is
     nothing to measure (no interval, no protected step)."""
     if seconds <= 0 or not after:
         return None
     grown = 0.0
     for key, delay in after.items():
-        prev = before.get(key, 0.0)
-        if delay > prev:
+        prev = before.get(key)
+        if prev is not None and delay > prev:
             grown += delay - prev
     return grown / seconds
+
+
+def contending(protected: Mapping[str, CPUSet | None], preemptible: Sequence[CPUSet | None]) -> set[str]:
+    """The protected steps a preemptible job can make wait: those that share a CPU with one.
+    CPUs not known (no cpuset cgroup: task/cgroup off) are every CPU. A protected step on cores
+    of its own waits only for itself (more threads than its cores): suppressing or requeueing
+    someone else's job cannot help it, so its wait is not pressure here."""
+    if not preemptible:
+        return set()
+    if any(c is None for c in preemptible):
+        return set(protected)
+    theirs = CPUSet.union_all(c for c in preemptible if c is not None)
+    return {k for k, cpus in protected.items() if cpus is None or cpus & theirs}
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ in the 6 s before it may start). The protected job runs on, untouched.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -53,22 +54,32 @@ SPIN = "for i in $(seq {n}); do (while :; do :; done) & done; wait"
 class SharedCpuCluster(SlurmCluster):
     """The test cluster with a ``scavenger`` partition, cores not confined, a short cred_expire."""
 
+    confine_cores = False
+
     def write_config(self) -> None:
         super().write_config()
         text = self.conf.read_text()
         text = re.sub(r"^(AuthInfo=.*)$", r"\1,cred_expire=5", text, flags=re.M)
-        text = text.replace("TaskPlugin=task/cgroup,task/affinity", "TaskPlugin=task/cgroup")
+        if not self.confine_cores:
+            text = text.replace("TaskPlugin=task/cgroup,task/affinity", "TaskPlugin=task/cgroup")
         text += "PartitionName=scavenger Nodes=ALL MaxTime=INFINITE State=UP\n"
         self.conf.write_text(text)
-        cg = self.base / "etc" / "cgroup.conf"
-        cg.write_text(cg.read_text().replace("ConstrainCores=yes", "ConstrainCores=no"))
+        if not self.confine_cores:
+            cg = self.base / "etc" / "cgroup.conf"
+            cg.write_text(cg.read_text().replace("ConstrainCores=yes", "ConstrainCores=no"))
+
+
+class ConfinedCluster(SharedCpuCluster):
+    """Cores confined (the harness's ConstrainCores=yes): each job on its own cores."""
+
+    confine_cores = True
 
 
 @contextmanager
-def cluster(base: Path, fields: str) -> Iterator[SlurmCluster]:
+def cluster(base: Path, fields: str, kind: type[SharedCpuCluster] = SharedCpuCluster) -> Iterator[SlurmCluster]:
     with node_network(NAMES) as net:
         nodes = tuple(SlurmNode(n.name, fields, n.addr, n) for n in net.nodes)
-        c = SharedCpuCluster(base, nodes, controller_addr=net.controller_addr, cgroups=owned_cgroups(base))
+        c = kind(base, nodes, controller_addr=net.controller_addr, cgroups=owned_cgroups(base))
         try:
             c.start()
             yield c
@@ -244,3 +255,34 @@ def test_cancel_with_a_signal_lets_the_job_end_itself(short_tmp_path):
             assert record["ExitCode"] == "0:0" and record["Restarts"] == "0", record
             acted = re.findall(r'msg="slurm preempt decision" action=(suppress|cancel)', hw.daemon.log())
             assert acted[:2] == ["suppress", "cancel"], acted
+
+
+def test_a_protected_job_waiting_on_its_own_cores_leaves_preemptible_jobs_alone(short_tmp_path):
+    """Cores confined: the protected job has one core and runs three spinners on it (its own wait,
+    however long), the preemptible job has the other core. Nothing the preemptible job does makes the
+    protected one wait, so it must keep its class only: no quota, no requeue, ever. (A user running
+    a protected job must not be able to get other users' preemptible jobs requeued by oversubscribing
+    their own cores.)"""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two CPUs: one per job")
+    fields = _node_fields(short_tmp_path)
+    with cluster(short_tmp_path / "slurm", fields, ConfinedCluster) as c:
+        c.wait_registered()
+        assert c.cgroups is not None
+        keys = ('preemptible_partitions = ["scavenger"]\npreempt_threshold = 0.3\n'
+                "preempt_suppress_after_s = 1\npreempt_requeue_after_s = 2\npreempt_quota_cpus = 0.05\n")
+        with preempting_agent(short_tmp_path / "hw", c, "n1", keys) as hw:
+            protected = _sbatch(c, "-p", "test", "-w", "n1", "-c", "1", "-J", "latency", "--wrap", SPIN.format(n=3))
+            job = _sbatch(c, "-p", "scavenger", "-w", "n1", "-c", "1", "--requeue", "-J", "apart",
+                          "--wrap", SPIN.format(n=2))
+            until(lambda: _job(c, job).get("JobState") == "RUNNING", "the preemptible job to run")
+            cpus = {j: _read(c.cgroups.subtree("cpuset") / "slurm_n1" / "uid_0" / f"job_{j}" / "cpuset.cpus")
+                    for j in (protected, job)}
+            assert cpus[protected] and cpus[job] and cpus[protected] != cpus[job], cpus  # one core each
+            mine = CPU / c.cgroups.tag / "hwagent_slurm_n1" / f"job_{job}"
+            until(lambda: _read(mine / "cpu.shares") == "2", "the preemptible job's class", hw.daemon)
+            time.sleep(8)  # suppress_after + requeue_after, four times over
+            acted = re.findall(r'msg="slurm preempt decision" action=(suppress|requeue)', hw.daemon.log())
+            record = _job(c, job)
+            assert acted == [] and record["Restarts"] == "0", (acted, record.get("Restarts"))
+            assert record["JobState"] == "RUNNING" and _read(mine / "cpu.cfs_quota_us") == "-1"

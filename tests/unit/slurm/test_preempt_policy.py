@@ -9,10 +9,12 @@ import re
 
 import pytest
 
+from agent.cpuset import CPUSet
 from agent.slurm.preempt_policy import (
     PROTECTED,
     RECLAIMED,
     PreemptibleJob,
+    contending,
     PreemptPolicy,
     PreemptState,
     decide,
@@ -48,10 +50,19 @@ def test_no_preemptible_configuration_protects_everyone():
 def test_waiting_level():
     # two steps' tasks waited 0.5 s and 1.5 s over 2 s: one task waiting on average
     assert waiting_level({"a": 0.0, "b": 1.0}, {"a": 0.5, "b": 2.5}, 2.0) == pytest.approx(1.0)
-    # a new step counts from zero, a gone one adds nothing, a counter that went back adds nothing
-    assert waiting_level({"a": 1.0, "c": 1.0}, {"a": 0.5, "b": 1.0}, 1.0) == pytest.approx(1.0)
+    # a step seen first starts counting there, a gone one adds nothing, a counter that went back adds nothing
+    assert waiting_level({"a": 1.0, "c": 1.0}, {"a": 0.5, "b": 100.0}, 1.0) == 0.0
+    assert waiting_level({"a": 1.0, "b": 100.0}, {"a": 1.5, "b": 100.5}, 1.0) == pytest.approx(1.0)
     assert waiting_level({}, {}, 1.0) is None
     assert waiting_level({"a": 0.0}, {"a": 1.0}, 0.0) is None
+
+
+def test_contending_counts_only_protected_steps_that_share_a_cpu_with_a_preemptible_one():
+    protected = {"a": CPUSet.parse("0"), "b": CPUSet.parse("1-2"), "c": None}
+    assert contending(protected, [CPUSet.parse("1")]) == {"b", "c"}  # c's CPUs unknown: all of them
+    assert contending(protected, [CPUSet.parse("3")]) == {"c"}
+    assert contending(protected, [CPUSet.parse("3"), None]) == {"a", "b", "c"}
+    assert contending(protected, []) == set()
 
 
 @pytest.mark.parametrize("bad", [
