@@ -72,9 +72,29 @@ class SlurmCgroups:
                 out.extend(Path(root) for root, _dirs, _files in os.walk(top, topdown=False))
         return out
 
+    def pids(self) -> set[int]:
+        """Every process still in the subtrees (the freezer's: proctrack/cgroup tracks each step there)."""
+        out: set[int] = set()
+        for d in self.dirs():
+            try:
+                out.update(int(p) for p in (d / "cgroup.procs").read_text().split())
+            except (OSError, ValueError):
+                continue
+        return out
+
     def remove(self, timeout: float = 10.0) -> list[str]:
         """Remove the subtrees (slurmstepd removes its own; what is left is the nodes' tops).
+        A step whose slurmd and controller were stopped under it (a test that failed with a job
+        still running) keeps its slurmstepd waiting for the controller forever: every process
+        still in the test's own subtree is this cluster's, and is killed (by pid) first.
         Returns what could not be removed (a cgroup still holding a process) after ``timeout``."""
+        import signal
+
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         deadline = time.monotonic() + timeout
         left: list[str] = []
         while True:

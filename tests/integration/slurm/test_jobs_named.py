@@ -152,3 +152,23 @@ def test_every_node_hwagent_names_its_part_of_a_three_node_step(short_tmp_path):
                 subprocess.run(["scancel", "-n", "wide"], env=c.env, capture_output=True)
                 srun.wait(30)
         time.sleep(0)
+
+
+def test_a_cluster_stopped_under_a_running_job_leaves_no_step_and_no_cgroup(short_tmp_path):
+    """A test that fails with a job running stops the daemons under it: the job's slurmstepd would
+    wait for the controller forever, in the test's cgroups. The harness ends it and removes them."""
+    line = _node_line(short_tmp_path)
+    with slurm_cluster(short_tmp_path / "slurm", line, cgroups=True) as c:
+        c.wait_registered()
+        srun = subprocess.Popen(["srun", "-N1", "-J", "orphan", "sleep", "300"], env=c.env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_job(c, "orphan")
+        until(lambda: c.cgroups.pids(), "the step's processes in the test subtree")
+        stepds = [p for p in c.cgroups.pids() if open(f"/proc/{p}/comm").read().startswith("slurmstepd")]
+        assert stepds
+    srun.kill()
+    srun.wait(30)
+    for ctl in CONTROLLERS:
+        assert not c.cgroups.subtree(ctl).exists(), ctl
+    for p in stepds:
+        assert not os.path.exists(f"/proc/{p}") or "zombie" in open(f"/proc/{p}/status").read().lower()
