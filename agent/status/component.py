@@ -106,7 +106,7 @@ class StatusComponent:
         s = self._handles
         if name == self.name:
             return f"socket {self.socket_path}"
-        if name == "kubelet-pods" and s.pods is not None:
+        if name in ("kubelet-pods", "slurm-jobs") and s.pods is not None:
             d = s.pods
             what = f"{len(d.current.containers)} containers, {len(d.current.devices)} devices held; {d.current.source}"
             return what + (f"; last error: {d.last_error}" if d.last_error else "")

@@ -93,6 +93,8 @@ def test_a_users_step_is_named_by_job_step_user_partition_and_its_cgroups_are_th
                 # and `hwagent status` lists it where it lists kubelet-mode and NRI pods (POD_DIRECTORY)
                 status = hw.status()
                 assert f"test/job_{job}" in status and "containers=step_0" in status, status
+                comp = next(x for x in status.splitlines() if x.strip().startswith("slurm-jobs"))
+                assert "healthy" in comp and "1 containers" in comp and f"node {node} and squeue" in comp, comp
             finally:
                 subprocess.run(["scancel", "-n", "named"], env=c.env, capture_output=True)
                 srun.wait(30)
