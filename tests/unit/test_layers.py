@@ -101,7 +101,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("contracts", frozenset({"contracts"})),
     ("owners", frozenset({
         "pods", "podresources", "cpu", "devicemanager", "deviceplugin", "workloads", "runtime", "pressure",
-        "kubelet", "topologymanager", "memory", "dra", "advisor", "nri", "slurm",
+        "kubelet", "topologymanager", "memory", "dra", "advisor", "nri", "slurm", "poddirectories",
     })),
     ("read side and assembly", frozenset({"status", "doctor", "daemon"})),
     ("command line", CLI),
