@@ -34,7 +34,7 @@ from agent.cpu.errors import UNAVAILABLE, PolicyError
 from agent.cpu.metrics import CHECKPOINT_WRITES, DURATION, FAILURES, REQUESTS, publish_state
 from agent.cpu.plan import PolicyPlan
 from agent.cpu.policy import DynamicPolicy
-from agent.cpu.state import PolicyState
+from agent.cpu.state import PolicyState, moved_keys
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.journal import JournalError
@@ -226,6 +226,16 @@ class DurablePolicy:
 
     def allocations(self) -> list[AllocationInfo]:
         return self.policy.state.containers()
+
+    def moved_since(self, mark: object | None) -> tuple[object, set[tuple[str, str]] | None]:
+        """(a new mark, the (pod uid, container) whose placement may have changed since ``mark``):
+        a front that tells running containers where they are (NRI's UpdateContainers) reads
+        back only those, not every container (``agent.cpu.state.moved_keys``). The mark is
+        the state as it is now; None for the keys: compare all (no mark yet, or it cannot tell)."""
+        st = self.policy.state
+        if not isinstance(mark, PolicyState):
+            return st, None
+        return st, moved_keys(mark, st)
 
     def allocatable_cpus(self) -> CPUSet:
         return CPUSet(self.policy.idx.all) - self.policy.reserved

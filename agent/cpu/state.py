@@ -31,6 +31,7 @@ __all__ = [
     "ResolvedEntries",
     "StateIndex",
     "machine_state",
+    "moved_keys",
     "repoint_followers",
     "validate_entry",
     "validate_state",
@@ -142,6 +143,18 @@ class PMap(Mapping[K, V]):
         else:
             del over[uid]
         return self._new(over, self._len - 1)
+
+    def changed_keys(self, other: PMap[K, V]) -> list[K]:
+        """Keys whose value is not the same object here and in ``other`` (added, dropped or
+        replaced): O(keys changed since the two maps' common base) when they share one, a
+        pass over both otherwise (after the overlay is merged, every ~sqrt(len) changes)."""
+        if self is other:
+            return []
+        if self._base is other._base:
+            keys: set[Any] = set(self._over) | set(other._over)
+        else:
+            keys = set(self) | set(other)
+        return [k for k in keys if self.get(k, _MISSING) is not other.get(k, _MISSING)]
 
 
 Key = tuple[str, str]
@@ -680,6 +693,47 @@ def validate_state(st: PolicyState, online: Collection[int] | None = None) -> No
         if name != RECLAIM_POOL and dedicated & set(cpus):
             which = "reserve pool" if name == RESERVE_POOL else f"shared pool {name}"
             raise ValueError(f"{which} overlaps dedicated cpus {CPUSet(dedicated & set(cpus))}")
+
+
+def moved_keys(old: PolicyState, new: PolicyState) -> set[Key] | None:
+    """The containers whose entry, as read (resolved), may differ between ``old`` and ``new``
+    (either may be the later one: an undo goes back): every container of a pod whose stored
+    entries were written, and, when a pool re-size came between them, the members of each
+    pool (the ramp-up set, the system set) whose target changed, plus those written since
+    the earlier re-size. A superset (a member re-pointed to an equal cpuset is named too);
+    costs O(what changed), not a pass over the node. None: it cannot tell (a state without
+    an index, or the first re-size): the caller compares every container it knows."""
+    if old is new:
+        return set()
+    ob, nb = old._ix, new._ix
+    b0 = ob.basis if ob is not None else None
+    b1 = nb.basis if nb is not None else None
+    if b0 is not b1 and (b0 is None or b1 is None or ob is None or nb is None):
+        return None
+    out: set[Key] = set()
+    for uid in old.stored.changed_keys(new.stored):
+        out.update((uid, c) for c in old.stored.get(uid, ()))
+        out.update((uid, c) for c in new.stored.get(uid, ()))
+    if b0 is not b1:
+        assert b0 is not None and b1 is not None and ob is not None and nb is not None
+        for pool in set(b0.pools) | set(b1.pools):
+            if b0.pools.get(pool) != b1.pools.get(pool):
+                out.update(ob.follow.get(pool, ()))
+                out.update(nb.follow.get(pool, ()))
+        if b0.ramp != b1.ramp:
+            out.update(ob.ramp)
+            out.update(nb.ramp)
+        if b0.all_cpus != b1.all_cpus:
+            out.update(ob.system)
+            out.update(nb.system)
+        out.update(ob.touched)
+        out.update(nb.touched)
+    for ix in (ob, nb):
+        if ix is not None and ix.sidecar_pods:  # a sidecar follows its main
+            for uid in {k[0] for k in out if k[0] in ix.sidecar_pods}:
+                out.update((uid, c) for c in old.stored.get(uid, ()))
+                out.update((uid, c) for c in new.stored.get(uid, ()))
+    return out
 
 
 def repoint_followers(st: PolicyState, pools: dict[str, CPUSet], ramp: CPUSet, all_cpus: CPUSet,

@@ -196,6 +196,12 @@ class Placer:
         self.placed: dict[str, tuple[str, str, str]] = {}
         #: container id -> (cpus, mems) the runtime was last told (or reported)
         self.told: dict[str, tuple[str, str]] = {}
+        #: (pod uid, container name) -> ids of the placed containers of that name (a re-created one adds one)
+        self._ids: dict[tuple[str, str], set[str]] = {}
+        #: the CPU policy's mark at the last look for moved placements (``pending_updates``)
+        self._mark: object | None = None
+        #: placed containers to look at next time whatever the policy says (their runtime was told nothing)
+        self._untold: set[str] = set()
         #: why no container is placed now ("" = place): the kubelet's CPU manager is not none
         self.paused = ""
 
@@ -248,6 +254,7 @@ class Placer:
                      (time.thread_time() - cpu0) * 1000)
         self.unadjusted.pop(ctr.id, None)
         self.placed[ctr.id] = (pod.uid, ctr.name, c.level)
+        self._ids.setdefault((pod.uid, ctr.name), set()).add(ctr.id)
         self.told[ctr.id] = (str(cpus) if cpus is not None else "", str(mems) if mems is not None else "")
         if outcome == "adjusted":  # a new placement (a held one answered again is not counted twice)
             self.counters.adjusted += 1
@@ -306,8 +313,7 @@ class Placer:
         if not pod_uid or self.foreign(pod_uid):
             return False
         for cid in [cid for cid, (uid, _, _) in self.placed.items() if uid == pod_uid]:
-            del self.placed[cid]
-            self.told.pop(cid, None)
+            self.forget_container(cid)
         for cid in [cid for cid, (p, _) in self.unadjusted.items() if p.uid == pod_uid]:
             del self.unadjusted[cid]
         released = await self._release_owners(pod_uid)
@@ -316,9 +322,23 @@ class Placer:
         return released
 
     def forget_container(self, container_id: str) -> None:
-        self.placed.pop(container_id, None)
+        rec = self.placed.pop(container_id, None)
+        if rec is not None:
+            ids = self._ids.get(rec[:2])
+            if ids is not None:
+                ids.discard(container_id)
+                if not ids:
+                    del self._ids[rec[:2]]
         self.told.pop(container_id, None)
         self.unadjusted.pop(container_id, None)
+        self._untold.discard(container_id)
+
+    def untold(self, container_id: str) -> None:
+        """The runtime applied nothing of the container's placement (its answer went out
+        before the decision): the next ``pending_updates`` pushes it."""
+        if container_id in self.placed:
+            self.told[container_id] = ("", "")
+            self._untold.add(container_id)
 
     def held_pods(self) -> set[str]:
         """Pods the owners hold for this front."""
@@ -344,6 +364,11 @@ class Placer:
         self.placed.clear()
         self.told.clear()
         self.unadjusted.clear()
+        self._ids.clear()
+        self._untold.clear()
+        # what moves from here on (a later container of this list shrinking the shared pool
+        # under an earlier one) is what the next pending_updates looks at
+        self._mark = self._moved(None)[0]
         decisions: list[Decision] = []
         updates: list[nri.ContainerUpdate] = []
         for ctr in containers:
@@ -362,13 +387,35 @@ class Placer:
         self.counters.updates += len(updates)
         return updates, released, decisions
 
-    def pending_updates(self, exclude: str = "") -> list[nri.ContainerUpdate]:
+    def _moved(self, mark: object | None) -> tuple[object | None, set[tuple[str, str]] | None]:
+        """The CPU policy's (new mark, containers moved since ``mark``); None: look at all."""
+        moved_since = getattr(self.cpu_policy, "moved_since", None) if self.cpu_policy is not None else None
+        if moved_since is None:
+            return None, None
+        new_mark, keys = moved_since(mark)
+        return new_mark, keys
+
+    def pending_updates(self, exclude: str = "", full: bool = False) -> list[nri.ContainerUpdate]:
         """Containers whose placement moved since the runtime was last told (a pool re-size,
-        a ramp-up ended, the advisor): one update each, recorded as told."""
+        a ramp-up ended, the advisor): one update each, recorded as told.
+
+        Only the containers the CPU policy says may have moved since the last look are read
+        back (``moved_since``: its own change, O(what changed)), plus those whose runtime was
+        told nothing; ``full`` (or an owner that cannot say) reads every placed container.
+        The memory manager moves no running container (its blocks change with the placer's
+        own allocate and release), so it is not asked."""
+        self._mark, keys = self._moved(self._mark)
+        if keys is None or full:
+            candidates: Iterable[str] = list(self.placed)
+        else:
+            candidates = sorted({cid for k in keys for cid in self._ids.get(k, ())} | self._untold)
+        self._untold = set()
         out: list[nri.ContainerUpdate] = []
-        for cid, (uid, name, level) in self.placed.items():
-            if cid == exclude:
+        for cid in candidates:
+            rec = self.placed.get(cid)
+            if rec is None or cid == exclude:
                 continue
+            uid, name, level = rec
             cpus, mems = self.current(uid, name)
             now = (str(cpus) if cpus is not None else "", str(mems) if mems is not None else "")
             if cpus is None or now == self.told.get(cid):

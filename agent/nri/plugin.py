@@ -100,6 +100,9 @@ class NriPlugin:
 
     #: seconds between looks for placements that moved (pool re-sizes, ramp-ups ended)
     push_interval_s: float = 1.0
+    #: seconds between looks at every placed container, not only those the CPU policy says
+    #: moved (O(containers), off the runtime's calls): what an owner moved without saying
+    full_check_s: float = 60.0
 
     def __init__(self, cfg: NriConfig, on_event: EventSink | None = None, placer: Placer | None = None) -> None:
         cfg.validate()
@@ -329,6 +332,7 @@ class NriPlugin:
 
         assert self.placer is not None
         placer = self.placer
+        last_full = time.monotonic()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._kick.wait(), self.push_interval_s)
@@ -343,7 +347,10 @@ class NriPlugin:
                     _log_decision("repaired", cid, d)
                     repaired.append(update_for(cid, d, placer.cgroup_v2))
                 placer.counters.updates += len(repaired)
-            updates = repaired + placer.pending_updates()
+            full = time.monotonic() - last_full >= self.full_check_s
+            if full:
+                last_full = time.monotonic()
+            updates = repaired + placer.pending_updates(full=full)
             if not updates:
                 continue
             try:
@@ -369,7 +376,7 @@ class NriPlugin:
         self._record(d)
         _log_decision("late", container_id, d)
         if d.applied and self.placer is not None and container_id in self.placer.told:
-            self.placer.told[container_id] = ("", "")  # the runtime applied nothing of it
+            self.placer.untold(container_id)  # the runtime applied nothing of it
             self._kick.set()
 
     def _record(self, d: Any) -> None:
