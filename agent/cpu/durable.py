@@ -38,6 +38,7 @@ from agent.cpu.state import PolicyState, moved_keys
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.journal import JournalError
+from agent.journalbatch import defer
 
 __all__ = ["DurablePolicy"]
 
@@ -128,7 +129,7 @@ class DurablePolicy:
         if wait and not futs and op == "allocate" and self.store is not None \
                 and self.store.journal.durable_seq < self.store.journal.seq:
             futs.append(asyncio.ensure_future(self.store.journal.barrier()))  # answered from a pending change?
-        if futs:
+        if futs and not defer(futs):  # a caller that settles many changes at once waits for them itself
             try:
                 await asyncio.gather(*futs)
             except JournalError as e:

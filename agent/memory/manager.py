@@ -16,6 +16,7 @@ from agent.contracts.hints import TopologyHint
 from agent.contracts.memory import MemoryBlock, MemoryRefused, MemoryRequest, NodeMemory
 from agent.eventlog import get_logger
 from agent.journal import JournalError
+from agent.journalbatch import defer
 from agent.memory.checkpoint import MemoryStore, encode_drop, encode_put
 from agent.memory.policy import Assignment, Capacity, StaticPolicy
 
@@ -62,6 +63,8 @@ class MemoryManager:
         if self.store is None:
             return
         fut = self.store.journal.append(record, undo=undo)
+        if defer([fut]):  # the caller settles many changes at once (agent.journalbatch)
+            return
         try:
             await fut
         except JournalError as e:
