@@ -15,14 +15,22 @@ from dataclasses import dataclass
 
 from agent.contracts.plugins import PluginState
 from agent.contracts.poddirectory import ContainerIdentity, DeviceHolder, PodDirectory
+from agent.cpuset import CPUSet
 from agent.slurm.gresmap import held_files
 from agent.slurm.jobinfo import JobInfo
 from agent.slurm.layout import StepCgroup
+from agent.slurm.preempt_policy import RECLAIMED, PreemptPolicy, job_class
 
-__all__ = ["HeldDevice", "SlurmStep", "held_devices", "join_steps", "pod_directory", "job_uid", "QOS_LEVEL"]
+__all__ = ["HeldDevice", "SlurmStep", "held_devices", "join_steps", "pod_directory", "job_uid", "QOS_LEVEL", "qos_level"]
 
-#: the QoS level Slurm's steps carry in hwagent's terms: shared (part 4 makes preemptible jobs reclaimed)
+#: the QoS level a step of a protected job (or one Slurm has not named yet) carries in hwagent's terms
 QOS_LEVEL = "shared"
+
+
+def qos_level(klass: str) -> str:
+    """The pod directory's QoS level of a step of class ``klass`` (pure): a preemptible job's is
+    ``reclaimed``, as the advisor's reclaimed pods are; every other ``shared``."""
+    return "reclaimed" if klass == RECLAIMED else QOS_LEVEL
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,8 @@ class SlurmStep:
     tasks: tuple[int, ...] = ()
     account: str = ""
     qos: str = ""
+    #: the job's class (``preempt_policy.RECLAIMED`` or ``PROTECTED``); "" until Slurm named the job
+    klass: str = ""
 
     @property
     def labels(self) -> tuple[str, str, str, str]:
@@ -81,10 +91,13 @@ def job_uid(job: str) -> str:
     return f"slurm-job-{job}"
 
 
-def join_steps(cgroups: Iterable[StepCgroup], jobs: Mapping[str, JobInfo]) -> tuple[SlurmStep, ...]:
+def join_steps(cgroups: Iterable[StepCgroup], jobs: Mapping[str, JobInfo],
+               policy: PreemptPolicy | None = None) -> tuple[SlurmStep, ...]:
     """One ``SlurmStep`` per step cgroup, named by Slurm's answer where it has one. A uid the
     cgroup tree names (v1) that Slurm contradicts is Slurm's: the tree's is kept only while
-    Slurm has not answered."""
+    Slurm has not answered. A named job's class is ``job_class`` under ``policy`` (none: no
+    job is preemptible); an unnamed one has none (no class is guessed)."""
+    policy = policy if policy is not None else PreemptPolicy()
     out = []
     for c in cgroups:
         info = jobs.get(c.job)
@@ -92,22 +105,23 @@ def join_steps(cgroups: Iterable[StepCgroup], jobs: Mapping[str, JobInfo]) -> tu
             out.append(SlurmStep(c.job, c.step, "", "", c.path, c.uid, c.tasks))
         else:
             out.append(SlurmStep(c.job, c.step, info.user, info.partition, c.path, info.uid, c.tasks,
-                                 info.account, info.qos))
+                                 info.account, info.qos, job_class(info.partition, info.qos, policy)))
     return tuple(sorted(out, key=lambda s: (int(s.job), s.step, s.cgroup)))
 
 
 def pod_directory(steps: Iterable[SlurmStep], held: Mapping[str, tuple[HeldDevice, ...]] | None = None, *,
-                  source: str = "", at: float = 0.0) -> PodDirectory:
-    """The steps as the pod directory's containers; the devices a job holds held by the job (its
-    pod; no one step: Slurm gives devices to the job)."""
+                  source: str = "", at: float = 0.0, cpus: Mapping[str, CPUSet] | None = None) -> PodDirectory:
+    """The steps as the pod directory's containers, each with its class's QoS level and its CPUs
+    (``cpus``: step cgroup -> its cpuset, where one was read); the devices a job holds held by the
+    job (its pod; no one step: Slurm gives devices to the job)."""
     containers = []
     pods: dict[str, tuple[str, str]] = {}
     devices: dict[tuple[str, str], DeviceHolder] = {}
     for s in steps:
         uid = job_uid(s.job)
         pods[uid] = (s.partition, f"job_{s.job}")
-        containers.append(ContainerIdentity(s.partition, f"job_{s.job}", f"step_{s.step}", uid, QOS_LEVEL, s.cgroup,
-                                            owner_uid=s.uid))
+        containers.append(ContainerIdentity(s.partition, f"job_{s.job}", f"step_{s.step}", uid, qos_level(s.klass),
+                                            s.cgroup, (cpus or {}).get(s.cgroup), owner_uid=s.uid))
         for d in (held or {}).get(s.job, ()):
             devices[(d.resource, d.device_id)] = DeviceHolder(s.partition, f"job_{s.job}", "")
     return PodDirectory(tuple(containers), devices, pods, source=source, at=at)

@@ -5,7 +5,8 @@ Every ``refresh_s`` it takes the Slurm jobs component's last snapshot (the steps
 this node, named by Slurm, with their run-queue delay; ``agent.slurm.source``), and in
 an executor thread:
 
-1. classes the jobs (``agent.slurm.preempt_policy.job_class``): a preemptible job's cpu
+1. takes each job's class as the job directory decided it (``agent.slurm.jobs.join_steps``
+   with ``preempt_policy.job_class``; the same class status and ``ps`` show): a preemptible job's cpu
    cgroup gets the reclaimed class (``agent.slurm.preempt_cgroup``: v1 low ``cpu.shares``
    in hwagent's own cpu cgroup, v2 ``cpu.idle``);
 2. measures the run-queue wait of the protected jobs that share CPUs with a preemptible
@@ -40,7 +41,6 @@ from agent.slurm.preempt_policy import (
     Step,
     contending,
     decide,
-    job_class,
     policy_from_config,
     waiting_level,
 )
@@ -61,6 +61,8 @@ class JobView:
     steps: tuple[str, ...]
     #: cumulative run-queue delay of its steps (seconds), per step cgroup
     delays: Mapping[str, float] = field(default_factory=dict)
+    #: its class as the job directory decided it (``SlurmStep.klass``: one owner of the class)
+    klass: str = ""
 
 
 def group_jobs(steps: Any, readings: Mapping[str, Any]) -> list[JobView]:
@@ -74,7 +76,7 @@ def group_jobs(steps: Any, readings: Mapping[str, Any]) -> list[JobView]:
         if not ss[0].partition:
             continue
         delays = {s.cgroup: readings[s.cgroup].runqueue_delay_s for s in ss if s.cgroup in readings}
-        out.append(JobView(job, ss[0].partition, ss[0].qos, tuple(s.cgroup for s in ss), delays))
+        out.append(JobView(job, ss[0].partition, ss[0].qos, tuple(s.cgroup for s in ss), delays, ss[0].klass))
     return out
 
 
@@ -104,8 +106,8 @@ class PreemptEngine:
         from agent.advisor.suppress import PERIOD_US, plan_quotas
         from agent.cgroups.fs import CgroupVanished
 
-        preemptible = [j for j in jobs if job_class(j.partition, j.qos, self.policy) == RECLAIMED]
-        protected = [j for j in jobs if job_class(j.partition, j.qos, self.policy) != RECLAIMED]
+        preemptible = [j for j in jobs if j.klass == RECLAIMED]
+        protected = [j for j in jobs if j.klass != RECLAIMED]
         knobs: dict[str, str] = {}
         for j in preemptible:
             try:

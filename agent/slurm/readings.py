@@ -4,7 +4,9 @@
   into a cumulative counter per step (a thread that exits keeps what it added);
   the threads are the step's ``tasks`` (v1) / ``cgroup.threads`` (v2), below it included;
 - memory: ``memory.usage_in_bytes`` (v1 memory controller) or ``memory.current`` (v2);
-- CPU pressure: the step's ``cpu.pressure`` "some total" (v2 only: v1 has no per-cgroup PSI).
+- CPU pressure: the step's ``cpu.pressure`` "some total" (v2 only: v1 has no per-cgroup PSI);
+- CPUs: the step's effective cpuset as task/cgroup confined it (``step_cpus``: v1
+  ``cpuset.effective_cpus``, v2 ``cpuset.cpus.effective``), the CPUs the pod directory gives it.
 A reading that cannot be taken (the step ended meanwhile) is left out, never zero.
 """
 
@@ -15,10 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.cpuset import CPUSet
 from agent.fsread import read_optional
 from agent.pressure.procfs import read_psi
 
-__all__ = ["StepReading", "StepReader"]
+__all__ = ["StepReading", "StepReader", "step_cpus"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,22 @@ def _int_file(path: Path) -> int | None:
         return int(text.strip())
     except ValueError:
         return None
+
+
+def step_cpus(cpuset_mount: Path | None, path: str, v2: bool) -> CPUSet | None:
+    """The CPUs step ``path`` may run on: its cpuset's effective list in the cpuset hierarchy
+    (v1) or the unified one (v2); None where it has none (task/cgroup does not confine cores,
+    the cpuset controller is not enabled for it, the step ended) or it reads empty."""
+    if cpuset_mount is None:
+        return None
+    text = read_optional(cpuset_mount / path.lstrip("/") / ("cpuset.cpus.effective" if v2 else "cpuset.effective_cpus"))
+    if text is None:
+        return None
+    try:
+        cpus = CPUSet.parse(text.strip())
+    except ValueError:
+        return None
+    return cpus or None
 
 
 class StepReader:

@@ -21,7 +21,8 @@ from agent.slurm.config import SlurmConfig
 from agent.slurm.jobinfo import JobInfoCache
 from agent.slurm.jobs import HeldDevice, SlurmStep, held_devices, join_steps, pod_directory
 from agent.slurm.layout import StepCgroup, has_slurm_tree, walk_slurm_cgroups
-from agent.slurm.readings import StepReader, StepReading
+from agent.slurm.preempt_policy import PreemptPolicy
+from agent.slurm.readings import StepReader, StepReading, step_cpus
 
 if TYPE_CHECKING:
     from agent.contracts import DaemonContext
@@ -45,9 +46,13 @@ class SlurmSnapshot:
 
 class SlurmJobSource:
     def __init__(self, node: str, roots: Mapping[str, Path], parent: str, cache: JobInfoCache,
-                 reader: StepReader, node_cpus: Any = None, slurmd: str = "") -> None:
-        """``roots``: controller (or "v2") -> its mount, the hierarchies walked for Slurm's tree;
-        ``slurmd``: the program asked for the node's GRES records ("" = devices not joined)."""
+                 reader: StepReader, node_cpus: Any = None, slurmd: str = "",
+                 policy: PreemptPolicy | None = None) -> None:
+        """``roots``: controller (or "v2") -> its mount, the hierarchies walked for Slurm's tree
+        (the steps' CPUs are read from its ``cpuset`` or ``v2`` one); ``slurmd``: the program
+        asked for the node's GRES records ("" = devices not joined); ``policy``: which jobs are
+        preemptible (``[slurm] preemptible_*``), the class every view shows."""
+        self.policy = policy
         self.node = node
         self.slurmd = slurmd
         #: GRES name -> record files in index order (``slurmd -G``), asked when a job first needs it
@@ -72,9 +77,11 @@ class SlurmJobSource:
         v1 = any(k in mounts for k in WALKED_V1_CONTROLLERS)
         tasks = (mounts.get("freezer") or mounts.get("cpuset")) if v1 else mounts.get("v2")
         memory = mounts.get("memory") if v1 else mounts.get("v2")
+        from agent.slurm.preempt_policy import policy_from_config
+
         cache = JobInfoCache(cfg.bin_dir, cfg.slurm_conf, cfg.job_info_ttl_s, cfg.query_timeout_s, node=node)
         return cls(node, roots, cfg.cgroup_parent, cache, StepReader(tasks, memory, not v1, procfs),
-                   ctx.topology.online, cfg.slurmd_path)
+                   ctx.topology.online, cfg.slurmd_path, policy_from_config(cfg))
 
     # -- the refresh (an executor thread; one at a time) ------------------------------
     def walk(self) -> list[StepCgroup]:
@@ -105,12 +112,16 @@ class SlurmJobSource:
         """One refresh; ``device_states``: the devices hwagent offers (read on the loop by the caller)."""
         cgroups = self.walk()
         jobs = self.cache.lookup({c.job for c in cgroups})
-        steps = join_steps(cgroups, jobs)
+        steps = join_steps(cgroups, jobs, self.policy)
         readings = self.reader.read([s.cgroup for s in steps])
         held = held_devices(jobs, self.gres_records(jobs), device_states) if device_states else {}
+        v2 = self.reader.v2
+        mount = self.roots.get("v2" if v2 else "cpuset")
+        cpus = {s.cgroup: c for s in steps if (c := step_cpus(mount, s.cgroup, v2)) is not None}
         now = time.monotonic()
         source = f"slurm cgroups of node {self.node} and squeue"
-        self.snapshot = SlurmSnapshot(steps, readings, pod_directory(steps, held, source=source, at=now), now, held)
+        directory = pod_directory(steps, held, source=source, at=now, cpus=cpus)
+        self.snapshot = SlurmSnapshot(steps, readings, directory, now, held)
         self.refreshes += 1
         return self.snapshot
 

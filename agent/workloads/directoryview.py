@@ -23,7 +23,7 @@ def visible_entries(directory: PodDirectory | None, uid: int) -> dict[str, Any]:
     if directory is None:
         return {"source": "", "containers": []}
     rows = [{"namespace": c.namespace, "pod": c.pod, "container": c.container, "qos": c.qos, "cgroup": c.cgroup,
-             "owner_uid": c.owner_uid}
+             "owner_uid": c.owner_uid, "pod_uid": c.pod_uid, "cpus": str(c.cpus) if c.cpus else None}
             for c in directory.containers
             if uid == 0 or (c.owner_uid is not None and c.owner_uid == uid)]
     rows.sort(key=lambda r: (r["namespace"], r["pod"], r["container"]))

@@ -77,7 +77,8 @@ def test_join_names_steps_by_slurm_and_leaves_unanswered_ones_unnamed():
            StepCgroup("6", "batch", "/slurm_n1/uid_0/job_6/step_batch", "n1", 0)]
     steps = join_steps(cgs, {"5": JobInfo("5", 1001, "alice", "batch", "acct", "high")})
     assert steps == (
-        SlurmStep("5", "0", "alice", "batch", "/slurm_n1/uid_1000/job_5/step_0", 1001, (0,), "acct", "high"),
+        SlurmStep("5", "0", "alice", "batch", "/slurm_n1/uid_1000/job_5/step_0", 1001, (0,), "acct", "high",
+                  "protected"),
         SlurmStep("6", "batch", "", "", "/slurm_n1/uid_0/job_6/step_batch", 0),
     )
     d = pod_directory(steps, source="s")
@@ -114,3 +115,24 @@ def test_collector_serves_labels_only_when_allowed():
     off = samples(False)
     assert off["hwagent_slurm_steps"] == [({}, 3.0)]
     assert off["hwagent_slurm_step_memory_bytes"] == [] and off["hwagent_slurm_step_runqueue_delay_seconds"] == []
+
+
+def test_a_preemptible_jobs_steps_are_reclaimed_in_the_directory_with_their_cpus():
+    from agent.cpuset import CPUSet
+    from agent.slurm.preempt_policy import PROTECTED, RECLAIMED, PreemptPolicy
+
+    policy = PreemptPolicy(partitions=frozenset({"scavenger"}), qos=frozenset({"low"}))
+    cgs = [StepCgroup("5", "0", "/slurm/uid_1000/job_5/step_0", "", 1000),
+           StepCgroup("6", "0", "/slurm/uid_0/job_6/step_0", "", 0),
+           StepCgroup("7", "0", "/slurm/uid_0/job_7/step_0", "", 0),
+           StepCgroup("8", "0", "/slurm/uid_0/job_8/step_0", "", 0)]
+    jobs = {"5": JobInfo("5", 1000, "alice", "batch", "", "normal"),
+            "6": JobInfo("6", 0, "root", "scavenger", "", "normal"),
+            "7": JobInfo("7", 0, "root", "batch", "", "low")}
+    steps = join_steps(cgs, jobs, policy)
+    assert [s.klass for s in steps] == [PROTECTED, RECLAIMED, RECLAIMED, ""]  # job 8: Slurm has not named it
+    d = pod_directory(steps, cpus={"/slurm/uid_1000/job_5/step_0": CPUSet.parse("2-3")})
+    assert [c.qos for c in d.containers] == ["shared", "reclaimed", "reclaimed", "shared"]
+    assert d.containers[0].cpus == CPUSet.parse("2-3") and d.containers[1].cpus is None
+    # no policy: no job is preemptible
+    assert {s.klass for s in join_steps(cgs, jobs)} == {PROTECTED, ""}

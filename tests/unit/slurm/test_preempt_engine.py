@@ -13,7 +13,7 @@ from agent.cgroups.fs import CgroupFS
 from agent.slurm.jobs import SlurmStep
 from agent.slurm.preempt import JobView, PreemptEngine, group_jobs
 from agent.slurm.preempt_cgroup import JobCpuCgroups, own_subtree
-from agent.slurm.preempt_policy import PreemptPolicy
+from agent.slurm.preempt_policy import RECLAIMED, PreemptPolicy
 from agent.slurm.preempt_slurm import hand_back_argv
 from agent.slurm.readings import StepReading
 
@@ -49,8 +49,8 @@ def engine(tmp: Path, calls: list[str], fail: bool = False, clock=None) -> Preem
 
 def jobs_at(delay: float) -> list[JobView]:
     return [JobView("5", "test", "normal", (f"/{SCOPE}/job_5/step_0",), {f"/{SCOPE}/job_5/step_0": delay}),
-            JobView("7", "scavenger", "normal", (f"/{SCOPE}/job_7/step_0",)),
-            JobView("8", "scavenger", "normal", (f"/{SCOPE}/job_8/step_0",))]
+            JobView("7", "scavenger", "normal", (f"/{SCOPE}/job_7/step_0",), klass=RECLAIMED),
+            JobView("8", "scavenger", "normal", (f"/{SCOPE}/job_8/step_0",), klass=RECLAIMED)]
 
 
 def snapshot_files(root: Path) -> dict[str, str]:
@@ -104,11 +104,12 @@ def test_a_restarted_engine_lifts_a_quota_left_by_a_crash(tmp_path):
 
 def test_jobs_slurm_has_not_named_are_not_classed():
     steps = [SlurmStep("5", "0", "", "", "/a/job_5/step_0"),
-             SlurmStep("7", "batch", "bob", "scavenger", "/a/job_7/step_batch", qos="low"),
-             SlurmStep("7", "0", "bob", "scavenger", "/a/job_7/step_0", qos="low")]
+             SlurmStep("7", "batch", "bob", "scavenger", "/a/job_7/step_batch", qos="low", klass=RECLAIMED),
+             SlurmStep("7", "0", "bob", "scavenger", "/a/job_7/step_0", qos="low", klass=RECLAIMED)]
     got = group_jobs(steps, {"/a/job_7/step_0": StepReading(1.5)})
+    # the class is the job directory's (SlurmStep.klass), carried, not decided again
     assert got == [JobView("7", "scavenger", "low", ("/a/job_7/step_batch", "/a/job_7/step_0"),
-                           {"/a/job_7/step_0": 1.5})]
+                           {"/a/job_7/step_0": 1.5}, RECLAIMED)]
 
 
 def test_v1_knobs_are_hwagents_own_unless_slurm_has_a_cpu_cgroup(tmp_path):

@@ -122,3 +122,29 @@ def test_v2_readings_threads_below_user_memory_current_and_cpu_pressure(tmp_path
     again = reader.read([rel])[rel]
     assert again.runqueue_delay_s >= first.runqueue_delay_s  # cumulative
     assert reader.read(["/gone"])["/gone"] == type(first)(0.0, None, None, 0)
+
+
+def test_a_refresh_gives_each_step_its_cpuset_and_a_preemptible_job_the_reclaimed_class(tmp_path):
+    """v1: the step's CPUs from the cpuset hierarchy (task/cgroup's), whichever hierarchy was walked;
+    the class from [slurm] preemptible_partitions, decided once here for every view."""
+    from agent.cpuset import CPUSet
+    from agent.slurm.preempt_policy import PreemptPolicy
+
+    _v1_tree(tmp_path, os.getpid())
+    cpuset = tmp_path / "cpuset/hwt/slurm_n1/uid_1000/job_42/step_0"
+    cpuset.mkdir(parents=True)
+    (cpuset / "cpuset.effective_cpus").write_text("1,3\n")
+    roots = {c: tmp_path / c for c in ("freezer", "cpuset", "memory")}
+    src = SlurmJobSource("n1", roots, "hwt", JobInfoCache("/usr/bin", runner=Squeue("42|1000|alice|scav|p|normal|N/A\n")),
+                         StepReader(tmp_path / "freezer", tmp_path / "memory", False),
+                         policy=PreemptPolicy(partitions=frozenset({"scav"})))
+    src.refresh()
+    (c,) = src.current.containers
+    assert c.cgroup == "/hwt/slurm_n1/uid_1000/job_42/step_0" and c.cpus == CPUSet.parse("1,3")
+    assert c.qos == "reclaimed" and src.snapshot.steps[0].klass == "reclaimed"
+    assert src.containers_for_pressure()[0].cpuset == CPUSet.parse("1,3")
+    # no cpuset of its own (task/cgroup does not confine cores): no CPUs claimed; no policy: shared
+    (cpuset / "cpuset.effective_cpus").write_text("\n")
+    src.policy = None
+    src.refresh()
+    assert src.current.containers[0].cpus is None and src.current.containers[0].qos == "shared"
