@@ -4,6 +4,11 @@ Reads what the advisor recorded under ``<root>/advisor/`` (its state and its dec
 log) and the pressure engine's ``<root>/pressure/evictions.jsonl``; needs no running
 daemon, so it also explains what happened before a restart.
 
+A workload hwagent did not admit but another front names (a Slurm job on this node, an
+NRI pod) is not in those records: for it explain asks the daemon's pod directory (``GET
+/v1/directory``, the door ``ps`` and ``describe`` take) and says who it is, who runs it, its
+class and each step's CPUs (agent.commands._explain_named).
+
 Root's only: the records name every user's pods (which were squeezed, which evicted), so
 they are root's files (``agent.daemon.rootmodes``), and anyone else is told so, with what to
 do, rather than "the advisor has recorded nothing" (issue 32 item 7). A member's own pods are
@@ -30,12 +35,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "<root>/pressure/evictions.jsonl: with `pool` (the default) the shared pool's size, the reclaimed pods' "
         "quota, the headroom left to them and the recent changes with their reasons; with a pod name, its state "
         "now first (suppressed or not, as the latest decision has it), then its history: when it was held, the "
-        "decisions that changed it, its eviction. Root only: the records name every "
+        "decisions that changed it, its eviction. A Slurm job on this node (job_ID, or PARTITION/job_ID), or a pod "
+        "another front names, is explained from the daemon's pod directory: its user, partition, class (reclaimed: "
+        "preemptible) and each step's CPUs. Root only: the records name every "
         "user's pods, so they are root's files; anyone else is refused with a permission message (a member's "
         "own pods: `hwagent describe NAME`).")
     add_common(p)
-    p.add_argument("target", nargs="?", default="pool", help="`pool` (default) or a pod name")
-    p.add_argument("--namespace", default="default")
+    p.add_argument("target", nargs="?", default="pool",
+                   help="`pool` (default), a pod name, or a Slurm job (job_ID or PARTITION/job_ID)")
+    p.add_argument("--namespace", default=None, help="the pod's namespace (default: default; a Slurm job's "
+                   "partition is found without it)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
 
@@ -243,11 +252,47 @@ def run(args: argparse.Namespace) -> int:
             return 0
         print("\n".join(_pool(root, state, decisions)))
         return 0
+    ns = args.namespace or "default"
     if args.format == "json":
-        print(json.dumps({"evictions": _evictions(root, args.namespace, args.target),
-                          "decisions": [d for d in decisions if f"{args.namespace}/{args.target}" in
+        named_json = _named(args)
+        if named_json is not None and not _recorded(root, ns, args.target, decisions):
+            print(json.dumps({"source": named_json[0], "containers": named_json[1]}, sort_keys=True))
+            return 0
+        print(json.dumps({"evictions": _evictions(root, ns, args.target),
+                          "decisions": [d for d in decisions if f"{ns}/{args.target}" in
                                         (d.get("reclaimed_pods") or []) + (d.get("shared_pods") or [])][-RECENT:]},
                          sort_keys=True))
         return 0
-    print("\n".join(_pod(root, args.namespace, args.target, decisions)))
+    try:
+        print("\n".join(_pod(root, ns, args.target, decisions)))
+    except CommandError as nothing:
+        named = _named(args)
+        if named is None:
+            raise CommandError(f"{nothing}; nor does a running daemon's pod directory name it (no Slurm job or pod of "
+                               "another front by that name on this node)", nothing.code) from None
+        from agent.commands._explain_named import explain_named
+        from agent.commands.ps import user_name
+
+        print("\n".join(explain_named(named[0], named[1], user_name)))
     return 0
+
+
+def _recorded(root, ns: str, name: str, decisions: list[dict]) -> bool:
+    """Whether the advisor's or the eviction records name pod ``ns/name``."""
+    who = f"{ns}/{name}"
+    return bool(_evictions(root, ns, name)) or any(
+        who in (d.get("reclaimed_pods") or []) + (d.get("shared_pods") or []) for d in decisions)
+
+
+def _named(args: argparse.Namespace) -> tuple[str, list[dict]] | None:
+    """(source, entries) of the target in the daemon's pod directory (a Slurm job, an NRI pod), or
+    None where it names none or no daemon answers."""
+    from agent.commands._explain_named import find_named
+    from agent.commands.ps import directory
+
+    try:
+        got = directory(args)
+    except CommandError:  # no daemon: nothing named now
+        return None
+    entries = find_named(got["containers"], args.namespace, args.target)
+    return (got["source"], entries) if entries else None

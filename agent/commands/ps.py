@@ -174,19 +174,21 @@ def directory(args: argparse.Namespace) -> dict[str, Any]:
     return got
 
 
-def directory_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
-    """One row per container (a Slurm step), the owner's uid as a user name where this machine has one."""
+def user_name(uid: int | None) -> str:
+    """A directory entry's owner uid as this machine names it ("-": unknown; the uid where unnamed)."""
     import pwd
 
-    def user(uid: int | None) -> str:
-        if uid is None:
-            return "-"
-        try:
-            return pwd.getpwuid(uid).pw_name
-        except KeyError:
-            return str(uid)
+    if uid is None:
+        return "-"
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
-    return [[e["namespace"] or "-", e["pod"], e["container"] or "-", e["qos"] or "-", user(e["owner_uid"])]
+
+def directory_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per container (a Slurm step), the owner's uid as a user name where this machine has one."""
+    return [[e["namespace"] or "-", e["pod"], e["container"] or "-", e["qos"] or "-", user_name(e["owner_uid"])]
             for e in entries]
 
 
