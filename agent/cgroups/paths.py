@@ -22,6 +22,8 @@ from pathlib import Path
 from agent.cgroups.detect import DEFAULT_CGROUP_ROOT
 
 __all__ = [
+    "CPU_IDLE_FILE",
+    "PodCgroups",
     "mount_suffixes",
     "pod_cgroup_candidates",
     "container_cgroup_candidates",
@@ -96,6 +98,41 @@ def find_pod_cgroup(controller_root: Path, uid: str) -> str | None:
         if os.path.isdir(os.path.join(root, _valid_workload_rel(rel).lstrip("/"))):
             return rel
     return None
+
+
+#: cgroup v2's idle scheduling file (1: the cgroup's tasks run as SCHED_IDLE), the key a runtime
+#: is handed in NRI's ``unified`` map for a reclaimed container
+CPU_IDLE_FILE = "cpu.idle"
+
+
+class PodCgroups:
+    """``find_pod_cgroup`` for many pods at once (one enforcer pass): each kubepods parent
+    directory is listed once, and a pod is a set lookup instead of up to six stats (45 ms
+    of CPU for 1,000 pods without cgroups, an NRI node's, at every pass). The same
+    candidates in the same order; the one found is validated as there (a name no listed
+    directory has is not validated: it names nothing). A listing is as of the pass."""
+
+    def __init__(self, controller_root: Path) -> None:
+        self.root = str(controller_root)
+        self._listed: dict[str, frozenset[str]] = {}
+
+    def _names(self, parent: str) -> frozenset[str]:
+        names = self._listed.get(parent)
+        if names is None:
+            try:
+                with os.scandir(os.path.join(self.root, parent.lstrip("/"))) as it:
+                    names = frozenset(e.name for e in it if e.is_dir())
+            except OSError:
+                names = frozenset()
+            self._listed[parent] = names
+        return names
+
+    def find(self, uid: str) -> str | None:
+        for rel in pod_cgroup_candidates(uid):  # a uid that names more than one component is refused here
+            parent, _, name = rel.rpartition("/")
+            if name in self._names(parent):
+                return _valid_workload_rel(rel) and rel  # what is found is checked as there
+        return None
 
 
 def find_container_cgroup(controller_root: Path, uid: str, container_id: str) -> str | None:

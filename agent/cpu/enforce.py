@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from agent.cgroups.fs import CgroupFS, CgroupVanished
-from agent.cgroups.paths import CgroupPathError, container_dirs, find_pod_cgroup
+from agent.cgroups.paths import CgroupPathError, PodCgroups, container_dirs
 from agent.contracts.placement import memory_nodes
 from agent.cpu.state import PolicyState
 from agent.cpuset import CPUSet
@@ -50,6 +50,7 @@ def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | Non
     """``followers``: cgroups of containers the policy holds nothing of (init
     containers), each with the CPUs it follows (the shared pool)."""
     plan = Plan(targets=dict(followers or {}))
+    pods = PodCgroups(fs.cpuset_root)  # the kubepods layouts listed once for the pass, not stat'ed per pod
     for uid, pod in st.entries.items():
         held = [a for a in pod.values() if a.cpuset]
         if not held:
@@ -66,7 +67,7 @@ def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | Non
         if not rest:
             continue
         try:
-            pod_rel = find_pod_cgroup(fs.cpuset_root, uid)
+            pod_rel = pods.find(uid)
         except CgroupPathError:  # a UID that cannot name a cgroup has none to enforce
             plan.unresolved.extend((uid, a.container_name) for a in rest)
             continue

@@ -27,9 +27,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from agent.api.nri.v1alpha1 import api_pb2 as nri
+from agent.cgroups.paths import CPU_IDLE_FILE
 from agent.contracts import CPUAllocator, MemoryAllocator
 from agent.contracts.cpu import RECLAIMED
 from agent.contracts.hints import TopologyHint
@@ -55,6 +56,8 @@ from agent.workloads.providers import (
 __all__ = ["DEVICES_RESOURCE", "Decision", "Placer", "adjustment", "pod_spec", "resources_of", "update_for"]
 
 log = get_logger("hwagent.nri")
+
+K = TypeVar("K")
 
 #: the topology manager's resource name for the NUMA nodes of a container's device nodes
 DEVICES_RESOURCE = "devices"
@@ -111,7 +114,7 @@ def _resources_msg(d: Decision, v2: bool, with_cpu_class: bool) -> nri.LinuxReso
         res.cpu.mems = str(d.mems)
     if with_cpu_class and d.level == RECLAIMED:
         if v2:
-            res.unified["cpu.idle"] = "1"
+            res.unified[CPU_IDLE_FILE] = "1"
         else:
             res.cpu.shares.value = RECLAIMED_SHARES
     for size, limit in sorted(d.hugepage_limits.items()):
@@ -199,6 +202,8 @@ class Placer:
         self.told: dict[str, tuple[str, str]] = {}
         #: (pod uid, container name) -> ids of the placed containers of that name (a re-created one adds one)
         self._ids: dict[tuple[str, str], set[str]] = {}
+        #: pod uid -> ids of its placed containers (a pod's release forgets them without a pass over all)
+        self._pods: dict[str, set[str]] = {}
         #: the CPU policy's mark at the last look for moved placements (``pending_updates``)
         self._mark: object | None = None
         #: placed containers to look at next time whatever the policy says (their runtime was told nothing)
@@ -256,6 +261,7 @@ class Placer:
         self.unadjusted.pop(ctr.id, None)
         self.placed[ctr.id] = (pod.uid, ctr.name, c.level)
         self._ids.setdefault((pod.uid, ctr.name), set()).add(ctr.id)
+        self._pods.setdefault(pod.uid, set()).add(ctr.id)
         self.told[ctr.id] = (str(cpus) if cpus is not None else "", str(mems) if mems is not None else "")
         if outcome == "adjusted":  # a new placement (a held one answered again is not counted twice)
             self.counters.adjusted += 1
@@ -313,7 +319,7 @@ class Placer:
         """The pod's sandbox stopped or went: every owner gives its resources back."""
         if not pod_uid or self.foreign(pod_uid):
             return False
-        for cid in [cid for cid, (uid, _, _) in self.placed.items() if uid == pod_uid]:
+        for cid in list(self._pods.get(pod_uid, ())):
             self.forget_container(cid)
         for cid in [cid for cid, (p, _) in self.unadjusted.items() if p.uid == pod_uid]:
             del self.unadjusted[cid]
@@ -325,11 +331,8 @@ class Placer:
     def forget_container(self, container_id: str) -> None:
         rec = self.placed.pop(container_id, None)
         if rec is not None:
-            ids = self._ids.get(rec[:2])
-            if ids is not None:
-                ids.discard(container_id)
-                if not ids:
-                    del self._ids[rec[:2]]
+            _unindex(self._ids, (rec[0], rec[1]), container_id)
+            _unindex(self._pods, rec[0], container_id)
         self.told.pop(container_id, None)
         self.unadjusted.pop(container_id, None)
         self._untold.discard(container_id)
@@ -374,6 +377,7 @@ class Placer:
             self.told.clear()
             self.unadjusted.clear()
             self._ids.clear()
+            self._pods.clear()
             self._untold.clear()
             # what moves from here on (a later container of this list shrinking the shared pool
             # under an earlier one) is what the next pending_updates looks at
@@ -453,6 +457,14 @@ class Placer:
             if d.applied:
                 done.append((cid, d))
         return done
+
+
+def _unindex(index: dict[K, set[str]], key: K, container_id: str) -> None:
+    ids = index.get(key)
+    if ids is not None:
+        ids.discard(container_id)
+        if not ids:
+            del index[key]
 
 
 def _hugepage_limits(ctr: nri.Container, mm: MemoryAllocator | None, pod_uid: str) -> dict[str, int]:

@@ -1,0 +1,67 @@
+"""The enforcer's pass finds pod cgroups from one listing of the kubepods layouts, not from
+six stats per pod: on an NRI node (the runtime applies the cpusets, so the CPU policy holds
+1,000 pods none of whose cgroups it finds under the kubelet's names) each pass after each
+placement stat'ed 6,000 paths, 45 ms of CPU (issue 34). Same answers as ``find_pod_cgroup``
+on a tree with every layout."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agent.cgroups.paths import PodCgroups, find_pod_cgroup
+from agent.cpu.enforce import plan_cgroups
+from agent.cpu.qos import DEDICATED, SHARED
+
+from .helpers import Clock, make_policy, req
+
+UIDS = [f"0f2a7c1e-0000-0000-0000-{i:012d}" for i in range(8)]
+LAYOUTS = [
+    "/kubepods/pod{u}", "/kubepods/burstable/pod{u}", "/kubepods/besteffort/pod{u}",
+    "/kubepods.slice/kubepods-pod{s}.slice", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{s}.slice",
+    "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{s}.slice",
+]
+
+
+def test_the_listing_finds_what_the_stats_find(tmp_path: Path) -> None:
+    for i, layout in enumerate(LAYOUTS):  # pod i under layout i, pods 6 and 7 nowhere
+        u = UIDS[i]
+        (tmp_path / layout.format(u=u, s=u.replace("-", "_")).lstrip("/")).mkdir(parents=True)
+    (tmp_path / "kubepods" / "burstable" / f"pod{UIDS[6]}-not-a-dir").write_text("")
+    found = PodCgroups(tmp_path)
+    for u in UIDS:
+        assert found.find(u) == find_pod_cgroup(tmp_path, u)
+    assert [found.find(u) for u in UIDS[6:]] == [None, None]
+    with pytest.raises(ValueError):
+        found.find("../../system.slice")  # a uid that walks out is refused, as there
+
+
+def test_a_pass_over_pods_without_cgroups_lists_the_layouts_instead_of_stating_each_pod(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = make_policy(Clock())
+    for i in range(300):
+        p.allocate(req(f"u{i}", "c", SHARED, cpus=0.1))
+    p.allocate(req("d", "c", DEDICATED, cpus=2, binding=True, hint=(0,)))
+    (tmp_path / "kubepods" / "burstable").mkdir(parents=True)
+    calls = {"stat": 0, "list": 0}
+    isdir, scandir = os.path.isdir, os.scandir
+
+    def counted_isdir(path: object) -> bool:
+        calls["stat"] += 1
+        return isdir(path)  # type: ignore[arg-type]
+
+    def counted_scandir(path: object) -> object:
+        calls["list"] += 1
+        return scandir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os.path, "isdir", counted_isdir)
+    monkeypatch.setattr(os, "scandir", counted_scandir)
+
+    class FS:
+        cpuset_root = tmp_path
+
+    plan = plan_cgroups(FS(), p.state)  # type: ignore[arg-type]
+    assert plan.targets == {} and plan.unresolved == []
+    assert calls["stat"] == 0 and calls["list"] <= 6, calls
