@@ -2,15 +2,15 @@
 
 A fixture tree shaped as slurm 22.05's cgroup/v1 plugin makes it (``slurm_<node>/uid/job/
 step/task`` in freezer, cpuset, memory and devices; one thread, this process, in each
-task's ``tasks``; ``memory.usage_in_bytes`` per step) on tmpfs, with N steps. Squeue is
+task's ``tasks``; ``memory.usage_in_bytes`` and ``cpuset.effective_cpus`` per step) on tmpfs, with N steps. Squeue is
 answered from memory (its call is Slurm's cost, once per new job, not per refresh).
 
 - ``refresh``: ``SlurmJobSource.refresh`` (walk, join with the cached answer, readings:
-  threads, their schedstat, memory) as the component runs it every ``refresh_s``;
+  threads, their schedstat, memory, the step's cpuset) as the component runs it every ``refresh_s``;
 - ``walk``: the walk alone;
 - ``floor``: the same I/O with bare ``os`` calls and no model: list the node's tree down to
   the tasks, read each step's ``tasks`` files, each thread's ``/proc/<tid>/schedstat`` and
-  each step's memory file. What any reader of these files must do.
+  each step's memory and cpuset files. What any reader of these files must do.
 
 CPU is this process's ``time.process_time()`` per refresh (mean over the rounds), with
 ``/proc/loadavg``. Run: ``.venv/bin/python bench/slurm_jobs.py [--steps 10 100 1000]``.
@@ -43,6 +43,8 @@ def make_tree(root: Path, steps: int) -> None:
             task.mkdir(parents=True)
             if ctl == "memory":
                 (task.parent / "memory.usage_in_bytes").write_text("4096\n")
+            if ctl == "cpuset":
+                (task.parent / "cpuset.effective_cpus").write_text("0-1\n")
             if ctl == "freezer":
                 (task.parent / "tasks").write_text("")
                 (task / "tasks").write_text(f"{os.getpid()}\n")
@@ -65,6 +67,8 @@ def floor(root: Path) -> int:
                     n += 1
                 rel = os.path.relpath(step.path, root / "freezer")
                 with open(root / "memory" / rel / "memory.usage_in_bytes", "rb") as f:
+                    f.read()
+                with open(root / "cpuset" / rel / "cpuset.effective_cpus", "rb") as f:
                     f.read()
     return n
 
