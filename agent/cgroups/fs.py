@@ -267,6 +267,22 @@ class CgroupFS:
             self.cpu_idle_path(rel).write_text(str(value))
         return True
 
+    # -- cpu.shares (v1's weight: the reclaimed class where there is no cpu.idle) ----
+    def read_cpu_shares(self, rel: str) -> int:
+        """v1 ``cpu.shares`` of a cgroup of the cpu hierarchy."""
+        try:
+            return int((self._dir(self.cpu_root, rel) / "cpu.shares").read_text())
+        except FileNotFoundError:
+            raise self._vanished("cpu", rel, "read cpu.shares") from None
+
+    def write_cpu_shares(self, rel: str, value: int) -> bool:
+        """Write v1 ``cpu.shares`` if it differs; True when written."""
+        if self.read_cpu_shares(rel) == value:
+            return False
+        with self._writing("cpu", rel, "write cpu.shares"):
+            (self._dir(self.cpu_root, rel) / "cpu.shares").write_text(str(value))
+        return True
+
     # -- CPU quota and usage (the advisor's suppression) ------------------------------
     def read_cpu_quota(self, rel: str) -> tuple[int | None, int]:
         """(quota µs per period or None when unlimited, period µs): ``cpu.max`` on v2,

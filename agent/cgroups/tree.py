@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["cgroup_dirs", "cgroup_procs", "cgroup_thread_ids", "join"]
+__all__ = ["cgroup_dirs", "cgroup_procs", "cgroup_thread_ids", "join", "process_cgroup"]
 
 #: v1 lists threads in "tasks", v2 in "cgroup.threads" (a v2 dir has no "tasks")
 _THREAD_FILES = ("tasks", "cgroup.threads")
@@ -63,3 +63,20 @@ def join(dirs: Iterable[str | Path], pid: int) -> None:
     for d in dirs:
         with open(Path(d) / "cgroup.procs", "w") as f:
             f.write(str(pid))
+
+
+def process_cgroup(pid: int, controller: str, procfs_root: str = "/proc") -> str | None:
+    """``pid``'s cgroup in ``controller``'s v1 hierarchy ("" names v2's unified line), as
+    ``/proc/<pid>/cgroup`` says it now: a mover checks a pid right before moving it, so a
+    process that ended and a pid the kernel gave to someone else since are left alone.
+    None when the process is gone or not in that hierarchy."""
+    try:
+        with open(os.path.join(procfs_root, str(pid), "cgroup")) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, ctls, path = line.split(":", 2)
+        if (controller in ctls.split(",")) if controller else ctls == "":
+            return path
+    return None

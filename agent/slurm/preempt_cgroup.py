@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from agent.cgroups.fs import CgroupFS, CgroupVanished
-from agent.cgroups.tree import cgroup_dirs, cgroup_procs
+from agent.cgroups.tree import cgroup_dirs, cgroup_procs, join, process_cgroup
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 
@@ -109,12 +109,7 @@ class JobCpuCgroups:
             d.mkdir(parents=True, exist_ok=True)
 
     def _write_shares(self, rel: str, value: int) -> None:
-        f = self._dir(rel) / "cpu.shares"
-        try:
-            if int(f.read_text()) != value:
-                f.write_text(str(value))
-        except FileNotFoundError:
-            raise CgroupVanished(rel) from None
+        self.fs.write_cpu_shares(rel, value)
 
     def _move_in(self, rel: str, step_cgroups: list[str]) -> None:
         """Every process of Slurm's job cgroup (but slurmstepd) into ``rel``: new ones each interval.
@@ -129,14 +124,12 @@ class JobCpuCgroups:
                 controller = ctl
                 break
         here = set(cgroup_procs([self._dir(rel)]))
-        procs = self._dir(rel) / "cgroup.procs"
         job_dirs = {job_dir_of(sc) for sc in step_cgroups}
         for pid in sorted(want - here):
             if not self._belongs(pid, controller, job_dirs):
                 continue
             try:
-                with open(procs, "w") as f:
-                    f.write(str(pid))
+                join([self._dir(rel)], pid)
             except OSError as e:
                 if e.errno != errno.ESRCH:  # ended meanwhile: nothing to move
                     log.warning("cannot move a slurm job process into its cpu cgroup", pid=pid, cgroup=rel,
@@ -145,20 +138,14 @@ class JobCpuCgroups:
     def _belongs(self, pid: int, controller: str, job_dirs: set[str]) -> bool:
         """Whether ``pid`` is, now, a process of the job (in its cgroup of ``controller``) other
         than slurmstepd (Slurm's own daemon is never throttled)."""
-        base = os.path.join(self.procfs_root, str(pid))
         try:
-            with open(os.path.join(base, "comm")) as f:
+            with open(os.path.join(self.procfs_root, str(pid), "comm")) as f:
                 if f.read().strip() == "slurmstepd":
                     return False
-            with open(os.path.join(base, "cgroup")) as f:
-                lines = f.read().splitlines()
         except OSError:
             return False  # gone: nothing to move
-        for line in lines:
-            _, ctls, path = line.split(":", 2)
-            if controller in ctls.split(","):
-                return any(path == d or path.startswith(d + "/") for d in job_dirs)
-        return False
+        path = process_cgroup(pid, controller, self.procfs_root)
+        return path is not None and any(path == d or path.startswith(d + "/") for d in job_dirs)
 
     def step_cpus(self, step_cgroup: str) -> CPUSet | None:
         """The CPUs a step may run on (its cpuset, as task/cgroup set it); None when unknown (no
@@ -179,10 +166,9 @@ class JobCpuCgroups:
 
     def read_class(self, rel: str) -> int | None:
         """``cpu.idle`` (v2) or ``cpu.shares`` (v1) of the job's cgroup."""
-        name = "cpu.idle" if self.v2 else "cpu.shares"
         try:
-            return int((self._dir(rel) / name).read_text())
-        except (OSError, ValueError):
+            return self.fs.read_cpu_idle(rel) if self.v2 else self.fs.read_cpu_shares(rel)
+        except (CgroupVanished, OSError, ValueError):
             return None
 
     # -- cleanup ---------------------------------------------------------------------

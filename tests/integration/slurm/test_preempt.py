@@ -276,8 +276,12 @@ def test_a_protected_job_waiting_on_its_own_cores_leaves_preemptible_jobs_alone(
             job = _sbatch(c, "-p", "scavenger", "-w", "n1", "-c", "1", "--requeue", "-J", "apart",
                           "--wrap", SPIN.format(n=2))
             until(lambda: _job(c, job).get("JobState") == "RUNNING", "the preemptible job to run")
-            cpus = {j: _read(c.cgroups.subtree("cpuset") / "slurm_n1" / "uid_0" / f"job_{j}" / "cpuset.cpus")
-                    for j in (protected, job)}
+            def job_cpus() -> dict[str, str]:
+                return {j: _read(c.cgroups.subtree("cpuset") / "slurm_n1" / "uid_0" / f"job_{j}" / "cpuset.cpus")
+                        for j in (protected, job)}
+            # RUNNING comes before slurmstepd has written the job's cpuset (read '' once under load)
+            until(lambda: all(job_cpus().values()), "both jobs' cpusets written by task/cgroup")
+            cpus = job_cpus()
             assert cpus[protected] and cpus[job] and cpus[protected] != cpus[job], cpus  # one core each
             mine = CPU / c.cgroups.tag / "hwagent_slurm_n1" / f"job_{job}"
             until(lambda: _read(mine / "cpu.shares") == "2", "the preemptible job's class", hw.daemon)
