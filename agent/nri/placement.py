@@ -24,6 +24,7 @@ Pure helpers (``adjustment``, ``update_for``) build the runtime's messages.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from agent.contracts.pods import Resources as PodResources
 from agent.cpu.errors import PolicyError
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
-from agent.journalbatch import deferred
+from agent.journalbatch import Deferred, deferred
 from agent.nri.classify import Classified, Resources, classify
 from agent.nri.devnuma import device_numa_nodes
 from agent.topologymanager import TopologyAffinityError, TopologyManager
@@ -210,6 +211,10 @@ class Placer:
         self._untold: set[str] = set()
         #: why no container is placed now ("" = place): the kubelet's CPU manager is not none
         self.paused = ""
+        #: called when an answered placement was undone (its record failed): repair is due
+        self.on_undone: Callable[[], None] | None = None
+        #: the answered creates whose owners' records are still on their way to disk
+        self._settling: set[asyncio.Future[None]] = set()
 
     # -- one container ---------------------------------------------------------------------
 
@@ -266,6 +271,34 @@ class Placer:
         if outcome == "adjusted":  # a new placement (a held one answered again is not counted twice)
             self.counters.adjusted += 1
         return d
+
+    async def answer(self, pod: nri.PodSandbox, ctr: nri.Container) -> Decision:
+        """``create`` as the answer to the runtime's CreateContainer: decided and committed in
+        the owners' memory, but not waiting for their journal records (``agent.journalbatch``).
+        Answering before the fdatasync is safe here because the runtime keeps the container's
+        resources itself and a restarted hwagent reconciles with them (``synchronize``), as
+        it does after a kill -9 between an answer and its record. A record that fails undoes
+        the placement in its owner: the container is then counted, kept as unadjusted and
+        ``on_undone`` is called, so the pusher places it again and tells the runtime."""
+        with deferred() as batch:
+            d = await self.create(pod, ctr)
+        if batch.futures:
+            settling = asyncio.ensure_future(self._settle(batch, pod, ctr))
+            self._settling.add(settling)
+            settling.add_done_callback(self._settling.discard)
+        return d
+
+    async def _settle(self, batch: Deferred, pod: nri.PodSandbox, ctr: nri.Container) -> None:
+        errors = await batch.settle()
+        if not errors or ctr.id not in self.placed or self.held(pod.uid, ctr.name):
+            return
+        self.forget_container(ctr.id)
+        self.counters.failed += 1
+        self.unadjusted[ctr.id] = (pod, ctr)
+        log.warning("nri placement not persisted", pod=f"{pod.namespace}/{pod.name}", container=ctr.name,
+                    id=ctr.id, error=str(errors[0]), note="undone; the container is placed again and updated")
+        if self.on_undone is not None:
+            self.on_undone()
 
     async def _place(self, spec: PodSpec, ctr: nri.Container) -> None:
         """Admission's decision for ``spec`` (its providers, the topology manager), then its

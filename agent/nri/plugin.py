@@ -118,6 +118,14 @@ class NriPlugin:
         self._client: Client | None = None
         self._shutdown = asyncio.Event()
         self._sync_parts: list[nri.SynchronizeRequest] = []
+        if placer is not None:
+            placer.on_undone = self._undone
+
+    def _undone(self) -> None:
+        """A placement the runtime was answered with was undone (its record failed): the pusher
+        places the container again and updates it, outside the runtime's calls."""
+        self._repair_due = True
+        self._kick.set()
 
     # -- the runtime's calls (Plugin service) ---------------------------------
 
@@ -182,7 +190,8 @@ class NriPlugin:
         from agent.nri.placement import adjustment
 
         started = time.perf_counter()
-        deciding = asyncio.ensure_future(self.placer.create(req.pod, req.container))
+        # answered from the owners' memory; their records reach the disk behind the answer (Placer.answer)
+        deciding = asyncio.ensure_future(self.placer.answer(req.pod, req.container))
         try:
             d = await asyncio.wait_for(asyncio.shield(deciding), self.cfg.answer_within_s)
         except TimeoutError:
