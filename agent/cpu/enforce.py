@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from agent.cgroups.fs import CgroupFS, CgroupVanished
 from agent.cgroups.paths import CgroupPathError, PodCgroups, container_dirs
+from agent.contracts.cpu import AllocationInfo
 from agent.contracts.placement import memory_nodes
 from agent.cpu.state import PolicyState
 from agent.cpuset import CPUSet
@@ -51,23 +52,20 @@ def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | Non
     containers), each with the CPUs it follows (the shared pool)."""
     plan = Plan(targets=dict(followers or {}))
     pods = PodCgroups(fs.cpuset_root)  # the kubepods layouts listed once for the pass, not stat'ed per pod
-    for uid, pod in st.entries.items():
+    for uid, stored in st.stored.items():
+        found = _found_first(pods, uid, stored)
+        if found is None:
+            continue  # nothing bound and no cgroup (an NRI node's pods): not resolved for nothing
+        pod = st.pod(uid)
         held = [a for a in pod.values() if a.cpuset]
         if not held:
             continue
-        for a in held:
-            if a.cgroup_path:
-                plan.targets[a.cgroup_path] = a.cpuset
-                placed = mems_of(uid, a.container_name) if mems_of is not None else None
-                if placed:
-                    plan.mems[a.cgroup_path] = placed
-                elif a.numa_binding and numa_of is not None:
-                    plan.mems[a.cgroup_path] = memory_nodes(a.cpuset, numa_of)
+        _plan_bound(plan, uid, held, numa_of, mems_of)
         rest = [a for a in held if not a.cgroup_path]
         if not rest:
             continue
         try:
-            pod_rel = pods.find(uid)
+            pod_rel = found or pods.find(uid)
         except CgroupPathError:  # a UID that cannot name a cgroup has none to enforce
             plan.unresolved.extend((uid, a.container_name) for a in rest)
             continue
@@ -89,6 +87,32 @@ def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | Non
                 elif bound:
                     plan.mems[rel] = memory_nodes(want, numa_of)  # type: ignore[arg-type]
     return plan
+
+
+def _plan_bound(plan: Plan, uid: str, held: list[AllocationInfo], numa_of: Mapping[int, int] | None,
+                mems_of: MemsOf | None) -> None:
+    """The targets of a pod's containers bound to a cgroup path (their launcher said where)."""
+    for a in held:
+        if a.cgroup_path:
+            plan.targets[a.cgroup_path] = a.cpuset
+            placed = mems_of(uid, a.container_name) if mems_of is not None else None
+            if placed:
+                plan.mems[a.cgroup_path] = placed
+            elif a.numa_binding and numa_of is not None:
+                plan.mems[a.cgroup_path] = memory_nodes(a.cpuset, numa_of)
+
+
+def _found_first(pods: PodCgroups, uid: str, stored: Mapping[str, AllocationInfo]) -> str | None:
+    """The pod's cgroup when none of its containers is bound to a path (paths are stored as
+    written: no re-size changes them); None when it has no cgroup either, so a pass has
+    nothing to do for it and need not resolve its entries; "" when it must be looked at
+    whole (a bound container, or a uid the layouts refuse, which is refused there)."""
+    if any(a.cgroup_path for a in stored.values()):
+        return ""
+    try:
+        return pods.find(uid)
+    except CgroupPathError:
+        return ""
 
 
 @dataclass

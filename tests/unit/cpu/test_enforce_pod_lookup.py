@@ -14,6 +14,7 @@ import pytest
 from agent.cgroups.paths import PodCgroups, find_pod_cgroup
 from agent.cpu.enforce import plan_cgroups
 from agent.cpu.qos import DEDICATED, SHARED
+from agent.cpu.state import PolicyState
 
 from .helpers import Clock, make_policy, req
 
@@ -45,7 +46,7 @@ def test_a_pass_over_pods_without_cgroups_lists_the_layouts_instead_of_stating_e
         p.allocate(req(f"u{i}", "c", SHARED, cpus=0.1))
     p.allocate(req("d", "c", DEDICATED, cpus=2, binding=True, hint=(0,)))
     (tmp_path / "kubepods" / "burstable").mkdir(parents=True)
-    calls = {"stat": 0, "list": 0}
+    calls = {"stat": 0, "list": 0, "resolved": 0}
     isdir, scandir = os.path.isdir, os.scandir
 
     def counted_isdir(path: object) -> bool:
@@ -58,10 +59,18 @@ def test_a_pass_over_pods_without_cgroups_lists_the_layouts_instead_of_stating_e
 
     monkeypatch.setattr(os.path, "isdir", counted_isdir)
     monkeypatch.setattr(os, "scandir", counted_scandir)
+    resolve = PolicyState.pod
+
+    def counted_pod(st: PolicyState, uid: str) -> object:
+        calls["resolved"] += 1
+        return resolve(st, uid)
+
+    monkeypatch.setattr(PolicyState, "pod", counted_pod)
 
     class FS:
         cpuset_root = tmp_path
 
     plan = plan_cgroups(FS(), p.state)  # type: ignore[arg-type]
     assert plan.targets == {} and plan.unresolved == []
-    assert calls["stat"] == 0 and calls["list"] <= 6, calls
+    # no pod stat'ed, and none of them resolved (a pass has nothing to do for a pod without a cgroup)
+    assert calls["stat"] == 0 and calls["list"] <= 6 and calls["resolved"] == 0, calls
