@@ -24,6 +24,7 @@ from agent.cgroups.detect import DEFAULT_CGROUP_ROOT
 __all__ = [
     "CPU_IDLE_FILE",
     "PodCgroups",
+    "pod_uids_named",
     "mount_suffixes",
     "pod_cgroup_candidates",
     "container_cgroup_candidates",
@@ -100,6 +101,24 @@ def find_pod_cgroup(controller_root: Path, uid: str) -> str | None:
     return None
 
 
+#: the parents of the kubelet's pod cgroups in each layout (``pod_cgroup_candidates``' directories)
+_POD_PARENTS = tuple(dict.fromkeys(rel.rpartition("/")[0] for rel in pod_cgroup_candidates("x")))
+
+
+def pod_uids_named(names: Iterable[str]) -> set[str]:
+    """The pod uids directory names in those parents may stand for (the inverse of
+    ``pod_cgroup_candidates``: "pod<uid>", "kubepods[-<qos>]-pod<uid, - as _>.slice"); a name
+    that is no pod's gives nothing, a systemd one both spellings of its uid."""
+    out: set[str] = set()
+    for name in names:
+        if name.startswith("pod"):
+            out.add(name[3:])
+        elif name.startswith("kubepods-") and name.endswith(".slice") and "-pod" in name:
+            u = name[:-len(".slice")].rpartition("-pod")[2]
+            out.update((u, u.replace("_", "-")))
+    return out
+
+
 #: cgroup v2's idle scheduling file (1: the cgroup's tasks run as SCHED_IDLE), the key a runtime
 #: is handed in NRI's ``unified`` map for a reclaimed container
 CPU_IDLE_FILE = "cpu.idle"
@@ -126,6 +145,10 @@ class PodCgroups:
                 names = frozenset()
             self._listed[parent] = names
         return names
+
+    def listing(self) -> dict[str, frozenset[str]]:
+        """Every layout's parent and the directories in it now (what ``find`` looks in)."""
+        return {parent: self._names(parent) for parent in _POD_PARENTS}
 
     def find(self, uid: str) -> str | None:
         for rel in pod_cgroup_candidates(uid):  # a uid that names more than one component is refused here

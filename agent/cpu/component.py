@@ -45,12 +45,15 @@ from agent.cpu.periodic import ResidualTracker
 from agent.cpu.policy import DynamicPolicy, PolicyOptions
 from agent.cpu.pools import DedicatedNuma
 from agent.cpu.errors import UNAVAILABLE, PolicyError
-from agent.cpu.state import PolicyState
+from agent.cpu.state import PolicyState, moved_keys
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 from agent.statefile import Coalescer
 
 __all__ = ["CPUPolicyComponent", "create", "dedicated_numa_for", "options_from_config", "socket_path_for"]
+
+#: one enforcer pass's input: state, bound init containers' cgroups, fresh cgroups, pods to look at (None: all)
+EnforceJob = tuple[PolicyState, dict[str, CPUSet], frozenset[str], frozenset[str] | None]
 
 log = get_logger("hwagent.cpu")
 
@@ -103,9 +106,12 @@ class CPUPolicyComponent:
         self.durable: DurablePolicy
         self.fs: CgroupFS | None = None
         self.enforcer: Enforcer | None = None
-        self.enforce: Coalescer[tuple[PolicyState, dict[str, CPUSet], frozenset[str]]] | None = None
+        self.enforce: Coalescer[EnforceJob] | None = None
         #: cgroups bound since the last enforcer pass (read and cleared as a pass starts)
         self._fresh: set[str] = set()
+        #: the state the last enforcer pass started from, and whether the next one must look at every pod
+        self._passed: PolicyState | None = None
+        self._full_due = True
         self.residual = ResidualTracker(cfg.residual_cleanup_s)
         self.socket_path: Path | None = None
         self._server: Any = None
@@ -249,13 +255,21 @@ class CPUPolicyComponent:
         except RuntimeError:  # no running loop (policy used off-loop)
             pass
 
-    def _enforce_input(self) -> tuple[PolicyState, dict[str, CPUSet], frozenset[str]]:
+    def _enforce_input(self) -> EnforceJob:
         """What one enforcer pass works on, read on the loop as the pass starts: the
-        state, the bound init containers' cgroups (the shared pool), and the cgroups
-        bound since the last pass (fresh: their first write is no drift)."""
+        state, the bound init containers' cgroups (the shared pool), the cgroups
+        bound since the last pass (fresh: their first write is no drift), and the pods
+        to look at: those whose placement changed since the last pass (``moved_keys``),
+        or None for every pod (the periodic check, the first pass, a pass after one
+        that failed, a launch's freshly bound cgroup, a change the policy cannot name)."""
         st = self.durable.policy.state
         fresh, self._fresh = frozenset(self._fresh), set()
-        return st, self.durable.follower_targets(st), fresh
+        only: frozenset[str] | None = None
+        if not self._full_due and self._passed is not None and not fresh:  # a launch's bound cgroup: all
+            keys = moved_keys(self._passed, st)
+            only = None if keys is None else frozenset(uid for uid, _ in keys)
+        self._full_due, self._passed = False, st
+        return st, self.durable.follower_targets(st), fresh, only
 
     async def _write_bound(self, path: str) -> bool:
         """A container's cgroup was just bound: one enforcer pass that writes it, before
@@ -273,15 +287,20 @@ class CPUPolicyComponent:
             why = "the cgroup is gone" if rep is not None and path in rep.vanished else "no placement for it"
         raise PolicyError(UNAVAILABLE, "cpuset_not_written", f"cpuset of {path} not written: {why}")
 
-    def _enforce_work(self, job: tuple[PolicyState, dict[str, CPUSet], frozenset[str]]) -> CheckReport:
+    def _enforce_work(self, job: EnforceJob) -> CheckReport:
         assert self.enforcer is not None
-        st, followers, fresh = job
-        rep = self.enforcer.sync(st, repair=self.cfg.repair_drift, followers=followers, fresh=fresh)
+        st, followers, fresh, only = job
+        try:
+            rep = self.enforcer.sync(st, repair=self.cfg.repair_drift, followers=followers, fresh=fresh, only=only)
+        except BaseException:
+            self._full_due = True  # what this pass was to look at is looked at by the next
+            raise
         if rep.drift:
             DRIFT_FOUND.inc(len(rep.drift))
         if rep.repaired:
             DRIFT_REPAIRED.inc(len(rep.repaired))
-        CGROUP_UNRESOLVED.set(rep.unresolved)
+        if only is None:
+            CGROUP_UNRESOLVED.set(rep.unresolved)
         self.last_check = rep
         return rep
 
@@ -296,6 +315,7 @@ class CPUPolicyComponent:
         await self.durable.wait_durable()
         if self.enforce is None:
             return None
+        self._full_due = True  # every pod, drift included
         await self.enforce.flush()
         return self.last_check
 

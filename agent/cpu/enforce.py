@@ -18,11 +18,11 @@ CPUs), for any container it placed, NUMA-bound or with hugepages.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from agent.cgroups.fs import CgroupFS, CgroupVanished
-from agent.cgroups.paths import CgroupPathError, PodCgroups, container_dirs
+from agent.cgroups.paths import CgroupPathError, PodCgroups, container_dirs, pod_uids_named
 from agent.contracts.cpu import AllocationInfo
 from agent.contracts.placement import memory_nodes
 from agent.cpu.state import PolicyState
@@ -47,12 +47,16 @@ class Plan:
 
 
 def plan_cgroups(fs: CgroupFS, st: PolicyState, numa_of: Mapping[int, int] | None = None,
-                 followers: Mapping[str, CPUSet] | None = None, mems_of: MemsOf | None = None) -> Plan:
+                 followers: Mapping[str, CPUSet] | None = None, mems_of: MemsOf | None = None,
+                 only: Collection[str] | None = None, pods: PodCgroups | None = None) -> Plan:
     """``followers``: cgroups of containers the policy holds nothing of (init
-    containers), each with the CPUs it follows (the shared pool)."""
+    containers), each with the CPUs it follows (the shared pool). ``only``: plan these
+    pods (uids) and no other (a pass after a change); None: every pod."""
     plan = Plan(targets=dict(followers or {}))
-    pods = PodCgroups(fs.cpuset_root)  # the kubepods layouts listed once for the pass, not stat'ed per pod
-    for uid, stored in st.stored.items():
+    if pods is None:
+        pods = PodCgroups(fs.cpuset_root)  # the kubepods layouts listed once for the pass, not stat'ed per pod
+    chosen = st.stored.items() if only is None else ((u, st.stored[u]) for u in sorted(only) if u in st.stored)
+    for uid, stored in chosen:
         found = _found_first(pods, uid, stored)
         if found is None:
             continue  # nothing bound and no cgroup (an NRI node's pods): not resolved for nothing
@@ -115,6 +119,16 @@ def _found_first(pods: PodCgroups, uid: str, stored: Mapping[str, AllocationInfo
         return ""
 
 
+def _changed_names(before: Mapping[str, frozenset[str]], now: Mapping[str, frozenset[str]]) -> set[str]:
+    """Directory names added to or gone from any layout's parent between two listings."""
+    out: set[str] = set()
+    for parent in before.keys() | now.keys():
+        a, b = before.get(parent, frozenset()), now.get(parent, frozenset())
+        if a is not b and a != b:
+            out |= a ^ b
+    return out
+
+
 @dataclass
 class CheckReport:
     checked: int = 0
@@ -135,9 +149,12 @@ class Enforcer:
         self.numa_of = numa_of
         self.mems_of = mems_of
         self.enforced: dict[tuple[str, str], CPUSet] = {}
+        #: the pod cgroup layouts as the last pass listed them (a pass after a change looks
+        #: again at the pods whose cgroup appeared or went since)
+        self._listing: dict[str, frozenset[str]] | None = None
 
     def sync(self, st: PolicyState, repair: bool = True, followers: Mapping[str, CPUSet] | None = None,
-             fresh: frozenset[str] = frozenset()) -> CheckReport:
+             fresh: frozenset[str] = frozenset(), only: Collection[str] | None = None) -> CheckReport:
         """Compare every planned cgroup with its allocation; apply new values and
         (when ``repair``) rewrite drifted ones. cpus first, then mems.
 
@@ -147,10 +164,20 @@ class Enforcer:
         for rel in fresh:
             self.enforced.pop(("cpus", rel), None)
             self.enforced.pop(("mems", rel), None)
-        plan = plan_cgroups(self.fs, st, self.numa_of, followers, self.mems_of)
+        pods = PodCgroups(self.fs.cpuset_root)
+        listing = pods.listing()
+        if only is not None:
+            if self._listing is None:
+                only = None  # no earlier listing to tell which pods' cgroups appeared: all of them
+            else:
+                only = set(only) | pod_uids_named(_changed_names(self._listing, listing))
+        self._listing = listing
+        plan = plan_cgroups(self.fs, st, self.numa_of, followers, self.mems_of, only=only, pods=pods)
         rep = CheckReport(unresolved=len(plan.unresolved))
         for key, targets in (("cpus", plan.targets), ("mems", plan.mems)):
             self._sync_key(key, targets, rep, repair)
+        if only is not None:
+            return rep  # what the other pods' cgroups were made is kept until a full pass
         live = {("cpus", r) for r in plan.targets} | {("mems", r) for r in plan.mems}
         for k in list(self.enforced):
             if k not in live:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from agent.cgroups.paths import PodCgroups, find_pod_cgroup
-from agent.cpu.enforce import plan_cgroups
+from agent.cpu.enforce import Enforcer, plan_cgroups
 from agent.cpu.qos import DEDICATED, SHARED
-from agent.cpu.state import PolicyState
+from agent.cpu.state import PolicyState, moved_keys
 
 from .helpers import Clock, make_policy, req
 
@@ -74,3 +74,32 @@ def test_a_pass_over_pods_without_cgroups_lists_the_layouts_instead_of_stating_e
     assert plan.targets == {} and plan.unresolved == []
     # no pod stat'ed, and none of them resolved (a pass has nothing to do for a pod without a cgroup)
     assert calls["stat"] == 0 and calls["list"] <= 6 and calls["resolved"] == 0, calls
+
+
+def test_a_pass_after_a_change_looks_at_the_moved_pods_and_those_whose_cgroup_appeared(tmp_path: Path) -> None:
+    """``only``: the pods the policy moved; a pod whose cgroup appeared since the last pass
+    (allocated before its runtime made the cgroup) is enforced by the next pass too; a
+    full pass still finds drift anywhere."""
+    from tests.unit.cpu.test_enforce_periodic import A, B, v2_tree
+
+    fs = v2_tree(tmp_path, {"p1": [A]})
+    p = make_policy(Clock())
+    p.allocate(req("p1", "app"))
+    p.allocate(req("p2", "app"))  # its cgroup comes later
+    e = Enforcer(fs)
+    e.sync(p.state)  # full: p1 written
+    p1 = tmp_path / "kubepods.slice" / "kubepods-podp1.slice" / f"cri-containerd-{A}.scope" / "cpuset.cpus"
+    p1.write_text("0-15\n")  # drift a partial pass does not look for
+    pod2 = tmp_path / "kubepods.slice" / "kubepods-podp2.slice" / f"cri-containerd-{B}.scope"
+    pod2.mkdir(parents=True)
+    (pod2 / "cpuset.cpus").write_text("\n")
+    (pod2 / "cpuset.mems").write_text("\n")
+    before = p.state
+    p.allocate(req("p3", "app"))
+    moved = {uid for uid, _ in moved_keys(before, p.state) or ()}
+    assert moved == {"p3"}
+    rep = e.sync(p.state, only=moved)
+    assert rep.applied == [f"/kubepods.slice/kubepods-podp2.slice/cri-containerd-{B}.scope"]  # appeared
+    assert rep.drift == [] and p1.read_text() == "0-15\n"
+    rep = e.sync(p.state)  # the periodic full pass
+    assert [d[0] for d in rep.drift] == [f"/kubepods.slice/kubepods-podp1.slice/cri-containerd-{A}.scope"]
