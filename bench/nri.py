@@ -24,7 +24,7 @@ Two parts, each with every plugin measured in the same run:
    - ``floor-py``: bench/nri_floor/floor.py, the same over hwagent's own ttrpc
      and multiplexer (the protocol's cost in Python);
    - ``hwagent-tmpfs``: the daemon again with its state dir on /dev/shm, so the
-     disk's fsync (hwagent answers once its decision is journalled) is told apart.
+     disk's fsync (behind the answer since Placer.answer, still the daemon's CPU) is told apart.
 
    A plugin whose Synchronize the runtime times out (2 s, as containerd) is
    dropped, as containerd drops it; the row says so (DROPPED) and is timed from
@@ -143,7 +143,7 @@ class Plugin:
             return [PY, str(FLOOR_PY), "--socket", str(self.socket), "--cpus", cpus, "--mems", mems]
         if self.hwagent == "module":
             return [PY, "-m", "agent.nri.plugin", "--socket", str(self.socket), "--reconnect-interval", "0.1"]
-        # hwagent-tmpfs: its state (the journal it makes durable before answering) on tmpfs, to
+        # hwagent-tmpfs: its state (the journal, made durable behind the answer) on tmpfs, to
         # tell the disk's fsync apart from the rest
         under = Path(tempfile.mkdtemp(prefix="hwagent-bench-nri-", dir="/dev/shm")) if self.kind == "hwagent-tmpfs" \
             else self.base
