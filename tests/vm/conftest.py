@@ -11,9 +11,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pytest
+
 collect_ignore = [] if os.environ.get("HWAGENT_VM_GUEST") == "1" else ["guest"]
 
 _TIMINGS: list[tuple[str, Any, Any]] = []
+
+
+@pytest.fixture(scope="session")
+def tier_budget() -> Any:
+    """One budget for all the guests of this session, the qemu tier's and the Vagrant
+    machine's alike (runner.TierBudget), so that both together keep the CI run's 90 minutes."""
+    from tests.vm.runner import TierBudget
+
+    return TierBudget()
 
 
 def record_vm_timing(name: str, run: Any, summary: Any) -> None:

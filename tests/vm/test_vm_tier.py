@@ -41,12 +41,6 @@ def out_root() -> Path:
     return runner.default_out_root()
 
 
-@pytest.fixture(scope="session")
-def tier_budget() -> runner.TierBudget:
-    """One budget for all the guests of this session (runner.TierBudget)."""
-    return runner.TierBudget()
-
-
 def guests_after(request: pytest.FixtureRequest) -> int:
     """How many guest suites this session still runs after the current one."""
     items = request.session.items

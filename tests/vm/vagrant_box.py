@@ -63,24 +63,26 @@ DISK_GIB = 16
 DISK_UUID = "7a6e0b5c-6d61-4e2b-9f3a-686761676e74"
 HASH_SEED = "3b2c1d4e-5f60-4718-8a9b-0c1d2e3f4a5b"
 FAKE_TIME = "1700000000"
-#: the units of the box's systemd target: only what Vagrant needs (the host's own boot, its
-#: getty and its enabled services are not the box's); hwagent's unit, once provisioned, pulls
-#: in sysinit/basic as on a node
+#: the units of the box's systemd target: what Vagrant needs (networkd's DHCP, sshd, logins
+#: open: systemd-user-sessions, which pulls in sysinit/basic as on any Debian machine); the
+#: host's multi-user services and getty are not the box's
 UNITS = {
     "etc/systemd/system/vagrant-box.target": """\
 [Unit]
 Description=Vagrant box (hwagent VM tier): network, sshd
 DefaultDependencies=no
 Wants=systemd-journald.socket systemd-journald.service systemd-udevd.service systemd-udev-trigger.service
-Wants=systemd-networkd.service vagrant-box-sshd.service
-After=systemd-networkd.service vagrant-box-sshd.service
+Wants=systemd-networkd.service vagrant-box-sshd.service systemd-user-sessions.service
+After=systemd-networkd.service vagrant-box-sshd.service systemd-user-sessions.service
 AllowIsolate=yes
 """,
     "etc/systemd/system/vagrant-box-sshd.service": """\
 [Unit]
 Description=OpenSSH server of the Vagrant box
 DefaultDependencies=no
-After=systemd-journald.service
+# logins are open once systemd-user-sessions removed /run/nologin (systemd-tmpfiles writes it
+# at boot; pam_nologin turns the vagrant user away until then)
+After=systemd-journald.service systemd-user-sessions.service
 [Service]
 RuntimeDirectory=sshd
 RuntimeDirectoryMode=0755
