@@ -75,7 +75,13 @@ class PMap(Mapping[K, V]):
         m: PMap[K, V] = object.__new__(PMap)
         m._base, m._over, m._len = self._base, over, n
         if len(over) > 32 and len(over) * len(over) > n:
-            m._base, m._over = dict(m.items()), {}
+            base = dict(self._base)  # copied in C, then the overlay's few keys applied
+            for k, v in over.items():
+                if v is _GONE:
+                    del base[k]
+                else:
+                    base[k] = v
+            m._base, m._over = base, {}
         return m
 
     def __getitem__(self, uid: K) -> V:
