@@ -185,6 +185,17 @@ TOPOLOGIES: dict[str, GuestTopology] = {
             cgroup="hybrid",
         ),
         GuestTopology(
+            name="v2peers",
+            description="numa2's shape without its PCIe devices, cgroup v2: a private containerd with NRI and "
+            "slurmctld + slurmd (cgroup/v2 plugin) beside hwagent on a real v2 kernel",
+            sockets=2, cores=2, threads=2,
+            nodes=(Node((0, 1, 2, 3), 2048), Node((4, 5, 6, 7), 2048)),
+            distances=((10, 20), (20, 10)),
+            cgroup="v2",
+            # a guest of their own: numa2's suite alone takes 9-20 min of its 25, these two ~10 more
+            guest_tests=("test_nri.py", "test_slurm.py"),
+        ),
+        GuestTopology(
             name="systemd",
             description="systemd as PID 1 (the host's, over the root overlay), 2 CPUs, cgroup v2: "
             "the shipped unit under a real service manager",
