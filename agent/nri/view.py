@@ -100,19 +100,24 @@ class NodeView:
     containers: dict[str, ContainerInfo] = field(default_factory=dict)
     #: bumped on every change (a synchronize or an event)
     version: int = 0
+    #: pod id -> ids of its containers (a pod's removal drops them without a pass over all)
+    _by_pod: dict[str, set[str]] = field(default_factory=dict, repr=False)
 
     def synchronize(self, pods: Iterable[nri.PodSandbox], containers: Iterable[nri.Container]) -> None:
         """The runtime's full list: whatever it does not name is gone."""
         self.version += 1
         self.pods = {p.id: PodInfo.of(p) for p in pods}
         self.containers = {c.id: ContainerInfo.of(c) for c in containers}
+        self._by_pod = {}
+        for c in self.containers.values():
+            self._by_pod.setdefault(c.pod_id, set()).add(c.id)
 
     def pod_event(self, event: int, pod: nri.PodSandbox) -> None:
         self.version += 1
         if event == nri.REMOVE_POD_SANDBOX:
             self.pods.pop(pod.id, None)
-            for cid in [c.id for c in self.containers.values() if c.pod_id == pod.id]:
-                del self.containers[cid]
+            for cid in self._by_pod.pop(pod.id, ()):
+                self.containers.pop(cid, None)
         elif pod.id:
             self.pods[pod.id] = PodInfo.of(pod)
 
@@ -121,11 +126,18 @@ class NodeView:
         if pod is not None and pod.id:
             self.pods.setdefault(pod.id, PodInfo.of(pod))
         if event == nri.REMOVE_CONTAINER:
-            self.containers.pop(ctr.id, None)
+            gone = self.containers.pop(ctr.id, None)
+            if gone is not None:
+                ids = self._by_pod.get(gone.pod_id)
+                if ids is not None:
+                    ids.discard(gone.id)
+                    if not ids:
+                        del self._by_pod[gone.pod_id]
             return
         state = _EVENT_STATES.get(event)
         if ctr.id:
-            self.containers[ctr.id] = ContainerInfo.of(ctr, state).merged(self.containers.get(ctr.id))
+            info = self.containers[ctr.id] = ContainerInfo.of(ctr, state).merged(self.containers.get(ctr.id))
+            self._by_pod.setdefault(info.pod_id, set()).add(info.id)
 
     def describe(self, pod_id: str, container_name: str = "") -> str:
         """"namespace/name[/container]" for logs, or the bare id of a pod not (yet) known."""
