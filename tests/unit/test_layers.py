@@ -96,7 +96,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("values and adapters", frozenset({
         "cpuset", "eventlog", "limits", "diskname", "safepath", "statefile", "journal", "iothread", "fsread", "grpcguard",
         "quantity", "unixsock", "tasks", "datafiles", "config", "daemonconfig", "rootpaths", "cgroups", "devices", "topology",
-        "sharedvalues", "jsonlines", "jsonc", "humanbytes",
+        "sharedvalues", "jsonlines", "jsonc", "humanbytes", "journalbatch",
     })),
     ("contracts", frozenset({"contracts"})),
     ("owners", frozenset({
