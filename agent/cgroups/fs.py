@@ -23,7 +23,7 @@ from cgroupspy.nodes import Node
 from prometheus_client import Counter
 
 from agent.cgroups.detect import CgroupLayout
-from agent.cgroups.paths import safe_rel
+from agent.cgroups.paths import effective_cpus_file, safe_rel
 from agent.cpuset import CPUSet
 from agent.eventlog import get_logger
 
@@ -115,7 +115,7 @@ class CgroupFS:
             raise
 
     def read_effective_cpus(self, rel: str) -> CPUSet:
-        return self._read_cpuset_file(rel, "cpuset.cpus.effective" if self.cpuset_v2 else "cpuset.effective_cpus")
+        return self._read_cpuset_file(rel, effective_cpus_file(self.cpuset_v2))
 
     def read_mems(self, rel: str) -> CPUSet:
         return self._read_cpuset_file(rel, "cpuset.mems")

@@ -23,6 +23,8 @@ from agent.cgroups.detect import DEFAULT_CGROUP_ROOT
 
 __all__ = [
     "CPU_IDLE_FILE",
+    "effective_cpus_file",
+    "threads_file",
     "PodCgroups",
     "pod_uids_named",
     "mount_suffixes",
@@ -122,6 +124,18 @@ def pod_uids_named(names: Iterable[str]) -> set[str]:
 #: cgroup v2's idle scheduling file (1: the cgroup's tasks run as SCHED_IDLE), the key a runtime
 #: is handed in NRI's ``unified`` map for a reclaimed container
 CPU_IDLE_FILE = "cpu.idle"
+
+
+def threads_file(v2: bool) -> str:
+    """The file listing a cgroup's own threads: v1 ``tasks``, v2 ``cgroup.threads`` (a v2
+    directory has no ``tasks``)."""
+    return "cgroup.threads" if v2 else "tasks"
+
+
+def effective_cpus_file(v2: bool) -> str:
+    """The file with the CPUs a cgroup's tasks may really use: v1 ``cpuset.effective_cpus``,
+    v2 ``cpuset.cpus.effective``."""
+    return "cpuset.cpus.effective" if v2 else "cpuset.effective_cpus"
 
 
 class PodCgroups:

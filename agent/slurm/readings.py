@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.cgroups.paths import effective_cpus_file, threads_file
 from agent.cpuset import CPUSet
 from agent.fsread import read_optional
 from agent.pressure.procfs import read_psi
@@ -34,8 +35,6 @@ class StepReading:
     threads: int = 0
 
 
-#: the file listing a cgroup's own threads: v1 ``tasks``, v2 ``cgroup.threads``
-_THREADS = {False: "tasks", True: "cgroup.threads"}
 #: how deep below a step its threads may be (v2: step/user/task_N; v1: step/task_N)
 _MAX_DEPTH = 3
 
@@ -58,7 +57,7 @@ def step_thread_ids(step_dir: str, v2: bool, depth: int = 0) -> list[int]:
     """The threads in a step's cgroup and below it (Slurm's layout is a few levels deep: no
     unbounded walk, no links followed); the files are read bare, as the kernel writes them."""
     out: list[int] = []
-    data = _read(os.path.join(step_dir, _THREADS[v2]))
+    data = _read(os.path.join(step_dir, threads_file(v2)))
     if data:
         out.extend(int(t) for t in data.split())
     if depth < _MAX_DEPTH:
@@ -98,7 +97,7 @@ def step_cpus(cpuset_mount: Path | None, path: str, v2: bool) -> CPUSet | None:
     the cpuset controller is not enabled for it, the step ended) or it reads empty."""
     if cpuset_mount is None:
         return None
-    text = read_optional(cpuset_mount / path.lstrip("/") / ("cpuset.cpus.effective" if v2 else "cpuset.effective_cpus"))
+    text = read_optional(cpuset_mount / path.lstrip("/") / effective_cpus_file(v2))
     if text is None:
         return None
     try:
