@@ -116,6 +116,10 @@ def test_explain_names_a_slurm_jobs_user_partition_class_and_step_cpus(short_tmp
         assert f"test/job_{protected}" in text and f"Slurm job {protected}" in text, text
         assert f"user {job_user} (uid {uid})" in text and "partition test" in text, text
         assert "class shared" in text and f"step_batch: CPUs {cpus}" in text, text
+        r = _cli(hw, "explain", f"job_{protected}", "--format", "json")
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert {(e["container"], e["cpus"], e["owner_uid"]) for e in got["containers"]} >= {("step_batch", cpus, uid)}
         r = _cli(hw, "explain", f"scavenger/job_{victim}")
         assert r.returncode == 0 and "class reclaimed" in r.stdout and "user root (uid 0)" in r.stdout, r.stdout
         # a job not on this node: a clear error, nothing else
