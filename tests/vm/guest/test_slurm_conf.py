@@ -9,8 +9,7 @@ sub-NUMA nodes, cgroup v1) each carry a virtio-blk disk behind a PCIe expander b
 1. the NodeName line equals ``slurmd -C``'s fields (slurmd's hwloc reads the guest's own sysfs);
 2. hwagent's gres.conf gives each disk the Slurm cores of its NUMA node (``Cores=``), and a real
    slurmctld + slurmd (Debian's slurm-wlm 22.05, tests/integration/slurm/cluster.py; on numa2
-   with the v2 cgroup plugin as tests/vm/guest/test_slurm.py runs it, on numa4 with the v1
-   plugin in a test-owned subtree) registers the node with that configuration as generated, not
+   with the v2 cgroup plugin, ``V2Cgroups``, on numa4 with the v1 plugin in a test-owned subtree) registers the node with that configuration as generated, not
    drained, slurmctld finding nothing wrong with the GRES records;
 3. two jobs ``srun --gres=disk:1 --gres-flags=enforce-binding``, the first holding its disk while
    the second starts, each run on the CPUs of its own disk's NUMA node (the task's
@@ -33,8 +32,9 @@ from pathlib import Path
 import pytest
 
 from agent.cpuset import CPUSet
+from tests.integration.slurm.cgroups import SlurmCgroups
 from tests.integration.slurm.cluster import SlurmCluster, SlurmNode, missing_binaries, owned_cgroups
-from tests.vm.guest.v2_support import budget, keep_artifacts, wait_until
+from tests.vm.guest.v2_support import CGROUP2, budget, keep_artifacts, wait_until
 from tests.vm.topologies import GuestTopology
 
 #: TCG runs slurmctld, slurmd and hwagent ~10x slower than the host: the waits inside are scaled
@@ -115,31 +115,75 @@ def test_node_line_equals_slurmd_C(topo: GuestTopology, tmp_path: Path) -> None:
     assert "do not divide" in r.stderr, r.stderr
 
 
-def _cgroups(base: Path, node: str, layout: str):  # noqa: ANN202 - SlurmCgroups or the v2 guest's subclass
-    """v1: the harness's test-owned subtree; v2: the v2 guest's plugin setup (tests/vm/guest/test_slurm.py),
-    with the slice and the steps' scope made first, as systemd makes them on a real node:
+class V2Cgroups(SlurmCgroups):
+    """22.05's cgroup/v2 plugin on the guest's unified hierarchy, without systemd (as
+    tests/vm/guest/test_slurm.py runs it: ``IgnoreSystemd=yes``, ``CgroupAutomount=yes``; slurmd,
+    not started by systemd, moves itself into ``<scope>/slurmd``), with the slice and the steps'
+    scope made first, as systemd makes them on a real node:
 
-    - 22.05's plugin makes the scope below ``system.slice`` but not the slice: slurmd exits
-      "Could not create scope directory";
+    - the plugin makes its scope below ``system.slice`` but not the slice: slurmd exits "Could not
+      create scope directory";
     - it reads a cgroup's ``cgroup.controllers`` split on spaces only, so the last name keeps its
       newline and is not found: where it enables only cpuset, cpu and memory itself, memory is
       last and every slurmstepd fails "Controller memory is not enabled!" (task/cgroup's init).
       systemd's slice and a ``Delegate=yes`` scope have ``pids`` (and ``io``) enabled too, after
-      memory; so do these."""
-    if layout != "v2":
-        return owned_cgroups(base)
-    from tests.vm.guest.test_slurm import V2SlurmCgroups
-    from tests.vm.guest.v2_support import CGROUP2
+      memory; so do these.
 
-    class AsSystemdMakesThem(V2SlurmCgroups):
-        def create(self) -> None:
-            super().create()
-            scope = CGROUP2 / "system.slice" / f"{self.node}_slurmstepd.scope"
-            for d in (scope.parent, scope):
-                d.mkdir(exist_ok=True)
-                (d / "cgroup.subtree_control").write_text("+cpuset +cpu +io +memory +pids")
+    The tree is not relocatable as v1's is, so ``tag`` is "" (hwagent's ``cgroup_parent``: the
+    root); ``remove`` takes the scope and the slice away once slurmd is gone (in the guest nothing
+    else uses ``system.slice``)."""
 
-    return AsSystemdMakesThem(node, base / "cg")
+    def __init__(self, node: str, links: Path) -> None:
+        super().__init__("", links, CGROUP2)
+        self.scope = CGROUP2 / "system.slice" / f"{node}_slurmstepd.scope"
+
+    def create(self) -> None:
+        self.links.mkdir(parents=True, exist_ok=True)
+        for d in (self.scope.parent, self.scope):
+            d.mkdir(exist_ok=True)
+            (d / "cgroup.subtree_control").write_text("+cpuset +cpu +io +memory +pids")
+
+    def cgroup_conf(self) -> str:
+        return "\n".join(["CgroupPlugin=cgroup/v2", f"CgroupMountpoint={CGROUP2}", "CgroupAutomount=yes",
+                          "IgnoreSystemd=yes", "ConstrainCores=yes", "ConstrainRAMSpace=yes"]) + "\n"
+
+    def dirs(self) -> list[Path]:
+        if not self.scope.is_dir():
+            return []
+        return [Path(root) for root, _d, _f in os.walk(self.scope, topdown=False)]
+
+    def remove(self, timeout: float = 10.0) -> list[str]:
+        left = super().remove(timeout)
+        try:
+            self.scope.parent.rmdir()
+        except OSError:
+            pass
+        return left
+
+
+def _cgroups(base: Path, node: str, layout: str) -> SlurmCgroups:
+    """v1: the harness's test-owned subtree; v2: ``V2Cgroups``."""
+    return V2Cgroups(node, base / "cg") if layout == "v2" else owned_cgroups(base)
+
+
+#: the guest's one non-loopback interface while the test runs (a dummy link of the test's own)
+DUMMY = "hwslconf"
+DUMMY_ADDR = "192.0.2.20/24"
+
+
+def setup_network() -> None:
+    """An address besides loopback: Slurm 22.05 resolves its listening address with AI_ADDRCONFIG,
+    which answers nothing where ``lo`` is the only interface (the tier boots with ``-nic none``;
+    the guest's virtio NICs are other tests' devices), and slurmctld exits "Unable to resolve"."""
+    teardown_network()
+    for argv in (["modprobe", "dummy"], ["ip", "link", "add", DUMMY, "type", "dummy"],
+                 ["ip", "addr", "add", DUMMY_ADDR, "dev", DUMMY], ["ip", "link", "set", DUMMY, "up"]):
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=budget(60))
+        assert r.returncode == 0, f"{' '.join(argv)}: {r.stderr}"
+
+
+def teardown_network() -> None:
+    subprocess.run(["ip", "link", "del", DUMMY], capture_output=True, timeout=budget(60))
 
 
 class GuestCluster(SlurmCluster):
@@ -152,8 +196,6 @@ class GuestCluster(SlurmCluster):
 @pytest.fixture
 def cluster_with_gres(topo: GuestTopology, cgroup_layout: str, far: int) -> Iterator[tuple[SlurmCluster, list[str]]]:
     """The cluster started with hwagent's node line and gres.conf as generated; also the gres lines."""
-    from tests.vm.guest.test_slurm import setup_network, teardown_network
-
     if cgroup_layout not in ("v1", "v2"):
         pytest.skip(f"cgroup {cgroup_layout}: the cluster helpers run Slurm's v1 or v2 plugin")
     base = Path(tempfile.mkdtemp(prefix="slconf-", dir="/tmp"))
