@@ -55,10 +55,12 @@ HALT_HOST_S = 20.0
 #: guest test files that need what only the qemu tier's numa2 guest has: PCI devices behind
 #: expander bridges on both nodes (devices, workloads, DRA), or a machine where hwagent is not
 #: yet provisioned (hwagent_run runs provision.sh itself; here vagrant up already did)
-NOT_IN_VAGRANT = ("test_devices.py", "test_workloads.py", "test_dra.py", "test_hwagent_run.py")
+NOT_IN_VAGRANT = ("test_devices.py", "test_workloads.py", "test_dra.py", "test_slurm_conf.py", "test_hwagent_run.py")
 #: the README's guest-test command (HWAGENT_VM_HOST_LOOP_S: the host's reference loop, so the
-#: guest scales its budgets by its own speed, as in the qemu tier)
-GUEST_TESTS = ("cd /hwagent && sudo HWAGENT_VM_GUEST=1 HWAGENT_VM_TOPOLOGY=numa2 HWAGENT_VM_CGROUP=v2 "
+#: guest scales its budgets by its own speed, as in the qemu tier). The provisioned unit is
+#: stopped first: the guest tests start daemons of their own on the same cgroup subtree, and
+#: the systemd guest's test starts the unit itself with the emulator's drop-in
+GUEST_TESTS = ("cd /hwagent && sudo systemctl stop hwagent && sudo HWAGENT_VM_GUEST=1 HWAGENT_VM_TOPOLOGY=numa2 HWAGENT_VM_CGROUP=v2 "
                "HWAGENT_VM_HOST_LOOP_S={loop} .venv/bin/python -m pytest -q -p no:cacheprovider tests/vm/guest -m vm "
                + " ".join(f"--ignore=tests/vm/guest/{f}" for f in NOT_IN_VAGRANT))
 PREFIX = f"hwvt{os.getpid() % 100000}"
