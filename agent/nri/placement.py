@@ -116,6 +116,12 @@ def _resources_msg(d: Decision, v2: bool, with_cpu_class: bool) -> nri.LinuxReso
     if with_cpu_class and d.level == RECLAIMED:
         if v2:
             res.unified[CPU_IDLE_FILE] = "1"
+            # shares present and 0: runc then writes no cpu.weight (its v2 conversion of 0 is
+            # "leave it"). With the CRI's shares kept (BestEffort's 2 -> weight 1), every update
+            # containerd makes of a running container had runc write cpu.weight first, and the
+            # kernel refuses a weight on an idle group (EINVAL): the reclaimed containers never
+            # followed the pool. An idle group's weight means nothing anyway.
+            res.cpu.shares.SetInParent()
         else:
             res.cpu.shares.value = RECLAIMED_SHARES
     for size, limit in sorted(d.hugepage_limits.items()):

@@ -109,7 +109,9 @@ def test_the_answer_carries_cpus_mems_and_the_reclaimed_cpu_class() -> None:
     v1, v2 = adjustment(rec, v2=False), adjustment(rec, v2=True)
     assert v1 is not None and v2 is not None
     assert v1.linux.resources.cpu.shares.value == 2 and not v1.linux.resources.unified
-    assert dict(v2.linux.resources.unified) == {"cpu.idle": "1"} and not v2.linux.resources.cpu.HasField("shares")
+    # v2: idle, and shares present as 0 so runc writes no cpu.weight (refused on an idle group)
+    assert dict(v2.linux.resources.unified) == {"cpu.idle": "1"}
+    assert v2.linux.resources.cpu.HasField("shares") and v2.linux.resources.cpu.shares.value == 0
     assert adjustment(Decision("d/p", "main", "refused", "no"), v2=False) is None
     assert update_for("ct-1", rec, v2=True).linux.resources.unified["cpu.idle"] == "1"
 

@@ -45,13 +45,12 @@ if _SKIP:
     pytestmark.append(pytest.mark.skip(reason=_SKIP))
 
 
-#: what the second test shows on containerd 1.7.24 + runc 1.1.5 + Linux 6.1 (cgroup v2), recorded for issue 34
-RECLAIMED_UPDATE_FAILS = (
-    "a running container with cpu.idle=1 cannot be updated through containerd: NRI's update becomes a CRI "
-    "UpdateContainerResources merged into the container's spec, which keeps the CRI's cpu.shares, and runc "
-    "writes every resource again, cpu.weight before the unified map; the kernel refuses cpu.weight on an idle "
-    "group (sched_group_set_shares: EINVAL), so runc fails ('failed to write \"1\": write .../cpu.weight: "
-    "invalid argument') and the reclaimed containers keep the old pool's CPUs")
+# Why hwagent answers a reclaimed container's shares as 0 on v2 (found by this guest): NRI's update
+# becomes a CRI UpdateContainerResources merged into the container's spec, which kept the CRI's
+# cpu.shares (BestEffort's 2), and runc writes every resource again, cpu.weight before the unified
+# map; the kernel refuses a weight on an idle group (sched_group_set_shares: EINVAL), so runc failed
+# ('failed to write "1": write .../cpu.weight: invalid argument') and the reclaimed containers kept
+# the old pool's CPUs (containerd 1.7.24, runc 1.1.5, Linux 6.1). Shares 0 is "no weight" in runc's conversion.
 
 
 def runc_weight(shares: int) -> int:
@@ -184,12 +183,11 @@ def test_v2_guaranteed_burstable_besteffort_get_what_admission_decides_reclaimed
     assert 'msg="nri adjustment refused"' not in d.log()
 
 
-@pytest.mark.xfail(strict=True, reason=RECLAIMED_UPDATE_FAILS)
 def test_v2_a_pool_resize_reaches_running_reclaimed_containers(placed: Placed) -> None:
     """The reclaim pool moved when the dedicated container came (the first test): the running
-    reclaimed containers must follow it. On v2 they do not (RECLAIMED_UPDATE_FAILS): the
-    update containerd makes from hwagent's answer fails in runc, and the containers keep the
-    old pool's CPUs, which may be the shared or dedicated ones now."""
+    reclaimed containers must follow it. They did not until hwagent answered their shares as 0
+    (the comment at the top): runc failed containerd's update on cpu.weight, and the containers
+    kept the old pool's CPUs, which may be the shared or dedicated ones now."""
     if not placed.pids:
         pytest.fail("the first test placed no containers")
     w = placed.w
