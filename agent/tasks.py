@@ -1,4 +1,4 @@
-"""Ending background tasks the same way everywhere.
+"""Ending background tasks the same way everywhere, and running a periodic one.
 
 A component's stop cancels its tasks and waits until they have really ended, so
 nothing of it runs once stop returns. Whatever a task raised on its way out has
@@ -10,8 +10,10 @@ bare ``try: await task except CancelledError: pass`` would swallow.
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 
-__all__ = ["cancel_and_wait"]
+__all__ = ["cancel_and_wait", "run_every"]
 
 
 async def cancel_and_wait(*tasks: asyncio.Future | None) -> None:
@@ -21,3 +23,17 @@ async def cancel_and_wait(*tasks: asyncio.Future | None) -> None:
         t.cancel()
     if live:
         await asyncio.gather(*live, return_exceptions=True)
+
+
+async def run_every(interval_s: Callable[[], float], step: Callable[[], Awaitable[object]],
+                    log: logging.Logger | logging.LoggerAdapter, failure: str) -> None:
+    """Await ``step()`` every ``interval_s()`` seconds (the first after one interval) until
+    cancelled. A step that fails is logged as ``failure`` with its traceback and the next one
+    runs: one bad refresh must not end a component's periodic work. The interval is asked
+    each time, so a reloaded config's interval applies from the next wait."""
+    while True:
+        await asyncio.sleep(interval_s())
+        try:
+            await step()
+        except Exception:
+            log.exception(failure)

@@ -32,7 +32,7 @@ from agent.kubelet.config import KUBELET_SECTION, KubeletConfig
 from agent.contracts.poddirectory import PodDirectory, PodResourcesSnapshot
 from agent.poddirectories import publish_pod_directory
 from agent.rootpaths import kubelet_pod_resources_socket
-from agent.tasks import cancel_and_wait
+from agent.tasks import cancel_and_wait, run_every
 
 log = get_logger("hwagent.kubelet")
 
@@ -93,7 +93,8 @@ class PodDirectoryComponent:
             self._roots = None
         await self.refresh_once()
         publish_pod_directory(ctx, self.service)  # behind the NRI front's names where it runs (agent.poddirectories)
-        self._task = asyncio.create_task(self._run(), name="kubelet-pods")
+        self._task = asyncio.create_task(
+            run_every(lambda: self.cfg.refresh_s, self.refresh_once, log, "pod directory refresh failed"), name="kubelet-pods")
 
     def _walk(self, snapshot: PodResourcesSnapshot | None, allocs: list[Any]) -> PodDirectory:
         from agent.cgroups.kubepods import walk_kubepods
@@ -141,14 +142,6 @@ class PodDirectoryComponent:
         svc.current = await asyncio.get_running_loop().run_in_executor(None, self._walk, svc.snapshot, allocs)
         svc.refreshes += 1
         return svc.current
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.cfg.refresh_s)
-            try:
-                await self.refresh_once()
-            except Exception:
-                log.exception("pod directory refresh failed")
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)

@@ -28,7 +28,7 @@ from agent.contracts import DEVICE_PLUGINS, DaemonContext
 from agent.poddirectories import publish_pod_directory
 from agent.eventlog import get_logger
 from agent.slurm.config import SLURM_SECTION, SlurmConfig
-from agent.tasks import cancel_and_wait
+from agent.tasks import cancel_and_wait, run_every
 
 log = get_logger("hwagent.slurm")
 
@@ -66,7 +66,8 @@ class SlurmJobsComponent:
                                              self.cfg.max_step_series,
                                              labels_on=ctx.config[DAEMON_SECTION].metrics_pod_labels)
         REGISTRY.register(self._collector)
-        self._task = asyncio.create_task(self._run(), name="slurm-jobs")
+        self._task = asyncio.create_task(
+            run_every(lambda: self.cfg.refresh_s, self.refresh_once, log, "slurm job directory refresh failed"), name="slurm-jobs")
 
     async def refresh_once(self) -> None:
         svc = self.service
@@ -74,14 +75,6 @@ class SlurmJobsComponent:
         plugins = self._devices  # their states are the loop's: read here, handed to the executor
         states = [*plugins.plugin_states(), *plugins.dra_states()] if plugins is not None else []
         await asyncio.get_running_loop().run_in_executor(None, svc.refresh, states)
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.cfg.refresh_s)
-            try:
-                await self.refresh_once()
-            except Exception:
-                log.exception("slurm job directory refresh failed")
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
