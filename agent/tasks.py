@@ -10,8 +10,9 @@ bare ``try: await task except CancelledError: pass`` would swallow.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
+
+from agent.eventlog import EventLogger
 
 __all__ = ["cancel_and_wait", "run_every"]
 
@@ -26,14 +27,15 @@ async def cancel_and_wait(*tasks: asyncio.Future | None) -> None:
 
 
 async def run_every(interval_s: Callable[[], float], step: Callable[[], Awaitable[object]],
-                    log: logging.Logger | logging.LoggerAdapter, failure: str) -> None:
+                    log: EventLogger, what: str) -> None:
     """Await ``step()`` every ``interval_s()`` seconds (the first after one interval) until
-    cancelled. A step that fails is logged as ``failure`` with its traceback and the next one
-    runs: one bad refresh must not end a component's periodic work. The interval is asked
-    each time, so a reloaded config's interval applies from the next wait."""
+    cancelled. A step that fails is logged ("periodic step failed", ``step=what``) with its
+    traceback and the next one runs: one bad refresh must not end a component's periodic
+    work. The interval is asked each time, so a reloaded config's interval applies from the
+    next wait."""
     while True:
         await asyncio.sleep(interval_s())
         try:
             await step()
         except Exception:
-            log.exception(failure)
+            log.exception("periodic step failed", step=what)

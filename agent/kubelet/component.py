@@ -94,7 +94,7 @@ class PodDirectoryComponent:
         await self.refresh_once()
         publish_pod_directory(ctx, self.service)  # behind the NRI front's names where it runs (agent.poddirectories)
         self._task = asyncio.create_task(
-            run_every(lambda: self.cfg.refresh_s, self.refresh_once, log, "pod directory refresh failed"), name="kubelet-pods")
+            run_every(lambda: self.cfg.refresh_s, self.refresh_once, log, "kubelet pod directory refresh"), name="kubelet-pods")
 
     def _walk(self, snapshot: PodResourcesSnapshot | None, allocs: list[Any]) -> PodDirectory:
         from agent.cgroups.kubepods import walk_kubepods

@@ -67,7 +67,7 @@ class SlurmJobsComponent:
                                              labels_on=ctx.config[DAEMON_SECTION].metrics_pod_labels)
         REGISTRY.register(self._collector)
         self._task = asyncio.create_task(
-            run_every(lambda: self.cfg.refresh_s, self.refresh_once, log, "slurm job directory refresh failed"), name="slurm-jobs")
+            run_every(lambda: self.cfg.refresh_s, self.refresh_once, log, "slurm job directory refresh"), name="slurm-jobs")
 
     async def refresh_once(self) -> None:
         svc = self.service
