@@ -217,13 +217,21 @@ def test_exec_output_into_a_closed_pipe_ends_the_command(box, alicepod):
     assert p.stdout.strip() == "5000000", p
 
 
+def _interactive_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def test_exec_ctrl_c_reaches_the_commands_process_group(box, alicepod):
     """Ctrl-C on the caller's terminal (the CLI's foreground) reaches the command and its
     children: the shell's trap runs and its exit status is exec's."""
     master, slave = os.openpty()
     script = 'trap "echo got-int; exit 5" INT; echo ready; while :; do sleep 0.1; done'
+    # an interactive caller's SIGINT is at its default; a test run started as a script's background
+    # job (nohup ... &) has it ignored, and exec then rightly forwards nothing (_piperelay's rule)
     proc = subprocess.Popen(["setsid", "-c", str(HWAGENT), "exec", "--root-dir", str(box.root), alicepod,
-                             "--", "sh", "-c", script], stdin=slave, stdout=slave, stderr=slave)
+                             "--", "sh", "-c", script], stdin=slave, stdout=slave, stderr=slave,
+                            preexec_fn=_interactive_signals)
     try:
         deadline = time.monotonic() + BUDGET_S
         out = _read_until(master, b"ready", deadline)
