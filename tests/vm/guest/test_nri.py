@@ -18,6 +18,7 @@ admission's dry run of the same pod, as on the host.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -64,6 +65,10 @@ def v2_world() -> Iterator[World]:
     """placement_world's World with waits scaled to the guest (containerd and hwagent start
     several times slower under TCG than on the host)."""
     base = Path(tempfile.mkdtemp(prefix="nri-v2-", dir="/tmp"))
+    # a tmpfs of its own: where the checkout lives under /tmp (a clone there, as CI may make), the
+    # guest keeps the host's /tmp through its overlay root, and containerd's overlay snapshotter
+    # cannot mount an overlay on an overlay ("failed to mount rootfs component: invalid argument")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0700", "tmpfs", str(base)], check=True)
     ctd = Containerd(base)
     parent = f"/hwagent-nri-v2-{uuid.uuid4().hex[:8]}"
     cri: CriClient | None = None
@@ -89,6 +94,7 @@ def v2_world() -> Iterator[World]:
         keep_artifacts("nri", [*base.glob("*.log"), base / "hw" / "stderr.log"])
         if (CGROUP2 / parent.lstrip("/")).is_dir():
             rmdir_cgroup_tree(CGROUP2 / parent.lstrip("/"))
+        subprocess.run(["umount", "-l", str(base)], check=False)
         shutil.rmtree(base, ignore_errors=True)
 
 
